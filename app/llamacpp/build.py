@@ -1,0 +1,151 @@
+"""Build llama.cpp's tools from the sources vendored in the llama-cpp-python sdist.
+
+PyPI is the only registry this project may rely on, and the llama-cpp-python
+source distribution carries a complete llama.cpp tree (``vendor/llama.cpp``).
+This module downloads that sdist with pip, configures CMake with the RPC
+backend enabled and the web UI download disabled, builds only the tools
+Layerdeck drives, and caches the result per version and build options in the
+user cache directory, so a machine builds once.
+
+Run ``python -m app.llamacpp.build`` to build (or find) the tools and print
+the directory.  ``LAYERDECK_LLAMA_CPP_DIR`` short-cuts all of this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+#: The llama-cpp-python release whose vendored llama.cpp we build and test against.
+PINNED_VERSION = "0.3.36"
+
+#: Executables Layerdeck needs, and the CMake targets that produce them.
+TARGETS = {
+    "llama-server": "llama-server",
+    "llama-fit-params": "llama-fit-params",
+    "llama-bench": "llama-bench",
+    "ggml-rpc-server": "ggml-rpc-server",
+}
+
+CMAKE_OPTIONS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_RPC=ON",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DGGML_OPENMP=OFF",
+    "-DGGML_NATIVE=ON",
+)
+
+ENV_DIR = "LAYERDECK_LLAMA_CPP_DIR"
+
+
+class BuildError(RuntimeError):
+    """The llama.cpp build could not be completed."""
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA", base)
+    return Path(base) / "layerdeck"
+
+
+def build_key(version: str = PINNED_VERSION) -> str:
+    digest = hashlib.sha256("\n".join(CMAKE_OPTIONS).encode()).hexdigest()[:10]
+    return f"llama.cpp-{version}-{digest}"
+
+
+def exe_name(tool: str) -> str:
+    return tool + (".exe" if sys.platform == "win32" else "")
+
+
+def complete(bin_dir: Path) -> bool:
+    return all((bin_dir / exe_name(t)).is_file() for t in TARGETS)
+
+
+def _run(cmd: list[str], log, cwd: Path | None = None) -> None:
+    log.write("$ " + " ".join(cmd) + "\n")
+    log.flush()
+    proc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise BuildError(f"command failed with exit code {proc.returncode}: {' '.join(cmd)} (see {log.name})")
+
+
+def ensure_built(version: str = PINNED_VERSION, jobs: int | None = None, log_stream=None) -> Path:
+    """Return a directory holding all tools, building them if needed."""
+    override = os.environ.get(ENV_DIR)
+    if override:
+        path = Path(override)
+        missing = [t for t in TARGETS if not (path / exe_name(t)).is_file()]
+        if missing:
+            raise BuildError(f"{ENV_DIR}={override} lacks {', '.join(missing)}")
+        return path
+    root = cache_root() / build_key(version)
+    bin_dir = root / "bin"
+    if complete(bin_dir):
+        return bin_dir
+    root.mkdir(parents=True, exist_ok=True)
+    log_path = root / "build.log"
+    jobs = jobs or os.cpu_count() or 2
+    with open(log_path, "a", encoding="utf-8") as log:
+        src = root / "src"
+        if not (src / "CMakeLists.txt").is_file():
+            with tempfile.TemporaryDirectory(dir=root) as tmp:
+                _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                      f"llama-cpp-python=={version}", "-d", tmp], log)
+                archives = list(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
+                if not archives:
+                    raise BuildError(f"pip did not fetch the llama-cpp-python {version} sdist (see {log_path})")
+                prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
+                with tarfile.open(archives[0]) as tar:
+                    members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+                    for m in members:
+                        m.name = m.name[len(prefix):]
+                    members = [m for m in members if m.name]
+                    staging = Path(tmp) / "llama.cpp"
+                    tar.extractall(staging, members=members, filter="data")
+                if src.exists():
+                    shutil.rmtree(src)
+                staging.rename(src)
+        build = root / "build"
+        _run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_OPTIONS], log)
+        _run(["cmake", "--build", str(build), "--config", "Release", "-j", str(jobs),
+              "--target", *TARGETS.values()], log)
+        staging_bin = root / "bin.tmp"
+        if staging_bin.exists():
+            shutil.rmtree(staging_bin)
+        staging_bin.mkdir()
+        for tool in TARGETS:
+            found = next(iter(list(build.glob(f"bin/{exe_name(tool)}")) + list(build.glob(f"**/{exe_name(tool)}"))), None)
+            if found is None:
+                raise BuildError(f"the build finished but produced no {tool} (see {log_path})")
+            shutil.copy2(found, staging_bin / exe_name(tool))
+        if bin_dir.exists():
+            shutil.rmtree(bin_dir)
+        staging_bin.rename(bin_dir)
+        shutil.rmtree(build, ignore_errors=True)
+    return bin_dir
+
+
+def main() -> int:
+    try:
+        print(ensure_built())
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
