@@ -1,0 +1,120 @@
+"""``layerdeck inspect MODEL [--json]``: what is in a GGUF file, per layer and block.
+
+JSON schema ``layerdeck.inspect/1`` is documented in ``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from .model import GGUFError, Model, Role, open_model
+from .model.blocks import LAYER_ROLES
+from .units import fmt_bytes, fmt_count
+
+SCHEMA = "layerdeck.inspect/1"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inspect", help="show a GGUF model's architecture, sizes and blocks",
+                       description="Read a GGUF model's header (never its weights) and print its blocks.")
+    p.add_argument("model", help="GGUF file (any shard of a split model opens the whole set)")
+    p.add_argument("--json", action="store_true", help="print the layerdeck.inspect/1 JSON document")
+    p.set_defaults(func=run)
+
+
+def to_json(model: Model) -> dict:
+    p = model.params
+    hp = dataclasses.asdict(p)
+    hp["file_type_name"] = p.file_type_name
+    layers = []
+    for il in range(p.n_layer):
+        row = {"layer": il, **{r.value: 0 for r in LAYER_ROLES}}
+        for b in model.layer_blocks(il):
+            row[b.role.value] += b.nbytes
+        row["total"] = sum(row[r.value] for r in LAYER_ROLES)
+        layers.append(row)
+    return {
+        "schema": SCHEMA,
+        "files": [{"path": str(pth), "size": pth.stat().st_size} for pth in model.paths],
+        "file_size": model.file_size,
+        "gguf_version": model.version,
+        "architecture": p.arch,
+        "name": p.name,
+        "file_type": p.file_type_name,
+        "parameters": {"total": model.n_params, "active": model.n_params_active},
+        "tensor_bytes": model.tensor_bytes,
+        "hparams": hp,
+        "quantization": [{"type": q.type_name, "tensors": q.n_tensors, "bytes": q.nbytes} for q in model.quant_mix()],
+        "blocks": [
+            {
+                "id": b.id, "layer": b.layer, "role": b.role.value, "bytes": b.nbytes, "nextn": b.nextn,
+                "parts": {part: b.part_bytes(part) for part in b.parts},
+                "tensors": [{"name": t.name, "type": t.type_name, "shape": list(t.shape), "bytes": t.nbytes}
+                            for t in b.tensors],
+            }
+            for b in model.blocks
+        ],
+        "layers": layers,
+        "warnings": model.warnings,
+    }
+
+
+def render_text(model: Model) -> str:
+    p = model.params
+    out = []
+    out.append(f"{model.path.name}" + (f" (+{len(model.paths) - 1} more parts)" if len(model.paths) > 1 else ""))
+    out.append(f"  architecture   {p.arch}" + (f"  ({p.name})" if p.name else ""))
+    out.append(f"  file size      {fmt_bytes(model.file_size)}  (GGUF v{model.version}, {p.file_type_name})")
+    out.append(f"  parameters     {fmt_count(model.n_params)} total, {fmt_count(model.n_params_active)} active per token")
+    out.append(f"  layers         {p.n_layer}" + (f" ({p.nextn_layers} NextN/MTP)" if p.nextn_layers else "")
+               + (f", {p.n_layer_dense_lead} leading dense" if p.n_layer_dense_lead else ""))
+    out.append(f"  context        {p.n_ctx_train:,} tokens trained; embedding {p.n_embd}, vocabulary {p.n_vocab:,}")
+    heads = f"{max(p.n_head, default=0)} heads, {max(p.n_head_kv, default=0)} KV heads, head dim {p.head_dim_k}/{p.head_dim_v}"
+    out.append(f"  attention      {heads}" + (f", MLA kv_lora_rank {p.kv_lora_rank}" if p.is_mla else "")
+               + (f", sliding window {p.n_swa} on {sum(p.swa_layers)} layers" if p.has_swa else ""))
+    if p.is_moe:
+        out.append(f"  experts        {p.n_expert} routed, {p.n_expert_used} used per token"
+                   + (f", {p.n_expert_shared} shared" if p.n_expert_shared else "")
+                   + (f"; expert FFN {p.n_ff_exp}" if p.n_ff_exp else ""))
+    if any(p.recurrent_layers):
+        out.append(f"  recurrent      {sum(p.recurrent_layers)} SSM layers (d_inner {p.ssm_d_inner}, d_state {p.ssm_d_state})")
+    mix = ", ".join(f"{q.type_name} {100 * q.nbytes / max(model.tensor_bytes, 1):.1f}%" for q in model.quant_mix())
+    out.append(f"  quantization   {mix}")
+    for w in model.warnings:
+        out.append(f"  warning        {w}")
+    out.append("")
+    cols = [r.value for r in LAYER_ROLES]
+    present = [c for c in cols if any(b.role.value == c for b in model.blocks)]
+    out.append("  " + "block".ljust(8) + "".join(c.rjust(12) for c in present) + "total".rjust(12))
+    for b in model.blocks:
+        if b.layer is None and b.role is Role.INPUT:
+            out.append("  " + "input".ljust(8) + "".rjust(12 * len(present)) + fmt_bytes(b.nbytes).rjust(12))
+    for il in range(p.n_layer):
+        by_role = {b.role.value: b.nbytes for b in model.layer_blocks(il)}
+        cells = "".join((fmt_bytes(by_role[c]) if c in by_role else "-").rjust(12) for c in present)
+        tag = "*" if il >= p.n_layer - p.nextn_layers else " "
+        out.append("  " + f"{il}{tag}".ljust(8) + cells + fmt_bytes(sum(by_role.values())).rjust(12))
+    for b in model.blocks:
+        if b.layer is None and b.role is not Role.INPUT:
+            out.append("  " + b.role.value.ljust(8) + "".rjust(12 * len(present)) + fmt_bytes(b.nbytes).rjust(12))
+    if p.nextn_layers:
+        out.append("  * NextN/MTP layer: in the file, loaded only for MTP speculative decoding")
+    out.append(f"  all tensors: {len(model.tensors)}, {fmt_bytes(model.tensor_bytes)}")
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        model = open_model(args.model)
+    except GGUFError as exc:
+        print(f"layerdeck: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(to_json(model), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(render_text(model))
+    return 0

@@ -1,0 +1,10 @@
+"""GGUF reading and the model-as-blocks view."""
+
+from .blocks import Block, Role
+from .errors import (CorruptGGUFError, GGUFError, MissingShardError, NotGGUFError, TruncatedGGUFError,
+                     UnsupportedVersionError)
+from .hparams import ModelParams
+from .model import Model, open_model
+
+__all__ = ["Block", "Role", "Model", "ModelParams", "open_model", "GGUFError", "NotGGUFError", "TruncatedGGUFError",
+           "CorruptGGUFError", "MissingShardError", "UnsupportedVersionError"]

@@ -1,0 +1,122 @@
+"""Placeable blocks: every tensor of a model, grouped the way a user moves them.
+
+Per layer: ``attn`` (norms, q/k/v/o, MLA projections, sinks), ``ffn`` (dense
+FFN, shared experts and router), ``experts`` (routed experts, with parts
+gate/up/down or fused gate_up that can be placed separately), ``ssm``
+(recurrent state tensors of hybrid layers) and ``other`` (anything unknown
+in a layer, plus NextN/MTP extras). Global blocks: ``input`` (token
+embeddings), ``output`` (output norm and head) and ``global`` (anything
+else). Every tensor lands in exactly one block, so block sizes add up to the
+file's tensor bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .gguf_reader import TensorInfo
+from .hparams import ModelParams
+
+
+class Role(str, Enum):
+    INPUT = "input"
+    OUTPUT = "output"
+    GLOBAL = "global"
+    ATTN = "attn"
+    FFN = "ffn"
+    EXPERTS = "experts"
+    SSM = "ssm"
+    OTHER = "other"
+
+
+LAYER_ROLES = (Role.ATTN, Role.FFN, Role.EXPERTS, Role.SSM, Role.OTHER)
+
+_LAYER_RE = re.compile(r"^blk\.(\d+)\.(.+)$")
+# Same family as llama.cpp's LLM_FFN_EXPS_REGEX: \.ffn_(up|down|gate|gate_up)_(ch|)exps
+_EXPS_RE = re.compile(r"^ffn_(gate_up|gate|up|down)_(?:ch)?exps(?:\.|$)")
+_INPUT_NAMES = ("token_embd.", "token_embd_norm.", "per_layer_token_embd.", "per_layer_model_proj.",
+                "per_layer_proj_norm.", "token_types.", "pos_embd.")
+_OUTPUT_NAMES = ("output.", "output_norm.")
+_SSM_PREFIXES = ("ssm_", "time_mix_", "channel_mix_", "shortconv", "conv1d")
+EXPERT_PARTS = ("gate", "up", "down", "gate_up")
+
+
+def classify(name: str) -> tuple[int | None, Role, str | None]:
+    """(layer, role, expert part) for a tensor name."""
+    m = _LAYER_RE.match(name)
+    if m is None:
+        if name.startswith(_INPUT_NAMES):
+            return None, Role.INPUT, None
+        if name.startswith(_OUTPUT_NAMES):
+            return None, Role.OUTPUT, None
+        return None, Role.GLOBAL, None
+    layer, suffix = int(m.group(1)), m.group(2)
+    e = _EXPS_RE.match(suffix)
+    if e is not None:
+        return layer, Role.EXPERTS, e.group(1)
+    if suffix.startswith("nextn."):
+        return layer, Role.OTHER, None
+    if suffix.startswith("attn_") or "norm" in suffix.split(".")[0] or suffix.startswith(("rope_", "wq", "wk", "wv", "wo")):
+        return layer, Role.ATTN, None
+    if suffix.startswith(("ffn_", "exp_probs_b")):
+        return layer, Role.FFN, None
+    if suffix.startswith(_SSM_PREFIXES):
+        return layer, Role.SSM, None
+    return layer, Role.OTHER, None
+
+
+def block_id(layer: int | None, role: Role, part: str | None = None) -> str:
+    base = role.value if layer is None else f"{layer}:{role.value}"
+    return base if part is None else f"{base}:{part}"
+
+
+@dataclass
+class Block:
+    """A group of tensors that move together, unless the block is an expert block opened into parts."""
+
+    id: str
+    layer: int | None
+    role: Role
+    tensors: list[TensorInfo] = field(default_factory=list)
+    parts: dict[str, list[TensorInfo]] = field(default_factory=dict)  # expert part -> tensors
+    nextn: bool = False  # layer is a NextN/MTP block: in the file, not loaded by default
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+    def part_bytes(self, part: str) -> int:
+        return sum(t.nbytes for t in self.parts.get(part, ()))
+
+    @property
+    def label(self) -> str:
+        if self.layer is None:
+            return {"input": "Embeddings", "output": "Output head", "global": "Global"}[self.role.value]
+        return f"L{self.layer} {self.role.value}"
+
+
+def build_blocks(tensors: list[TensorInfo], params: ModelParams) -> list[Block]:
+    """Group tensors into blocks, ordered input, layers (attn, ffn, experts, ssm, other), output, global."""
+    by_id: dict[str, Block] = {}
+    first_nextn = params.n_layer - params.nextn_layers if params.nextn_layers else None
+    for t in tensors:
+        layer, role, part = classify(t.name)
+        bid = block_id(layer, role)
+        blk = by_id.get(bid)
+        if blk is None:
+            blk = by_id[bid] = Block(bid, layer, role,
+                                     nextn=first_nextn is not None and layer is not None and layer >= first_nextn)
+        blk.tensors.append(t)
+        if part is not None:
+            blk.parts.setdefault(part, []).append(t)
+    order = {Role.INPUT: (-1, 0), Role.OUTPUT: (1 << 30, 0), Role.GLOBAL: (1 << 30, 1)}
+    role_rank = {r: i for i, r in enumerate(LAYER_ROLES)}
+
+    def key(b: Block) -> tuple[int, int]:
+        if b.layer is None:
+            return order[b.role]
+        return b.layer, role_rank[b.role]
+
+    return sorted(by_id.values(), key=key)
