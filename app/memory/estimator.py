@@ -1,0 +1,100 @@
+"""Per-device memory estimate: weights, context (KV cache + recurrent state) and compute buffers.
+
+The result mirrors what ``llama-fit-params --fit-print on`` reports (model,
+context and compute per device, then Host), plus the logits output buffer
+that llama.cpp keeps in host memory and the fit table leaves out. See
+``docs/memory-model.md`` for the rules and the calibration of the compute
+buffer model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..model import Model, Role
+from .compute import compute_buffers
+from .kv import ContextShape, context_shape, kv_bytes_per_layer, output_buffer_bytes, recurrent_bytes_per_layer
+from .layout import HOST, EstDevice, WeightPlacement, place_weights
+from .settings import LlamaSettings
+
+
+@dataclass
+class DeviceMemory:
+    name: str
+    model: int = 0
+    kv: int = 0
+    recurrent: int = 0
+    compute: int = 0
+    output: int = 0          # logits buffer (host memory only)
+    capacity: int | None = None
+
+    @property
+    def context(self) -> int:
+        return self.kv + self.recurrent
+
+    @property
+    def total(self) -> int:
+        return self.model + self.context + self.compute + self.output
+
+
+@dataclass
+class Estimate:
+    devices: list[DeviceMemory]          # model devices in llama.cpp order, Host last
+    shape: ContextShape
+    placement: WeightPlacement
+    pipeline_parallel: bool
+    notes: list[str] = field(default_factory=list)
+
+    def device(self, name: str) -> DeviceMemory:
+        for d in self.devices:
+            if d.name == name:
+                return d
+        raise KeyError(name)
+
+    @property
+    def host(self) -> DeviceMemory:
+        return self.devices[-1]
+
+
+def estimate(model: Model, devices: list[EstDevice], settings: LlamaSettings) -> Estimate:
+    """Estimate memory per device for ``model`` launched with ``settings`` on ``devices``.
+
+    ``devices`` are the non-CPU devices llama.cpp sees (RPC first, then GPUs),
+    as :func:`app.devices` reports them or as planned by the user.
+    """
+    p = model.params
+    shape = context_shape(p, settings)
+    placement = place_weights(model, devices, settings)
+    names = [d.name for d in placement.devices]
+    mem = {n: DeviceMemory(n, capacity=next((d.total for d in devices if d.name == n), None)) for n in names}
+    mem[HOST] = DeviceMemory(HOST)
+    for dev, nbytes in placement.bytes_by_device(model).items():
+        mem.setdefault(dev, DeviceMemory(dev)).model += nbytes
+    kv = kv_bytes_per_layer(p, settings, shape)
+    rs = recurrent_bytes_per_layer(p, shape)
+    for il in range(p.n_layer):
+        dev = HOST if settings.no_kv_offload else placement.layer_device[il]
+        mem[dev].kv += kv[il]
+        mem[dev].recurrent += rs[il]
+    mem[HOST].output = output_buffer_bytes(p, shape)
+    pipeline = (len(placement.devices) > 1 and settings.split_mode == "layer" and not settings.no_kv_offload
+                and not settings.overrides
+                and all(d != HOST for d in placement.layer_device))
+    for dev, nbytes in compute_buffers(model, placement, settings, shape, pipeline).items():
+        mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes
+    notes = []
+    if p.tied_embeddings and placement.duplicated_output:
+        notes.append(f"tied embeddings: token_embd is loaded twice (host and {placement.duplicated_output})")
+    if pipeline:
+        notes.append("pipeline parallelism is on (all layers on 2+ devices, no overrides): compute buffers hold 4 input copies")
+    ordered = [mem[n] for n in names] + [mem[HOST]]
+    return Estimate(ordered, shape, placement, pipeline, notes)
+
+
+def layer_roles_on(model: Model, placement: WeightPlacement, device: str) -> set[Role]:
+    """Which roles have at least one tensor on ``device`` (used by the compute model)."""
+    roles = set()
+    for t, dev in zip(model.tensors, placement.tensor_device):
+        if dev == device:
+            roles.add(model.block_of(t.name).role)
+    return roles

@@ -1,0 +1,120 @@
+"""KV cache, recurrent state and output buffer sizes, per layer, as llama.cpp allocates them.
+
+Sources: ``src/llama-context.cpp`` (context padding and streams),
+``src/llama-kv-cache.cpp`` (per-layer K/V tensors), ``src/llama-kv-cache-iswa.cpp``
+(the sliding-window cache size), ``src/llama-memory-recurrent.cpp`` (state),
+``src/llama-hparams.cpp`` (``n_embd_r``/``n_embd_s``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import ModelParams
+from .settings import LlamaSettings
+
+#: (elements per block, bytes per block) of the KV cache types (ggml/src/ggml-common.h).
+CACHE_TYPE_BLOCKS = {
+    "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q5_1": (32, 24), "q5_0": (32, 22),
+    "q4_1": (32, 20), "q4_0": (32, 18), "iq4_nl": (32, 18),
+}
+
+
+class SettingsError(ValueError):
+    """Settings llama.cpp itself would refuse (the message says which and what to change)."""
+
+
+def row_size(type_name: str, n: int) -> int:
+    block, size = CACHE_TYPE_BLOCKS[type_name]
+    return n // block * size
+
+
+def pad(x: int, n: int) -> int:
+    return (x + n - 1) // n * n
+
+
+@dataclass(frozen=True)
+class ContextShape:
+    n_ctx: int          # total cells over all streams
+    n_ctx_seq: int      # cells per stream (kv_size)
+    n_stream: int
+    n_seq: int
+    unified: bool
+    n_batch: int
+    n_ubatch: int
+    size_swa: int       # cells per stream of the SWA cache (0 when the model has no SWA)
+    flash_attn: bool
+    n_outputs_max: int
+
+
+def context_shape(p: ModelParams, s: LlamaSettings) -> ContextShape:
+    n_ctx0 = s.n_ctx if s.n_ctx and s.n_ctx > 0 else p.n_ctx_train
+    if n_ctx0 <= 0:
+        raise SettingsError("the model does not state its context length: set one with -c.")
+    n_seq = s.eff_n_parallel
+    unified = s.eff_kv_unified
+    n_ctx = pad(n_ctx0, 256)
+    if unified:
+        n_ctx_seq, n_stream = n_ctx, 1
+    else:
+        n_ctx_seq = pad(n_ctx // n_seq, 256)
+        n_stream = n_seq
+        n_ctx = n_ctx_seq * n_seq
+    n_batch = min(n_ctx0, s.n_batch)
+    n_ubatch = min(n_batch, s.n_ubatch or s.n_batch)
+    for name, t in (("-ctk", s.type_k), ("-ctv", s.type_v)):
+        if t not in CACHE_TYPE_BLOCKS:
+            raise SettingsError(f"{name} {t} is not a cache type llama.cpp accepts ({', '.join(CACHE_TYPE_BLOCKS)}).")
+    fa = s.flash_attn != "off"
+    if not fa and CACHE_TYPE_BLOCKS[s.type_v][0] > 1:
+        raise SettingsError(f"a quantized V cache ({s.type_v}) needs flash attention: use -fa on or -ctv f16.")
+    if p.is_mla and s.type_k != s.type_v:
+        raise SettingsError("MLA models cache K only: -ctk and -ctv must be equal.")
+    size_swa = 0
+    if p.has_swa:
+        size_swa = n_ctx_seq if s.swa_full else pad(min(n_ctx_seq, p.n_swa * (n_seq if unified else 1) + n_ubatch), 256)
+    n_outputs_max = min(n_batch, s.eff_n_outputs_max()) if s.tool == "server" else n_batch
+    return ContextShape(n_ctx, n_ctx_seq, n_stream, n_seq, unified, n_batch, n_ubatch, size_swa, fa, n_outputs_max)
+
+
+def has_kv_layers(p: ModelParams) -> list[bool]:
+    """Layers that own a KV cache in the main context: not recurrent, not NextN/MTP."""
+    first_nextn = p.n_layer - p.nextn_layers if p.nextn_layers else p.n_layer
+    return [il < first_nextn and not p.recurrent_layers[il] and p.n_head_kv[il] > 0 for il in range(p.n_layer)]
+
+
+def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) -> list[int]:
+    """K+V bytes of each layer (0 for layers without KV)."""
+    has = has_kv_layers(p)
+    v_trans = not shape.flash_attn
+    dims_v = [((p.head_dim_v_swa if p.swa_layers[il] else p.head_dim_v) * p.n_head_kv[il]) for il in range(p.n_layer)]
+    max_v = max((d for d, h in zip(dims_v, has) if h), default=0)
+    out = []
+    for il in range(p.n_layer):
+        if not has[il]:
+            out.append(0)
+            continue
+        cells = shape.size_swa if p.swa_layers[il] and shape.size_swa else shape.n_ctx_seq
+        n_k = (p.head_dim_k_swa if p.swa_layers[il] else p.head_dim_k) * p.n_head_kv[il]
+        k = row_size(s.type_k, n_k) * cells * shape.n_stream
+        v = 0
+        if not p.is_mla:
+            v = row_size(s.type_v, max_v if v_trans else dims_v[il]) * cells * shape.n_stream
+        out.append(k + v)
+    return out
+
+
+def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
+    """Recurrent state (r + s, f32) of each recurrent layer; independent of the context length."""
+    if not any(p.recurrent_layers):
+        return [0] * p.n_layer
+    n_embd_r = (p.ssm_d_conv - 1) * (p.ssm_d_inner + 2 * p.ssm_n_group * p.ssm_d_state) if p.ssm_d_conv else 0
+    n_embd_s = p.ssm_d_state * p.ssm_d_inner
+    rows = max(1, shape.n_seq)
+    size = (n_embd_r + n_embd_s) * rows * 4
+    return [size if r else 0 for r in p.recurrent_layers]
+
+
+def output_buffer_bytes(p: ModelParams, shape: ContextShape) -> int:
+    """Logits buffer reserved at context creation: n_vocab x n_seq floats (grows at run time if needed)."""
+    return p.n_vocab * max(1, shape.n_seq) * 4
