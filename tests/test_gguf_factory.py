@@ -1,0 +1,213 @@
+"""The GGUF test-model factory writes files that gguf-py and the real llama.cpp accept."""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import subprocess
+import time
+
+import pytest
+from gguf import GGUFReader
+
+from tests import gguf_factory as gf
+from tests.llama_fixtures import CPU_WORKAROUND_ARGS
+
+MiB = 1024 * 1024
+
+
+def _field(reader: GGUFReader, key: str):
+    return reader.fields[key].contents()
+
+
+# --------------------------------------------------------------------------- tiny models: gguf-py
+
+
+@pytest.mark.parametrize("arch", gf.ARCHS)
+def test_tiny_model_reads_back(arch, tiny_models):
+    path = tiny_models[arch]
+    spec = gf.model_spec(arch)
+    reader = GGUFReader(path)
+    assert _field(reader, "general.architecture") == gf.GGUF_ARCH[arch]
+    assert len(reader.tensors) == len(spec.tensors)
+    by_name = {t.name: t for t in reader.tensors}
+    for t in spec.tensors:
+        rt = by_name[t.name]
+        assert tuple(int(x) for x in rt.shape) == t.shape, t.name
+        assert rt.tensor_type == t.qtype, t.name
+        assert int(rt.n_bytes) == t.nbytes, t.name
+    assert _field(reader, f"{spec.gguf_arch}.block_count") == spec.n_layer
+    assert len(reader.fields["tokenizer.ggml.tokens"].data) == gf.BASE_VOCAB
+    assert os.path.getsize(path) < 5 * MiB
+    # a real mix of types, not all f16
+    kinds = set(spec.qtype_counts())
+    assert {"F32"} < kinds and len(kinds) >= 3, kinds
+
+
+def test_tiny_models_are_deterministic(tmp_path):
+    a = gf.write_tiny_model("qwen3moe", tmp_path / "a.gguf", seed=1)
+    b = gf.write_tiny_model("qwen3moe", tmp_path / "b.gguf", seed=1)
+    c = gf.write_tiny_model("qwen3moe", tmp_path / "c.gguf", seed=2)
+    assert a.read_bytes() == b.read_bytes()
+    assert a.read_bytes() != c.read_bytes()
+
+
+def test_tiny_model_variations(tmp_path):
+    tied = gf.write_tiny_model("llama", tmp_path / "tied.gguf", tied_embeddings=True, vocab_extra=12, n_layer=2,
+                               n_head_kv=[2, 2], n_ctx_train=1024)
+    r = GGUFReader(tied)
+    names = {t.name for t in r.tensors}
+    assert "output.weight" not in names and "token_embd.weight" in names
+    assert _field(r, "llama.block_count") == 2
+    assert _field(r, "llama.context_length") == 1024
+    assert _field(r, "llama.attention.head_count_kv") == [2, 2]
+    assert len(r.fields["tokenizer.ggml.tokens"].data) == gf.BASE_VOCAB + 12
+    emb = next(t for t in r.tensors if t.name == "token_embd.weight")
+    assert tuple(int(x) for x in emb.shape) == (64, gf.BASE_VOCAB + 12)
+
+    with pytest.raises(ValueError, match="requires output.weight"):
+        gf.write_tiny_model("gpt-oss", tmp_path / "x.gguf", tied_embeddings=True)
+    with pytest.raises(TypeError, match="unknown hyperparameter"):
+        gf.write_tiny_model("llama", tmp_path / "x.gguf", n_experts=4)
+
+
+def test_special_layouts():
+    ds = gf.model_spec("deepseek2")
+    assert ds.tensor("blk.1.attn_k_b.weight").shape == (32, 64, 4)   # {nope, kv_lora, n_head}
+    assert ds.tensor("blk.1.attn_v_b.weight").shape == (64, 32, 4)   # {kv_lora, v_head_dim, n_head}
+    assert "blk.0.ffn_gate.weight" in {t.name for t in ds.tensors}    # leading dense block
+    assert ds.kv["deepseek2.attention.key_length"][0] == 64 + 16
+    oss = gf.model_spec("gpt-oss")
+    assert oss.tensor("blk.0.ffn_up_exps.weight").qtype.name == "MXFP4"
+    assert oss.tensor("blk.0.attn_sinks.weight").shape == (4,)
+    gh = gf.model_spec("granitehybrid")
+    assert gh.kv["granitehybrid.attention.head_count_kv"][0] == [0, 0, 2, 0]
+    glm = gf.model_spec("glm4moe")
+    assert glm.n_layer == 4 and glm.kv["glm4moe.nextn_predict_layers"][0] == 1
+
+
+# --------------------------------------------------------------------------- tiny models: llama-server
+
+# keep the generated text to valid UTF-8: ban <unk>/<s>/</s> and the byte tokens 0x80..0xFF
+_BANNED = [[i, False] for i in (0, 1, 2, *range(3 + 0x80, 3 + 0x100))]
+
+
+def _complete(server) -> dict:
+    status, body = server.request("/completion", {
+        "prompt": "Hello world", "n_predict": 4, "temperature": 0, "ignore_eos": True,
+        "logit_bias": _BANNED, "cache_prompt": False,
+    })
+    assert status == 200, body
+    assert isinstance(body, dict), body
+    return body
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("arch", gf.ARCHS)
+def test_tiny_model_serves_completion(arch, tiny_models, llama_server):
+    server = llama_server(tiny_models[arch], "-c", "256", "-np", "1", "--fit", "off", "-ngl", "0", "-t", "2")
+    body = _complete(server)
+    assert isinstance(body["content"], str) and body["content"], body
+    assert body["tokens_predicted"] == 4, body
+    server.stop()
+    assert server.process.returncode is not None
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("arch, kwargs", [
+    ("llama", dict(tied_embeddings=True, n_head_kv=[2, 2, 2, 2], vocab_extra=100)),
+    ("deepseek2", dict(tied_embeddings=True, n_layer=2)),
+    ("gpt-oss", dict(swa_pattern=[True, False, True, False], n_ctx_train=2048)),
+], ids=["llama-tied-kv-array", "deepseek2-tied", "gpt-oss-swa-array"])
+def test_tiny_variants_serve_completion(arch, kwargs, tmp_path, llama_server):
+    path = gf.write_tiny_model(arch, tmp_path / f"{arch}.gguf", **kwargs)
+    server = llama_server(path, "-c", "256", "-np", "1", "--fit", "off", "-ngl", "0", "-t", "2")
+    assert _complete(server)["tokens_predicted"] == 4
+
+
+@pytest.mark.llama
+def test_tiny_model_across_two_rpc_servers(tiny_models, rpc_servers, llama_server):
+    a, b = rpc_servers(2)
+    server = llama_server(tiny_models["qwen3moe"], "--rpc", f"{a.endpoint},{b.endpoint}", "-ngl", "all",
+                          "-c", "256", "-np", "1", "--fit", "off", "-lv", "4")
+    body = _complete(server)
+    assert body["tokens_predicted"] == 4
+    log = server.output()
+    for ep in (a.endpoint, b.endpoint):
+        assert re.search(rf"RPC\d+\[{re.escape(ep)}\] model buffer size", log), log[-3000:]
+        assert re.search(rf"RPC\d+\[{re.escape(ep)}\] KV buffer size", log), log[-3000:]
+    assert all(s.process.poll() is None for s in (a, b))
+
+
+@pytest.mark.llama
+def test_rpc_server_memory_reporting(llama_bin, rpc_servers):
+    """A CPU RPC server reports host RAM (free == total); memory_mib fakes it via the sysconf shim."""
+    plain, faked = rpc_servers(2, memory_mib=[None, 3000])
+    out = subprocess.run([str(llama_bin / "llama-server"), "--rpc", f"{plain.endpoint},{faked.endpoint}",
+                          "--list-devices"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    mem = {m.group(1): (int(m.group(2)), int(m.group(3)))
+           for m in re.finditer(r"RPC\d+: (\S+) \((\d+) MiB, (\d+) MiB free\)", out.stdout)}
+    host_mib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // MiB
+    assert mem[plain.endpoint] == (host_mib, host_mib), out.stdout
+    assert mem[faked.endpoint] == (3000, 3000), out.stdout
+
+
+# --------------------------------------------------------------------------- sparse models
+
+
+def _header_counts(path) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        magic, version, n_tensors, n_kv = struct.unpack("<4sIQQ", f.read(24))
+    assert magic == b"GGUF" and version == 3
+    return n_tensors, n_kv
+
+
+@pytest.mark.parametrize("name", list(gf.SPARSE_SPECS))
+def test_sparse_model_is_sparse(name, sparse_models):
+    path = sparse_models[name]
+    spec = gf.sparse_spec(name)
+    st = os.stat(path)
+    assert st.st_size > spec.data_nbytes > 10 * 1024 * MiB
+    assert st.st_size - spec.data_nbytes < 16 * MiB           # header + tensor table
+    assert st.st_blocks * 512 < 64 * MiB, st.st_blocks * 512   # only the header is on disk
+    assert _header_counts(path) == (len(spec.tensors), len(spec.kv) + 1)  # + general.architecture
+
+
+# published sizes of these quantizations, GB (10^9), for a sanity check of the tensor table
+_PUBLISHED_GB = {"qwen3-30b-a3b": 18.6, "qwen3-235b-a22b": 142.0, "deepseek-v3": 404.0, "gpt-oss-120b": 63.4}
+
+
+@pytest.mark.parametrize("name", list(gf.SPARSE_SPECS))
+def test_sparse_model_size_matches_published(name):
+    assert gf.sparse_spec(name).data_nbytes / 1e9 == pytest.approx(_PUBLISHED_GB[name], rel=0.02)
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("name", list(gf.SPARSE_SPECS))
+def test_sparse_model_accepted_by_fit_params(name, sparse_models, llama_bin):
+    spec = gf.sparse_spec(name)
+    cmd = [str(llama_bin / "llama-fit-params"), "-m", str(sparse_models[name]), "--fit-print", "on",
+           "-c", "4096", "--no-repack"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"{' '.join(cmd)}\n{out.stderr[-4000:]}"
+    lines = [line.split() for line in out.stdout.splitlines() if line.strip()]
+    assert lines and all(len(parts) == 4 for parts in lines), out.stdout
+    host = {p[0]: [int(x) for x in p[1:]] for p in lines}["Host"]
+    # CPU-only build and --no-repack: every weight is in a plain CPU buffer, so the host "model" column
+    # is the whole data region (with CPU_REPACK/AMX buffers it would leave the repacked weights out)
+    assert host[0] == pytest.approx(spec.data_nbytes / MiB, rel=0.01), out.stdout
+
+
+@pytest.mark.llama
+def test_sparse_model_fit_across_rpc_servers(sparse_models, llama_bin, rpc_servers):
+    a, b = rpc_servers(2, memory_mib=[8000, 16000])
+    cmd = [str(llama_bin / "llama-fit-params"), "-m", str(sparse_models["qwen3-30b-a3b"]),
+           "--rpc", f"{a.endpoint},{b.endpoint}", "--fit-print", "on", "-c", "4096", *CPU_WORKAROUND_ARGS]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-4000:]
+    rows = {p[0]: [int(x) for x in p[1:]] for p in (line.split() for line in out.stdout.splitlines()) if p}
+    assert set(rows) == {"RPC0", "RPC1", "Host"}, out.stdout
+    # both devices hold weights, the larger one more
+    assert 0 < rows["RPC0"][0] < rows["RPC1"][0]
