@@ -20,11 +20,11 @@ def run_gui(model_path: str | None = None, smoke_test: bool = False) -> int:
     app.setApplicationName("Layerdeck")
     app.setOrganizationName("Layerdeck")
     app.setApplicationVersion(__version__)
-    window = MainWindow()
+    window = MainWindow(detect_devices=not smoke_test)
     window.resize(1280, 800)
     window.show()
     if model_path:
-        window.open_path(model_path)
+        window.open_path_sync(model_path)
     if smoke_test:
         # Let the window lay out and paint, then leave with success if nothing raised.
         QTimer.singleShot(500, app.quit)

@@ -1,7 +1,7 @@
-"""The main window: opens a model and shows its summary and blocks.
+"""The main window: model summary and KV panel, the board, the command panel.
 
-The board (lanes, drag and drop, gauges) lands here in its own issue; for now
-the window shows what :mod:`app.model` reads, so every part below it is real.
+Objects are created and wired here (a new :class:`Document` per opened
+model); widgets get what they show in their constructors.
 """
 
 from __future__ import annotations
@@ -9,98 +9,318 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+import psutil
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QMessageBox, QSplitter, QTreeWidget,
-                               QTreeWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox, QSpinBox,
+                               QSplitter, QToolBar, QVBoxLayout, QWidget)
 
-from app.inspect_cmd import render_text
+from app.memory.device_adapter import from_detected
+from app.memory.layout import EstDevice
 from app.model import GGUFError, Model, open_model
-from app.units import fmt_bytes, fmt_count
+from app.model.demo import load_demo
+from app.placement import presets
+from app.placement.autofit import FitError, auto_fit
+from app.placement.plan_file import PlanError, load_plan, save_plan
+
+from .board.board_view import BoardView
+from .command_panel import CommandPanel
+from .document import Document
+from .kv_panel import KvPanel
+from .summary_panel import SummaryPanel
+from .worker import run_in_background
 
 log = logging.getLogger(__name__)
+GiB = 1 << 30
+
+#: Lanes for the demo (and for planning) when no GPU is detected.
+DEMO_DEVICES = [EstDevice("CUDA0", "CUDA0", 24 * GiB, 24 * GiB, "planned", 1.0e12),
+                EstDevice("CUDA1", "CUDA1", 12 * GiB, 12 * GiB, "planned", 0.5e12)]
 
 
 class MainWindow(QMainWindow):
-    def __init__(self) -> None:
+    def __init__(self, detect_devices: bool = True) -> None:
         super().__init__()
-        self.model: Model | None = None
         self.setWindowTitle("Layerdeck")
         self.setAcceptDrops(True)
-        self._summary = QLabel("Open a GGUF model (File ▸ Open, or drop a file here) to see its layers and experts.")
-        self._summary.setWordWrap(True)
-        self._summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self._summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        self._summary.setMargin(12)
-        self._tree = QTreeWidget()
-        self._tree.setHeaderLabels(["Block", "Size", "Tensors"])
-        self._tree.setColumnWidth(0, 260)
-        self._tree.setColumnWidth(1, 110)
-        splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.settings = QSettings()
+        self.devices: list[EstDevice] = []
+        self.detected = False
+        self.host_capacity = psutil.virtual_memory().total
+        self.doc: Document | None = None
+        self.board: BoardView | None = None
+        self._build_actions()
+        self._build_toolbar()
+        self._build_menus()
+        self._status = QLabel()
+        self.statusBar().addPermanentWidget(self._status)
+        self.show_model(load_demo())
+        if detect_devices:
+            self._detect()
+
+    # ------------------------------------------------------------------ layout
+
+    def _build_actions(self) -> None:
+        def act(text, slot, shortcut=None, tip=None):
+            a = QAction(text, self)
+            a.triggered.connect(slot)
+            if shortcut:
+                a.setShortcut(QKeySequence(shortcut))
+            if tip:
+                a.setToolTip(tip)
+            return a
+
+        self.open_act = act("&Open model…", self._choose_file, QKeySequence.StandardKey.Open)
+        self.open_plan_act = act("Open &plan…", self._open_plan)
+        self.save_plan_act = act("&Save plan…", self._save_plan, QKeySequence.StandardKey.Save)
+        self.quit_act = act("&Quit", self.close, QKeySequence.StandardKey.Quit)
+        self.undo_act = act("&Undo", lambda: self.doc and self.doc.undo(), QKeySequence.StandardKey.Undo)
+        self.redo_act = act("&Redo", lambda: self.doc and self.doc.redo(), QKeySequence.StandardKey.Redo)
+        self.all_gpu_act = act("All on GPU", lambda: self._preset("all"), tip="Every layer on the GPUs, split by capacity")
+        self.experts_cpu_act = act("Experts → CPU", lambda: self._preset("experts"),
+                                   tip="Attention, shared experts and KV on the GPUs; routed experts in RAM (--cpu-moe)")
+        self.ncmoe_act = act("--n-cpu-moe", lambda: self._preset("ncmoe"),
+                             tip="Experts of the first N layers in RAM (llama.cpp's --n-cpu-moe N)")
+        self.fit_act = act("Auto-fit", self._auto_fit, "Ctrl+F",
+                           tip="Fill every device up to its margin: dense parts first, then experts")
+        self.select_exp_act = act("Select experts of layers…", self._select_experts, "Ctrl+E")
+
+    def _build_toolbar(self) -> None:
+        tb = QToolBar("Main")
+        tb.setObjectName("main-toolbar")
+        tb.setMovable(False)
+        self.addToolBar(tb)
+        for a in (self.open_act, self.undo_act, self.redo_act):
+            tb.addAction(a)
+        tb.addSeparator()
+        tb.addWidget(QLabel(" Presets: "))
+        tb.addAction(self.all_gpu_act)
+        tb.addAction(self.experts_cpu_act)
+        self.ncmoe_spin = QSpinBox()
+        self.ncmoe_spin.setRange(0, 999)
+        self.ncmoe_spin.setToolTip("N for --n-cpu-moe")
+        tb.addAction(self.ncmoe_act)
+        tb.addWidget(self.ncmoe_spin)
+        tb.addSeparator()
+        tb.addAction(self.fit_act)
+        self.margin_spin = QSpinBox()
+        self.margin_spin.setRange(0, 16384)
+        self.margin_spin.setSingleStep(256)
+        self.margin_spin.setValue(int(self.settings.value("margin_mib", 1024)))
+        self.margin_spin.setSuffix(" MiB margin")
+        self.margin_spin.valueChanged.connect(self._margin_changed)
+        tb.addWidget(self.margin_spin)
+
+    def _build_menus(self) -> None:
+        m = self.menuBar().addMenu("&File")
+        for a in (self.open_act, self.open_plan_act, self.save_plan_act):
+            m.addAction(a)
+        self.recent_menu = m.addMenu("Open &recent")
+        self._fill_recent()
+        m.addSeparator()
+        m.addAction(self.quit_act)
+        e = self.menuBar().addMenu("&Edit")
+        for a in (self.undo_act, self.redo_act, self.select_exp_act):
+            e.addAction(a)
+        p = self.menuBar().addMenu("&Placement")
+        for a in (self.all_gpu_act, self.experts_cpu_act, self.ncmoe_act, self.fit_act):
+            p.addAction(a)
+
+    def show_model(self, model: Model) -> None:
+        """Build the document and the widgets for ``model``; devices are the detected ones (or planned)."""
+        devices = self.devices or DEMO_DEVICES
+        self.doc = Document(model, devices, host_capacity=self.host_capacity, parent=self)
+        self.doc.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        self.doc.changed.connect(self._doc_changed)
+        self.board = BoardView(self.doc)
+        self.board.margin = self.margin_spin.value() << 20
+        self.board.preset_actions = [("All on GPU", lambda: self._preset("all")),
+                                     ("Experts → CPU", lambda: self._preset("experts")),
+                                     ("Auto-fit", self._auto_fit),
+                                     ("Select experts of layers…", self._select_experts)]
+        self.board.hovered.connect(lambda text: self.statusBar().showMessage(text, 4000))
+        self.command = CommandPanel(self.doc)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.board)
+        split.addWidget(self.command)
+        split.setStretchFactor(0, 4)
+        split.setStretchFactor(1, 1)
+        split.setSizes([560, 190])
+        self.setCentralWidget(split)
         left = QWidget()
         lay = QVBoxLayout(left)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self._summary)
-        splitter.addWidget(left)
-        splitter.addWidget(self._tree)
-        splitter.setSizes([420, 860])
-        self.setCentralWidget(splitter)
-        self._build_menus()
-        self.statusBar().showMessage("Ready")
+        self.summary = SummaryPanel(model)
+        self.kv_panel = KvPanel(self.doc)
+        lay.addWidget(self.summary)
+        lay.addWidget(self.kv_panel, 1)
+        dock = getattr(self, "_dock", None)
+        if dock is None:
+            dock = self._dock = QDockWidget("Model", self)
+            dock.setObjectName("model-dock")
+            dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
+            self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        dock.setWidget(left)
+        left.setMinimumWidth(300)
+        title = model.title or model.path.name
+        self.setWindowTitle(f"{title} — Layerdeck")
+        self._doc_changed()
 
-    def _build_menus(self) -> None:
-        file_menu = self.menuBar().addMenu("&File")
-        open_act = QAction("&Open model…", self)
-        open_act.setShortcut(QKeySequence.StandardKey.Open)
-        open_act.triggered.connect(self._choose_file)
-        file_menu.addAction(open_act)
-        file_menu.addSeparator()
-        quit_act = QAction("&Quit", self)
-        quit_act.setShortcut(QKeySequence.StandardKey.Quit)
-        quit_act.triggered.connect(self.close)
-        file_menu.addAction(quit_act)
+    def _doc_changed(self) -> None:
+        d = self.doc
+        if d is None:
+            return
+        self.undo_act.setEnabled(bool(d.history.undo_label))
+        self.redo_act.setEnabled(bool(d.history.redo_label))
+        self.undo_act.setText(f"&Undo {d.history.undo_label}" if d.history.undo_label else "&Undo")
+        self.redo_act.setText(f"&Redo {d.history.redo_label}" if d.history.redo_label else "&Redo")
+        over = []
+        if d.estimate is not None:
+            for m in d.estimate.devices:
+                lane = "CPU" if m.name == "Host" else m.name
+                cap = d.capacity(lane)
+                margin = 0 if lane == "CPU" else self.margin_spin.value() << 20
+                if cap and m.total > cap - margin:
+                    over.append(lane)
+        text = f"estimate {d.last_estimate_ms:.1f} ms"
+        if over:
+            text = "over capacity: " + ", ".join(over) + " · " + text
+        self._status.setText(text)
+
+    # ------------------------------------------------------------------ devices
+
+    def _detect(self) -> None:
+        from app.devices.detect import detect
+
+        def job():
+            return detect(llama_dir=self.settings.value("llama_dir") or None)
+
+        run_in_background(job, self._detected, lambda exc: self.statusBar().showMessage(f"Device detection: {exc}"))
+
+    def _detected(self, result) -> None:
+        devices = from_detected(result.devices)
+        self.detected = True
+        if result.host and getattr(result.host, "total_bytes", None):
+            self.host_capacity = result.host.total_bytes
+        if devices:
+            self.devices = devices
+            if self.doc is not None:
+                self.doc.set_devices(devices, self.host_capacity)
+            self.statusBar().showMessage(f"Found {', '.join(d.name for d in devices)}", 6000)
+        else:
+            self.statusBar().showMessage("No GPU found: showing two planned GPUs (24 GB + 12 GB) to plan with", 8000)
+
+    # ------------------------------------------------------------------ files
 
     def _choose_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open GGUF model", str(Path.home()), "GGUF models (*.gguf);;All files (*)")
+        start = self.settings.value("last_dir", str(Path.home()))
+        path, _ = QFileDialog.getOpenFileName(self, "Open GGUF model", start, "GGUF models (*.gguf);;All files (*)")
         if path:
             self.open_path(path)
 
-    def open_path(self, path: str) -> bool:
+    def open_path(self, path: str) -> None:
+        """Read the header off the GUI thread (with progress for split sets), then show it."""
+        self.statusBar().showMessage(f"Reading {Path(path).name}…")
+        run_in_background(lambda progress: open_model(path, progress=progress),
+                          lambda model: self._opened(path, model), lambda exc: self._open_failed(path, exc),
+                          lambda done, total: self.statusBar().showMessage(f"Reading part {done} of {total}…"))
+
+    def open_path_sync(self, path: str) -> bool:
+        """The same as :meth:`open_path`, on the calling thread (command line start-up, tests)."""
         try:
             model = open_model(path)
         except GGUFError as exc:
-            QMessageBox.warning(self, "Cannot open model", str(exc))
-            self.statusBar().showMessage(f"Could not open {Path(path).name}")
+            self._open_failed(path, exc)
             return False
-        self.show_model(model)
+        self._opened(path, model)
         return True
 
-    def show_model(self, model: Model) -> None:
-        self.model = model
-        p = model.params
-        self.setWindowTitle(f"{model.path.name} — Layerdeck")
-        self._summary.setText(
-            f"<h3>{model.path.name}</h3>"
-            f"<p><b>{p.arch}</b> · {p.file_type_name} · {fmt_bytes(model.file_size)}<br>"
-            f"{fmt_count(model.n_params)} parameters, {fmt_count(model.n_params_active)} active per token<br>"
-            f"{p.n_layer} layers"
-            + (f" · {p.n_expert} experts, {p.n_expert_used} used" if p.is_moe else "")
-            + (f", {p.n_expert_shared} shared" if p.n_expert_shared else "")
-            + f"<br>context {p.n_ctx_train:,} tokens</p><p>Quantization: "
-            + ", ".join(f"{q.type_name} {fmt_bytes(q.nbytes)}" for q in model.quant_mix())
-            + "</p>"
-        )
-        self._tree.clear()
-        for b in model.blocks:
-            item = QTreeWidgetItem([b.label, fmt_bytes(b.nbytes), str(len(b.tensors))])
-            item.setToolTip(0, "\n".join(f"{t.name}  {t.type_name}  {fmt_bytes(t.nbytes)}" for t in b.tensors[:20]))
-            for t in b.tensors:
-                QTreeWidgetItem(item, [t.name, fmt_bytes(t.nbytes), t.type_name])
-            self._tree.addTopLevelItem(item)
-        self.statusBar().showMessage(render_text(model).splitlines()[0])
+    def _opened(self, path: str, model: Model) -> None:
+        self.show_model(model)
+        self.settings.setValue("last_dir", str(Path(path).parent))
+        recent = [p for p in (self.settings.value("recent", []) or []) if p != path]
+        self.settings.setValue("recent", [path] + recent[:9])
+        self._fill_recent()
+        self.statusBar().showMessage(f"Opened {Path(path).name}", 5000)
 
-    # drag a .gguf onto the window to open it
-    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt API)
+    def _open_failed(self, path: str, exc: Exception) -> None:
+        text = str(exc) if isinstance(exc, GGUFError) else f"{type(exc).__name__}: {exc}"
+        self.statusBar().showMessage(f"Could not open {Path(path).name}", 8000)
+        QMessageBox.warning(self, "Cannot open model", text)
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for p in self.settings.value("recent", []) or []:
+            self.recent_menu.addAction(p, lambda p=p: self.open_path(p))
+        self.recent_menu.setEnabled(bool(self.recent_menu.actions()))
+
+    def _save_plan(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save plan", f"{self.doc.model.path.stem}.layerdeck.json",
+                                              "Layerdeck plans (*.layerdeck.json *.json)")
+        if path:
+            save_plan(self.doc.placement, path)
+            self.doc.plan_path = path
+            self.doc.history.mark_clean()
+
+    def _open_plan(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open plan", "", "Layerdeck plans (*.json)")
+        if not path:
+            return
+        try:
+            new = load_plan(path, self.doc.model)
+        except PlanError as exc:
+            QMessageBox.warning(self, "Cannot open plan", str(exc))
+            return
+        self.doc.replace(new, f"Open plan {Path(path).name}")
+
+    # ------------------------------------------------------------------ placement actions
+
+    def _preset(self, which: str) -> None:
+        d = self.doc
+        s = d.placement.settings
+        if which == "all":
+            new, label = presets.all_on_gpus(d.model, d.devices, s), "All on GPU"
+        elif which == "experts":
+            new, label = presets.experts_to_cpu(d.model, d.devices, s), "Experts to CPU"
+        else:
+            n = self.ncmoe_spin.value()
+            new, label = presets.n_cpu_moe(d.model, d.devices, s, n), f"--n-cpu-moe {n}"
+        d.replace(new, label)
+
+    def _auto_fit(self) -> None:
+        d = self.doc
+        try:
+            res = auto_fit(d.model, d.devices, d.placement.settings, margin=self.margin_spin.value() << 20,
+                           host_budget=self.host_capacity, pinned_from=d.placement)
+        except FitError as exc:
+            QMessageBox.information(self, "Auto-fit", str(exc))
+            return
+        d.replace(res.placement, "Auto-fit")
+        self.statusBar().showMessage("Auto-fit: " + "; ".join(res.report[:-1]), 10000)
+
+    def _select_experts(self) -> None:
+        n = self.doc.model.params.n_layer
+        text, ok = QInputDialog.getText(self, "Select experts", f"Layers (e.g. 10-30), 0-{n - 1}:", text=f"0-{n - 1}")
+        if not ok:
+            return
+        try:
+            a, _, b = text.partition("-")
+            first, last = int(a), int(b or a)
+        except ValueError:
+            self.statusBar().showMessage("Write a range like 10-30", 5000)
+            return
+        self.board.select_experts(first, last)
+
+    def _margin_changed(self, value: int) -> None:
+        self.settings.setValue("margin_mib", value)
+        if self.board is not None:
+            self.board.margin = value << 20
+            self.board.relayout()
+        self._doc_changed()
+
+    # ------------------------------------------------------------------ window events
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802
         if event.mimeData().hasUrls() and any(u.toLocalFile().lower().endswith(".gguf") for u in event.mimeData().urls()):
             event.acceptProposedAction()
 
@@ -109,3 +329,16 @@ class MainWindow(QMainWindow):
             if url.toLocalFile().lower().endswith(".gguf"):
                 self.open_path(url.toLocalFile())
                 break
+
+    def closeEvent(self, event) -> None:  # noqa: N802
+        if self.doc is not None and self.doc.history.dirty and not self.doc.model.is_demo \
+                and self.property("ask_on_close") is not False:
+            answer = QMessageBox.question(
+                self, "Unsaved placement", "The placement has changes that are not saved in a plan. Save them?",
+                QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel)
+            if answer == QMessageBox.StandardButton.Cancel:
+                event.ignore()
+                return
+            if answer == QMessageBox.StandardButton.Save:
+                self._save_plan()
+        super().closeEvent(event)

@@ -56,15 +56,19 @@ class Estimate:
         return self.devices[-1]
 
 
-def estimate(model: Model, devices: list[EstDevice], settings: LlamaSettings) -> Estimate:
+def estimate(model: Model, devices: list[EstDevice], settings: LlamaSettings,
+             placement: WeightPlacement | None = None) -> Estimate:
     """Estimate memory per device for ``model`` launched with ``settings`` on ``devices``.
 
     ``devices`` are the non-CPU devices llama.cpp sees (RPC first, then GPUs),
-    as :func:`app.devices` reports them or as planned by the user.
+    as :func:`app.devices` reports them or as planned by the user. ``placement``
+    (from :meth:`app.placement.Placement.weight_placement`) replaces the
+    layer/override rules of ``settings`` when given.
     """
     p = model.params
     shape = context_shape(p, settings)
-    placement = place_weights(model, devices, settings)
+    if placement is None:
+        placement = place_weights(model, devices, settings)
     names = [d.name for d in placement.devices]
     mem = {n: DeviceMemory(n, capacity=next((d.total for d in devices if d.name == n), None)) for n in names}
     mem[HOST] = DeviceMemory(HOST)
@@ -78,7 +82,7 @@ def estimate(model: Model, devices: list[EstDevice], settings: LlamaSettings) ->
         mem[dev].recurrent += rs[il]
     mem[HOST].output = output_buffer_bytes(p, shape)
     pipeline = (len(placement.devices) > 1 and settings.split_mode == "layer" and not settings.no_kv_offload
-                and not settings.overrides
+                and not placement.has_overrides
                 and all(d != HOST for d in placement.layer_device))
     for dev, nbytes in compute_buffers(model, placement, settings, shape, pipeline).items():
         mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes

@@ -35,6 +35,7 @@ class EstDevice:
     free: int = 0             # bytes free at load time (default -ts is proportional to this)
     total: int = 0
     kind: str = "gpu"         # gpu | igpu | rpc | planned
+    bandwidth: float = 0.0    # memory bandwidth, bytes/s (0 = unknown); auto-fit fills faster devices first
 
 
 class PlacementError(ValueError):
@@ -147,7 +148,8 @@ class WeightPlacement:
     tensor_device: list[str]        # parallel to model.tensors; "" for skipped tensors
     layer_device: list[str]         # n_layer_all + 1 entries; last is the output layer
     duplicated_output: str | None   # device holding a second copy of token_embd (tied embeddings)
-    devices: list[EstDevice]
+    devices: list[EstDevice]        # the model devices, in llama.cpp's order
+    has_overrides: bool = False     # any -ot/-cmoe/-ncmoe in effect (turns pipeline parallelism off)
 
     def bytes_by_device(self, model: Model) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -226,4 +228,4 @@ def place_weights(model: Model, devices: list[EstDevice], settings: LlamaSetting
             out_dev = buft_to_dev[over[te]]
         if out_dev != tensor_device[te]:
             dup = out_dev
-    return WeightPlacement(tensor_device, layers, dup, devs)
+    return WeightPlacement(tensor_device, layers, dup, devs, bool(settings.overrides))

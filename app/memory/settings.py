@@ -45,7 +45,8 @@ class LlamaSettings:
     tool: str = "server"
 
     def copy(self, **changes) -> "LlamaSettings":
-        return replace(self, overrides=list(self.overrides), **changes)
+        changes.setdefault("overrides", list(self.overrides))
+        return replace(self, **changes)
 
     # ---- effective values, as the chosen tool resolves them
 

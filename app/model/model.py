@@ -39,6 +39,8 @@ class Model:
     tensors: list[TensorInfo]
     blocks: list[Block]
     warnings: list[str] = field(default_factory=list)
+    is_demo: bool = False       # the built-in demo: no file behind it, launching is disabled
+    title: str = ""
 
     @property
     def path(self) -> Path:

@@ -1,0 +1,52 @@
+"""Turn detected or planned devices into the estimator's :class:`EstDevice` list."""
+
+from __future__ import annotations
+
+import re
+
+from .layout import EstDevice
+
+MiB = 1 << 20
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\d*$")
+
+
+def rpc_buffer_type(endpoint: str, local_index: int) -> str:
+    """``RPC<j>[host:port]``: RPC buffer types use the server-local device index (ggml-rpc.cpp)."""
+    return f"RPC{local_index}[{endpoint}]"
+
+
+def from_detected(devices) -> list[EstDevice]:
+    """:class:`app.devices.model.Device` objects (non-CPU) to estimator devices, keeping llama.cpp's order."""
+    out = []
+    per_endpoint: dict[str, int] = {}
+    for d in devices:
+        if d.kind in ("cpu", "accel"):
+            continue
+        if d.kind == "rpc" and d.rpc_endpoint:
+            j = per_endpoint.get(d.rpc_endpoint, 0)
+            per_endpoint[d.rpc_endpoint] = j + 1
+            buft = rpc_buffer_type(d.rpc_endpoint, j)
+        else:
+            buft = d.name
+        total = d.total_bytes or 0
+        free = d.free_bytes if d.free_bytes is not None else total
+        out.append(EstDevice(d.name, buft, free, total, d.kind))
+    return out
+
+
+def parse_device_spec(spec: str) -> list[EstDevice]:
+    """``CUDA0=24576,CUDA1=12288`` (MiB) -> planned devices, free = total."""
+    out = []
+    for item in [x.strip() for x in spec.split(",") if x.strip()]:
+        name, sep, size = item.partition("=")
+        if not sep or not _NAME.match(name):
+            raise ValueError(f"--devices item {item!r} should look like CUDA0=24576 (device name = MiB).")
+        try:
+            mib = float(size.lower().removesuffix("mib"))
+        except ValueError:
+            raise ValueError(f"--devices item {item!r}: {size!r} is not a number of MiB.") from None
+        if mib <= 0:
+            raise ValueError(f"--devices item {item!r}: the capacity must be positive.")
+        nbytes = int(mib * MiB)
+        out.append(EstDevice(name, name, nbytes, nbytes, "planned"))
+    return out

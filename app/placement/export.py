@@ -1,0 +1,198 @@
+"""Turn a placement into llama.cpp arguments, exactly.
+
+1. Layer devices become ``-dev`` (the order of the device runs), ``-ngl``
+   (layers not on the CPU, output layer included) and ``-ts`` as layer
+   counts. llama.cpp keeps CPU layers at the start and gives each device one
+   contiguous run, the output layer on the last; a placement that breaks this
+   is refused with an explanation (:class:`InexpressibleError`).
+2. Every tensor whose wanted device differs from where those flags put it
+   gets an override: ``--cpu-moe`` / ``--n-cpu-moe N`` when exactly
+   equivalent, otherwise the fewest ``-ot`` patterns (layer ranges merged,
+   no commas, ``blk\\.1\\.`` never matching ``blk.10.``).
+3. The result is checked by running llama.cpp's own rules (``place_weights``)
+   on it: if any tensor or layer would land elsewhere, export fails instead
+   of producing a wrong command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..command.ot_patterns import int_set_regex
+from ..memory.args import FFN_EXPS_REGEX
+from ..memory.layout import HOST, place_weights
+from ..memory.settings import LlamaSettings
+from ..model import Role
+from .placement import CPU, Placement
+
+
+class InexpressibleError(ValueError):
+    """llama.cpp cannot express this placement; the message says why and what to do instead."""
+
+
+@dataclass
+class PlacementArgs:
+    """The placement part of a command line, before tool-specific flags."""
+
+    devices: list[str]                       # -dev order
+    n_gpu_layers: int
+    tensor_split: list[int]
+    overrides: list[tuple[str, str]]         # -ot pattern, buffer type
+    cpu_moe: bool = False                    # --cpu-moe
+    n_cpu_moe: int = 0                       # --n-cpu-moe N
+    notes: list[str] = field(default_factory=list)
+
+    def settings(self, base: LlamaSettings) -> LlamaSettings:
+        """``base`` with these placement flags applied in the order the exporter writes them."""
+        from ..memory.args import n_cpu_moe_patterns
+
+        ot = list(self.overrides)
+        if self.n_cpu_moe:
+            ot += n_cpu_moe_patterns(self.n_cpu_moe)
+        if self.cpu_moe:
+            ot.append((FFN_EXPS_REGEX, "CPU"))
+        return base.copy(devices=self.devices or ["none"], n_gpu_layers=self.n_gpu_layers,
+                         tensor_split=[float(x) for x in self.tensor_split] or None, overrides=ot)
+
+
+def _layer_runs(p: Placement) -> tuple[list[str], int, list[int]]:
+    n = p.model.params.n_layer
+    seq = p.layer_device
+    order: list[str] = []
+    counts: list[int] = []
+    seen_gpu = False
+    for il, dev in enumerate(seq):
+        what = f"layer {il}" if il < n else "the output layer"
+        if dev == CPU:
+            if seen_gpu:
+                first_gpu = next(i for i, d in enumerate(seq) if d != CPU)
+                raise InexpressibleError(
+                    f"{what} is on the CPU after layer {first_gpu} went to {seq[first_gpu]}: llama.cpp keeps CPU "
+                    f"layers at the start (-ngl offloads the last layers). Move layers 0-{il - 1 if il else 0} to "
+                    f"the CPU as well, or move only {what}'s FFN/experts (not its attention) to the CPU.")
+            continue
+        seen_gpu = True
+        if order and order[-1] == dev:
+            counts[-1] += 1
+            continue
+        if dev in order:
+            raise InexpressibleError(
+                f"{dev} holds layers before and after {order[-1]} (again at {what}): llama.cpp gives each device "
+                f"one contiguous range of layers (-ts). Keep {dev}'s layers together, or move only the FFN/experts "
+                f"of the layers in between.")
+        order.append(dev)
+        counts.append(1)
+    if order and seq[n] == CPU:
+        raise InexpressibleError("the output layer is on the CPU while other layers are on GPUs: llama.cpp puts "
+                                 "the output layer on the last GPU device; move the output head to a GPU lane.")
+    return order, sum(counts), counts
+
+
+def _factor(names: list[str]) -> str:
+    """A regex matching exactly these literal names: common prefix/suffix factored out."""
+    names = sorted(set(names), key=lambda s: (-len(s), s))
+    if len(names) == 1:
+        return names[0]
+    pre = os.path.commonprefix(names)
+    suf = os.path.commonprefix([n[len(pre):][::-1] for n in names])[::-1]
+    mids = [n[len(pre):len(n) - len(suf)] for n in names]
+    if any(m == "" for m in mids):
+        return "(" + "|".join(names) + ")"
+    return f"{pre}({'|'.join(mids)}){suf}"
+
+
+def _escape(s: str) -> str:
+    return s.replace(".", r"\.")
+
+
+def _tensor_base(name: str) -> tuple[int | None, str]:
+    """(layer, base name without blk.N. and without the .weight/.bias suffix)."""
+    if name.startswith("blk."):
+        _, num, rest = name.split(".", 2)
+        base = rest.rsplit(".", 1)[0] if rest.endswith((".weight", ".bias", ".scale")) else rest
+        return int(num), base
+    base = name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias", ".scale")) else name
+    return None, base
+
+
+def buffer_type(p: Placement, device: str) -> str:
+    if device == CPU:
+        return "CPU"
+    return next(d.buft for d in p.devices if d.name == device)
+
+
+def placement_args(p: Placement) -> PlacementArgs:
+    """Compute -dev/-ngl/-ts and overrides for ``p`` and verify them against llama.cpp's rules."""
+    order, ngl, counts = _layer_runs(p)
+    # devices that only receive overridden tensors must still be model devices (with no layers)
+    extra = [d.name for d in p.devices if d.name not in order and d.name in set(p.tensor_device)]
+    dev_order = order + extra
+    ts = counts + [0] * len(extra)
+    base = PlacementArgs(dev_order, ngl, ts if len(dev_order) > 1 else [], [])
+    default = p.default_tensor_devices()
+    model = p.model
+    n = model.params.n_layer
+    # group differing tensors: target device -> (base-name set) -> layers
+    groups: dict[str, dict[frozenset[str], set[int]]] = defaultdict(lambda: defaultdict(set))
+    globals_: dict[str, list[str]] = defaultdict(list)
+    per_layer_bases: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for i, t in enumerate(model.tensors):
+        want, have = p.tensor_device[i], default[i]
+        if want == have or want == "":
+            continue
+        layer, b = _tensor_base(t.name)
+        if layer is None:
+            globals_[want].append(b)
+        else:
+            per_layer_bases[(want, layer)].add(b)
+    for (want, layer), bases in per_layer_bases.items():
+        groups[want][frozenset(bases)].add(layer)
+    # exact --cpu-moe / --n-cpu-moe equivalents (llama.cpp appends them after the -ot list, as we emit them)
+    cpu = groups.get(CPU, {})
+    exps_layers = {b.layer for b in model.blocks if b.role is Role.EXPERTS and not b.nextn}
+    cpu_by_default = {il for il in exps_layers if p.layer_device[il] == CPU}
+    for bases, layers in list(cpu.items()):
+        want = {_tensor_base(t.name)[1] for b in model.blocks if b.role is Role.EXPERTS and b.layer in layers
+                for t in b.tensors}
+        if set(bases) != want or not layers <= exps_layers:
+            continue
+        full = layers | cpu_by_default
+        if full == exps_layers and len(exps_layers) > 1:
+            base.cpu_moe = True
+            del cpu[bases]
+        elif full == set(range(len(full))):
+            base.n_cpu_moe = len(full)
+            del cpu[bases]
+    for want, by_bases in groups.items():
+        buft = buffer_type(p, want)
+        # merge base-sets that share a layer set, so one pattern covers e.g. ffn and experts of layers 10-19
+        by_layers: dict[frozenset[int], set[str]] = defaultdict(set)
+        for bases, layers in by_bases.items():
+            by_layers[frozenset(layers)] |= set(bases)
+        for layers, bases in sorted(by_layers.items(), key=lambda kv: min(kv[0])):
+            rx_layers = int_set_regex(set(layers))
+            if "|" in rx_layers:
+                rx_layers = f"({rx_layers})"
+            base.overrides.append((rf"blk\.{rx_layers}\.{_escape(_factor(sorted(bases)))}\.", buft))
+    for want, bases in globals_.items():
+        for b in sorted(set(bases)):
+            base.overrides.append((rf"^{_escape(b)}\.", buffer_type(p, want)))
+    _verify(p, base)
+    return base
+
+
+def _verify(p: Placement, args: PlacementArgs) -> None:
+    s = args.settings(LlamaSettings())
+    wp = place_weights(p.model, p.devices, s)
+    got_layers = [CPU if d == HOST else d for d in wp.layer_device]
+    if got_layers != p.layer_device:
+        bad = next(i for i, (a, b) in enumerate(zip(got_layers, p.layer_device)) if a != b)
+        raise InexpressibleError(f"internal check failed: layer {bad} would land on {got_layers[bad]} instead of "
+                                 f"{p.layer_device[bad]}; the command was not exported (please report this).")
+    for i, d in enumerate(wp.tensor_device):
+        got = CPU if d == HOST else d
+        if got != p.tensor_device[i]:
+            raise InexpressibleError(f"internal check failed: {p.model.tensors[i].name} would land on {got} instead "
+                                     f"of {p.tensor_device[i]}; the command was not exported (please report this).")

@@ -1,0 +1,136 @@
+"""Text forms of a command: shells, llama-swap, environment variables, Ollama, JSON; and reading pasted text back.
+
+All take the argument list from :func:`app.placement.command.build_command`
+(program first) and never re-derive the placement, so every form means the
+same command.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from ..command.quoting import (parse_cmd_command, parse_posix_command, parse_powershell_command, quote_cmd,
+                               quote_posix, quote_powershell)
+
+FORMATS = ("bash", "powershell", "cmd", "yaml", "env", "ollama", "argv-json")
+
+#: llama.cpp flags and their LLAMA_ARG_* variables (common/arg.cpp ``set_env``), for the env-var form.
+ENV_VARS = {
+    "-m": "LLAMA_ARG_MODEL", "--rpc": "LLAMA_ARG_RPC", "-dev": "LLAMA_ARG_DEVICE", "-ngl": "LLAMA_ARG_N_GPU_LAYERS",
+    "-ts": "LLAMA_ARG_TENSOR_SPLIT", "-ot": "LLAMA_ARG_OVERRIDE_TENSOR", "-ncmoe": "LLAMA_ARG_N_CPU_MOE",
+    "-cmoe": "LLAMA_ARG_CPU_MOE", "-c": "LLAMA_ARG_CTX_SIZE", "-np": "LLAMA_ARG_N_PARALLEL",
+    "-kvu": "LLAMA_ARG_KV_UNIFIED", "-ctk": "LLAMA_ARG_CACHE_TYPE_K", "-ctv": "LLAMA_ARG_CACHE_TYPE_V",
+    "-fa": "LLAMA_ARG_FLASH_ATTN", "-t": "LLAMA_ARG_THREADS", "-b": "LLAMA_ARG_BATCH", "-ub": "LLAMA_ARG_UBATCH",
+    "--fit": "LLAMA_ARG_FIT", "--swa-full": "LLAMA_ARG_SWA_FULL", "-nkvo": "LLAMA_ARG_NO_KV_OFFLOAD",
+    "--host": "LLAMA_ARG_HOST", "--port": "LLAMA_ARG_PORT",
+}
+_SWITCHES = {"-cmoe", "-kvu", "--swa-full", "-nkvo"}
+
+
+def to_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Move every flag that has a LLAMA_ARG_* variable into the environment; the rest stays as arguments.
+
+    Several ``-ot`` values join with commas into one variable, as llama.cpp reads it.
+    """
+    env: dict[str, str] = {}
+    rest = [argv[0]]
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        var = ENV_VARS.get(a)
+        if var is None:
+            rest.append(a)
+            i += 1
+            continue
+        if a in _SWITCHES:
+            env[var] = "1"
+            i += 1
+            continue
+        value = argv[i + 1]
+        env[var] = f"{env[var]},{value}" if var == "LLAMA_ARG_OVERRIDE_TENSOR" and var in env else value
+        i += 2
+    return env, rest
+
+
+def _yaml_str(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)  # JSON strings are valid YAML double-quoted scalars
+
+
+def llama_swap_entry(argv: list[str], name: str) -> str:
+    """A llama-swap ``models:`` entry; ``${PORT}`` is llama-swap's port macro (substituted before it splits)."""
+    body = quote_posix(list(argv) + ["--port", "${PORT}"], multiline=True)
+    return f"models:\n  {_yaml_str(name)}:\n    cmd: |\n" + "".join(f"      {line}\n" for line in body.splitlines())
+
+
+def ollama_modelfile(argv: list[str], n_layers_total: int) -> str:
+    """An Ollama Modelfile: ``num_gpu`` and ``num_ctx`` only, and a plain list of what Ollama cannot express."""
+    def val(flag: str) -> str | None:
+        return argv[argv.index(flag) + 1] if flag in argv else None
+
+    lines = [f"FROM {val('-m')}"]
+    ngl = val("-ngl")
+    if ngl is not None:
+        lines.append(f"PARAMETER num_gpu {ngl}")
+    if val("-c"):
+        lines.append(f"PARAMETER num_ctx {val('-c')}")
+    lost = []
+    if "-ot" in argv or "-ncmoe" in argv or "-cmoe" in argv:
+        lost.append("tensor overrides (-ot / --n-cpu-moe / --cpu-moe): Ollama cannot place experts on the CPU "
+                    "while their layer is on a GPU")
+    if "-ts" in argv:
+        lost.append(f"the split between GPUs (-ts {val('-ts')}): Ollama decides it itself")
+    if "--rpc" in argv:
+        lost.append("RPC hosts (--rpc)")
+    for flag, what in (("-ctk", "K cache type"), ("-ctv", "V cache type"), ("-fa", "flash attention"),
+                       ("-np", "parallel slots"), ("-ub", "micro-batch size")):
+        if flag in argv:
+            lost.append(f"{what} ({flag} {val(flag)}): set through Ollama's server environment, not the Modelfile")
+    if lost:
+        lines.append("")
+        lines.append("# Ollama cannot express these parts of the Layerdeck placement:")
+        lines += [f"#  - {x}" for x in lost]
+    return "\n".join(lines) + "\n"
+
+
+def render(argv: list[str], fmt: str, *, env: dict[str, str] | None = None, name: str = "model",
+           n_layers: int = 0, multiline: bool = True) -> str:
+    if fmt == "bash":
+        return quote_posix(argv, env=env, multiline=multiline)
+    if fmt == "powershell":
+        return quote_powershell(argv, env=env, multiline=multiline)
+    if fmt == "cmd":
+        return quote_cmd(argv, env=env, multiline=multiline)
+    if fmt == "yaml":
+        return llama_swap_entry(argv, name)
+    if fmt == "env":
+        e, rest = to_env(argv)
+        return quote_posix(rest, env={**(env or {}), **e}, multiline=multiline)
+    if fmt == "ollama":
+        return ollama_modelfile(argv, n_layers)
+    if fmt == "argv-json":
+        return json.dumps({"argv": argv, "env": env or {}}, ensure_ascii=False, indent=1)
+    raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def parse_command_text(text: str, shell: str | None = None) -> tuple[dict[str, str], list[str]]:
+    """Read a pasted command (bash, PowerShell or cmd; guessed when ``shell`` is None) into (env, argv).
+
+    Also accepts ``llama-fit-params`` output (``-c N -ngl N -ts a,b -ot "..."``) and bare argument lists.
+    """
+    text = text.strip()
+    if shell is None:
+        if text.startswith("&") or "$env:" in text or "`\n" in text:
+            shell = "powershell"
+        elif text.lower().startswith("set ") or "^\n" in text or "^\r\n" in text:
+            shell = "cmd"
+        else:
+            shell = "bash"
+    if shell == "powershell":
+        return parse_powershell_command(text)
+    if shell == "cmd":
+        return parse_cmd_command(text)
+    try:
+        return parse_posix_command(text)
+    except ValueError:
+        return {}, shlex.split(text)

@@ -1,0 +1,74 @@
+"""Regenerate the README screenshots (offscreen Qt): the demo on two planned GPUs + CPU, an over-capacity
+state, and the command panel, at 1280x800 and 1920x1080.
+
+    QT_QPA_PLATFORM=offscreen python scripts/screenshots.py [--out docs/screenshots]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from PySide6.QtCore import QCoreApplication, QSettings  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+
+def settle(app: QApplication, rounds: int = 5) -> None:
+    for _ in range(rounds):
+        app.processEvents()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="docs/screenshots")
+    ap.add_argument("--sizes", default="1280x800,1920x1080")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    QCoreApplication.setOrganizationName("LayerdeckScreenshots")
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    app = QApplication.instance() or QApplication([])
+    from ui.main_window import MainWindow
+
+    written = []
+    for size in args.sizes.split(","):
+        w, h = (int(x) for x in size.split("x"))
+        win = MainWindow(detect_devices=False)
+        win.setProperty("ask_on_close", False)
+        win.resize(w, h)
+        win.show()
+        settle(app)
+        win.board.relayout()
+        settle(app)
+        # 1. the demo as it opens: all on the two planned GPUs, split by capacity
+        p = out / f"demo-{size}.png"
+        win.grab().save(str(p))
+        written.append(p)
+        # 2. over capacity: 128k context with 4 slots pushes the GPUs over
+        win.doc.set_settings(n_ctx=131072 if win.doc.model.params.n_ctx_train >= 131072 else 40960, n_parallel=4,
+                             kv_unified=False)
+        settle(app)
+        p = out / f"over-capacity-{size}.png"
+        win.grab().save(str(p))
+        written.append(p)
+        # 3. auto-fit back into memory, experts partly in RAM; the command panel shows the -ot list
+        win.doc.set_settings(n_ctx=32768, n_parallel=-1, kv_unified=None)
+        win._preset("experts")
+        win._auto_fit()
+        settle(app)
+        p = out / f"command-{size}.png"
+        win.grab().save(str(p))
+        written.append(p)
+        win.close()
+    for p in written:
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

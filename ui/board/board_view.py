@@ -1,0 +1,527 @@
+"""The board: one lane per device, the model's blocks on them, drag and drop between lanes.
+
+Blocks are sized by bytes (one scale for all lanes, so a GPU lane's width is
+its capacity) and coloured by role. Dragging is done by hand on mouse
+press/move/release rather than with ``QDrag``, so the gauges can preview the
+drop at every movement and tests can drive a real mouse drag with ``QTest``.
+A drop is one undo step; a drop llama.cpp cannot express is refused with
+the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from PySide6.QtCore import QMimeData, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QAction, QBrush, QColor, QFont, QKeySequence, QPainter, QPalette, QPen
+from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsRectItem, QGraphicsScene, QGraphicsSimpleTextItem,
+                               QGraphicsView, QMenu)
+
+from app.model import Role
+from app.placement import CPU, MIXED
+from app.units import fmt_bytes
+
+from ..document import Document
+from . import style
+from .gauge import GaugeItem
+
+log = logging.getLogger(__name__)
+
+MIME_BLOCKS = "application/x-layerdeck-blocks"
+
+
+@dataclass
+class ItemInfo:
+    id: str
+    layer: int | None
+    role: Role
+    part: str | None
+    nbytes: int
+    label: str
+    nextn: bool = False
+
+
+class BlockItem(QGraphicsRectItem):
+    def __init__(self, info: ItemInfo):
+        super().__init__()
+        self.info = info
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, True)
+        self.setAcceptHoverEvents(True)
+        self.pinned = False
+        color = style.PART_COLORS.get(info.part) if info.part else style.ROLE_COLORS[info.role]
+        self.color = QColor(color)
+        self.text = QGraphicsSimpleTextItem(self)
+        f = QFont()
+        f.setPointSizeF(7.5)
+        self.text.setFont(f)
+        self.text.setBrush(QBrush(QColor("white")))
+
+    def set_geometry(self, x: float, y: float, w: float, h: float) -> None:
+        self.setRect(0, 0, w, h)
+        self.setPos(x, y)
+        label = self.info.label
+        fm_w = len(label) * 5.2
+        self.text.setVisible(w >= fm_w + 4)
+        self.text.setText(label)
+        self.text.setPos(3, (h - 11) / 2)
+
+    def paint(self, painter: QPainter, option, widget=None) -> None:
+        r = self.rect()
+        c = QColor(self.color)
+        if self.info.nextn:
+            c.setAlpha(90)
+        painter.fillRect(r, c)
+        if self.isSelected():
+            pal = QApplication.palette()
+            painter.setPen(QPen(pal.color(QPalette.ColorRole.Highlight), 2.5))
+            painter.drawRect(r.adjusted(1, 1, -1, -1))
+        else:
+            painter.setPen(QPen(c.darker(140), 1))
+            painter.drawRect(r)
+        if self.pinned:
+            painter.setBrush(QColor("white"))
+            painter.setPen(QPen(QColor("black"), 1))
+            painter.drawEllipse(QRectF(r.right() - 7, r.top() + 2, 5, 5))
+
+
+class LaneItem(QGraphicsRectItem):
+    def __init__(self, lane: str, width: float):
+        super().__init__()
+        self.lane = lane
+        self.title = QGraphicsSimpleTextItem(self)
+        f = QFont()
+        f.setBold(True)
+        self.title.setFont(f)
+        self.subtitle = QGraphicsSimpleTextItem(self)
+        self.status = QGraphicsSimpleTextItem(self)
+        self.gauge = GaugeItem(max(100.0, width - style.LABEL_W - 200), 14, self)
+        self.target = False
+        self.over = False
+
+    def paint(self, painter: QPainter, option, widget=None) -> None:
+        r = self.rect()
+        pal = QApplication.palette()
+        painter.fillRect(r, pal.color(QPalette.ColorRole.AlternateBase))
+        if self.over:
+            painter.fillRect(r, style.LANE_OVER_BG)
+        if self.target:
+            painter.fillRect(r, style.LANE_TARGET_BG)
+        painter.setPen(QPen(pal.color(QPalette.ColorRole.Mid), 1))
+        painter.drawRect(r)
+
+
+class BoardView(QGraphicsView):
+    selection_changed = Signal(list)   # selected item ids
+    hovered = Signal(str)              # a line about what is under the mouse
+
+    def __init__(self, document: Document, parent=None):
+        super().__init__(parent)
+        self.doc = document
+        self.setScene(QGraphicsScene(self))
+        self.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        self.setDragMode(QGraphicsView.DragMode.RubberBandDrag)
+        self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.MinimalViewportUpdate)
+        self.setAcceptDrops(False)  # file drops go to the main window
+        self.opened: set[str] = set()          # expert blocks opened into parts
+        self.blocks: dict[str, BlockItem] = {}
+        self.lanes: dict[str, LaneItem] = {}
+        self.margin = 1 << 30
+        self._press: QPointF | None = None
+        self._dragging: list[str] | None = None
+        self._drag_source: str | None = None
+        self._target: str | None = None
+        self._ghost: QGraphicsRectItem | None = None
+        self._anchor: str | None = None
+        self._refusal: str | None = None
+        self.scene().selectionChanged.connect(lambda: self.selection_changed.emit(self.selected_ids()))
+        self.doc.changed.connect(self.relayout)
+        self.doc.preview_changed.connect(self._show_preview)
+        self._build_actions()
+        self.relayout()
+
+    # ------------------------------------------------------------------ items
+
+    def item_infos(self) -> list[ItemInfo]:
+        out = []
+        for b in self.doc.model.blocks:
+            short = style.ROLE_SHORT[b.role]
+            label = short if b.layer is None else f"{b.layer} {short}"
+            if b.role is Role.EXPERTS and b.id in self.opened:
+                for part in sorted(b.parts, key=["gate", "up", "down", "gate_up"].index):
+                    out.append(ItemInfo(f"{b.id}:{part}", b.layer, b.role, part, b.part_bytes(part),
+                                        f"{b.layer} {part}", b.nextn))
+            else:
+                out.append(ItemInfo(b.id, b.layer, b.role, None, b.nbytes, label, b.nextn))
+        return out
+
+    def selected_ids(self) -> list[str]:
+        return [it.info.id for it in self.scene().selectedItems() if isinstance(it, BlockItem)]
+
+    def select_ids(self, ids) -> None:
+        ids = set(ids)
+        for bid, it in self.blocks.items():
+            it.setSelected(bid in ids)
+
+    def lane_of(self, item_id: str) -> str:
+        dev = self.doc.placement.device_of(item_id)
+        return CPU if dev == MIXED else dev
+
+    # ------------------------------------------------------------------ layout
+
+    def _scale(self, width: float, infos: list[ItemInfo]) -> float:
+        caps = [self.doc.capacity(d.name) or 0 for d in self.doc.devices]
+        per_lane: dict[str, int] = {}
+        for info in infos:
+            lane = self.lane_of(info.id)
+            per_lane[lane] = per_lane.get(lane, 0) + info.nbytes
+        ref = max(caps) if caps and max(caps) > 0 else max(per_lane.values(), default=1) / 2
+        return max(1e-12, (width - 2 * style.LANE_PAD) / max(ref, 1))
+
+    def relayout(self) -> None:
+        width = max(640, self.viewport().width() - 2)
+        infos = self.item_infos()
+        scale = self._scale(width, infos)
+        lanes = self.doc.placement.lanes
+        for name in list(self.lanes):
+            if name not in lanes:
+                self.scene().removeItem(self.lanes.pop(name))
+        wanted = {i.id for i in infos}
+        for bid in list(self.blocks):
+            if bid not in wanted:
+                self.scene().removeItem(self.blocks.pop(bid))
+        by_lane: dict[str, list[ItemInfo]] = {name: [] for name in lanes}
+        for info in infos:
+            by_lane.setdefault(self.lane_of(info.id), []).append(info)
+        est = self.doc.estimate
+        y = 0.0
+        pinned = self.doc.placement.pinned
+        for name in lanes:
+            lane = self.lanes.get(name)
+            if lane is None:
+                lane = self.lanes[name] = LaneItem(name, width)
+                lane.setZValue(-1)
+                self.scene().addItem(lane)
+            lane.gauge.w = max(100.0, width - style.LABEL_W - 230)
+            x, row_y = style.LANE_PAD, style.LANE_HEADER_H
+            last_layer = None
+            for info in by_lane.get(name, []):
+                w = max(style.MIN_BLOCK_W, info.nbytes * scale)
+                if last_layer is not None and info.layer != last_layer:
+                    x += style.LAYER_GAP
+                if x + w > width - style.LANE_PAD and x > style.LANE_PAD:
+                    x = style.LANE_PAD
+                    row_y += style.BLOCK_H + style.ROW_GAP
+                item = self.blocks.get(info.id)
+                if item is None:
+                    item = self.blocks[info.id] = BlockItem(info)
+                    self.scene().addItem(item)
+                item.info = info
+                item.pinned = info.id in pinned
+                item.setToolTip(self._tooltip(info))
+                item.set_geometry(x, y + row_y, w, style.BLOCK_H)
+                x += w + 1
+                last_layer = info.layer
+            lane_h = row_y + style.BLOCK_H + style.LANE_PAD
+            lane.setRect(0, 0, width, lane_h)
+            lane.setPos(0, y)
+            self._update_lane_header(lane, est)
+            y += lane_h + 6
+        self.scene().setSceneRect(0, 0, width, y)
+
+    def _update_lane_header(self, lane: LaneItem, est) -> None:
+        name = lane.lane
+        dev = next((d for d in self.doc.devices if d.name == name), None)
+        cap = self.doc.capacity(name)
+        mem = None
+        if est is not None:
+            mem = next((d for d in est.devices if d.name == ("Host" if name == CPU else name)), None)
+        margin = self.margin if name != CPU else 0
+        lane.title.setText(name if name != CPU else "CPU (host RAM)")
+        lane.title.setPos(8, 5)
+        desc = {"rpc": "RPC host", "planned": "planned", "gpu": "GPU", "igpu": "integrated GPU"}.get(
+            dev.kind if dev else "", "")
+        if dev is not None and dev.kind == "rpc" and "[" in dev.buft:
+            desc = dev.buft[dev.buft.index("[") + 1:-1]
+        lane.subtitle.setText(f"{desc}  {fmt_bytes(cap) if cap else 'capacity unknown'}".strip())
+        lane.subtitle.setPos(8, 25)
+        lane.gauge.setPos(style.LABEL_W, 8)
+        lane.gauge.set_values(mem or None, cap, margin)
+        used = mem.total if mem else 0
+        over = bool(cap and used > cap - margin)
+        lane.over = over
+        text = f"{fmt_bytes(used)} / {fmt_bytes(cap)}" if cap else fmt_bytes(used)
+        if over:
+            text += f"   over by {fmt_bytes(used - (cap - margin))}"
+            hint = self.overflow_hint(name, used - (cap - margin))
+            if hint:
+                text += f": move {hint}"
+        lane.status.setText(text)
+        pal = QApplication.palette()
+        lane.status.setBrush(QBrush(style.GAUGE_OVER if over else pal.color(QPalette.ColorRole.Text)))
+        lane.status.setPos(style.LABEL_W, 26)
+        lane.title.setBrush(QBrush(pal.color(QPalette.ColorRole.Text)))
+        lane.subtitle.setBrush(QBrush(pal.color(QPalette.ColorRole.PlaceholderText)))
+        lane.update()
+
+    def overflow_hint(self, lane: str, excess: int) -> str:
+        """Which blocks would have to leave ``lane`` to remove ``excess`` bytes: experts from the top layer down."""
+        p = self.doc.placement
+        exps = sorted((b for b in self.doc.model.blocks if b.role is Role.EXPERTS and p.device_of(b.id) == lane
+                       and b.id not in p.pinned), key=lambda b: -b.layer)
+        freed, layers = 0, []
+        for b in exps:
+            if freed >= excess:
+                break
+            freed += b.nbytes
+            layers.append(b.layer)
+        if not layers or freed < excess:
+            return "" if not layers else f"all experts (and more) off {lane}"
+        lo, hi = min(layers), max(layers)
+        return f"experts of layer{'s' if len(layers) > 1 else ''} {lo}{'-' + str(hi) if hi != lo else ''} to another lane"
+
+    def _tooltip(self, info: ItemInfo) -> str:
+        m = self.doc.model
+        if info.part:
+            blk = m.block(info.id.rsplit(":", 1)[0])
+            tensors = blk.parts[info.part]
+        else:
+            blk = m.block(info.id)
+            tensors = blk.tensors
+        p = m.params
+        if info.role is Role.EXPERTS and p.n_expert:
+            per_token = info.nbytes * p.n_expert_used // p.n_expert
+            read = f"read per token: {fmt_bytes(per_token)} ({p.n_expert_used} of {p.n_expert} experts)"
+        elif info.role is Role.INPUT:
+            read = "read per token: one row per token"
+        else:
+            read = f"read per token: all {fmt_bytes(info.nbytes)}"
+        lines = [f"<b>{info.label}</b> on {self.doc.placement.device_of(info.id)} — {fmt_bytes(info.nbytes)}", read]
+        if info.nextn:
+            lines.append("NextN/MTP layer: not loaded unless MTP speculation is on")
+        lines += [f"{t.name} &nbsp; {t.type_name} &nbsp; {fmt_bytes(t.nbytes)}" for t in tensors[:12]]
+        if len(tensors) > 12:
+            lines.append(f"... and {len(tensors) - 12} more")
+        return "<br>".join(lines)
+
+    def _show_preview(self, est) -> None:
+        for name, lane in self.lanes.items():
+            mem = None
+            if est is not None:
+                mem = next((d for d in est.devices if d.name == ("Host" if name == CPU else name)), None)
+                if mem is None:
+                    from app.memory.estimator import DeviceMemory
+
+                    mem = DeviceMemory(name)
+            lane.gauge.set_preview(mem)
+            if est is not None and self.doc.estimate is not None:
+                cur = next((d for d in self.doc.estimate.devices if d.name == ("Host" if name == CPU else name)), None)
+                delta = (mem.total if mem else 0) - (cur.total if cur else 0)
+                if delta:
+                    cap = self.doc.capacity(name)
+                    lane.status.setText(f"{fmt_bytes(mem.total)} / {fmt_bytes(cap) if cap else '?'}   "
+                                        f"({'+' if delta > 0 else ''}{fmt_bytes(delta)} if dropped)")
+            elif est is None:
+                self._update_lane_header(lane, self.doc.estimate)
+
+    # ------------------------------------------------------------------ mouse: selection and drag
+
+    def lane_at(self, scene_pos: QPointF) -> str | None:
+        for name, lane in self.lanes.items():
+            if lane.sceneBoundingRect().contains(scene_pos):
+                return name
+        return None
+
+    def _block_at(self, view_pos) -> BlockItem | None:
+        for it in self.items(view_pos):
+            if isinstance(it, BlockItem):
+                return it
+            if isinstance(it, QGraphicsSimpleTextItem) and isinstance(it.parentItem(), BlockItem):
+                return it.parentItem()
+        return None
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        block = self._block_at(event.position().toPoint())
+        if event.button() != Qt.MouseButton.LeftButton or block is None:
+            super().mousePressEvent(event)
+            return
+        mods = event.modifiers()
+        bid = block.info.id
+        if mods & Qt.KeyboardModifier.ControlModifier:
+            block.setSelected(not block.isSelected())
+        elif mods & Qt.KeyboardModifier.ShiftModifier and self._anchor in self.blocks:
+            order = [i.id for i in self.item_infos()]
+            a, b = sorted((order.index(self._anchor), order.index(bid)))
+            self.select_ids(order[a:b + 1])
+        elif not block.isSelected():
+            self.scene().clearSelection()
+            block.setSelected(True)
+        if not mods & Qt.KeyboardModifier.ShiftModifier:
+            self._anchor = bid
+        self._press = event.position()
+        event.accept()
+
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802
+        if self._press is None:
+            super().mouseMoveEvent(event)
+            block = self._block_at(event.position().toPoint())
+            if block is not None:
+                self.hovered.emit(f"{block.info.label}: {fmt_bytes(block.info.nbytes)} on "
+                                  f"{self.doc.placement.device_of(block.info.id)}")
+            return
+        if self._dragging is None:
+            if (event.position() - self._press).manhattanLength() < QApplication.startDragDistance():
+                return
+            self._start_drag()
+        self._drag_to(self.mapToScene(event.position().toPoint()))
+
+    def mouseReleaseEvent(self, event) -> None:  # noqa: N802
+        if self._dragging is not None:
+            self._drop(self.mapToScene(event.position().toPoint()))
+            event.accept()
+            return
+        self._press = None
+        super().mouseReleaseEvent(event)
+
+    def _start_drag(self) -> None:
+        ids = self.selected_ids()
+        if not ids:
+            self._press = None
+            return
+        self._dragging = ids
+        self._drag_source = self.lane_of(ids[0])
+        self._ghost = QGraphicsRectItem(0, 0, 80, style.BLOCK_H)
+        self._ghost.setBrush(QColor(76, 120, 168, 120))
+        self._ghost.setPen(QPen(QColor("#4C78A8"), 1, Qt.PenStyle.DashLine))
+        self._ghost.setZValue(10)
+        label = QGraphicsSimpleTextItem(f"{len(ids)} block{'s' if len(ids) > 1 else ''}", self._ghost)
+        label.setPos(4, 4)
+        self.scene().addItem(self._ghost)
+        self.viewport().setCursor(Qt.CursorShape.ClosedHandCursor)
+
+    def _drag_to(self, pos: QPointF) -> None:
+        if self._ghost is not None:
+            self._ghost.setPos(pos + QPointF(8, 8))
+        lane = self.lane_at(pos)
+        if lane == self._target:
+            return
+        if self._target in self.lanes:
+            self.lanes[self._target].target = False
+            self.lanes[self._target].update()
+        self._target = lane
+        if lane is not None:
+            self.lanes[lane].target = True
+            self.lanes[lane].update()
+        self._refusal = self.doc.preview(self._dragging, lane) if lane else self.doc.preview([], None)
+        if self._refusal:
+            self.hovered.emit(f"Cannot drop here: {self._refusal}")
+        elif lane:
+            self.hovered.emit(f"Drop {len(self._dragging)} block(s) on {lane}")
+
+    def _drop(self, pos: QPointF) -> None:
+        ids, lane = self._dragging or [], self.lane_at(pos)
+        self._end_drag()
+        if lane is not None and ids:
+            self.drop_mime(self.mime_for(ids), lane)
+
+    def _end_drag(self) -> None:
+        if self._ghost is not None:
+            self.scene().removeItem(self._ghost)
+        self._ghost = None
+        if self._target in self.lanes:
+            self.lanes[self._target].target = False
+            self.lanes[self._target].update()
+        self._target = self._dragging = self._press = None
+        self.viewport().unsetCursor()
+        self.doc.preview([], None)
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802
+        if event.key() == Qt.Key.Key_Escape and self._dragging is not None:
+            self._end_drag()
+            return
+        super().keyPressEvent(event)
+
+    # ------------------------------------------------------------------ drops and moves
+
+    @staticmethod
+    def mime_for(ids: list[str]) -> QMimeData:
+        mime = QMimeData()
+        mime.setData(MIME_BLOCKS, "\n".join(ids).encode())
+        return mime
+
+    def drop_mime(self, mime: QMimeData, lane: str) -> bool:
+        """Move the blocks named in ``mime`` to ``lane``: one undo step, or a refusal with the reason."""
+        if not mime.hasFormat(MIME_BLOCKS):
+            return False
+        ids = [x for x in bytes(mime.data(MIME_BLOCKS)).decode().split("\n") if x]
+        ok = self.doc.move(ids, lane)
+        if ok:
+            self.select_ids(ids)
+        return ok
+
+    def move_selection(self, lane: str) -> bool:
+        ids = self.selected_ids()
+        return bool(ids) and self.drop_mime(self.mime_for(ids), lane)
+
+    def select_experts(self, first: int, last: int) -> None:
+        ids = [i.id for i in self.item_infos() if i.role is Role.EXPERTS and i.layer is not None
+               and first <= i.layer <= last]
+        self.select_ids(ids)
+
+    def toggle_open(self, block_id: str) -> None:
+        base = block_id.split(":experts")[0] + ":experts" if ":experts" in block_id else block_id
+        if base in self.opened:
+            self.opened.discard(base)
+        else:
+            self.opened.add(base)
+        self.relayout()
+
+    def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802
+        block = self._block_at(event.position().toPoint())
+        if block is not None and block.info.role is Role.EXPERTS:
+            self.toggle_open(block.info.id)
+            return
+        super().mouseDoubleClickEvent(event)
+
+    def _build_actions(self) -> None:
+        self.lane_actions: list[QAction] = []
+        for i in range(9):
+            act = QAction(self)
+            act.setShortcut(QKeySequence(f"Alt+{i + 1}"))
+            act.triggered.connect(lambda _=False, i=i: self._move_to_index(i))
+            self.addAction(act)
+            self.lane_actions.append(act)
+
+    def _move_to_index(self, i: int) -> None:
+        lanes = self.doc.placement.lanes
+        if i < len(lanes):
+            self.move_selection(lanes[i])
+
+    def contextMenuEvent(self, event) -> None:  # noqa: N802
+        block = self._block_at(event.pos())
+        if block is not None and not block.isSelected():
+            self.scene().clearSelection()
+            block.setSelected(True)
+        ids = self.selected_ids()
+        menu = QMenu(self)
+        if ids:
+            move = menu.addMenu(f"Move {len(ids)} block{'s' if len(ids) > 1 else ''} to")
+            for i, lane in enumerate(self.doc.placement.lanes):
+                act = move.addAction(f"{lane}\tAlt+{i + 1}" if i < 9 else lane)
+                act.triggered.connect(lambda _=False, lane=lane: self.move_selection(lane))
+            pinned = all(i in self.doc.placement.pinned for i in ids)
+            menu.addAction("Unpin" if pinned else "Pin (auto-fit leaves it alone)",
+                           lambda: self.doc.set_pinned(ids, not pinned))
+            if block is not None and block.info.role is Role.EXPERTS:
+                menu.addAction("Close experts" if block.info.part else "Open experts into gate/up/down",
+                               lambda: self.toggle_open(block.info.id))
+        menu.addSeparator()
+        for text, handler in getattr(self, "preset_actions", []):
+            menu.addAction(text, handler)
+        menu.exec(event.globalPos())
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.relayout()

@@ -1,0 +1,128 @@
+"""The exported command for the current placement, always current; copy, save and import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
+                               QPushButton, QVBoxLayout, QWidget)
+
+from app.memory.args import ArgsError, parse_llama_args
+from app.placement import Placement
+from app.placement.command import build_command
+from app.placement.export import InexpressibleError
+from app.placement.formats import parse_command_text, render
+
+from .document import Document
+
+SHELLS = [("bash / zsh", "bash"), ("PowerShell", "powershell"), ("Windows cmd", "cmd"),
+          ("llama-swap YAML", "yaml"), ("Environment variables", "env"), ("Ollama Modelfile", "ollama")]
+
+
+class CommandPanel(QWidget):
+    def __init__(self, document: Document, parent=None, rpc: list[str] | None = None, program: str | None = None):
+        super().__init__(parent)
+        self.doc = document
+        self.rpc = rpc or []
+        self.program = program
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("<b>llama.cpp command</b>"))
+        self.shell = QComboBox()
+        for label, key in SHELLS:
+            self.shell.addItem(label, key)
+        top.addWidget(self.shell)
+        top.addStretch(1)
+        self.copy_btn = QPushButton("Copy")
+        self.save_btn = QPushButton("Save…")
+        self.import_btn = QPushButton("Import command…")
+        for b in (self.copy_btn, self.save_btn, self.import_btn):
+            top.addWidget(b)
+        lay.addLayout(top)
+        self.text = QPlainTextEdit()
+        self.text.setReadOnly(True)
+        self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        lay.addWidget(self.text)
+        self.notes = QLabel()
+        self.notes.setWordWrap(True)
+        lay.addWidget(self.notes)
+        self.shell.currentIndexChanged.connect(self.refresh)
+        self.copy_btn.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.text.toPlainText()))
+        self.save_btn.clicked.connect(self._save)
+        self.import_btn.clicked.connect(self._import_dialog)
+        self.doc.changed.connect(self.refresh)
+        self.refresh()
+
+    def argv(self) -> list[str]:
+        model_path = str(self.doc.model.path)
+        return build_command(self.doc.placement, model_path, rpc=self.rpc, program=self.program).argv
+
+    def refresh(self) -> None:
+        try:
+            cmd = build_command(self.doc.placement, str(self.doc.model.path), rpc=self.rpc, program=self.program)
+        except InexpressibleError as exc:
+            self.text.setPlainText(f"# cannot export: {exc}")
+            self.notes.setText("")
+            return
+        fmt = self.shell.currentData()
+        self.text.setPlainText(render(cmd.argv, fmt, name=self.doc.model.path.stem,
+                                      n_layers=self.doc.model.params.n_layer))
+        notes = list(cmd.notes)
+        if self.doc.model.is_demo:
+            notes.insert(0, "Demo model: the path is a placeholder; open a real GGUF to launch it.")
+        self.notes.setText("\n".join(notes))
+
+    def _save(self) -> None:
+        fmt = self.shell.currentData()
+        ext = {"bash": "sh", "powershell": "ps1", "cmd": "cmd", "yaml": "yaml", "env": "sh", "ollama": "Modelfile"}[fmt]
+        path, _ = QFileDialog.getSaveFileName(self, "Save command", f"run-{self.doc.model.path.stem}.{ext}")
+        if path:
+            Path(path).write_text(self.text.toPlainText() + "\n", encoding="utf-8")
+
+    def import_text(self, text: str) -> str | None:
+        """Load the placement a pasted command means. Returns an error sentence, or None on success."""
+        try:
+            _env, argv = parse_command_text(text)
+            parsed = parse_llama_args(argv)
+        except (ArgsError, ValueError) as exc:
+            return str(exc)
+        try:
+            new = Placement.from_settings(self.doc.model, self.doc.devices, parsed.settings)
+        except ValueError as exc:
+            return str(exc)
+        new.settings = parsed.settings.copy(n_gpu_layers=-1, tensor_split=None, devices=None, overrides=[])
+        self.doc.replace(new, "Import command")
+        self.doc.set_settings(**{k: getattr(new.settings, k) for k in
+                                 ("n_ctx", "n_parallel", "kv_unified", "type_k", "type_v", "flash_attn", "n_batch",
+                                  "n_ubatch", "swa_full", "no_kv_offload")})
+        if parsed.warnings:
+            return "Imported, with warnings: " + "; ".join(parsed.warnings)
+        return None
+
+    def _import_dialog(self) -> None:
+        dlg = QDialog(self)
+        dlg.setWindowTitle("Import a llama.cpp command")
+        lay = QVBoxLayout(dlg)
+        lay.addWidget(QLabel("Paste a llama-server / llama-cli command (bash, PowerShell or cmd; --fit output works too):"))
+        edit = QPlainTextEdit()
+        lay.addWidget(edit)
+        msg = QLabel()
+        msg.setWordWrap(True)
+        lay.addWidget(msg)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        lay.addWidget(buttons)
+
+        def accept() -> None:
+            err = self.import_text(edit.toPlainText())
+            if err and not err.startswith("Imported"):
+                msg.setText(f"<span style='color:#D64541'>{err}</span>")
+                return
+            dlg.accept()
+
+        buttons.accepted.connect(accept)
+        buttons.rejected.connect(dlg.reject)
+        dlg.resize(720, 360)
+        dlg.exec()

@@ -1,0 +1,148 @@
+"""The open model and its placement, as one Qt object the widgets subscribe to.
+
+Wraps the GUI-free :class:`app.placement.history.History` and re-estimates
+memory after every change; widgets receive this object in their constructor
+and listen to its signals (no globals).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from PySide6.QtCore import QObject, Signal
+
+from app.memory.estimator import Estimate, estimate
+from app.memory.kv import SettingsError
+from app.memory.layout import EstDevice
+from app.memory.settings import LlamaSettings
+from app.model import Model
+from app.placement import CPU, Placement
+from app.placement.export import InexpressibleError, placement_args
+from app.placement.history import History, move_command, pin_command, replace_command
+
+log = logging.getLogger(__name__)
+
+
+class Document(QObject):
+    changed = Signal()                 # placement, settings or devices changed; estimate is current
+    preview_changed = Signal(object)   # Estimate of a hypothetical drop, or None when the preview ends
+    message = Signal(str)              # a sentence for the status bar
+
+    def __init__(self, model: Model, devices: list[EstDevice], placement: Placement | None = None,
+                 settings: LlamaSettings | None = None, host_capacity: int | None = None, parent=None):
+        super().__init__(parent)
+        self.model = model
+        self.devices = list(devices)
+        self.host_capacity = host_capacity
+        s = settings or LlamaSettings(n_ctx=min(model.params.n_ctx_train or 8192, 8192))
+        if placement is None:
+            from app.placement.presets import all_on_gpus
+
+            placement = all_on_gpus(model, self.devices, s)
+        self.placement = placement
+        self.history = History(self.placement)
+        self.history.listeners.append(self._on_history)
+        self.estimate: Estimate | None = None
+        self.estimate_error: str | None = None
+        self.last_estimate_ms = 0.0
+        self.plan_path: str | None = None
+        self._reestimate()
+
+    # ------------------------------------------------------------------ estimates
+
+    def estimate_for(self, p: Placement) -> Estimate:
+        return estimate(self.model, p.devices, p.settings, p.weight_placement())
+
+    def _reestimate(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.estimate = self.estimate_for(self.placement)
+            self.estimate_error = None
+        except (SettingsError, ValueError) as exc:
+            self.estimate, self.estimate_error = None, str(exc)
+        self.last_estimate_ms = (time.perf_counter() - t0) * 1000
+
+    def _on_history(self) -> None:
+        self._reestimate()
+        self.changed.emit()
+
+    def capacity(self, lane: str) -> int | None:
+        if lane == CPU:
+            return self.host_capacity
+        d = next((d for d in self.devices if d.name == lane), None)
+        return (d.free or d.total) if d else None
+
+    # ------------------------------------------------------------------ edits
+
+    def check_move(self, items: list[str], lane: str) -> tuple[Placement | None, str | None]:
+        """The placement after moving ``items`` to ``lane``, or None and why llama.cpp cannot express it."""
+        trial = self.placement.copy()
+        try:
+            for item in items:
+                trial.assign(item, lane)
+            placement_args(trial)
+        except InexpressibleError as exc:
+            return None, str(exc)
+        except ValueError as exc:
+            return None, str(exc)
+        return trial, None
+
+    def preview(self, items: list[str], lane: str | None) -> str | None:
+        """Show the gauges as if ``items`` were dropped on ``lane`` (None ends the preview)."""
+        if lane is None:
+            self.preview_changed.emit(None)
+            return None
+        trial, why = self.check_move(items, lane)
+        if trial is None:
+            self.preview_changed.emit(None)
+            return why
+        try:
+            self.preview_changed.emit(self.estimate_for(trial))
+        except (SettingsError, ValueError) as exc:
+            return str(exc)
+        return None
+
+    def move(self, items: list[str], lane: str) -> bool:
+        items = [i for i in items if self.placement.device_of(i) != lane]
+        if not items:
+            return False
+        trial, why = self.check_move(items, lane)
+        if trial is None:
+            self.message.emit(why or "llama.cpp cannot express this placement")
+            return False
+        self.history.push(move_command(self.placement, items, lane))
+        self.message.emit(self.history.undo_label or "")
+        return True
+
+    def replace(self, new: Placement, label: str) -> None:
+        new.settings = self.placement.settings.copy()
+        self.history.push(replace_command(self.placement, new, label))
+        self.message.emit(label)
+
+    def set_pinned(self, items: list[str], pinned: bool) -> None:
+        self.history.push(pin_command(self.placement, items, pinned))
+
+    def set_settings(self, **changes) -> None:
+        """Change memory settings (context, slots, cache types...). Not an undo step: the panel shows them."""
+        self.placement.settings = self.placement.settings.copy(**changes)
+        self._reestimate()
+        self.changed.emit()
+
+    def set_devices(self, devices: list[EstDevice], host_capacity: int | None = None) -> None:
+        from app.placement.presets import all_on_gpus
+
+        self.devices = list(devices)
+        self.host_capacity = host_capacity if host_capacity is not None else self.host_capacity
+        placement = all_on_gpus(self.model, self.devices, self.placement.settings)
+        self.placement = placement
+        self.history = History(self.placement)
+        self.history.listeners.append(self._on_history)
+        self._reestimate()
+        self.changed.emit()
+
+    def undo(self) -> None:
+        self.history.undo()
+
+    def redo(self) -> None:
+        self.history.redo()
