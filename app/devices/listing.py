@@ -180,10 +180,16 @@ def run_list_devices(
 
 def last_error_line(stderr: str) -> str:
     """The most telling line of a failed run's stderr (abort messages come before the backtrace)."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    for line in lines:
-        if re.search(r"error|failed|abort|cannot|invalid|mismatch|crashed", line, re.IGNORECASE):
-            return line
+    # Skip the gdb backtrace ggml_abort may print ("#2 0x... in ggml_abort ()", "[New LWP ...]").
+    lines = [
+        line.strip()
+        for line in stderr.splitlines()
+        if line.strip() and not re.match(r"\s*(#\d|0x[0-9a-f]|\[|\d+\s)", line)
+    ]
+    for pattern in (r"error|failed|cannot|invalid|mismatch|crashed", r"abort"):
+        for line in lines:
+            if re.search(pattern, line, re.IGNORECASE):
+                return line
     return lines[-1] if lines else ""
 
 
