@@ -1,0 +1,161 @@
+"""Placement, history, plan files, export rules and auto-fit, without llama.cpp."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.command.ot_patterns import verify_patterns
+from app.memory.args import parse_llama_args
+from app.memory.layout import EstDevice
+from app.memory.settings import LlamaSettings
+from app.model import Role, open_model
+from app.model.demo import load_demo
+from app.placement import CPU, MIXED, Placement
+from app.placement.autofit import FitError, auto_fit
+from app.placement.command import build_command
+from app.placement.export import InexpressibleError, placement_args
+from app.placement.history import History, move_command, pin_command
+from app.placement.plan_file import PlanError, PlanMismatch, load_plan, save_plan
+from app.placement.presets import all_on_gpus, experts_to_cpu, n_cpu_moe
+from tests.gguf_factory import write_sparse_model, write_tiny_model
+
+GiB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def q30(tmp_path_factory):
+    return open_model(write_sparse_model("qwen3-30b-a3b", tmp_path_factory.mktemp("m") / "q30.gguf"))
+
+
+def gpus(*sizes):
+    return [EstDevice(f"CUDA{i}", f"CUDA{i}", s * GiB, s * GiB, "gpu", 1e12 - i) for i, s in enumerate(sizes)]
+
+
+def roundtrip(p: Placement) -> Placement:
+    argv = build_command(p, "m.gguf").argv
+    parsed = parse_llama_args(argv)
+    return Placement.from_settings(p.model, p.devices, parsed.settings)
+
+
+def test_presets_export_short_flags(q30):
+    devs = gpus(24, 12)
+    s = LlamaSettings(n_ctx=8192)
+    assert "-cmoe" in build_command(experts_to_cpu(q30, devs, s), "m").argv
+    argv = build_command(n_cpu_moe(q30, devs, s, 20), "m").argv
+    assert argv[argv.index("-ncmoe") + 1] == "20" and "-ot" not in argv
+    argv = build_command(all_on_gpus(q30, devs, s), "m").argv
+    assert argv[argv.index("-ts") + 1] == "33,16" and argv[argv.index("-ngl") + 1] == "49"
+    assert argv[-2:] == ["--fit", "off"]
+
+
+def test_moves_round_trip_through_the_command(q30):
+    p = all_on_gpus(q30, gpus(24, 12), LlamaSettings(n_ctx=8192))
+    for il in (3, 4, 5, 30, 31, 40):
+        p.assign(f"{il}:experts", CPU)
+    p.assign("10:experts:down", "CUDA1")
+    p.assign("11:ffn", CPU)
+    p.assign("output", "CUDA1")
+    back = roundtrip(p)
+    assert back.layer_device == p.layer_device and back.tensor_device == p.tensor_device
+    assert p.device_of("10:experts") == MIXED
+    pa = placement_args(p)
+    # the -ot patterns match exactly the moved tensors (python re.search == llama.cpp regex_search here)
+    got = verify_patterns(pa.overrides, [t.name for t in q30.tensors])
+    moved = {t.name for t, d, d0 in zip(q30.tensors, p.tensor_device, p.default_tensor_devices()) if d != d0}
+    assert {n for n, v in got.items() if v} == moved
+    assert all("," not in pat for pat, _ in pa.overrides)
+
+
+def test_inexpressible_placements_are_refused_with_a_reason(q30):
+    p = all_on_gpus(q30, gpus(24, 12), LlamaSettings())
+    p.assign("40:attn", CPU)
+    with pytest.raises(InexpressibleError, match="CPU layers at the start"):
+        placement_args(p)
+    p = all_on_gpus(q30, gpus(24, 12), LlamaSettings())
+    p.assign("5:attn", "CUDA1")
+    with pytest.raises(InexpressibleError, match="one contiguous range"):
+        placement_args(p)
+
+
+def test_device_order_follows_the_layer_runs(q30):
+    p = all_on_gpus(q30, gpus(24, 12), LlamaSettings())
+    for il in range(0, 10):
+        p.assign(f"{il}:attn", "CUDA1")
+        p.assign(f"{il}:ffn", "CUDA1")
+        p.assign(f"{il}:experts", "CUDA1")
+    for il in range(10, 49):
+        p.assign(f"{il}:attn" if il < 48 else "output", "CUDA0")
+    argv = build_command(p, "m").argv
+    assert argv[argv.index("-dev") + 1] == "CUDA1,CUDA0"
+    assert roundtrip(p).tensor_device == p.tensor_device
+
+
+def test_history_one_drop_one_step_with_labels(q30):
+    p = all_on_gpus(q30, gpus(24), LlamaSettings())
+    h = History(p)
+    before = p.snapshot()
+    h.push(move_command(p, [f"{i}:experts" for i in range(10)], CPU))
+    assert h.undo_label == "Move 10 blocks to CPU" and h.dirty
+    assert all(p.device_of(f"{i}:experts") == CPU for i in range(10))
+    h.undo()
+    assert p.snapshot() == before and h.redo_label == "Move 10 blocks to CPU"
+    h.redo()
+    h.push(pin_command(p, ["3:experts"], True))
+    assert "3:experts" in p.pinned
+    h.undo()
+    assert "3:experts" not in p.pinned
+    assert h.redo_stack and (h.push(move_command(p, ["5:ffn"], CPU)) or not h.redo_stack)
+
+
+def test_plan_file_round_trip_and_mismatch(q30, tmp_path):
+    p = n_cpu_moe(q30, gpus(24, 12), LlamaSettings(n_ctx=16384, type_k="q8_0", type_v="q8_0", flash_attn="on"), 7)
+    p.pinned = {"3:experts"}
+    path = tmp_path / "plan.json"
+    save_plan(p, path)
+    q = load_plan(path, q30)
+    assert q.layer_device == p.layer_device and q.tensor_device == p.tensor_device
+    assert q.settings.n_ctx == 16384 and q.settings.type_k == "q8_0" and q.pinned == {"3:experts"}
+    with pytest.raises(PlanMismatch, match="open the model the plan was made for|Open the model"):
+        load_plan(path, load_demo().__class__(**{**load_demo().__dict__, "tensors": load_demo().tensors[:-1]}))
+    tiny = open_model(write_tiny_model("qwen3moe", tmp_path / "t.gguf"))
+    with pytest.raises(PlanMismatch, match="tensors differ"):
+        load_plan(path, tiny)
+    path.write_text("{not json")
+    with pytest.raises(PlanError, match="not a Layerdeck plan"):
+        load_plan(path, q30)
+    data = json.loads(json.dumps({"format": "layerdeck-plan", "version": 99}))
+    path.write_text(json.dumps(data))
+    with pytest.raises(PlanError, match="newer Layerdeck"):
+        load_plan(path, q30)
+
+
+@pytest.mark.parametrize("sizes,ctx", [((24, 12), 32768), ((8,), 16384), ((16, 16, 8), 65536), ((6,), 4096)])
+def test_auto_fit_never_exceeds_a_budget(q30, sizes, ctx):
+    devs = gpus(*sizes)
+    res = auto_fit(q30, devs, LlamaSettings(n_ctx=ctx), margin=GiB)
+    for m in res.estimate.devices:
+        if m.name != "Host":
+            d = next(x for x in devs if x.name == m.name)
+            assert m.total <= d.total - GiB, (m.name, m.total / GiB)
+    # it uses the room: when anything is left on the CPU, every device is filled to within one expert layer
+    one_layer = max(b.nbytes for b in q30.blocks if b.role is Role.EXPERTS)
+    left_on_cpu = [t.name for t, d in zip(q30.tensors, res.placement.tensor_device)
+                   if d == CPU and q30.block_of(t.name).role is not Role.INPUT]
+    if left_on_cpu:
+        for d in devs:
+            used = res.estimate.device(d.name).total if d.name in [m.name for m in res.estimate.devices] else 0
+            assert used >= d.total - GiB - one_layer - 256 * (1 << 20), (d.name, used / GiB)
+    assert roundtrip(res.placement).tensor_device == res.placement.tensor_device
+
+
+def test_auto_fit_respects_pins_and_explains_impossible(q30):
+    devs = gpus(24)
+    p = all_on_gpus(q30, devs, LlamaSettings(n_ctx=8192))
+    p.assign("47:experts", CPU)
+    p.pinned = {"47:experts"}
+    res = auto_fit(q30, devs, LlamaSettings(n_ctx=8192), pinned_from=p)
+    assert res.placement.device_of("47:experts") == CPU
+    with pytest.raises(FitError, match="not even the output layer"):
+        auto_fit(q30, gpus(1), LlamaSettings(n_ctx=8192), margin=GiB)
