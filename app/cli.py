@@ -6,10 +6,10 @@ import argparse
 import logging
 import sys
 
-from . import __version__, estimate_cmd, inspect_cmd
+from . import __version__, estimate_cmd, inspect_cmd, placement_cmds
 
 #: Modules that contribute a subcommand through ``add_parser(subparsers)``.
-_COMMANDS = [inspect_cmd, estimate_cmd]
+_COMMANDS = [inspect_cmd, estimate_cmd, placement_cmds]
 try:  # the devices subcommand lives with the detection code
     from .devices import cli as _devices_cli
 

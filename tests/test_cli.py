@@ -1,0 +1,95 @@
+"""The headless command line: every subcommand, without a display, through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from app import __version__
+from tests.gguf_factory import write_sparse_model, write_tiny_model
+
+
+def layerdeck(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = dict(os.environ)
+    e.pop("DISPLAY", None)
+    e["QT_QPA_PLATFORM"] = "minimal-does-not-exist"  # a subcommand that touched Qt would fail loudly
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "ui.launcher", *args], capture_output=True, text=True, env=e,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def q30(tmp_path_factory):
+    return write_sparse_model("qwen3-30b-a3b", tmp_path_factory.mktemp("cli") / "q30.gguf")
+
+
+def test_version():
+    r = layerdeck("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"layerdeck {__version__}"
+
+
+def test_inspect_text_and_json(q30):
+    r = layerdeck("inspect", str(q30))
+    assert r.returncode == 0, r.stderr
+    assert "qwen3moe" in r.stdout and "30.5B total" in r.stdout and "128 routed, 8 used" in r.stdout
+    doc = json.loads(layerdeck("inspect", "--json", str(q30)).stdout)
+    assert doc["schema"] == "layerdeck.inspect/1" and doc["architecture"] == "qwen3moe"
+    assert sum(b["bytes"] for b in doc["blocks"]) == doc["tensor_bytes"]
+    assert len(doc["layers"]) == 48 and doc["layers"][0]["experts"] > 0
+    assert doc["parameters"]["total"] > 30e9 and doc["parameters"]["active"] < 4e9
+
+
+def test_inspect_bad_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "x.gguf"
+    bad.write_bytes(b"<html>404</html>")
+    r = layerdeck("inspect", str(bad))
+    assert r.returncode == 2 and "not a GGUF model" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_estimate_prints_fit_print_lines_first(q30):
+    r = layerdeck("estimate", "--tool", "fit-params", "--devices", "CUDA0=24576,CUDA1=12288", "--",
+                  "-m", str(q30), "-ngl", "all", "-ts", "3,1", "-c", "8192", "-fa", "off")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    names = [ln.split()[0] for ln in lines[:3]]
+    assert names == ["CUDA0", "CUDA1", "Host"] and lines[3] == ""
+    model, ctx = (int(x) for x in lines[0].split()[1:3])
+    assert model == 13196 and ctx == 592  # llama-fit-params prints exactly these for this command
+    doc = json.loads(layerdeck("estimate", "--json", "--devices", "CUDA0=24576", "--", "-m", str(q30), "-c",
+                               "4096").stdout)
+    assert doc["schema"] == "layerdeck.estimate/1" and doc["devices"][-1]["name"] == "Host"
+
+
+def test_estimate_reports_bad_flags(q30):
+    r = layerdeck("estimate", "--devices", "CUDA0=8000", "--", "-m", str(q30), "-ctv", "q8_0", "-fa", "off")
+    assert r.returncode == 2 and "needs flash attention" in r.stderr
+
+
+def test_fit_export_import_canonical(q30, tmp_path):
+    plan = tmp_path / "p.json"
+    r = layerdeck("fit", str(q30), "--devices", "CUDA0=8192", "-c", "16384", "--plan-out", str(plan))
+    assert r.returncode == 0, r.stderr
+    fitted = r.stdout.splitlines()[0]
+    assert fitted.startswith("llama-server -m ") and "--fit off" in fitted
+    r = layerdeck("export", str(q30), "--plan", str(plan), "--format", "bash")
+    assert r.returncode == 0 and r.stdout.strip() == fitted
+    r = layerdeck("canonical", "--devices", "CUDA0=8192", "--", *fitted.replace("'", "").split()[0:])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == fitted
+    r = layerdeck("import", "--json", "--devices", "CUDA0=8192", "--", "-m", str(q30), "-ngl", "30", "-cmoe")
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "layerdeck.placement/1"
+    assert doc["layers"][:19] == ["CPU"] * 19 and doc["layers"][19:] == ["CUDA0"] * 30
+    assert all(b["device"] == "CPU" for b in doc["blocks"] if b["id"].endswith(":experts"))
+
+
+def test_export_against_another_model_is_explained(q30, tmp_path):
+    plan = tmp_path / "p.json"
+    assert layerdeck("fit", str(q30), "--devices", "CUDA0=24576", "--plan-out", str(plan)).returncode == 0
+    other = write_tiny_model("qwen3moe", tmp_path / "tiny.gguf")
+    r = layerdeck("export", str(other), "--plan", str(plan))
+    assert r.returncode == 2 and "made for q30.gguf" in r.stderr
