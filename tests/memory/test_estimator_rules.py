@@ -1,0 +1,111 @@
+"""The deterministic rules, checked by hand-computed numbers (no llama.cpp needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.memory.args import ArgsError, FFN_EXPS_REGEX, parse_llama_args, settings_from_args
+from app.memory.kv import SettingsError, context_shape, kv_bytes_per_layer
+from app.memory.layout import HOST, EstDevice, OverrideMatcher, PlacementError, layer_devices, place_weights
+from app.memory.settings import LlamaSettings
+from app.model import open_model
+from tests.gguf_factory import write_sparse_model, write_tiny_model
+
+GiB = 1 << 30
+
+
+def dev(name, gib=24, buft=None):
+    return EstDevice(name, buft or name, gib * GiB, gib * GiB)
+
+
+def test_layer_split_matches_llama_cpp_examples():
+    # reference §1.2: 5 layers (4 blocks + output) with -ts 3,1 -> blocks 0-3 on dev0, output on dev1
+    s = LlamaSettings(n_gpu_layers=-2, tensor_split=[3, 1])
+    assert layer_devices(4, [dev("A"), dev("B")], s) == ["A", "A", "A", "A", "B"]
+    # -ngl 1 offloads only the output layer
+    assert layer_devices(4, [dev("A")], LlamaSettings(n_gpu_layers=1)) == [HOST] * 4 + ["A"]
+    # 48 layers + output, 3:1 -> ceil(49*0.75) = 37 layers on the first device
+    out = layer_devices(48, [dev("A"), dev("B")], LlamaSettings(n_gpu_layers=-2, tensor_split=[3, 1]))
+    assert out.count("A") == 37 and out[-1] == "B"
+    # no -ts: proportional to free memory
+    out = layer_devices(9, [dev("A", 8), dev("B", 24)], LlamaSettings(n_gpu_layers=-2))
+    assert out.count("A") == 3 and out.count("B") == 7
+    # no devices at all: everything on the host
+    assert layer_devices(3, [], LlamaSettings()) == [HOST] * 4
+
+
+def test_override_first_match_wins_and_is_unanchored():
+    names = ["blk.1.ffn_up_exps.weight", "blk.10.ffn_up_exps.weight", "blk.21.ffn_down_exps.weight"]
+    m = OverrideMatcher(names)
+    got = m.resolve([(r"blk\.1\.", "CUDA0"), (r"ffn_.*_exps", "CPU")])
+    assert got == {0: "CUDA0", 1: "CPU", 2: "CPU"}
+    assert m.resolve([(r"1\.ffn", "X")]) == {0: "X", 2: "X"}  # unanchored: found inside "blk.21."
+
+
+def test_args_parsing_builds_the_same_override_list_as_llama_cpp():
+    p = parse_llama_args(["llama-server", "-m", "x.gguf", "--rpc", "h:1,h:2", "-ot", r"a=CPU,b\.c=RPC0[h:1]",
+                          "-ncmoe", "2", "-cmoe", "-c", "8192", "-fa", "off", "-ngl", "all", "-ts", "3/1",
+                          "--port", "8080", "--frobnicate"])
+    s = p.settings
+    assert p.program == "llama-server" and p.model == "x.gguf" and p.rpc == ["h:1", "h:2"]
+    assert s.overrides == [("a", "CPU"), (r"b\.c", "RPC0[h:1]"), (rf"blk\.0{FFN_EXPS_REGEX}", "CPU"),
+                           (rf"blk\.1{FFN_EXPS_REGEX}", "CPU"), (FFN_EXPS_REGEX, "CPU")]
+    assert s.n_ctx == 8192 and s.flash_attn == "off" and s.n_gpu_layers == -2 and s.tensor_split == [3.0, 1.0]
+    assert p.unknown == ["--frobnicate"] and "--port" in p.ignored
+    assert any("unknown flag --frobnicate" in w for w in p.warnings)
+    assert settings_from_args(["--ctx-size=4096", "--flash-attn", "on"]).n_ctx == 4096
+    with pytest.raises(ArgsError, match="-c expects a whole number"):
+        parse_llama_args(["-c", "lots"])
+    with pytest.raises(ArgsError, match="-ot item"):
+        parse_llama_args(["-ot", "noequals"])
+
+
+def test_context_padding_streams_and_swa(tmp_path):
+    m = open_model(write_tiny_model("gpt-oss", tmp_path / "g.gguf"))
+    # -c 10000 -np 3 non-unified: 3 streams x 3584 cells (reference §2.1, verified there)
+    sh = context_shape(m.params, LlamaSettings(n_ctx=10000, n_parallel=3, tool="fit-params"))
+    assert (sh.n_stream, sh.n_ctx_seq, sh.n_ctx) == (3, 3584, 10752)
+    # server auto -np: 4 slots, one unified stream
+    sh = context_shape(m.params, LlamaSettings(n_ctx=10000))
+    assert (sh.n_stream, sh.n_seq, sh.n_ctx_seq) == (1, 4, 10240)
+    p = m.params
+    if p.has_swa:
+        w = p.n_swa
+        sh = context_shape(p, LlamaSettings(n_ctx=32768, n_parallel=2, tool="fit-params"))
+        assert sh.size_swa == -(-min(sh.n_ctx_seq, w + 512) // 256) * 256
+        assert context_shape(p, LlamaSettings(n_ctx=32768, swa_full=True)).size_swa == 32768
+
+
+def test_kv_bytes_gqa_fa_and_quantized(tmp_path):
+    m = open_model(write_sparse_model("qwen3-30b-a3b", tmp_path / "q.gguf"))
+    s = LlamaSettings(n_ctx=8192, tool="fit-params", flash_attn="on")
+    kv = kv_bytes_per_layer(m.params, s, context_shape(m.params, s))
+    assert kv[0] == 2 * 4 * 128 * 8192 * 2 and sum(kv) == 48 * kv[0]  # K+V, 4 KV heads x 128, f16
+    s = LlamaSettings(n_ctx=8192, tool="fit-params", flash_attn="on", type_k="q8_0", type_v="q4_0")
+    kv = kv_bytes_per_layer(m.params, s, context_shape(m.params, s))
+    assert kv[0] == (512 // 32 * 34 + 512 // 32 * 18) * 8192
+    with pytest.raises(SettingsError, match="needs flash attention"):
+        context_shape(m.params, LlamaSettings(flash_attn="off", type_v="q8_0"))
+
+
+def test_mla_caches_k_only(tmp_path):
+    m = open_model(write_sparse_model("deepseek-v3", tmp_path / "d.gguf"))
+    s = LlamaSettings(n_ctx=4096, tool="fit-params")
+    kv = kv_bytes_per_layer(m.params, s, context_shape(m.params, s))
+    assert kv[0] == 576 * 4096 * 2
+
+
+def test_tied_embeddings_loaded_twice_and_overrides_route_experts(tmp_path):
+    m = open_model(write_tiny_model("llama", tmp_path / "t.gguf", tied_embeddings=True))
+    assert m.params.tied_embeddings
+    pl = place_weights(m, [dev("RPC0")], LlamaSettings(n_gpu_layers=-2))
+    assert pl.duplicated_output == "RPC0"
+    te = next(t for t in m.tensors if t.name == "token_embd.weight")
+    by = pl.bytes_by_device(m)
+    assert by[HOST] == te.nbytes and by["RPC0"] == m.tensor_bytes - te.nbytes + te.nbytes
+    moe = open_model(write_tiny_model("qwen3moe", tmp_path / "q.gguf"))
+    pl = place_weights(moe, [dev("RPC0")], settings_from_args(["-ngl", "all", "-cmoe"]))
+    for t, d in zip(moe.tensors, pl.tensor_device):
+        assert d == (HOST if "_exps" in t.name or t.name.startswith("token_embd") else "RPC0"), t.name
+    with pytest.raises(PlacementError, match="not a buffer type"):
+        place_weights(moe, [dev("RPC0")], settings_from_args(["-ot", "exps=CUDA7"]))
