@@ -49,9 +49,8 @@ def main() -> int:
         p = out / f"demo-{size}.png"
         win.grab().save(str(p))
         written.append(p)
-        # 2. over capacity: 128k context with 4 slots pushes the GPUs over
-        win.doc.set_settings(n_ctx=131072 if win.doc.model.params.n_ctx_train >= 131072 else 40960, n_parallel=4,
-                             kv_unified=False)
+        # 2. over capacity: a 256k context pushes the GPUs over
+        win.doc.set_settings(n_ctx=262144, n_parallel=4, kv_unified=False)
         settle(app)
         p = out / f"over-capacity-{size}.png"
         win.grab().save(str(p))

@@ -93,9 +93,9 @@ class CommandPanel(QWidget):
             new = Placement.from_settings(self.doc.model, self.doc.devices, parsed.settings)
         except ValueError as exc:
             return str(exc)
-        new.settings = parsed.settings.copy(n_gpu_layers=-1, tensor_split=None, devices=None, overrides=[])
+        imported = parsed.settings
         self.doc.replace(new, "Import command")
-        self.doc.set_settings(**{k: getattr(new.settings, k) for k in
+        self.doc.set_settings(**{k: getattr(imported, k) for k in
                                  ("n_ctx", "n_parallel", "kv_unified", "type_k", "type_v", "flash_attn", "n_batch",
                                   "n_ubatch", "swa_full", "no_kv_offload")})
         if parsed.warnings:

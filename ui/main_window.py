@@ -290,8 +290,9 @@ class MainWindow(QMainWindow):
     def _auto_fit(self) -> None:
         d = self.doc
         try:
+            # host RAM is not a hard limit (CPU weights are memory-mapped); the CPU lane shows when it is exceeded
             res = auto_fit(d.model, d.devices, d.placement.settings, margin=self.margin_spin.value() << 20,
-                           host_budget=self.host_capacity, pinned_from=d.placement)
+                           pinned_from=d.placement)
         except FitError as exc:
             QMessageBox.information(self, "Auto-fit", str(exc))
             return

@@ -1,0 +1,176 @@
+"""The board with real widgets: open, drag (a real mouse drag and the drop handler), undo, KV panel, over-capacity,
+command panel, import, demo."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtTest import QTest
+
+from app.memory.layout import EstDevice
+from app.placement import CPU
+from tests.gguf_factory import write_sparse_model, write_tiny_model
+
+pytestmark = pytest.mark.gui
+GiB = 1 << 30
+
+
+@pytest.fixture
+def window(qtbot):
+    from ui.main_window import MainWindow
+
+    win = MainWindow(detect_devices=False)
+    win.setProperty("ask_on_close", False)
+    win.resize(1280, 800)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    return win
+
+
+def view_point(board, item) -> QPoint:
+    return board.mapFromScene(item.sceneBoundingRect().center())
+
+
+def lane_point(board, lane: str) -> QPoint:
+    r = board.lanes[lane].sceneBoundingRect()
+    return board.mapFromScene(r.center().x(), r.bottom() - 12)
+
+
+def test_demo_starts_on_two_planned_gpus(window):
+    doc = window.doc
+    assert doc.model.is_demo and [d.name for d in doc.devices] == ["CUDA0", "CUDA1"]
+    assert set(window.board.lanes) == {"CUDA0", "CUDA1", CPU}
+    assert "Demo" in window.summary.text() and "launching is disabled" in window.summary.text()
+    assert "-dev CUDA0,CUDA1" in " ".join(window.command.argv())
+
+
+def test_open_file_shows_its_summary_and_blocks(window, tmp_path, qtbot):
+    path = write_tiny_model("qwen3moe", tmp_path / "q.gguf")
+    window.open_path(str(path))  # off the GUI thread
+    qtbot.waitUntil(lambda: window.doc.model.path == path, timeout=10000)
+    assert "qwen3moe" in window.summary.text()
+    ids = set(window.board.blocks)
+    assert {"input", "0:attn", "0:ffn", "0:experts", "output"} <= ids
+
+
+def test_open_bad_file_says_why(window, tmp_path, qtbot, no_modal_dialogs):
+    shown = no_modal_dialogs
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x01" * 7)
+    window.open_path(str(bad))
+    qtbot.waitUntil(lambda: bool(shown), timeout=10000)
+    assert "download" in shown[0][1] and window.doc.model.is_demo
+
+
+def test_real_mouse_drag_moves_one_block(window, qtbot):
+    board = window.board
+    item = board.blocks["5:experts"]
+    assert window.doc.placement.device_of("5:experts") != CPU
+    start, end = view_point(board, item), lane_point(board, CPU)
+    vp = board.viewport()
+    QTest.mousePress(vp, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, start)
+    QTest.mouseMove(vp, start + QPoint(10, 5))
+    QTest.mouseMove(vp, (start + end) / 2)
+    QTest.mouseMove(vp, end)
+    assert board.lanes[CPU].target  # the target lane is highlighted while dragging
+    assert board.lanes[CPU].gauge.preview is not None  # and its gauge previews the drop
+    QTest.mouseRelease(vp, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, end)
+    assert window.doc.placement.device_of("5:experts") == CPU
+    assert board.lanes[CPU].gauge.preview is None
+    assert window.doc.history.undo_label == "Move 5:experts to CPU"
+    assert "ffn_(down|gate|up)_exps" in window.command.text.toPlainText()
+
+
+def test_drop_of_a_selection_is_one_undo_step(window):
+    board, doc = window.board, window.doc
+    board.select_experts(10, 30)
+    ids = board.selected_ids()
+    assert len(ids) == 21
+    before = doc.estimate.host.model
+    assert board.drop_mime(board.mime_for(ids), CPU)
+    assert all(doc.placement.device_of(i) == CPU for i in ids)
+    assert doc.estimate.host.model > before
+    assert doc.history.undo_label == "Move 21 blocks to CPU"
+    window.undo_act.trigger()
+    assert all(doc.placement.device_of(i) != CPU for i in ids) and doc.estimate.host.model == before
+    window.redo_act.trigger()
+    assert all(doc.placement.device_of(i) == CPU for i in ids)
+
+
+def test_keyboard_moves_selection(window, qtbot):
+    board = window.board
+    board.select_ids(["7:experts", "8:experts"])
+    board.setFocus()
+    QTest.keyClick(board, Qt.Key.Key_3, Qt.KeyboardModifier.AltModifier)  # lane 3 = CPU
+    assert window.doc.placement.device_of("7:experts") == CPU == window.doc.placement.device_of("8:experts")
+
+
+def test_inexpressible_drop_is_refused_with_a_reason(window):
+    board, doc = window.board, window.doc
+    messages = []
+    doc.message.connect(messages.append)
+    before = doc.placement.snapshot()
+    assert not board.drop_mime(board.mime_for(["40:attn"]), CPU)
+    assert doc.placement.snapshot() == before
+    assert "CPU layers at the start" in messages[-1]
+
+
+def test_kv_panel_moves_the_gauges(window):
+    doc, kv = window.doc, window.kv_panel
+    gauge = window.board.lanes["CUDA0"].gauge
+    before = gauge.mem.kv
+    kv.ctx_spin.setValue(32768)
+    kv.ctx_spin.editingFinished.emit()
+    assert doc.placement.settings.n_ctx == 32768 and gauge.mem.kv == pytest.approx(before * 4, rel=0.01)
+    kv.ctk.setCurrentText("q8_0")
+    kv.fa.setCurrentText("on")
+    assert gauge.mem.kv < before * 4
+    assert "-ctk q8_0" in " ".join(window.command.argv())
+
+
+def test_over_capacity_turns_the_lane_red_and_says_what_to_move(window):
+    window.doc.set_settings(n_ctx=262144, n_parallel=4, kv_unified=False)
+    lane = window.board.lanes["CUDA0"]
+    assert lane.over
+    text = lane.status.text()
+    assert "over by" in text and "experts of layer" in text
+    assert "over capacity" in window._status.text()
+
+
+def test_import_pasted_command(window):
+    err = window.command.import_text(
+        "llama-server -m x.gguf -ngl 99 -ts 1,1 \\\n  --n-cpu-moe 12 -c 16384 -fa on --fit off")
+    assert err is None
+    p = window.doc.placement
+    assert [p.device_of(f"{i}:experts") for i in range(12)] == [CPU] * 12 and p.device_of("12:experts") != CPU
+    assert p.settings.n_ctx == 16384 and window.kv_panel.ctx_spin.value() == 16384
+    assert "-ncmoe 12" in " ".join(window.command.argv())
+    assert window.command.import_text("llama-server -c lots") .startswith("-c expects")
+
+
+def test_presets_and_auto_fit(window, no_modal_dialogs):
+    window._preset("experts")
+    assert "-cmoe" in window.command.argv()
+    window.doc.set_settings(n_ctx=32768)
+    window._auto_fit()
+    assert not no_modal_dialogs, no_modal_dialogs
+    est = window.doc.estimate
+    for lane in ("CUDA0", "CUDA1"):
+        m = next((d for d in est.devices if d.name == lane), None)
+        if m is not None:
+            assert m.total <= window.doc.capacity(lane) - window.margin_spin.value() * (1 << 20)
+
+
+def test_no_devices_and_a_big_model(qtbot, tmp_path):
+    from ui.main_window import MainWindow
+
+    win = MainWindow(detect_devices=False)
+    win.setProperty("ask_on_close", False)
+    qtbot.addWidget(win)
+    win.devices = [EstDevice("RPC0", "RPC0[127.0.0.1:1]", 8 * GiB, 8 * GiB, "rpc")]
+    assert win.open_path_sync(str(write_sparse_model("qwen3-235b-a22b", tmp_path / "big.gguf")))
+    assert win.board.lanes["RPC0"].over
+    win._auto_fit()
+    assert not win.board.lanes["RPC0"].over
+    assert win.board.lanes["CPU"].over  # 142 GiB of experts cannot fit this machine's RAM: shown, not hidden
