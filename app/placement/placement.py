@@ -75,15 +75,22 @@ class Placement:
         return [d.name for d in self.devices] + [CPU]
 
     def tensor_indices(self, item_id: str) -> list[int]:
-        """Indices of the tensors of a block (``12:experts``) or expert part (``12:experts:gate``)."""
+        """Indices of the tensors of a block (``12:experts``) or expert part (``12:experts:gate``); cached per model."""
+        cache = self.model.__dict__.setdefault("_item_tensors", {})
+        hit = cache.get(item_id)
+        if hit is not None:
+            return hit
         idx = self.model.__dict__.get("_tensor_pos")
         if idx is None:
             idx = self.model.__dict__["_tensor_pos"] = {t.name: i for i, t in enumerate(self.model.tensors)}
         block_id, _, part = item_id.partition(":experts:") if ":experts:" in item_id else (item_id, "", "")
         if part:
             block = self.model.block(block_id + ":experts")
-            return [idx[t.name] for t in block.parts.get(part, [])]
-        return [idx[t.name] for t in self.model.block(block_id).tensors]
+            hit = [idx[t.name] for t in block.parts.get(part, [])]
+        else:
+            hit = [idx[t.name] for t in self.model.block(item_id).tensors]
+        cache[item_id] = hit
+        return hit
 
     def device_of(self, item_id: str) -> str:
         """The device of a block or part, ``mixed`` when its tensors are split."""

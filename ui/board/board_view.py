@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from PySide6.QtCore import QMimeData, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QMimeData, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QFont, QKeySequence, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsRectItem, QGraphicsScene, QGraphicsSimpleTextItem,
-                               QGraphicsView, QMenu)
+                               QGraphicsView, QMenu, QToolTip)
 
 from app.model import Role
 from app.placement import CPU, MIXED
@@ -136,7 +136,7 @@ class BoardView(QGraphicsView):
         self._ghost: QGraphicsRectItem | None = None
         self._anchor: str | None = None
         self._refusal: str | None = None
-        self.scene().selectionChanged.connect(lambda: self.selection_changed.emit(self.selected_ids()))
+        self.scene().selectionChanged.connect(self._selection_changed)
         self.doc.changed.connect(self.relayout)
         self.doc.preview_changed.connect(self._show_preview)
         self._build_actions()
@@ -157,6 +157,9 @@ class BoardView(QGraphicsView):
                 out.append(ItemInfo(b.id, b.layer, b.role, None, b.nbytes, label, b.nextn))
         return out
 
+    def _selection_changed(self) -> None:
+        self.selection_changed.emit(self.selected_ids())
+
     def selected_ids(self) -> list[str]:
         return [it.info.id for it in self.scene().selectedItems() if isinstance(it, BlockItem)]
 
@@ -171,11 +174,11 @@ class BoardView(QGraphicsView):
 
     # ------------------------------------------------------------------ layout
 
-    def _scale(self, width: float, infos: list[ItemInfo]) -> float:
+    def _scale(self, width: float, infos: list[ItemInfo], lanes_of: dict[str, str]) -> float:
         caps = [self.doc.capacity(d.name) or 0 for d in self.doc.devices]
         per_lane: dict[str, int] = {}
         for info in infos:
-            lane = self.lane_of(info.id)
+            lane = lanes_of[info.id]
             per_lane[lane] = per_lane.get(lane, 0) + info.nbytes
         ref = max(caps) if caps and max(caps) > 0 else max(per_lane.values(), default=1) / 2
         return max(1e-12, (width - 2 * style.LANE_PAD) / max(ref, 1))
@@ -183,7 +186,8 @@ class BoardView(QGraphicsView):
     def relayout(self) -> None:
         width = max(640, self.viewport().width() - 2)
         infos = self.item_infos()
-        scale = self._scale(width, infos)
+        lanes_of = {info.id: self.lane_of(info.id) for info in infos}
+        scale = self._scale(width, infos, lanes_of)
         lanes = self.doc.placement.lanes
         for name in list(self.lanes):
             if name not in lanes:
@@ -194,7 +198,7 @@ class BoardView(QGraphicsView):
                 self.scene().removeItem(self.blocks.pop(bid))
         by_lane: dict[str, list[ItemInfo]] = {name: [] for name in lanes}
         for info in infos:
-            by_lane.setdefault(self.lane_of(info.id), []).append(info)
+            by_lane.setdefault(lanes_of[info.id], []).append(info)
         est = self.doc.estimate
         y = 0.0
         pinned = self.doc.placement.pinned
@@ -220,7 +224,6 @@ class BoardView(QGraphicsView):
                     self.scene().addItem(item)
                 item.info = info
                 item.pinned = info.id in pinned
-                item.setToolTip(self._tooltip(info))
                 item.set_geometry(x, y + row_y, w, style.BLOCK_H)
                 x += w + 1
                 last_layer = info.layer
@@ -305,6 +308,19 @@ class BoardView(QGraphicsView):
         if len(tensors) > 12:
             lines.append(f"... and {len(tensors) - 12} more")
         return "<br>".join(lines)
+
+    def viewportEvent(self, event) -> bool:  # noqa: N802
+        # tooltips are built when asked for, not on every relayout (they name up to a dozen tensors each)
+        if event.type() == QEvent.Type.ToolTip:
+            block = self._block_at(event.pos())
+            if block is not None:
+                QToolTip.showText(event.globalPos(), self._tooltip(block.info), self.viewport())
+                return True
+            lane = self.lane_at(self.mapToScene(event.pos()))
+            if lane is not None and self.lanes[lane].gauge.isUnderMouse():
+                QToolTip.showText(event.globalPos(), self.lanes[lane].gauge.describe(), self.viewport())
+                return True
+        return super().viewportEvent(event)
 
     def _show_preview(self, est) -> None:
         for name, lane in self.lanes.items():
