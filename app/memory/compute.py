@@ -26,11 +26,27 @@ this module re-does the three steps on a small model of the graph:
    best-fit ``ggml_dyn_tallocr``: leafs first, in-place reuse of a parent's
    memory for element-wise ops, frees when the last child (and view) is done.
 
-To stay fast (it runs on every drag), identical consecutive layers are not
-all simulated: a run of layers with the same structure and placement is cut
-to its first ``_KEEP`` periods and its last one, which leaves every buffer's
-peak unchanged because the allocator reaches a steady state after a layer or
-two. Results are memoised per model.
+Two details decide whether the numbers match a given tool. The graph callback
+pins each layer's ``norm`` op to the layer's device (and ``-nkvo`` pins the
+attention output to the CPU); ``llama-fit-params`` measures with
+``ggml_backend_sched_reserve_size``, which resets the scheduler after the graph
+is built and so drops those pins, while a real load (server, cli, bench) keeps
+them. And the server reserves logits for its slots, the other tools for a full
+batch (``ContextShape.n_outputs_max``).
+
+CUDA-only effects are modelled for devices of kind ``gpu`` but could not be
+checked against a GPU (the RPC backend has no ``offload_op``): op offload
+(ops on host-resident weights run on the first GPU for batches >= 32, with a
+copy of the weight in its compute buffer), 128-byte alignment, and the f16
+copies of a quantized K/V that the flash-attention kernels keep after their
+result (``ggml_cuda_flash_attn_ext_get_alloc_size``).
+
+To stay fast (it runs on every drag), identical consecutive layers are not all
+simulated: a run of layers with the same structure and placement is cut to its
+first ``_KEEP`` periods and its last one, which leaves every buffer's peak
+unchanged because the allocator reaches a steady state after a layer or two.
+Built graphs are reused across placements (only weight backends, pins and
+sizes are re-bound) and results are memoised per model.
 
 See ``docs/memory-model.md`` ("Compute buffers") for the derivation and the
 measured errors.
@@ -38,12 +54,16 @@ measured errors.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
+from operator import itemgetter
 
 from ..model import Model
 from .kv import CACHE_TYPE_BLOCKS, ContextShape
 from .layout import HOST, WeightPlacement
 from .settings import NGL_ALL, NGL_AUTO, LlamaSettings
+
+log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- mini ggml
 
@@ -64,7 +84,8 @@ _INPLACE = frozenset(("FILL", "SCALE", "DIAG_MASK_ZERO", "DIAG_MASK_INF", "ADD",
 class T:
     """A ggml tensor as far as scheduling and allocation care."""
 
-    __slots__ = ("ne", "nb", "ty", "op", "src", "vs", "flags", "wbe", "host", "size", "be", "force", "name")
+    __slots__ = ("ne", "nb", "ty", "op", "src", "vs", "flags", "wbe", "host", "size", "be", "force", "name",
+                 "nch", "nvw", "addr", "abe", "asz", "cs", "fl0")
 
     def __init__(self, ty, ne, nb, op, src, vs=None):
         self.ty = ty
@@ -72,14 +93,21 @@ class T:
         self.nb = nb
         self.op = op
         self.src = src
+        self.cs = src         # sources as the scheduler leaves them (inputs from other backends -> their copies)
         self.vs = vs          # view source (always the base tensor, as in ggml_new_tensor_impl)
         self.flags = 0
+        self.fl0 = 0          # flags as built (pipeline parallelism adds OUTPUT to inputs for one run)
         self.wbe = -1         # backend of the buffer holding a pre-allocated tensor (weights, KV, states)
         self.host = False     # that buffer is a host buffer (op offload candidates)
         self.size = 0         # ggml_nbytes for tensors the allocator places
         self.be = -1          # backend chosen by the scheduler
         self.force = -1       # backend pinned by the graph callback
         self.name = ""
+        self.nch = 0          # allocator: children not yet computed
+        self.nvw = 0          # allocator: views not yet done with
+        self.addr = -1        # allocator: offset while allocated by the graph allocator, else -1
+        self.abe = -1         # allocator: buffer it was allocated in
+        self.asz = 0          # allocator: bytes it was allocated with
 
 
 def _contig(ty, ne):
@@ -104,13 +132,17 @@ def _nbytes(ty, ne, nb):
     return n
 
 
+_ONES = ((1, 1, 1, 1), (1, 1, 1), (1, 1), (1,), ())
+
+
 def _ne4(ne):
-    ne = tuple(int(x) for x in ne)
-    return ne + (1,) * (4 - len(ne))
+    ne = tuple(ne)
+    return ne + _ONES[len(ne)] if len(ne) < 4 else ne
 
 
 def new(ty, ne, op, src=()):
-    ne = _ne4(ne)
+    if len(ne) < 4:
+        ne = tuple(ne) + _ONES[len(ne)]
     nb = _contig(ty, ne)
     t = T(ty, ne, nb, op, list(src))
     t.size = _nbytes(ty, ne, nb)
@@ -197,10 +229,6 @@ def cont(a, *ne):
     return new(a.ty, ne if ne else a.ne, "CONT", (a,))
 
 
-def cast(a, ty):
-    return new(ty, a.ne, "CPY", (a,))
-
-
 def cpy(a, b):
     return view_tensor(b, "CPY", [a, b])
 
@@ -273,29 +301,48 @@ class _Builder:
         self.p = ctx.p
         self.g = _Graph()
         self.layers = layers                  # the layer indices to build (a compressed run keeps a few)
+        self.pos = {il: k for k, il in enumerate(layers)}
         self.last = ctx.p.n_layer - 1 - ctx.n_nextn
         self.nt = ctx.n_tokens
         self.inputs = {}
+        self.wcache = {}
+        # placement-dependent parts, filled in per call by _run
+        self.wrefs = []      # (tensor, kept-layer position or -1, name suffix or full name)
+        self.crefs = []      # (cache tensor, kept-layer position)
+        self.pins = []       # (norm tensor, kept-layer position): graph_get_cb pins
+        self.cpu_pins = []   # attention outputs run on the CPU with -nkvo
 
     # leafs -------------------------------------------------------------
 
     def w(self, name):
-        info = self.c.weights.get(name)
-        if info is None:
-            return None
-        ne, nbytes, be, host = info
-        t = T("w", ne, (0, 0, 0, 0), NONE, [])
-        t.size = nbytes
-        t.wbe = be
-        t.host = host
+        """The weight tensor ``name`` (one tensor per name, as in the model), or None if the model lacks it."""
+        t = self.wcache.get(name, 0)
+        if t != 0:
+            return t
+        c = self.c
+        i = c.names.get(name)
+        if i is None:
+            if name != "token_embd.weight@output" or "output.weight" in c.names:
+                self.wcache[name] = None
+                return None
+            i = c.names.get("token_embd.weight")
+            if i is None:
+                return None
+        t = T("w", c.shapes[i], (0, 0, 0, 0), NONE, [])
         t.name = name
+        if name.startswith("blk."):
+            _, il, sfx = name.split(".", 2)
+            self.wrefs.append((t, self.pos[int(il)], sfx))
+        else:
+            self.wrefs.append((t, -1, name))
+        self.wcache[name] = t
         return t
 
     def inp(self, key, ty, ne):
         t = self.inputs.get(key)
         if t is None:
             t = new(ty, ne, NONE)
-            t.flags = INPUT
+            t.flags = t.fl0 = INPUT
             t.name = key
             self.inputs[key] = t
         return t
@@ -303,15 +350,15 @@ class _Builder:
     def cache(self, il, which, ty, ne):
         t = new(ty, ne, NONE)
         t.size = 0
-        t.wbe = self.c.kv_backend(il)
         t.name = f"cache_{which}_l{il}"
+        self.crefs.append((t, self.pos[il]))
         return t
 
     # helpers -------------------------------------------------------------
 
     def force_norm(self, t, il):
-        if il >= 0 and self.c.pin_norm:
-            t.force = self.c.layer_backend(il)
+        if il >= 0:
+            self.pins.append((t, self.pos[il]))
         return t
 
     def norm(self, x, wname, il, mb=None):
@@ -323,17 +370,6 @@ class _Builder:
             cur = binary("MUL", cur, w)
         if mb is not None:
             cur = binary("ADD", cur, mb)
-        return cur
-
-    def layernorm(self, x, wname, bname, il):
-        w, bias = self.w(wname), self.w(bname)
-        cur = unary("NORM", x)
-        if w is not None or bias is not None:
-            self.force_norm(cur, il)
-        if w is not None:
-            cur = binary("MUL", cur, w)
-        if bias is not None:
-            cur = binary("ADD", cur, bias)
         return cur
 
     def mm(self, wname, x):
@@ -385,9 +421,9 @@ class _Builder:
         ns = c.n_stream
         mask = self.inp("kq_mask" + sfx, "f16" if c.fa else "f32", (n_kv, nt // ns, 1, ns))
         k_rot = v_rot = None
-        if c.rot_k:
+        if c.rot_k and not c.mla:   # build_attn_inp_k (MLA) makes no rotation inputs
             k_rot = self.inp("k_rot" + sfx, "f32", (c.rot_k, c.rot_k))
-        if c.rot_v:
+        if c.rot_v and not c.mla:
             v_rot = self.inp("v_rot" + sfx, "f32", (64, 64))
         return k_idxs, v_idxs, mask, k_rot, v_rot, n_kv
 
@@ -400,17 +436,15 @@ class _Builder:
         res = mul_mat(rot, res)
         return reshape(res, *cur.ne)
 
-    def attn(self, il, q, k, v, wo, wo_b, sinks=None, kq_scale_b=None, v_mla=None, iswa_order=False):
+    def attn(self, il, q, k, v, wo, wo_b, sinks=None, v_mla=None, iswa_order=False):
         """``build_attn`` for a KV cache (``llm_graph_input_attn_kv[_iswa]`` / ``_k`` for MLA)."""
         c, g = self.c, self.g
         hk, hv, n_head_kv, swa = self.kv_dims(il)
         k_idxs, v_idxs, mask, k_rot, v_rot, n_kv = self.attn_inputs(swa)
-        if c.mla:
-            k_rot = v_rot = None
         if k_rot is not None:
             q = self.hadamard(q, k_rot)
             k = self.hadamard(k, k_rot)
-        if v_rot is not None and v is not None and not c.mla:
+        if v_rot is not None:
             v = self.hadamard(v, v_rot)
         g.expand(q)
         if iswa_order:
@@ -500,8 +534,7 @@ class _Builder:
                 kqv = mul_mat(v_mla, kqv)
             cur = permute(kqv, 0, 2, 1, 3)
             cur = cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
-            if not c.offload_kqv:
-                cur.force = c.cpu
+            self.cpu_pins.append(cur)
         g.expand(cur)
         return cur
 
@@ -529,9 +562,9 @@ class _Builder:
         cur = self.add_b(cur, f"blk.{il}.{pfx}_down.bias")
         return cur
 
-    def moe(self, cur, il, gating="softmax", norm_w=False, w_scale=False, probs_b=None, oai=False):
-        """``build_moe_ffn``."""
-        c, g, p = self.c, self.g, self.p
+    def moe(self, cur, il, gating="softmax", norm_w=False, w_scale=False, probs_b=None, before=False):
+        """``build_moe_ffn``: router, top-k, expert matmuls, weighting and the sum over the selected experts."""
+        c, g = self.c, self.g
         n_embd, nt = cur.ne[0], cur.ne[1]
         n_exp, k = c.n_expert, c.n_expert_used
         logits = self.mm(f"blk.{il}.ffn_gate_inp.weight", cur)
@@ -545,6 +578,8 @@ class _Builder:
         sel = probs
         if probs_b is not None:
             sel = binary("ADD", probs, probs_b)
+        if before:
+            sel = logits
         if c.n_expert_groups > 1 and nt > 0:
             npg = n_exp // c.n_expert_groups
             groups = reshape(sel, npg, c.n_expert_groups, nt)
@@ -574,6 +609,9 @@ class _Builder:
             weights = unary("SCALE", weights)
         g.expand(weights)
         cur = reshape(cur, n_embd, 1, nt)
+        if before:  # llama4 weighs the inputs: repeat to [n_embd, n_used, n_tokens] and scale
+            cur = new(cur.ty, (n_embd, k, nt), "REPEAT", (cur,))
+            cur = binary("MUL", cur, weights)
         gate_up = self.w(f"blk.{il}.ffn_gate_up_exps.weight")
         if gate_up is not None:
             gu = mul_mat_id(gate_up, cur, selected)
@@ -601,7 +639,8 @@ class _Builder:
         b = self.w(f"blk.{il}.ffn_down_exps.bias")
         if b is not None:
             experts = dup(experts, "ADD_ID", (experts, b, selected))
-        experts = binary("MUL", experts, weights)
+        if not before:
+            experts = binary("MUL", experts, weights)
         g.expand(experts)
         views = []
         for i in range(k):
@@ -617,7 +656,7 @@ class _Builder:
         return out
 
     def shexp(self, cur, moe_out, il):
-        if self.c.weights.get(f"blk.{il}.ffn_up_shexp.weight") is None:
+        if f"blk.{il}.ffn_up_shexp.weight" not in self.c.names:
             return moe_out
         sh = self._ffn_named(cur, il, "shexp")
         gi = self.w(f"blk.{il}.ffn_gate_inp_shexp.weight")
@@ -642,12 +681,12 @@ class _Builder:
         if not norm_first and out_ids is not None:
             cur = get_rows(cur, out_ids)
         cur = self.norm(cur, "output_norm.weight", -1, mb=self.w("output_norm.bias"))
-        cur.flags |= OUTPUT                       # t_embd
+        cur.flags = cur.fl0 = OUTPUT              # t_embd
         out = self.w("output.weight") or self.w("token_embd.weight@output")
         logits = mul_mat(out, cur)
         if self.c.logit_scale:
             logits = unary("SCALE", logits)
-        logits.flags |= OUTPUT
+        logits.flags = logits.fl0 = OUTPUT
         g.expand(logits)
         return logits
 
@@ -679,12 +718,13 @@ def _rope(x, pos, freqs=None):
 
 
 def _build_standard(b):
-    """Llama-style decoder: llama, qwen2/3(+moe), mistral, mixtral, granite, and the fallback for others.
+    """Llama-style decoder: llama/mixtral, qwen2/3(+moe), glm4moe, granitehybrid, and the fallback for others.
 
-    ``src/models/llama.cpp`` / ``qwen3moe.cpp``: norm, Q/K/V (+ q/k norm), rope,
-    attention, residual, norm, dense FFN or MoE (+ shared expert), residual.
+    ``src/models/llama.cpp`` / ``qwen3moe.cpp`` / ``granite-hybrid.cpp``: norm, Q/K/V (+ q/k norm), rope,
+    attention (or a Mamba2 block on recurrent layers), residual, norm, dense FFN or MoE (+ shared expert),
+    residual. Tensors a model lacks (biases, norms) are skipped.
     """
-    c, p, g = b.c, b.p, b.g
+    c, p = b.c, b.p
     inpL = b.inp_embd()
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
@@ -716,17 +756,15 @@ def _build_standard(b):
         if c.residual_scale:
             cur = unary("SCALE", cur)
         ffn_inp = binary("ADD", cur, inpSA)
-        post = b.w(f"blk.{il}.post_attention_norm.weight")
-        if post is not None and c.arch == "gpt-oss":
-            cur = b.norm(ffn_inp, post, il)
-        else:
-            cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il, mb=b.w(f"blk.{il}.ffn_norm.bias"))
-        if c.weights.get(f"blk.{il}.ffn_gate_inp.weight") is not None:
+        cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il, mb=b.w(f"blk.{il}.ffn_norm.bias"))
+        if f"blk.{il}.ffn_gate_inp.weight" in c.names:
             moe_out = b.moe(cur, il, gating=c.gating, norm_w=c.expert_weights_norm, w_scale=c.expert_weights_scale,
                             probs_b=b.w(f"blk.{il}.exp_probs_b.bias"))
             cur = b.shexp(cur, moe_out, il)
         else:
             cur = b.ffn(cur, "ffn", il)
+        if c.residual_scale:
+            cur = unary("SCALE", cur)
         cur = binary("ADD", cur, ffn_inp)
         inpL = cur
     return b.output(inpL, out_ids)
@@ -734,7 +772,7 @@ def _build_standard(b):
 
 def _build_deepseek2(b):
     """``src/models/deepseek2.cpp``: MLA attention (absorbed when ``key_length_mla`` is set)."""
-    c, p, g = b.c, b.p, b.g
+    c, p = b.c, b.p
     nt = b.nt
     n_head = p.n_head[0]
     hk_mla, hv_mla = c.hk_mla, c.hv_mla
@@ -755,7 +793,6 @@ def _build_deepseek2(b):
             q = b.mm(f"blk.{il}.attn_q.weight", cur)
         q = reshape(q, hk_mla, n_head, nt)
         kvpe = b.mm(f"blk.{il}.attn_kv_a_mqa.weight", cur)
-        es = 4
         kv_cmpr = view(kvpe, (kv_lora, nt), (kvpe.nb[1],))
         k_pe = view(kvpe, (n_rope, 1, nt), (kvpe.nb[1], kvpe.nb[1]))
         k_pe = _rope(k_pe, pos)
@@ -819,8 +856,51 @@ def _build_gpt_oss(b):
         cur = b.moe(cur, il, gating="softmax_weight", norm_w=False, w_scale=c.expert_weights_scale)
         cur = binary("ADD", cur, ffn_inp)
         inpL = cur
-    inpL.flags |= OUTPUT          # t_h_nextn
+    inpL.flags = inpL.fl0 = OUTPUT          # t_h_nextn
     return b.output(inpL, out_ids, norm_first=False)
+
+
+def _build_llama4(b):
+    """``src/models/llama4.cpp``: temperature-scaled NoPE layers, L2-normed Q/K, MoE every n-th layer + shared."""
+    c, p = b.c, b.p
+    # hparams.n_no_rope_layer_step: 4, or n_layer when the GGUF says sliding_window = 0 (then only the last
+    # layer skips rope, a quirk kept as is)
+    no_rope_step = p.n_layer if c.meta.get("llama4.attention.sliding_window") == 0 else 4
+    use_kq_norm = c.n_expert != 128         # LLM_TYPE_17B_128E has no Q/K L2 norm
+    inpL = b.inp_embd()
+    pos = b.inp_pos()
+    attn_scale = b.inp("inp_attn_scale", "f32", (1, 1, b.nt))
+    out_ids = b.inp_out_ids()
+    for il in b.layers:
+        inpSA = inpL
+        use_rope = (il + 1) % no_rope_step != 0
+        cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
+        q, k, v = _qkv(b, il, cur, p.head_dim_k, p.head_dim_k, p.head_dim_v)
+        if use_rope:
+            freqs = b.w("rope_freqs.weight")
+            q = _rope(q, pos, freqs)
+            k = _rope(k, pos, freqs)
+        else:
+            q = binary("MUL", q, attn_scale)
+        if use_rope and use_kq_norm:
+            q = unary("RMS_NORM", q)
+            k = unary("RMS_NORM", k)
+        cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), b.w(f"blk.{il}.attn_output.bias"),
+                     iswa_order=c.has_swa)
+        if il == b.last:
+            cur = get_rows(cur, out_ids)
+            inpSA = get_rows(inpSA, out_ids)
+        ffn_inp = binary("ADD", cur, inpSA)
+        cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
+        if f"blk.{il}.ffn_gate_inp.weight" in c.names:
+            moe_out = b.moe(cur, il, gating="sigmoid", norm_w=False, w_scale=c.expert_weights_scale, before=True)
+            sh = b._ffn_named(cur, il, "shexp")
+            cur = binary("ADD", moe_out, sh)
+        else:
+            cur = b.ffn(cur, "ffn", il)
+        cur = binary("ADD", cur, ffn_inp)
+        inpL = cur
+    return b.output(inpL, out_ids)
 
 
 def _mamba2(b, cur, il):
@@ -834,8 +914,9 @@ def _mamba2(b, cur, il):
     n_seq_tokens = nt // ns
     n_rs = c.n_rs
     s_copy = b.inp("rs_s_copy", "i32", (n_rs,))
-    s_main = view(s_copy, (ns,), ())
-    s_extra = view(s_copy, (n_rs - ns,), ())
+    if "rs_views" not in b.inputs:     # build_rs_inp: one pair of views shared by every recurrent layer
+        b.inputs["rs_views"] = (view(s_copy, (ns,), ()), view(s_copy, (n_rs - ns,), ()))
+    s_main, s_extra = b.inputs["rs_views"]
     conv_dim = d_inner + 2 * n_group * d_state
     n_embd_r = (d_conv - 1) * conv_dim
     n_embd_s = d_state * d_inner
@@ -888,39 +969,51 @@ def _mamba2(b, cur, il):
     return b.mm(f"blk.{il}.ssm_out.weight", y)
 
 
-_ARCH_BUILDERS = {"deepseek2": _build_deepseek2, "gpt-oss": _build_gpt_oss}
+_ARCH_BUILDERS = {"deepseek2": _build_deepseek2, "gpt-oss": _build_gpt_oss, "llama4": _build_llama4}
 
 
 # --------------------------------------------------------------------------- per-model facts
 
 
 class _Ctx:
-    """Everything the builders need about the model, the context and the placement."""
+    """What the graph's structure depends on: hyper-parameters, the context shape and cache types.
 
-    def __init__(self, model, placement, settings, shape, cpu, backend_of):
+    Nothing here depends on where weights are placed, so graphs built from it can be reused across placements.
+    """
+
+    def __init__(self, model, settings, shape, facts):
         p = model.params
-        self.p = p
-        self.arch = p.arch
         meta = model.metadata
         a = p.arch
-        self.cpu = cpu
+        self.p = p
+        self.arch = a
+        self.meta = meta
+        self.names = facts["names"]
+        self.shapes = facts["shapes"]
         self.n_nextn = p.nextn_layers
         n_seqs = max(1, shape.n_seq)
-        nt = min(shape.n_ctx, shape.n_ubatch)
+        nt = min(shape.n_ctx, shape.n_ubatch)          # sched_reserve: n_tokens = min(n_ctx, n_ubatch)
         if nt % n_seqs:
-            nt = (nt + n_seqs - 1) // n_seqs * n_seqs
+            nt = (nt + n_seqs - 1) // n_seqs * n_seqs  # graph_reserve rounds to a multiple of n_seqs
         self.n_tokens = nt
         self.n_seqs = n_seqs
         self.n_outputs = max(1, min(nt, shape.n_outputs_max))
-        self.n_stream = shape.n_stream if not shape.unified else 1
-        self.n_kv = shape.n_ctx_seq
-        self.size_swa = shape.size_swa or shape.n_ctx_seq
+        self.n_stream = 1 if shape.unified else max(1, shape.n_stream)
+        self.n_kv = shape.n_ctx_seq                    # the reserve uses the full cache: n_kv = kv_size
         self.fa = shape.flash_attn
         self.type_k = settings.type_k
         self.type_v = settings.type_v
-        self.offload_kqv = not settings.no_kv_offload
+        self.size_swa = shape.size_swa or shape.n_ctx_seq
         self.has_swa = p.has_swa
         self.swa = p.swa_layers
+        if a == "llama4" and not p.has_swa and meta.get(f"{a}.attention.sliding_window") is None:
+            # llama_model_llama4::load_arch_hparams: without a window key, chunked attention over 8192 tokens on
+            # 3 of every 4 layers (ModelParams does not know this default)
+            period = int(meta.get(f"{a}.attention.sliding_window_pattern", 4) or 4)
+            self.has_swa = True
+            self.swa = [il % period < period - 1 for il in range(p.n_layer)]
+            window = 8192 * (max(1, shape.n_seq) if shape.unified else 1) + shape.n_ubatch
+            self.size_swa = min(shape.n_ctx_seq, (window + 255) // 256 * 256)
         self.recurrent = p.recurrent_layers
         self.n_rs = n_seqs
         self.mla = p.is_mla and bool(meta.get(f"{a}.attention.key_length_mla"))
@@ -933,17 +1026,17 @@ class _Ctx:
         heads_v = {(p.head_dim_v_swa if self.is_swa(il) else p.head_dim_v) for il in kv_layers}
         hk_all = heads_k.pop() if len(heads_k) == 1 else -1
         hv_all = heads_v.pop() if len(heads_v) == 1 else -1
-        quant_k = CACHE_TYPE_BLOCKS.get(settings.type_k, (1, 2))[0] > 1
-        quant_v = CACHE_TYPE_BLOCKS.get(settings.type_v, (1, 2))[0] > 1
+        # Hadamard rotations of quantized caches (llama_kv_cache constructor: attn_rot_k / attn_rot_v)
         self.rot_k = 0
-        if quant_k and hk_all > 0 and p.head_dim_k % 64 == 0 and not self.mla:
+        if CACHE_TYPE_BLOCKS.get(settings.type_k, (1, 2))[0] > 1 and hk_all > 0 and p.head_dim_k % 64 == 0:
             n = 64
             while True:
                 n *= 2
                 if hk_all % n:
                     break
             self.rot_k = n // 2
-        self.rot_v = quant_v and hv_all > 0 and p.head_dim_v % 64 == 0 and not p.is_mla
+        self.rot_v = (CACHE_TYPE_BLOCKS.get(settings.type_v, (1, 2))[0] > 1 and hv_all > 0
+                      and p.head_dim_v % 64 == 0 and not p.is_mla)
         self.softcap = bool(meta.get(f"{a}.attn_logit_softcapping"))
         self.embedding_scale = bool(meta.get(f"{a}.embedding_scale"))
         self.residual_scale = bool(meta.get(f"{a}.residual_scale"))
@@ -952,32 +1045,19 @@ class _Ctx:
         self.n_expert_used = p.n_expert_used
         self.n_expert_groups = int(meta.get(f"{a}.expert_group_count", 0) or 0)
         self.n_group_used = int(meta.get(f"{a}.expert_group_used_count", 0) or 0)
-        self.expert_weights_norm = bool(meta.get(f"{a}.expert_weights_norm", a in ("qwen3moe", "qwen2moe")
-                                                 and False))
-        if a in ("qwen3moe", "granitehybrid", "granitemoe", "qwen3vlmoe"):
-            self.expert_weights_norm = True
+        norm_w = meta.get(f"{a}.expert_weights_norm")
+        self.expert_weights_norm = bool(norm_w) if norm_w is not None else a in _NORM_W_ARCHS
         ws = meta.get(f"{a}.expert_weights_scale")
         self.expert_weights_scale = bool(ws) and float(ws) != 1.0
         gf = int(meta.get(f"{a}.expert_gating_func", 0) or 0)
-        self.gating = {2: "sigmoid", 3: "softmax_weight"}.get(gf, "softmax")
-        ngl = settings.n_gpu_layers
-        if ngl is None or ngl in (NGL_AUTO, NGL_ALL):
-            ngl = p.n_layer + 1
-        # graph_get_cb pins "norm" ops to their layer's device; the dry run that llama-fit-params reports
-        # (ggml_backend_sched_reserve_size) resets the scheduler after building the graph, dropping the pins.
-        self.pin_norm = (nt < 32 or ngl > p.n_layer) and settings.tool != "fit-params"
-        self.weights = {}
-        self._layer_be = backend_of
-        self.kv_be = None
+        self.gating = {2: "sigmoid", 3: "softmax_weight"}.get(gf, "sigmoid" if a == "llama4" else "softmax")
 
     def is_swa(self, il):
         return self.has_swa and self.swa[il]
 
-    def layer_backend(self, il):
-        return self._layer_be[il]
 
-    def kv_backend(self, il):
-        return self.kv_be[il]
+#: architectures whose graph normalises the selected experts' weights without saying so in the GGUF
+_NORM_W_ARCHS = frozenset(("llama", "qwen3moe", "qwen3vlmoe", "granitemoe", "granitehybrid", "olmoe", "minimax-m2"))
 
 
 # --------------------------------------------------------------------------- scheduler
@@ -995,11 +1075,12 @@ def _offload_batch(t):
     return t.ne[1] * t.ne[2] * t.ne[3]
 
 
-def _schedule(nodes, leafs, n_be, cpu, offload_to):
+def _schedule(nodes, leafs, cpu, offload_to):
     """Backend per node and the splits with their inputs (``ggml_backend_sched_split_graph`` passes 1-5).
 
     ``offload_to``: backends whose ``offload_op`` accepts ops on host weights (CUDA-like GPUs), in priority order.
-    Returns ``splits`` as a list of (backend, first node index, end index, [input tensors]).
+    Returns ``splits`` as a list of (backend, first node index, end index, [(input, its copy)]); nodes get
+    ``be`` and, where a source lives on another backend, ``cs`` with the copy in its place.
     """
     # pass 1: pre-allocated tensors, graph inputs, ops on weights
     for t in leafs:
@@ -1048,7 +1129,7 @@ def _schedule(nodes, leafs, n_be, cpu, offload_to):
             t.be = cpu
     # pass 5: splits and the copies of inputs that live on another backend
     splits = []
-    copies = {}          # (id(src), backend) -> copy tensor
+    copies = {}          # (src, backend) -> copy tensor (tensor_id_copy: one per backend for the whole graph)
     cur_be = None
     inputs = None
     start = 0
@@ -1069,20 +1150,20 @@ def _schedule(nodes, leafs, n_be, cpu, offload_to):
             cur_be, inputs, start = be, [], i
         src = t.src
         for j, s in enumerate(src):
-            sbe = s.be
-            if sbe != cur_be:
-                key = (id(s), cur_be)
+            if s.be != cur_be:
+                key = (s, cur_be)
                 cp = copies.get(key)
                 if cp is None:
+                    # ggml_dup_tensor_layout: same shape and strides, so a strided view costs its whole span
                     cp = T(s.ty, s.ne, s.nb, NONE, [])
                     cp.size = s.size if s.ty == "w" else _nbytes(s.ty, s.ne, s.nb)
                     cp.be = cur_be
                     cp.name = "copy:" + s.name
                     copies[key] = cp
                     inputs.append((s, cp))
-                if src is t.src:
-                    src = t.src = list(src)
-                src[j] = cp
+                if t.cs is src:
+                    t.cs = list(src)
+                t.cs[j] = cp
     if cur_be is not None:
         splits.append((cur_be, start, len(nodes), inputs))
     return splits
@@ -1168,14 +1249,10 @@ class _Alloc:
         blocks.insert(i, [addr, size])
 
 
-def _same_layout(a, b):
-    return a.ty == b.ty and a.ne == b.ne and a.nb == b.nb
-
-
 def _allocate(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size):
     """Run ``ggml_gallocr_alloc_graph_impl`` over the scheduler's graph copy; returns peak bytes per backend."""
     allocs = [_Alloc(aligns[b]) for b in range(n_be)]
-    # graph_copy: per split, [input_dep, input_copy]* then the split's nodes
+    # graph_copy (end of ggml_backend_sched_split_graph): per split, [input_dep, input_copy] per input, then its nodes
     gnodes = []
     for be, i0, i1, inputs in splits:
         for s, cp in inputs:
@@ -1186,93 +1263,81 @@ def _allocate(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size):
         gnodes.extend(nodes[i0:i1])
     gleafs = []
     if n_copies > 1:
+        # every graph input and every split input gets n_copies buffers, flagged input+output: never freed
         for t in leafs:
             if t.flags & INPUT:
-                for c in range(n_copies):
-                    cp = t if c == 0 else T(t.ty, t.ne, t.nb, NONE, [])
-                    if c:
-                        cp.size = t.size
-                        cp.be = t.be
-                    cp.flags |= INPUT | OUTPUT
+                t.flags |= OUTPUT
+                gleafs.append(t)
+                for _ in range(1, n_copies):
+                    cp = T(t.ty, t.ne, t.nb, NONE, [])
+                    cp.size, cp.be, cp.flags = t.size, t.be, INPUT | OUTPUT
                     gleafs.append(cp)
         for be, i0, i1, inputs in splits:
             for s, cp in inputs:
                 cp.flags |= INPUT | OUTPUT
                 gleafs.append(cp)
-                for c in range(1, n_copies):
+                for _ in range(1, n_copies):
                     extra = T(cp.ty, cp.ne, cp.nb, NONE, [])
-                    extra.size = cp.size
-                    extra.be = cp.be
-                    extra.flags = INPUT | OUTPUT
+                    extra.size, extra.be, extra.flags = cp.size, cp.be, INPUT | OUTPUT
                     gleafs.append(extra)
     gleafs.extend(leafs)
 
-    addr = {}       # tensor -> address (allocated by us)
-    children = {}
-    views = {}
-
-    def owned(t):
-        return t in addr
-
     def allocate(t, be):
-        if t.wbe != -1 or t.vs is not None or t in addr:
+        # ggml_gallocr_allocate_node
+        if t.wbe != -1 or t.vs is not None or t.addr != -1:
             return
         if t.op in _INPLACE:
-            for p in t.src:
-                if p not in addr:
-                    continue
-                if p.flags & OUTPUT:
-                    continue
-                if not _same_layout(t, p):
-                    continue
-                if children.get(p, 0) == 1 and views.get(p, 0) == 0:
-                    a, pbe, psize = addr.pop(p)
+            for p in t.cs:
+                if (p.addr != -1 and p.nch == 1 and p.nvw == 0 and not p.flags & OUTPUT
+                        and p.ty == t.ty and p.ne == t.ne and p.nb == t.nb):
+                    pbe = p.abe
+                    al = aligns[pbe]
+                    ps = (p.asz + al - 1) // al * al
                     tsize = alloc_size(t, pbe)
-                    al = allocs[pbe].align
-                    ps = (psize + al - 1) // al * al
                     ts_ = (tsize + al - 1) // al * al
                     if ps > ts_:
-                        allocs[pbe].free(a + ts_, ps - ts_)
-                    addr[t] = (a, pbe, tsize)
+                        allocs[pbe].free(p.addr + ts_, ps - ts_)
+                    t.addr, t.abe, t.asz = p.addr, pbe, tsize
+                    p.addr = -1
                     return
         size = alloc_size(t, be)
-        addr[t] = (allocs[be].alloc(size), be, size)
+        t.addr = allocs[be].alloc(size)
+        t.abe = be
+        t.asz = size
 
     def free(t):
-        if t.flags & OUTPUT:
-            return
-        e = addr.pop(t, None)
-        if e is not None:
-            allocs[e[1]].free(e[0], e[2])
+        if not t.flags & OUTPUT and t.addr != -1:
+            allocs[t.abe].free(t.addr, t.asz)
+            t.addr = -1
 
     for t in gleafs:
-        if t.flags & INPUT or t.op == NONE:
-            allocate(t, t.be)
+        allocate(t, t.be)
     for t in gnodes:
         if t.vs is not None and t.op != NONE:
-            views[t.vs] = views.get(t.vs, 0) + 1
+            t.vs.nvw += 1
         if t.flags & INPUT:
             allocate(t, t.be)
-        for s in t.src:
-            children[s] = children.get(s, 0) + 1
+        for s in t.cs:
+            s.nch += 1
             if s.flags & INPUT:
                 allocate(s, t.be)
     for t in gnodes:
         be = t.be
-        for p in t.src:
-            allocate(p, be)
+        src = t.cs
+        for p in src:
+            if p.addr == -1:
+                allocate(p, be)
         allocate(t, be)
-        for p in t.src:
-            n = children[p] - 1
-            children[p] = n
-            if n == 0 and views.get(p, 0) == 0:
+        for p in src:
+            n = p.nch - 1
+            p.nch = n
+            if n == 0 and p.nvw == 0:
                 vs = p.vs
                 if vs is not None:
-                    nv = views[vs] - 1
-                    views[vs] = nv
-                    if nv == 0 and children.get(vs, 0) == 0 and vs in addr:
+                    vs.nvw -= 1
+                    if vs.nvw == 0 and vs.nch == 0:
                         free(vs)
-                elif p in addr:
+                else:
                     free(p)
     return [a.max_size for a in allocs]
 
@@ -1284,7 +1349,14 @@ _MAX_PERIOD = 8
 
 
 def _compress(sigs):
-    """Indices of the layers to build: each periodic run cut to ``_KEEP`` periods plus its last one."""
+    """Indices of the layers to build.
+
+    Periodic runs are cut to ``_KEEP`` periods plus their last one. Then any layer whose neighbourhood
+    (previous, own and next signature) has already been kept ``_KEEP`` times is dropped too, so scattered
+    overrides (every other layer's experts elsewhere, 40 -ot patterns) do not make the graph 94 layers long:
+    each backend's peak depends on a layer's own tensors and the copies at its boundaries, not on how many
+    times the same neighbourhood repeats (checked against the uncut graph in tests/memory/test_compute.py).
+    """
     n = len(sigs)
     keep = []
     s = 0
@@ -1306,117 +1378,219 @@ def _compress(sigs):
         t0 = s + m * p
         keep.extend(range(t0, best_e))
         s = best_e
-    return keep
+    seen: dict[tuple, int] = {}
+    out = []
+    for k, il in enumerate(keep):
+        if k < 2 or k >= len(keep) - 2:
+            out.append(il)
+            continue
+        hood = (sigs[keep[k - 1]], sigs[il], sigs[keep[k + 1]])
+        if seen.get(hood, 0) >= _KEEP:
+            continue
+        seen[hood] = seen.get(hood, 0) + 1
+        out.append(il)
+    return out
 
 
 # --------------------------------------------------------------------------- public entry
 
 
-_CACHE_SIZE = 256
+_CACHE_SIZE = 256      # results per model (a drag revisits the same placements)
+_GRAPHS = 16           # built graphs per model (one per context shape and layer structure)
+
+
+def _getter(idx):
+    """A function returning the tuple ``(seq[i] for i in idx)`` (C speed for the common case)."""
+    if not idx:
+        return lambda seq: ()
+    if len(idx) == 1:
+        return lambda seq, i=idx[0]: (seq[i],)
+    return itemgetter(*idx)
 
 
 def _model_facts(model: Model):
-    """Per-model constants: weight shapes and sizes, tensor indices per layer."""
+    """Per-model constants: tensor index by name, shapes, tensors per layer, each layer's structure."""
     f = model.__dict__.get("_compute_facts")
     if f is None:
+        p = model.params
         names = {}
-        per_layer = [[] for _ in range(model.params.n_layer)]
+        per_layer = [[] for _ in range(p.n_layer)]
+        suffixes = [[] for _ in range(p.n_layer)]
         for i, t in enumerate(model.tensors):
             names[t.name] = i
             b = model.block_of(t.name)
-            if b.layer is not None and b.layer < len(per_layer):
+            if b.layer is not None and b.layer < p.n_layer:
                 per_layer[b.layer].append(i)
-        f = {"names": names, "per_layer": per_layer, "cache": OrderedDict()}
+                suffixes[b.layer].append((t.name.split(".", 2)[-1], t.shape))
+        n_main = p.n_layer - p.nextn_layers
+        kinds, kind_ids = [], {}
+        for il in range(n_main):
+            k = (p.swa_layers[il] if p.has_swa else False, p.recurrent_layers[il], p.n_head[il], p.n_head_kv[il],
+                 p.n_ff[il], il < p.n_layer_dense_lead, il == n_main - 1, tuple(suffixes[il]))
+            kinds.append(kind_ids.setdefault(k, len(kind_ids)))
+        getters = [_getter(idx) for idx in per_layer[:n_main]]
+        glob = [i for i, t in enumerate(model.tensors) if model.block_of(t.name).layer is None]
+        f = {"names": names, "getters": getters, "kinds": kinds, "glob": _getter(glob),
+             "shapes": [_ne4(t.shape) for t in model.tensors], "results": OrderedDict(), "graphs": OrderedDict()}
         model.__dict__["_compute_facts"] = f
     return f
 
 
 def compute_buffers(model: Model, placement: WeightPlacement, settings: LlamaSettings, shape: ContextShape,
                     pipeline: bool) -> dict[str, int]:
-    """Compute buffer bytes per device name (``Host`` for the CPU backend's buffer)."""
+    """Compute buffer bytes per device name (``Host`` for the CPU backend's buffer).
+
+    ``pipeline``: pipeline parallelism is on (the scheduler keeps 4 copies of every input).
+    """
     p = model.params
     if p.n_layer <= 0 or p.n_embd <= 0:
         return {}
     facts = _model_facts(model)
     devs = placement.devices
-    n_be = len(devs) + 1
-    cpu = n_be - 1
+    cpu = len(devs)
     be_of = {d.name: i for i, d in enumerate(devs)}
     be_of[HOST] = cpu
     td = placement.tensor_device
-    # per-layer signatures: the layer's structure and where each of its tensors and its KV live
+    tbe = [be_of.get(d, cpu) for d in td]
     layer_be = [be_of.get(d, cpu) for d in placement.layer_device]
     kv_be = [cpu if settings.no_kv_offload else layer_be[il] for il in range(p.n_layer)]
-    n_main = p.n_layer - p.nextn_layers
-    sigs = []
-    for il in range(n_main):
-        sigs.append((p.swa_layers[il] if p.has_swa else False, p.recurrent_layers[il], p.n_head[il], p.n_head_kv[il],
-                     p.n_ff[il], il < p.n_layer_dense_lead, kv_be[il], layer_be[il],
-                     tuple(be_of.get(td[i], cpu) for i in facts["per_layer"][il]), il == n_main - 1))
-    kinds = tuple(d.kind for d in devs)
-    key = (shape, settings.type_k, settings.type_v, settings.no_kv_offload, settings.op_offload, settings.repack,
-           settings.use_host, settings.n_gpu_layers, pipeline, kinds, tuple(sigs),
-           be_of.get(td[facts["names"]["token_embd.weight"]], cpu) if "token_embd.weight" in facts["names"] else cpu,
-           tuple(be_of.get(td[facts["names"][n]], cpu) for n in ("output.weight", "output_norm.weight")
-                 if n in facts["names"]), placement.duplicated_output)
-    cache = facts["cache"]
-    hit = cache.get(key)
+    # a layer's signature: its structure and where its tensors and its KV cache live
+    getters = facts["getters"]
+    sigs = [(kind, kv_be[il], layer_be[il], getters[il](tbe)) for il, kind in enumerate(facts["kinds"])]
+    glob = facts["glob"](tbe)
+    ngl = settings.n_gpu_layers
+    if ngl is None or ngl in (NGL_AUTO, NGL_ALL):
+        ngl = p.n_layer + 1
+    # Backends set while the graph is built: graph_get_cb pins each layer's "norm" ops to the layer's device
+    # when the batch is small or every layer is offloaded, and -nkvo pins the attention output to the CPU.
+    # The dry run that llama-fit-params reports (ggml_backend_sched_reserve_size) resets the scheduler after
+    # the graph is built, which drops both.
+    real_run = settings.tool != "fit-params"
+    pin = real_run and (min(shape.n_ctx, shape.n_ubatch) < 32 or ngl > p.n_layer)
+    pin_cpu = real_run and settings.no_kv_offload
+    offload = settings.op_offload and any(d.kind in ("gpu", "igpu") for d in devs)
+    host_weights = not (settings.repack and not settings.use_host)
+    key = (shape, settings.type_k, settings.type_v, settings.no_kv_offload, offload, host_weights, pin, pin_cpu, pipeline,
+           tuple((d.name, d.kind) for d in devs), tuple(sigs), glob, placement.duplicated_output)
+    results = facts["results"]
+    hit = results.get(key)
     if hit is not None:
-        cache.move_to_end(key)
+        results.move_to_end(key)
         return dict(hit)
-    peaks = _simulate(model, placement, settings, shape, pipeline, facts, be_of, layer_be, kv_be, sigs, cpu, n_be)
+    layers = _compress(sigs)
+    gkey = (shape, settings.type_k, settings.type_v, tuple(facts["kinds"][il] for il in layers))
+    graphs = facts["graphs"]
+    try:
+        b = graphs.get(gkey)
+        if b is None:
+            b = _Builder(_Ctx(model, settings, shape, facts), layers)
+            _ARCH_BUILDERS.get(p.arch, _build_standard)(b)
+            b.all = b.g.nodes + b.g.leafs
+            graphs[gkey] = b
+            if len(graphs) > _GRAPHS:
+                graphs.popitem(last=False)
+        else:
+            graphs.move_to_end(gkey)
+        peaks = _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload,
+                     host_weights, pipeline)
+    except Exception:  # an architecture whose tensors the generic graph cannot follow
+        log.debug("compute graph for %s failed; using the approximate formula", p.arch, exc_info=True)
+        peaks = _approx(p, shape, layer_be, cpu, pipeline)
     out = {}
-    for b, size in enumerate(peaks):
-        name = HOST if b == cpu else devs[b].name
+    for i, size in enumerate(peaks):
+        name = HOST if i == cpu else devs[i].name
         out[name] = out.get(name, 0) + size
-    cache[key] = out
-    if len(cache) > _CACHE_SIZE:
-        cache.popitem(last=False)
+    results[key] = out
+    if len(results) > _CACHE_SIZE:
+        results.popitem(last=False)
     return dict(out)
 
 
-def _simulate(model, placement, settings, shape, pipeline, facts, be_of, layer_be, kv_be, sigs, cpu, n_be):
-    p = model.params
-    devs = placement.devices
-    ctx = _Ctx(model, placement, settings, shape, cpu, layer_be)
-    ctx.kv_be = kv_be
-    host_weights = not (settings.repack and not settings.use_host)
-    weights = ctx.weights
-    td = placement.tensor_device
-    for name, i in facts["names"].items():
-        d = td[i]
-        if not d:
-            continue
-        t = model.tensors[i]
-        be = be_of.get(d, cpu)
-        weights[name] = (_ne4(t.shape), t.nbytes, be, be == cpu and host_weights)
-    te = model.tensors[facts["names"]["token_embd.weight"]] if "token_embd.weight" in facts["names"] else None
-    if te is not None and "output.weight" not in facts["names"]:
-        out_dev = placement.duplicated_output or td[facts["names"]["token_embd.weight"]]
-        be = be_of.get(out_dev, cpu)
-        weights["token_embd.weight@output"] = (_ne4(te.shape), te.nbytes, be, be == cpu and host_weights)
-    layers = _compress(sigs)
-    b = _Builder(ctx, layers)
-    build = _ARCH_BUILDERS.get(p.arch, _build_standard)
-    build(b)
+def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights,
+         pipeline):
+    """Bind a built graph to this placement, then schedule and allocate it."""
+    names = b.c.names
+    tensors = model.tensors
+    for t in b.all:
+        t.be = t.force = t.addr = -1
+        t.nch = t.nvw = 0
+        t.cs = t.src
+        t.flags = t.fl0
+    for t, k, sfx in b.wrefs:
+        if k >= 0:
+            i = names[f"blk.{layers[k]}.{sfx}"]
+            be = tbe[i]
+        elif sfx == "token_embd.weight@output":   # tied embeddings: the output's copy of token_embd
+            i = names["token_embd.weight"]
+            dup_dev = placement.duplicated_output
+            be = next((j for j, d in enumerate(devs) if d.name == dup_dev), tbe[i]) if dup_dev else tbe[i]
+        else:
+            i = names[sfx]
+            be = tbe[i]
+        t.wbe = be
+        t.size = tensors[i].nbytes
+        t.host = be == cpu and host_weights
+    for t, k in b.crefs:
+        t.wbe = kv_be[layers[k]]
+    if pin:
+        for t, k in b.pins:
+            t.force = layer_be[layers[k]]
+    if pin_cpu:
+        for t in b.cpu_pins:
+            t.force = cpu
+    n_be = cpu + 1
+    offload_to = [i for i, d in enumerate(devs) if d.kind in ("gpu", "igpu")] if offload else []
     g = b.g
-    offload_to = [i for i, d in enumerate(devs) if d.kind in ("gpu", "igpu")] if settings.op_offload else []
-    splits = _schedule(g.nodes, g.leafs, n_be, cpu, offload_to)
-    aligns = [128 if d.kind in ("gpu", "igpu") else 32 for d in devs] + [32]
+    splits = _schedule(g.nodes, g.leafs, cpu, offload_to)
     gpu = [d.kind in ("gpu", "igpu") for d in devs] + [False]
+    aligns = [128 if x else 32 for x in gpu]
 
     def alloc_size(t, be):
         size = t.size
-        if gpu[be]:
-            if t.op == "FLASH_ATTN_EXT":
-                k, v = t.src[1], t.src[2]
-                if k.ty != "f16":
-                    size = (size + 127) // 128 * 128 + nelements(k) * 2
-                if v.ty != "f16" and not (v.vs is not None and v.vs is k.vs and v.nb == k.nb):
-                    size = (size + 127) // 128 * 128 + nelements(v) * 2
-            elif t.ty == "w" and t.op == NONE:
-                pass
+        if gpu[be] and t.op == "FLASH_ATTN_EXT":
+            # ggml_cuda_flash_attn_ext_get_alloc_size: the tile/MMA kernels used for prompt batches convert
+            # a quantized K (and V unless it is a view of K) to f16 in space after the result
+            k, v = t.cs[1], t.cs[2]
+            if k.ty != "f16":
+                size = (size + 127) // 128 * 128 + nelements(k) * 2
+            if v.ty != "f16" and not (v.vs is not None and v.vs is k.vs and v.nb == k.nb):
+                size = (size + 127) // 128 * 128 + nelements(v) * 2
         return size
 
-    n_copies = 4 if pipeline else 1
-    return _allocate(g.nodes, g.leafs, splits, n_copies, n_be, aligns, alloc_size)
+    return _allocate(g.nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size)
+
+
+def _approx(p, shape, layer_be, cpu, pipeline):
+    """Fallback when the graph cannot be built: the dominant terms of a llama-style layer, per backend.
+
+    A layer needs its widest intermediate (the f32 KQ scores without flash attention, else the gated FFN or
+    the selected experts' activations) plus a few hidden-state-sized tensors; the output device also needs
+    the logits; inputs (mask, positions) live on the CPU and are copied to each device (x4 with pipeline
+    parallelism).
+    """
+    nt = min(shape.n_ctx, shape.n_ubatch)
+    n_out = max(1, min(nt, shape.n_outputs_max))
+    x = p.n_embd * nt * 4
+    mask = shape.n_ctx_seq * nt * (2 if shape.flash_attn else 4)
+    copies = 4 if pipeline else 1
+    peaks = [0] * (cpu + 1)
+    used = set()
+    for il in range(p.n_layer - p.nextn_layers):
+        be = layer_be[il]
+        used.add(be)
+        if p.recurrent_layers[il]:
+            widest = (2 * p.ssm_d_inner + 2 * p.ssm_n_group * p.ssm_d_state + p.ssm_dt_rank) * nt * 4 * 2
+        else:
+            n_kv = shape.size_swa if p.has_swa and p.swa_layers[il] and shape.size_swa else shape.n_ctx_seq
+            hd = p.head_dim_v or (p.n_embd // max(1, p.n_head[il]))
+            attn = p.n_head[il] * nt * 4 * (hd if shape.flash_attn else n_kv)
+            ffn = 3 * nt * 4 * max(p.n_ff[il], p.n_expert_used * (p.n_ff_exp or p.n_ff[il]))
+            widest = max(attn, ffn)
+        peaks[be] = max(peaks[be], widest + 3 * x)
+    for be in used:
+        if be != cpu:
+            peaks[be] += copies * (mask + x)
+    out_be = layer_be[-1]
+    peaks[out_be] = max(peaks[out_be], p.n_vocab * n_out * 4 + 2 * x)
+    peaks[cpu] += copies * (mask + 2 * x)
+    return peaks
