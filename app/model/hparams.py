@@ -65,6 +65,8 @@ class ModelParams:
     swa_layers: list[bool] = field(default_factory=list)
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
+    key_length_mla: int = 0   # llama.cpp treats a model as MLA only when both *_mla lengths are present
+    value_length_mla: int = 0
     n_rot: int = 0
     ssm_d_conv: int = 0
     ssm_d_inner: int = 0
@@ -88,7 +90,7 @@ class ModelParams:
 
     @property
     def is_mla(self) -> bool:
-        return self.kv_lora_rank > 0
+        return self.key_length_mla > 0 and self.value_length_mla > 0  # llama_hparams::is_mla
 
     @property
     def has_swa(self) -> bool:
@@ -98,6 +100,9 @@ class ModelParams:
 def _swa_pattern(arch: str, meta: dict[str, Any], n_layer: int, n_swa: int) -> list[bool]:
     if n_swa <= 0:
         return [False] * n_layer
+    if arch == "llama4" and meta.get(f"{arch}.attention.sliding_window_pattern") is None:
+        period = 4  # 3 chunked layers, then 1 full (src/models/llama4.cpp load_swa_pattern(ml, 4))
+        return [(il % period) < (period - 1) for il in range(n_layer)]
     pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
     if isinstance(pattern, LazyArray):
         pattern = pattern.load()
@@ -132,6 +137,9 @@ def extract_params(meta: dict[str, Any], tensor_names: set[str] | None = None) -
     tokens = meta.get("tokenizer.ggml.tokens")
     n_vocab = int(g("vocab_size", 0) or (len(tokens) if tokens is not None else 0))
     n_swa = int(g("attention.sliding_window", 0) or 0)
+    if arch == "llama4":
+        # chunked attention with 8192-token chunks unless the file sets the window to 0 (src/models/llama4.cpp)
+        n_swa = 0 if g("attention.sliding_window") == 0 else 8192
     p = ModelParams(
         arch=arch,
         name=str(meta.get("general.name", "")),
@@ -156,6 +164,8 @@ def extract_params(meta: dict[str, Any], tensor_names: set[str] | None = None) -
         swa_layers=_swa_pattern(arch, meta, n_layer, n_swa),
         kv_lora_rank=int(g("attention.kv_lora_rank", 0) or 0),
         q_lora_rank=int(g("attention.q_lora_rank", 0) or 0),
+        key_length_mla=int(g("attention.key_length_mla", 0) or 0),
+        value_length_mla=int(g("attention.value_length_mla", 0) or 0),
         n_rot=int(g("rope.dimension_count", 0) or 0),
         ssm_d_conv=int(g("ssm.conv_kernel", 0) or 0),
         ssm_d_inner=int(g("ssm.inner_size", 0) or 0),

@@ -68,6 +68,13 @@ CASES: list[Case] = [
     _c("tiny-deepseek2-1rpc", "tiny:deepseek2", 1, "-c 4096 -ngl all -cmoe"),
     _c("tiny-gptoss-2rpc", "tiny:gpt-oss", 2, "-c 4096 -ngl all -ts 2,1 -fa on"),
     _c("tiny-granite-1rpc", "tiny:granitehybrid", 1, "-c 4096 -ngl all -np 2"),
+    _c("tiny-granite-2rpc", "tiny:granitehybrid", 2, "-c 4096 -ngl all -ts 1,1"),
+    _c("tiny-llama4-1rpc", "tiny:llama4", 1, "-c 16384 -ngl all -cmoe"),
+    _c("tiny-llama-nkvo", "tiny:llama", 1, "-c 4096 -ngl all -nkvo -fa off"),
+    _c("tiny-llama-ub16", "tiny:llama", 2, "-c 4096 -ngl 2 -ts 1,1 -ub 16 -fa off"),
+    _c("tiny-llama-ub2048", "tiny:llama", 1, "-c 8192 -ngl all -ub 2048 -b 4096"),
+    _c("goss-2rpc-pipeline", "gpt-oss-120b", 2, "-c 8192 -ngl all -ts 1,1 -fa off"),
+    _c("q30-cpu-np3-nokvu", "qwen3-30b-a3b", 0, "-c 12288 -np 3 -fa off"),
 ]
 
 
