@@ -28,6 +28,7 @@ class Document(QObject):
     changed = Signal()                 # placement, settings or devices changed; estimate is current
     preview_changed = Signal(object)   # Estimate of a hypothetical drop, or None when the preview ends
     message = Signal(str)              # a sentence for the status bar
+    opinion_changed = Signal()         # llama.cpp's dry-run numbers arrived (or were cleared by an edit)
 
     def __init__(self, model: Model, devices: list[EstDevice], placement: Placement | None = None,
                  settings: LlamaSettings | None = None, host_capacity: int | None = None, parent=None):
@@ -47,6 +48,8 @@ class Document(QObject):
         self.estimate_error: str | None = None
         self.last_estimate_ms = 0.0
         self.plan_path: str | None = None
+        self.opinion = None                # app.placement.second_opinion.Opinion for the current placement
+        self.opinion_error: str | None = None
         self._reestimate()
 
     # ------------------------------------------------------------------ estimates
@@ -65,7 +68,17 @@ class Document(QObject):
 
     def _on_history(self) -> None:
         self._reestimate()
+        self._clear_opinion()
         self.changed.emit()
+
+    def _clear_opinion(self) -> None:
+        if self.opinion is not None or self.opinion_error:
+            self.opinion, self.opinion_error = None, None
+            self.opinion_changed.emit()
+
+    def set_opinion(self, opinion, error: str | None = None) -> None:
+        self.opinion, self.opinion_error = opinion, error
+        self.opinion_changed.emit()
 
     def capacity(self, lane: str) -> int | None:
         if lane == CPU:
@@ -127,6 +140,7 @@ class Document(QObject):
         """Change memory settings (context, slots, cache types...). Not an undo step: the panel shows them."""
         self.placement.settings = self.placement.settings.copy(**changes)
         self._reestimate()
+        self._clear_opinion()
         self.changed.emit()
 
     def set_devices(self, devices: list[EstDevice], host_capacity: int | None = None) -> None:

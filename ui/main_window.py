@@ -84,6 +84,8 @@ class MainWindow(QMainWindow):
         self.fit_act = act("Auto-fit", self._auto_fit, "Ctrl+F",
                            tip="Fill every device up to its margin: dense parts first, then experts")
         self.select_exp_act = act("Select experts of layers…", self._select_experts, "Ctrl+E")
+        self.verify_act = act("Verify with llama.cpp", self._verify, "Ctrl+R",
+                              tip="Run llama.cpp's own dry run (llama-fit-params) and show its numbers per lane")
 
     def _build_toolbar(self) -> None:
         tb = QToolBar("Main")
@@ -103,6 +105,7 @@ class MainWindow(QMainWindow):
         tb.addWidget(self.ncmoe_spin)
         tb.addSeparator()
         tb.addAction(self.fit_act)
+        tb.addAction(self.verify_act)
         self.margin_spin = QSpinBox()
         self.margin_spin.setRange(0, 16384)
         self.margin_spin.setSingleStep(256)
@@ -123,7 +126,7 @@ class MainWindow(QMainWindow):
         for a in (self.undo_act, self.redo_act, self.select_exp_act):
             e.addAction(a)
         p = self.menuBar().addMenu("&Placement")
-        for a in (self.all_gpu_act, self.experts_cpu_act, self.ncmoe_act, self.fit_act):
+        for a in (self.all_gpu_act, self.experts_cpu_act, self.ncmoe_act, self.fit_act, self.verify_act):
             p.addAction(a)
 
     def show_model(self, model: Model) -> None:
@@ -298,6 +301,32 @@ class MainWindow(QMainWindow):
             return
         d.replace(res.placement, "Auto-fit")
         self.statusBar().showMessage("Auto-fit: " + "; ".join(res.report[:-1]), 10000)
+
+    def _verify(self) -> None:
+        """llama.cpp's dry run for the current placement, off the GUI thread; its numbers appear per lane."""
+        from app.llamacpp.fit_print import FitPrintError
+        from app.placement.second_opinion import second_opinion
+
+        d = self.doc
+        snapshot = d.placement.copy()
+        rpc = [dev.buft[dev.buft.find("[") + 1:-1] for dev in d.devices if dev.kind == "rpc" and "[" in dev.buft]
+        rpc = list(dict.fromkeys(rpc))
+        llama_dir = self.settings.value("llama_dir") or None
+        self.statusBar().showMessage("Running llama.cpp's dry run…")
+
+        def done(op) -> None:
+            if self.doc is d and d.placement.snapshot() == snapshot.snapshot():
+                d.set_opinion(op)
+                self.statusBar().showMessage("llama.cpp's dry run is shown next to each lane", 6000)
+
+        def failed(exc) -> None:
+            text = str(exc) if isinstance(exc, FitPrintError) else f"{type(exc).__name__}: {exc}"
+            if self.doc is d:
+                d.set_opinion(None, text)
+            self.statusBar().showMessage(f"Verify: {text.splitlines()[0]}", 10000)
+
+        run_in_background(lambda: second_opinion(snapshot, str(d.model.path), rpc=rpc, llama_dir=llama_dir),
+                          done, failed)
 
     def _select_experts(self) -> None:
         n = self.doc.model.params.n_layer

@@ -174,3 +174,25 @@ def test_no_devices_and_a_big_model(qtbot, tmp_path):
     win._auto_fit()
     assert not win.board.lanes["RPC0"].over
     assert win.board.lanes["CPU"].over  # 142 GiB of experts cannot fit this machine's RAM: shown, not hidden
+
+
+@pytest.mark.llama
+def test_verify_shows_llama_cpp_numbers_per_lane(qtbot, tiny_models, rpc_servers, llama_bin):
+    from tests.memory.accuracy import list_rpc_devices
+    from ui.main_window import MainWindow
+
+    servers = rpc_servers(2)
+    win = MainWindow(detect_devices=False)
+    win.setProperty("ask_on_close", False)
+    qtbot.addWidget(win)
+    win.settings.setValue("llama_dir", str(llama_bin))
+    win.devices = list_rpc_devices(llama_bin / "llama-server", [s.endpoint for s in servers])
+    assert win.open_path_sync(str(tiny_models["qwen3moe"]))
+    win.verify_act.trigger()
+    qtbot.waitUntil(lambda: win.doc.opinion is not None or win.doc.opinion_error is not None, timeout=30000)
+    assert win.doc.opinion_error is None, win.doc.opinion_error
+    assert [r.name for r in win.doc.opinion.rows] == ["RPC0", "RPC1", "Host"]
+    assert "llama.cpp dry run" in win.board.lanes["RPC0"].status.text()
+    win.board.select_ids(["1:experts"])
+    win.board.move_selection("CPU")  # an edit makes the dry run stale: it disappears
+    assert win.doc.opinion is None and "llama.cpp dry run" not in win.board.lanes["RPC0"].status.text()

@@ -139,6 +139,7 @@ class BoardView(QGraphicsView):
         self.scene().selectionChanged.connect(self._selection_changed)
         self.doc.changed.connect(self.relayout)
         self.doc.preview_changed.connect(self._show_preview)
+        self.doc.opinion_changed.connect(self.relayout)
         self._build_actions()
         self.relayout()
 
@@ -261,6 +262,13 @@ class BoardView(QGraphicsView):
             hint = self.overflow_hint(name, used - (cap - margin))
             if hint:
                 text += f": move {hint}"
+        op = self.doc.opinion
+        if op is not None:
+            row = op.row("Host" if name == CPU else name)
+            if row is not None:
+                theirs = (row.model + row.context + row.compute) << 20
+                text += f"   llama.cpp dry run: {fmt_bytes(theirs)} (model {row.model}, context {row.context}, " \
+                        f"compute {row.compute} MiB)"
         lane.status.setText(text)
         pal = QApplication.palette()
         lane.status.setBrush(QBrush(style.GAUGE_OVER if over else pal.color(QPalette.ColorRole.Text)))
