@@ -85,8 +85,8 @@ class CommandPanel(QWidget):
     def import_text(self, text: str) -> str | None:
         """Load the placement a pasted command means. Returns an error sentence, or None on success."""
         try:
-            _env, argv = parse_command_text(text)
-            parsed = parse_llama_args(argv)
+            env, argv = parse_command_text(text)
+            parsed = parse_llama_args(argv, env=env)
         except (ArgsError, ValueError) as exc:
             return str(exc)
         try:

@@ -18,6 +18,39 @@ FFN_EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 FFN_DENSE_REGEX = r"\.ffn_(up|down|gate)\."
 
 
+#: llama.cpp flags and their LLAMA_ARG_* variables (common/arg.cpp ``set_env``), in llama.cpp's option order
+#: (the order environment values are applied in: -ot, then -cmoe, then -ncmoe).
+ENV_VARS = {
+    "-m": "LLAMA_ARG_MODEL", "--rpc": "LLAMA_ARG_RPC", "-dev": "LLAMA_ARG_DEVICE", "-ngl": "LLAMA_ARG_N_GPU_LAYERS",
+    "-ts": "LLAMA_ARG_TENSOR_SPLIT", "-ot": "LLAMA_ARG_OVERRIDE_TENSOR", "-cmoe": "LLAMA_ARG_CPU_MOE",
+    "-ncmoe": "LLAMA_ARG_N_CPU_MOE", "-c": "LLAMA_ARG_CTX_SIZE", "-np": "LLAMA_ARG_N_PARALLEL",
+    "-kvu": "LLAMA_ARG_KV_UNIFIED", "-ctk": "LLAMA_ARG_CACHE_TYPE_K", "-ctv": "LLAMA_ARG_CACHE_TYPE_V",
+    "-fa": "LLAMA_ARG_FLASH_ATTN", "-t": "LLAMA_ARG_THREADS", "-b": "LLAMA_ARG_BATCH", "-ub": "LLAMA_ARG_UBATCH",
+    "--fit": "LLAMA_ARG_FIT", "--swa-full": "LLAMA_ARG_SWA_FULL", "-nkvo": "LLAMA_ARG_NO_KV_OFFLOAD",
+    "--host": "LLAMA_ARG_HOST", "--port": "LLAMA_ARG_PORT",
+}
+ENV_SWITCHES = {"-cmoe", "-kvu", "--swa-full", "-nkvo"}
+_TRUE = {"1", "on", "true", "enabled", "yes"}
+
+
+def env_to_args(env: dict[str, str]) -> list[str]:
+    """``LLAMA_ARG_*`` variables as the flags they stand for; llama.cpp applies them before the command line.
+
+    Switches count only when truthy; ``LLAMA_ARG_OVERRIDE_TENSOR`` may hold several comma-joined overrides.
+    """
+    out: list[str] = []
+    for flag, var in ENV_VARS.items():
+        if var not in env:
+            continue
+        value = env[var]
+        if flag in ENV_SWITCHES:
+            if value.strip().lower() in _TRUE:
+                out.append(flag)
+        else:
+            out += [flag, value]
+    return out
+
+
 class ArgsError(ValueError):
     """A flag's value is not what llama.cpp accepts; the message names the flag."""
 
@@ -125,13 +158,19 @@ def _int(flag: str, v: str) -> int:
         raise ArgsError(f"{flag} expects a whole number, got {v!r}.") from None
 
 
-def parse_llama_args(argv: list[str], tool: str = "server") -> ParsedArgs:
-    """Parse llama.cpp arguments (program name optional). Raises :class:`ArgsError` on bad values."""
+def parse_llama_args(argv: list[str], tool: str = "server", env: dict[str, str] | None = None) -> ParsedArgs:
+    """Parse llama.cpp arguments (program name optional). Raises :class:`ArgsError` on bad values.
+
+    ``env`` (e.g. the ``LLAMA_ARG_*`` prefixes of a pasted command) is applied first, as llama.cpp does,
+    so flags on the command line win.
+    """
     s = LlamaSettings(tool=tool)
     out = ParsedArgs(settings=s)
     args = list(argv)
     if args and not args[0].startswith("-"):
         out.program = args.pop(0)
+    if env:
+        args = env_to_args(env) + args
     i = 0
 
     def value(flag: str) -> str:

@@ -10,22 +10,13 @@ from __future__ import annotations
 import json
 import shlex
 
+from ..memory.args import ENV_SWITCHES as _SWITCHES
+from ..memory.args import ENV_VARS
 from ..command.quoting import (parse_cmd_command, parse_posix_command, parse_powershell_command, quote_cmd,
                                quote_posix, quote_powershell)
 
 FORMATS = ("bash", "powershell", "cmd", "yaml", "env", "ollama", "argv-json")
 
-#: llama.cpp flags and their LLAMA_ARG_* variables (common/arg.cpp ``set_env``), for the env-var form.
-ENV_VARS = {
-    "-m": "LLAMA_ARG_MODEL", "--rpc": "LLAMA_ARG_RPC", "-dev": "LLAMA_ARG_DEVICE", "-ngl": "LLAMA_ARG_N_GPU_LAYERS",
-    "-ts": "LLAMA_ARG_TENSOR_SPLIT", "-ot": "LLAMA_ARG_OVERRIDE_TENSOR", "-ncmoe": "LLAMA_ARG_N_CPU_MOE",
-    "-cmoe": "LLAMA_ARG_CPU_MOE", "-c": "LLAMA_ARG_CTX_SIZE", "-np": "LLAMA_ARG_N_PARALLEL",
-    "-kvu": "LLAMA_ARG_KV_UNIFIED", "-ctk": "LLAMA_ARG_CACHE_TYPE_K", "-ctv": "LLAMA_ARG_CACHE_TYPE_V",
-    "-fa": "LLAMA_ARG_FLASH_ATTN", "-t": "LLAMA_ARG_THREADS", "-b": "LLAMA_ARG_BATCH", "-ub": "LLAMA_ARG_UBATCH",
-    "--fit": "LLAMA_ARG_FIT", "--swa-full": "LLAMA_ARG_SWA_FULL", "-nkvo": "LLAMA_ARG_NO_KV_OFFLOAD",
-    "--host": "LLAMA_ARG_HOST", "--port": "LLAMA_ARG_PORT",
-}
-_SWITCHES = {"-cmoe", "-kvu", "--swa-full", "-nkvo"}
 
 
 def to_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:

@@ -109,3 +109,14 @@ def test_tied_embeddings_loaded_twice_and_overrides_route_experts(tmp_path):
         assert d == (HOST if "_exps" in t.name or t.name.startswith("token_embd") else "RPC0"), t.name
     with pytest.raises(PlacementError, match="not a buffer type"):
         place_weights(moe, [dev("RPC0")], settings_from_args(["-ot", "exps=CUDA7"]))
+
+
+def test_environment_variables_apply_first_and_flags_win():
+    from app.placement.formats import parse_command_text
+
+    env, argv = parse_command_text("LLAMA_ARG_N_GPU_LAYERS=20 LLAMA_ARG_CPU_MOE=1 LLAMA_ARG_CTX_SIZE=4096 "
+                                   "LLAMA_ARG_OVERRIDE_TENSOR='a=CPU,b=CPU' llama-server -m x.gguf -ngl 30 -ot c=CPU")
+    s = parse_llama_args(argv, env=env).settings
+    assert s.n_gpu_layers == 30 and s.n_ctx == 4096
+    assert s.overrides == [("a", "CPU"), ("b", "CPU"), (FFN_EXPS_REGEX, "CPU"), ("c", "CPU")]
+    assert parse_llama_args(["-m", "x"], env={"LLAMA_ARG_CPU_MOE": "0"}).settings.overrides == []

@@ -1,0 +1,74 @@
+"""Speed parameters for the devices of a placement: from detection, the card catalogue, a RAM test and calibration."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from dataclasses import asdict
+from pathlib import Path
+
+from ..memory.layout import HOST, EstDevice
+from ..paths import data_dir
+from .model import GB, DeviceSpeed, SpeedParams
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST_BW = 60 * GB        # dual-channel DDR5, sustained, when nothing was measured
+DEFAULT_GPU_BW = 500 * GB
+RPC_LINK = (1.25 * GB, 0.25e-3)  # 10 GbE and a LAN round trip, unless the user says otherwise
+LOOPBACK_LINK = (5 * GB, 60e-6)
+
+
+def speed_params(devices: list[EstDevice], host_bandwidth: float | None = None,
+                 calibration: dict[str, dict] | None = None) -> SpeedParams:
+    out: dict[str, DeviceSpeed] = {HOST: DeviceSpeed(HOST, "cpu", host_bandwidth or DEFAULT_HOST_BW,
+                                                     eff_bandwidth=0.5)}
+    for d in devices:
+        if d.kind == "rpc":
+            endpoint = d.buft[d.buft.find("[") + 1:-1] if "[" in d.buft else ""
+            link_bw, lat = LOOPBACK_LINK if endpoint.startswith(("127.", "localhost", "[::1]")) else RPC_LINK
+            # a CPU-backed RPC server reads from host RAM; a GPU one reports its own bandwidth
+            bw = d.bandwidth or (host_bandwidth or DEFAULT_HOST_BW)
+            out[d.name] = DeviceSpeed(d.name, "rpc", bw, link_bandwidth=link_bw, link_latency=lat,
+                                      eff_bandwidth=0.5 if not d.bandwidth else 0.7)
+        else:
+            out[d.name] = DeviceSpeed(d.name, "gpu", d.bandwidth or DEFAULT_GPU_BW)
+    for name, fitted in (calibration or {}).items():
+        if name in out:
+            for k in ("eff_bandwidth", "eff_flops", "link_latency"):
+                if k in fitted:
+                    setattr(out[name], k, float(fitted[k]))
+    return SpeedParams(out, token_overhead=float((calibration or {}).get("_overhead", {}).get("token_overhead", 0.8e-3)))
+
+
+def calibration_file() -> Path:
+    return data_dir() / "speed-calibration.json"
+
+
+def machine_key(devices: list[EstDevice]) -> str:
+    return socket.gethostname() + "|" + ",".join(f"{d.name}:{d.total >> 30}G" for d in devices)
+
+
+def load_calibration(devices: list[EstDevice]) -> dict[str, dict] | None:
+    try:
+        data = json.loads(calibration_file().read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get(machine_key(devices))
+
+
+def save_calibration(devices: list[EstDevice], fitted: dict[str, dict]) -> Path:
+    path = calibration_file()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data[machine_key(devices)] = fitted
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def describe(params: SpeedParams) -> list[dict]:
+    return [asdict(d) for d in params.devices.values()]
