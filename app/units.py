@@ -6,8 +6,18 @@ MiB = 1 << 20
 GiB = 1 << 30
 
 
-def fmt_bytes(n: float, binary: bool = True) -> str:
-    """1536 -> '1.5 KiB'; always three significant figures or so."""
+_BINARY = True
+
+
+def set_binary(binary: bool) -> None:
+    """Choose GiB (binary, as llama.cpp prints) or GB (decimal, as cards are sold) for :func:`fmt_bytes`."""
+    global _BINARY
+    _BINARY = bool(binary)
+
+
+def fmt_bytes(n: float, binary: bool | None = None) -> str:
+    """1536 -> '1.50 KiB'; about three significant figures."""
+    binary = _BINARY if binary is None else binary
     base = 1024.0 if binary else 1000.0
     units = ("B", "KiB", "MiB", "GiB", "TiB") if binary else ("B", "KB", "MB", "GB", "TB")
     sign = "-" if n < 0 else ""

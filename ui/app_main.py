@@ -20,6 +20,11 @@ def run_gui(model_path: str | None = None, smoke_test: bool = False) -> int:
     app.setApplicationName("Layerdeck")
     app.setOrganizationName("Layerdeck")
     app.setApplicationVersion(__version__)
+    from PySide6.QtCore import QSettings
+
+    from .settings_dialog import apply_appearance
+
+    apply_appearance(QSettings())
     window = MainWindow(detect_devices=not smoke_test)
     window.resize(1280, 800)
     window.show()

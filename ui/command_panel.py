@@ -8,6 +8,7 @@ from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
                                QPushButton, QVBoxLayout, QWidget)
 
+from app.llamacpp.capabilities import UNKNOWN
 from app.memory.args import ArgsError, parse_llama_args
 from app.placement import Placement
 from app.placement.command import build_command
@@ -26,6 +27,7 @@ class CommandPanel(QWidget):
         self.doc = document
         self.rpc = rpc or []
         self.program = program
+        self.caps = UNKNOWN  # what the configured llama-server accepts (set by the main window)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 4)
         top = QHBoxLayout()
@@ -56,13 +58,21 @@ class CommandPanel(QWidget):
         self.doc.changed.connect(self.refresh)
         self.refresh()
 
+    def _rpc(self) -> list[str]:
+        from .devices_dialog import rpc_endpoints
+
+        # every host, in detection order, even unused ones: llama.cpp numbers RPC devices by their place in --rpc
+        return self.rpc or rpc_endpoints(self.doc.devices)
+
     def argv(self) -> list[str]:
         model_path = str(self.doc.model.path)
-        return build_command(self.doc.placement, model_path, rpc=self.rpc, program=self.program).argv
+        return build_command(self.doc.placement, model_path, rpc=self._rpc(), program=self.program,
+                             caps=self.caps).argv
 
     def refresh(self) -> None:
         try:
-            cmd = build_command(self.doc.placement, str(self.doc.model.path), rpc=self.rpc, program=self.program)
+            cmd = build_command(self.doc.placement, str(self.doc.model.path), rpc=self._rpc(), program=self.program,
+                                caps=self.caps)
         except InexpressibleError as exc:
             self.text.setPlainText(f"# cannot export: {exc}")
             self.notes.setText("")

@@ -84,6 +84,9 @@ class MainWindow(QMainWindow):
         self.fit_act = act("Auto-fit", self._auto_fit, "Ctrl+F",
                            tip="Fill every device up to its margin: dense parts first, then experts")
         self.select_exp_act = act("Select experts of layers…", self._select_experts, "Ctrl+E")
+        self.devices_act = act("&Devices…", self._devices_dialog, "Ctrl+D",
+                               tip="Detected devices, planned GPUs, RPC hosts")
+        self.settings_act = act("S&ettings…", self._settings_dialog, QKeySequence.StandardKey.Preferences)
         self.verify_act = act("Verify with llama.cpp", self._verify, "Ctrl+R",
                               tip="Run llama.cpp's own dry run (llama-fit-params) and show its numbers per lane")
 
@@ -125,6 +128,9 @@ class MainWindow(QMainWindow):
         e = self.menuBar().addMenu("&Edit")
         for a in (self.undo_act, self.redo_act, self.select_exp_act):
             e.addAction(a)
+        t = self.menuBar().addMenu("&Tools")
+        t.addAction(self.devices_act)
+        t.addAction(self.settings_act)
         p = self.menuBar().addMenu("&Placement")
         for a in (self.all_gpu_act, self.experts_cpu_act, self.ncmoe_act, self.fit_act, self.verify_act):
             p.addAction(a)
@@ -143,6 +149,7 @@ class MainWindow(QMainWindow):
                                      ("Select experts of layers…", self._select_experts)]
         self.board.hovered.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.command = CommandPanel(self.doc)
+        self._load_capabilities()
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.board)
         split.addWidget(self.command)
@@ -192,13 +199,64 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ devices
 
-    def _detect(self) -> None:
+    def _load_capabilities(self) -> None:
+        """Ask the configured llama-server which flags it accepts (cached on disk), off the GUI thread."""
+        from app.llamacpp.binaries import LlamaCppNotFound, find_tool
+        from app.llamacpp.capabilities import capabilities
+
+        try:
+            tool = find_tool("llama-server", self.settings.value("llama_dir") or None)
+        except LlamaCppNotFound:
+            return
+        panel = self.command
+
+        def done(caps) -> None:
+            if panel is self.command:
+                panel.caps = caps
+                panel.program = str(tool.path)
+                panel.refresh()
+
+        run_in_background(lambda: capabilities(tool.path), done, lambda exc: None)
+
+    def rpc_hosts(self) -> list[str]:
+        return [x.strip() for x in str(self.settings.value("rpc_hosts", "") or "").split(",") if x.strip()]
+
+    def _detect(self, rpc: list[str] | None = None, on_done=None) -> None:
         from app.devices.detect import detect
 
-        def job():
-            return detect(llama_dir=self.settings.value("llama_dir") or None)
+        rpc = self.rpc_hosts() if rpc is None else rpc
 
-        run_in_background(job, self._detected, lambda exc: self.statusBar().showMessage(f"Device detection: {exc}"))
+        def job():
+            return detect(llama_dir=self.settings.value("llama_dir") or None, rpc=rpc)
+
+        def done(result) -> None:
+            if on_done is not None:
+                on_done(result, from_detected(result.devices))
+            else:
+                self._detected(result)
+
+        run_in_background(job, done, lambda exc: self.statusBar().showMessage(f"Device detection: {exc}"))
+
+    def _devices_dialog(self) -> None:
+        from .devices_dialog import DevicesDialog
+
+        dlg = DevicesDialog(self.doc.devices, self.rpc_hosts(), detect=lambda rpc, cb: self._detect(rpc, cb),
+                            parent=self)
+        if dlg.exec():
+            self.settings.setValue("rpc_hosts", ", ".join(dlg.rpc_hosts))
+            self.devices = dlg.devices
+            self.doc.set_devices(self.devices, self.host_capacity)
+            self.statusBar().showMessage("Devices: " + ", ".join(d.name for d in self.devices), 6000)
+
+    def _settings_dialog(self) -> None:
+        from .settings_dialog import SettingsDialog
+
+        if SettingsDialog(self.settings, self).exec():
+            self.margin_spin.setValue(int(self.settings.value("margin_mib", 1024)))
+            self._load_capabilities()
+            if self.board is not None:
+                self.board.relayout()
+            self.command.refresh()
 
     def _detected(self, result) -> None:
         devices = from_detected(result.devices)

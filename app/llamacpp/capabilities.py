@@ -28,6 +28,7 @@ class Capabilities:
 
     flags: frozenset[str] = field(default_factory=frozenset)
     known: bool = True
+    fa_value: bool = True  # -fa takes on|off|auto (builds before mid-2025 had a bare -fa switch)
 
     def has(self, flag: str) -> bool:
         return (not self.known) or flag in self.flags
@@ -39,23 +40,26 @@ class Capabilities:
                 return s
         return None
 
-    @property
-    def fa_takes_value(self) -> bool:
-        return True  # every build with -ot also has the on/off/auto form
 
 
 UNKNOWN = Capabilities(frozenset(), known=False)
+_PARSER = 3  # bump when parse_help changes, so cached results are read again
 
 
 def parse_help(text: str) -> Capabilities:
     flags = set()
+    fa_value = True
     for line in text.splitlines():
         stripped = line.lstrip()
         if not stripped.startswith("-"):
             continue
-        head = re.split(r"\s{2,}", stripped, maxsplit=1)[0]
-        flags.update(m.group(1) for m in _FLAG.finditer(head))
-    return Capabilities(frozenset(flags), known=bool(flags))
+        # the flag list ends at the first wide gap that does not follow a comma ("-fit,  --fit [on|off]   desc")
+        head = re.split(r"(?<=[^,\s])\s{2,}", stripped, maxsplit=1)[0]
+        found = {m.group(1) for m in _FLAG.finditer(head)}
+        if "--flash-attn" in found:
+            fa_value = "[" in head or "FA" in head or "on|off" in head
+        flags |= found
+    return Capabilities(frozenset(flags), known=bool(flags), fa_value=fa_value)
 
 
 def _cache_file() -> Path:
@@ -71,13 +75,13 @@ def capabilities(binary: str | os.PathLike, timeout: float = 20.0) -> Capabiliti
         st = path.stat()
     except OSError:
         return UNKNOWN
-    key = hashlib.sha1(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
+    key = hashlib.sha1(f"{_PARSER}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
     cache_path = _cache_file()
     cache: dict = {}
     try:
         cache = json.loads(cache_path.read_text())
         if key in cache:
-            return Capabilities(frozenset(cache[key]))
+            return Capabilities(frozenset(cache[key]["flags"]), fa_value=cache[key]["fa_value"])
     except (OSError, ValueError):
         cache = {}
     try:
@@ -88,7 +92,7 @@ def capabilities(binary: str | os.PathLike, timeout: float = 20.0) -> Capabiliti
         return UNKNOWN
     caps = parse_help(proc.stdout + "\n" + proc.stderr)
     if caps.known:
-        cache[key] = sorted(caps.flags)
+        cache[key] = {"flags": sorted(caps.flags), "fa_value": caps.fa_value}
         try:
             cache_path.parent.mkdir(parents=True, exist_ok=True)
             cache_path.write_text(json.dumps(cache))

@@ -233,7 +233,7 @@ def parse_llama_args(argv: list[str], tool: str = "server", env: dict[str, str] 
             elif key == "fit":
                 out.fit = v
             elif key == "load_mode":
-                out.load_mode = v
+                out.load_mode = s.load_mode = v
         elif flag in _SWITCHES:
             key = _SWITCHES[flag]
             if key == "kvu":
@@ -256,6 +256,10 @@ def parse_llama_args(argv: list[str], tool: str = "server", env: dict[str, str] 
                 s.op_offload = False
             elif key == "op_offload":
                 s.op_offload = True
+            elif key == "no_mmap":
+                s.load_mode = out.load_mode = "none"  # older builds' spelling
+            elif key == "mlock":
+                s.load_mode = out.load_mode = "mlock"
             else:
                 out.ignored.append(flag)
         elif flag in _FA:

@@ -42,6 +42,7 @@ class LlamaSettings:
     use_host: bool = True               # --no-host turns it off
     op_offload: bool = True             # --no-op-offload
     n_threads: int | None = None        # -t (no memory effect; kept for export)
+    load_mode: str | None = None        # -lm none|mmap|mlock|... (None: llama.cpp's auto)
     tool: str = "server"
 
     def copy(self, **changes) -> "LlamaSettings":

@@ -92,7 +92,19 @@ def build_command(p: Placement, model_path: str | os.PathLike, *, tool: str = "s
         if s.type_v != "f16":
             argv += [need("-ctv", "--cache-type-v"), s.type_v]
         if s.flash_attn in ("on", "off"):
-            argv += [need("-fa", "--flash-attn"), s.flash_attn]
+            if caps.fa_value:
+                argv += [need("-fa", "--flash-attn"), s.flash_attn]
+            elif s.flash_attn == "on":
+                argv.append(need("-fa", "--flash-attn"))  # older builds: a bare switch, off by default
+        if s.load_mode:
+            if caps.has("--load-mode") or caps.has("-lm"):
+                argv += [caps.first("-lm", "--load-mode"), s.load_mode]
+            elif s.load_mode == "none" and caps.has("--no-mmap"):
+                argv.append("--no-mmap")
+            elif s.load_mode == "mlock" and caps.has("--mlock"):
+                argv.append("--mlock")
+            else:
+                notes.append(f"this build cannot set load mode {s.load_mode}; it uses its default")
         if s.n_batch != 2048:
             argv += [need("-b", "--batch-size"), str(s.n_batch)]
         if s.n_ubatch != 512:

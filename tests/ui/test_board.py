@@ -196,3 +196,56 @@ def test_verify_shows_llama_cpp_numbers_per_lane(qtbot, tiny_models, rpc_servers
     win.board.select_ids(["1:experts"])
     win.board.move_selection("CPU")  # an edit makes the dry run stale: it disappears
     assert win.doc.opinion is None and "llama.cpp dry run" not in win.board.lanes["RPC0"].status.text()
+
+
+def test_devices_dialog_adds_planned_cards(window, qtbot):
+    from ui.devices_dialog import DevicesDialog
+
+    dlg = DevicesDialog(window.doc.devices, [], parent=window)
+    qtbot.addWidget(dlg)
+    dlg.card.setCurrentIndex(dlg.card.findData("rtx-3090"))
+    dlg.name_edit.setText("CUDA2")
+    dlg._add_catalogue()
+    dlg.name_edit.setText("")
+    dlg.cap.setValue(16)
+    dlg.bw.setValue(448)
+    dlg._add_custom()
+    names = [d.name for d in dlg.devices]
+    assert names == ["CUDA0", "CUDA1", "CUDA2", "CUDA3"]
+    assert dlg.devices[2].total == 24 * GiB and dlg.devices[2].bandwidth == pytest.approx(936e9)
+    assert dlg.devices[3].total == 16 * GiB and dlg.devices[3].bandwidth == pytest.approx(448e9)
+    dlg.name_edit.setText("CUDA2")
+    dlg._add_custom()
+    assert "already a device called CUDA2" in dlg.message.text()
+    window.doc.set_devices(dlg.devices)
+    assert set(window.board.lanes) == {"CUDA0", "CUDA1", "CUDA2", "CUDA3", CPU}
+
+
+def test_settings_dialog_reports_missing_llama_cpp(window, qtbot, tmp_path, monkeypatch):
+    from ui.settings_dialog import SettingsDialog
+
+    monkeypatch.delenv("LAYERDECK_LLAMA_CPP_DIR", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    window.settings.setValue("llama_dir", str(tmp_path / "none"))
+    dlg = SettingsDialog(window.settings, window)
+    qtbot.addWidget(dlg)
+    assert "llama-server was not found" in dlg.llama_info.text()
+    dlg.units.setCurrentIndex(1)
+    dlg._save()
+    from app.units import fmt_bytes
+
+    assert fmt_bytes(2 * 10**9) == "2.00 GB"
+    dlg.units.setCurrentIndex(0)
+    dlg._save()
+    assert fmt_bytes(2 * 2**30) == "2.00 GiB"
+
+
+@pytest.mark.llama
+def test_settings_dialog_names_the_llama_cpp_build(window, qtbot, llama_bin):
+    from ui.settings_dialog import SettingsDialog
+
+    window.settings.setValue("llama_dir", str(llama_bin))
+    dlg = SettingsDialog(window.settings, window)
+    qtbot.addWidget(dlg)
+    text = dlg.llama_info.text()
+    assert "version" in text and "--fit" in text and "--n-cpu-moe" in text

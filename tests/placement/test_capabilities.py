@@ -1,0 +1,61 @@
+"""The command follows what the user's build accepts (read from its --help)."""
+
+from app.llamacpp.capabilities import parse_help
+from app.memory.layout import EstDevice
+from app.memory.settings import LlamaSettings
+from app.model.demo import load_demo
+from app.placement.command import build_command
+from app.placement.export import InexpressibleError
+from app.placement.presets import experts_to_cpu
+
+import pytest
+
+NEW = """
+-fa,   --flash-attn [on|off|auto]       set Flash Attention use ('on', 'off', or 'auto', default: 'auto')
+-lm,   --load-mode MODE                 how to load the model: auto, none, mmap, mlock
+-ngl,  --gpu-layers, --n-gpu-layers N   max. number of layers to store in VRAM
+-ts,   --tensor-split N0,N1,N2,...      fraction of the model to offload to each GPU
+-dev,  --device <dev1,dev2,..>          comma-separated list of devices to use for offloading
+-ot,   --override-tensor <tensor name pattern>=<buffer type>,...
+-cmoe, --cpu-moe                        keep all Mixture of Experts (MoE) weights in the CPU
+-c,    --ctx-size N                     size of the prompt context
+-fit,  --fit [on|off]                   whether to adjust unset arguments to fit in device memory
+"""
+OLD = """
+-fa,   --flash-attn                     enable Flash Attention (default: disabled)
+--no-mmap                               do not memory-map model
+-ngl,  --gpu-layers, --n-gpu-layers N   number of layers to store in VRAM
+-ts,   --tensor-split N0,N1,N2,...      fraction of the model to offload to each GPU
+-dev,  --device <dev1,dev2,..>          comma-separated list of devices to use for offloading
+-c,    --ctx-size N                     size of the prompt context
+"""
+
+GiB = 1 << 30
+
+
+def placement():
+    m = load_demo()
+    devs = [EstDevice("CUDA0", "CUDA0", 24 * GiB, 24 * GiB)]
+    return experts_to_cpu(m, devs, LlamaSettings(n_ctx=8192, flash_attn="on", load_mode="none"))
+
+
+def test_current_build_spelling():
+    argv = build_command(placement(), "m.gguf", caps=parse_help(NEW)).argv
+    assert argv[argv.index("-fa") + 1] == "on" and argv[argv.index("-lm") + 1] == "none"
+    assert "-cmoe" in argv and argv[-2:] == ["--fit", "off"]
+
+
+def test_old_build_spelling_and_what_it_cannot_express():
+    caps = parse_help(OLD)
+    assert not caps.fa_value and caps.has("--no-mmap") and not caps.has("--fit")
+    p = placement()
+    p.settings.load_mode = "none"
+    with pytest.raises(InexpressibleError, match="does not accept -cmoe"):
+        build_command(p, "m.gguf", caps=caps)  # this build has no expert overrides at all
+    p2 = placement()
+    for b in p2.model.blocks:
+        if b.role.value == "experts":
+            p2.assign(b.id, "CUDA0")
+    cmd = build_command(p2, "m.gguf", caps=caps)
+    assert "--no-mmap" in cmd.argv and "-fa" in cmd.argv and "on" not in cmd.argv[cmd.argv.index("-fa"):][:2][1:]
+    assert "--fit" not in cmd.argv and any("no --fit" in n for n in cmd.notes)

@@ -1,0 +1,127 @@
+"""Settings: llama.cpp folder (with its version and what it supports), GPU margin, theme and units.
+
+Each setting is declared once (key, default, description) and stored in QSettings.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
+                               QLineEdit, QPushButton, QSpinBox, QVBoxLayout)
+
+from app import units
+from app.llamacpp.binaries import LlamaCppNotFound, find_tool
+from app.llamacpp.capabilities import capabilities
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: object
+    description: str
+
+
+SETTINGS = (
+    Setting("llama_dir", "", "folder with llama-server, llama-fit-params, llama-bench, ggml-rpc-server"),
+    Setting("rpc_hosts", "", "host:port of each ggml-rpc-server, comma separated"),
+    Setting("margin_mib", 1024, "MiB left free on each GPU by auto-fit and the over-capacity warning"),
+    Setting("theme", "system", "system, light or dark"),
+    Setting("units", "binary", "binary (GiB) or decimal (GB)"),
+)
+
+
+def value(settings: QSettings, key: str):
+    s = next(x for x in SETTINGS if x.key == key)
+    v = settings.value(key, s.default)
+    return type(s.default)(v) if v not in (None, "") or not isinstance(s.default, int) else s.default
+
+
+def apply_appearance(settings: QSettings) -> None:
+    """Theme and units take effect at once."""
+    theme = value(settings, "theme")
+    hints = QGuiApplication.styleHints()
+    if hasattr(hints, "setColorScheme"):
+        hints.setColorScheme({"dark": Qt.ColorScheme.Dark, "light": Qt.ColorScheme.Light}.get(
+            theme, Qt.ColorScheme.Unknown))
+    units.set_binary(value(settings, "units") != "decimal")
+
+
+def describe_llama(folder: str) -> str:
+    """One line about the llama.cpp found for ``folder``: where, which version, what it supports."""
+    try:
+        tool = find_tool("llama-server", folder or None)
+    except LlamaCppNotFound as exc:
+        return str(exc)
+    try:
+        out = subprocess.run([str(tool.path), "--version"], capture_output=True, text=True, timeout=20,
+                             errors="replace")
+        version = (out.stdout + out.stderr).strip().splitlines()
+        version = next((ln for ln in version if "version" in ln), version[-1] if version else "?")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{tool.path} could not run: {exc}"
+    caps = capabilities(tool.path)
+    have = [f for f in ("--fit", "-ot", "--n-cpu-moe", "--load-mode", "--rpc", "-kvu") if caps.has(f)]
+    return f"{tool.path} ({tool.source}) — {version}; supports {', '.join(have)}"
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: QSettings, parent=None):
+        super().__init__(parent)
+        self.settings = settings
+        self.setWindowTitle("Settings")
+        lay = QVBoxLayout(self)
+        form = QFormLayout()
+        self.llama_dir = QLineEdit(value(settings, "llama_dir"))
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        row = QHBoxLayout()
+        row.addWidget(self.llama_dir, 1)
+        row.addWidget(browse)
+        form.addRow("llama.cpp folder", row)
+        self.llama_info = QLabel()
+        self.llama_info.setWordWrap(True)
+        form.addRow("", self.llama_info)
+        self.llama_dir.editingFinished.connect(self._check)
+        self.margin = QSpinBox()
+        self.margin.setRange(0, 16384)
+        self.margin.setSingleStep(256)
+        self.margin.setSuffix(" MiB")
+        self.margin.setValue(int(value(settings, "margin_mib")))
+        form.addRow("GPU margin", self.margin)
+        self.theme = QComboBox()
+        self.theme.addItems(["system", "light", "dark"])
+        self.theme.setCurrentText(value(settings, "theme"))
+        form.addRow("Theme", self.theme)
+        self.units = QComboBox()
+        self.units.addItem("GiB (binary)", "binary")
+        self.units.addItem("GB (decimal)", "decimal")
+        self.units.setCurrentIndex(0 if value(settings, "units") != "decimal" else 1)
+        form.addRow("Units", self.units)
+        lay.addLayout(form)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self._save)
+        buttons.rejected.connect(self.reject)
+        lay.addWidget(buttons)
+        self.resize(640, 260)
+        self._check()
+
+    def _browse(self) -> None:
+        d = QFileDialog.getExistingDirectory(self, "llama.cpp folder", self.llama_dir.text())
+        if d:
+            self.llama_dir.setText(d)
+            self._check()
+
+    def _check(self) -> None:
+        self.llama_info.setText(describe_llama(self.llama_dir.text().strip()))
+
+    def _save(self) -> None:
+        self.settings.setValue("llama_dir", self.llama_dir.text().strip())
+        self.settings.setValue("margin_mib", self.margin.value())
+        self.settings.setValue("theme", self.theme.currentText())
+        self.settings.setValue("units", self.units.currentData())
+        apply_appearance(self.settings)
+        self.accept()
