@@ -54,9 +54,14 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._status = QLabel()
         self.statusBar().addPermanentWidget(self._status)
+        self._autosave_timer = QTimer(self)
+        self._autosave_timer.setSingleShot(True)
+        self._autosave_timer.setInterval(1500)
+        self._autosave_timer.timeout.connect(self._autosave)
         self.show_model(load_demo())
         if detect_devices:
             self._detect()
+            QTimer.singleShot(0, self.offer_restore)
 
     # ------------------------------------------------------------------ layout
 
@@ -180,6 +185,8 @@ class MainWindow(QMainWindow):
         d = self.doc
         if d is None:
             return
+        if not d.model.is_demo and d.history.dirty:
+            self._autosave_timer.start()
         self.undo_act.setEnabled(bool(d.history.undo_label))
         self.redo_act.setEnabled(bool(d.history.redo_label))
         self.undo_act.setText(f"&Undo {d.history.undo_label}" if d.history.undo_label else "&Undo")
@@ -406,6 +413,58 @@ class MainWindow(QMainWindow):
             self.board.relayout()
         self._doc_changed()
 
+    # ------------------------------------------------------------------ autosave and crash recovery
+
+    @staticmethod
+    def autosave_path() -> Path:
+        from app.paths import data_dir
+
+        return data_dir() / "autosave.layerdeck.json"
+
+    def _autosave(self) -> None:
+        if self.doc is None or self.doc.model.is_demo:
+            return
+        try:
+            path = self.autosave_path()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_plan(self.doc.placement, path)
+        except OSError as exc:
+            log.warning("autosave failed: %s", exc)
+
+    def offer_restore(self) -> bool:
+        """After a crash, offer the placement that was being edited. Returns True if it was restored."""
+        from app.placement.plan_file import read_plan
+
+        path = self.autosave_path()
+        if not path.is_file():
+            return False
+        try:
+            data = read_plan(path)
+            model_path = data["model"]["path"]
+        except (PlanError, KeyError, TypeError):
+            path.unlink(missing_ok=True)
+            return False
+        if not Path(model_path).is_file():
+            path.unlink(missing_ok=True)
+            return False
+        answer = QMessageBox.question(
+            self, "Restore unsaved placement?",
+            f"Layerdeck did not close normally while you were placing {Path(model_path).name}. "
+            "Restore that placement?", QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No)
+        if answer != QMessageBox.StandardButton.Yes:
+            path.unlink(missing_ok=True)
+            return False
+        if not self.open_path_sync(model_path):
+            return False
+        try:
+            restored = load_plan(path, self.doc.model)
+        except PlanError as exc:
+            QMessageBox.warning(self, "Cannot restore", str(exc))
+            return False
+        self.doc.replace(restored, "Restore unsaved placement")
+        self.statusBar().showMessage("Restored the placement from before the crash", 8000)
+        return True
+
     # ------------------------------------------------------------------ window events
 
     def dragEnterEvent(self, event) -> None:  # noqa: N802
@@ -429,4 +488,6 @@ class MainWindow(QMainWindow):
                 return
             if answer == QMessageBox.StandardButton.Save:
                 self._save_plan()
+        self._autosave_timer.stop()
+        self.autosave_path().unlink(missing_ok=True)  # a normal close: nothing to recover
         super().closeEvent(event)

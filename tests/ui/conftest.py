@@ -6,7 +6,9 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def isolated_settings(tmp_path, qapp):
+def isolated_settings(tmp_path, qapp, monkeypatch):
+    monkeypatch.setenv("LAYERDECK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("LAYERDECK_CONFIG_DIR", str(tmp_path / "config"))
     from PySide6.QtCore import QCoreApplication, QSettings
 
     QCoreApplication.setOrganizationName("LayerdeckTests")

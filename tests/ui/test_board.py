@@ -249,3 +249,38 @@ def test_settings_dialog_names_the_llama_cpp_build(window, qtbot, llama_bin):
     qtbot.addWidget(dlg)
     text = dlg.llama_info.text()
     assert "version" in text and "--fit" in text and "--n-cpu-moe" in text
+
+
+def test_crash_recovery_restores_the_placement(qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    from ui.main_window import MainWindow
+
+    path = write_tiny_model("qwen3moe", tmp_path / "q.gguf")
+    a = MainWindow(detect_devices=False)
+    qtbot.addWidget(a)
+    assert a.open_path_sync(str(path))
+    a.board.select_ids(["1:experts", "2:experts"])
+    a.board.move_selection(CPU)
+    a._autosave_timer.timeout.emit()  # what the timer does 1.5 s after an edit
+    assert a.autosave_path().is_file()
+    # "crash": no closeEvent. A new window offers the placement back.
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.StandardButton.Yes))
+    b = MainWindow(detect_devices=False)
+    b.setProperty("ask_on_close", False)
+    qtbot.addWidget(b)
+    assert b.offer_restore()
+    assert b.doc.model.path == path
+    assert b.doc.placement.device_of("1:experts") == CPU == b.doc.placement.device_of("2:experts")
+    b.close()
+    assert not b.autosave_path().exists()  # a normal close leaves nothing to recover
+    a.setProperty("ask_on_close", False)
+
+
+def test_close_with_unsaved_changes_asks(window, tmp_path, no_modal_dialogs):
+    window.setProperty("ask_on_close", None)
+    assert window.open_path_sync(str(write_tiny_model("qwen3moe", tmp_path / "q.gguf")))
+    window.board.select_ids(["1:experts"])
+    window.board.move_selection(CPU)
+    window.close()
+    assert any(kind == "question" and "not saved" in text for kind, text in no_modal_dialogs)
