@@ -50,6 +50,11 @@ class Document(QObject):
         self.plan_path: str | None = None
         self.opinion = None                # app.placement.second_opinion.Opinion for the current placement
         self.opinion_error: str | None = None
+        self.host_bandwidth: float | None = None  # measured by the main window, off the GUI thread
+        self.speed_params = None
+        self.decode = None                 # app.speed.model.DecodePrediction for the current placement
+        self.prompt = None
+        self.preview_decode = None
         self._reestimate()
 
     # ------------------------------------------------------------------ estimates
@@ -64,7 +69,34 @@ class Document(QObject):
             self.estimate_error = None
         except (SettingsError, ValueError) as exc:
             self.estimate, self.estimate_error = None, str(exc)
+        self.decode, self.prompt = self.speed_for(self.placement)
         self.last_estimate_ms = (time.perf_counter() - t0) * 1000
+
+    def _params(self):
+        from app.speed.params import load_calibration, speed_params
+
+        if self.speed_params is None:
+            self.speed_params = speed_params(self.devices, self.host_bandwidth, load_calibration(self.devices))
+        return self.speed_params
+
+    def set_host_bandwidth(self, bw: float) -> None:
+        self.host_bandwidth = bw
+        self.speed_params = None
+        self._reestimate()
+        self.changed.emit()
+
+    def speed_for(self, p: Placement):
+        """(decode, prompt) predictions for ``p``, or (None, None) when the model cannot say."""
+        from app.speed.model import predict_decode, predict_prompt
+
+        try:
+            wp = p.weight_placement()
+            params = self._params()
+            s = p.settings
+            return predict_decode(self.model, wp, params), predict_prompt(self.model, wp, params, s.n_ubatch,
+                                                                         s.op_offload)
+        except (ValueError, ZeroDivisionError):
+            return None, None
 
     def _on_history(self) -> None:
         self._reestimate()
@@ -104,6 +136,7 @@ class Document(QObject):
     def preview(self, items: list[str], lane: str | None) -> str | None:
         """Show the gauges as if ``items`` were dropped on ``lane`` (None ends the preview)."""
         if lane is None:
+            self.preview_decode = None
             self.preview_changed.emit(None)
             return None
         trial, why = self.check_move(items, lane)
@@ -111,9 +144,11 @@ class Document(QObject):
             self.preview_changed.emit(None)
             return why
         try:
-            self.preview_changed.emit(self.estimate_for(trial))
+            est = self.estimate_for(trial)
         except (SettingsError, ValueError) as exc:
             return str(exc)
+        self.preview_decode = self.speed_for(trial)[0]
+        self.preview_changed.emit(est)
         return None
 
     def move(self, items: list[str], lane: str) -> bool:
@@ -147,6 +182,7 @@ class Document(QObject):
         from app.placement.presets import all_on_gpus
 
         self.devices = list(devices)
+        self.speed_params = None
         self.host_capacity = host_capacity if host_capacity is not None else self.host_capacity
         placement = all_on_gpus(self.model, self.devices, self.placement.settings)
         self.placement = placement

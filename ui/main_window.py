@@ -61,6 +61,7 @@ class MainWindow(QMainWindow):
         self.show_model(load_demo())
         if detect_devices:
             self._detect()
+            self._measure_host()
             QTimer.singleShot(0, self.offer_restore)
 
     # ------------------------------------------------------------------ layout
@@ -145,6 +146,9 @@ class MainWindow(QMainWindow):
         devices = self.devices or DEMO_DEVICES
         self.doc = Document(model, devices, host_capacity=self.host_capacity, parent=self)
         self.doc.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        self.doc.preview_changed.connect(self._preview_speed)
+        if getattr(self, "host_bandwidth", None):
+            self.doc.set_host_bandwidth(self.host_bandwidth)
         self.doc.changed.connect(self._doc_changed)
         self.board = BoardView(self.doc)
         self.board.margin = self.margin_spin.value() << 20
@@ -200,11 +204,33 @@ class MainWindow(QMainWindow):
                 if cap and m.total > cap - margin:
                     over.append(lane)
         text = f"estimate {d.last_estimate_ms:.1f} ms"
+        if d.decode is not None:
+            text = (f"expected ≈ {d.decode.tokens_per_s:.1f} tok/s generation, "
+                    f"{d.prompt.tokens_per_s:.0f} tok/s prompt · " + text)
         if over:
             text = "over capacity: " + ", ".join(over) + " · " + text
         self._status.setText(text)
 
     # ------------------------------------------------------------------ devices
+
+    def _preview_speed(self, est) -> None:
+        d = self.doc
+        if est is None or d.preview_decode is None or d.decode is None:
+            return
+        delta = d.preview_decode.tokens_per_s - d.decode.tokens_per_s
+        self.statusBar().showMessage(f"If dropped here: {d.preview_decode.tokens_per_s:.1f} tok/s generation "
+                                     f"({'+' if delta >= 0 else ''}{delta:.1f} tok/s)", 4000)
+
+    def _measure_host(self) -> None:
+        """A short RAM bandwidth test for the CPU lane's speed (once per start, off the GUI thread)."""
+        from app.speed.membench import measure_host_bandwidth
+
+        def done(bw) -> None:
+            self.host_bandwidth = bw
+            if self.doc is not None:
+                self.doc.set_host_bandwidth(bw)
+
+        run_in_background(measure_host_bandwidth, done, lambda exc: None)
 
     def _load_capabilities(self) -> None:
         """Ask the configured llama-server which flags it accepts (cached on disk), off the GUI thread."""

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 
 from ..command.ot_patterns import int_set_regex
@@ -123,8 +123,32 @@ def buffer_type(p: Placement, device: str) -> str:
     return next(d.buft for d in p.devices if d.name == device)
 
 
+_CACHE: "OrderedDict[tuple, PlacementArgs | InexpressibleError]" = OrderedDict()
+
+
 def placement_args(p: Placement) -> PlacementArgs:
-    """Compute -dev/-ngl/-ts and overrides for ``p`` and verify them against llama.cpp's rules."""
+    """Compute -dev/-ngl/-ts and overrides for ``p`` and verify them against llama.cpp's rules.
+
+    Results are cached per placement state: a drop asks for the same placement twice (the check before
+    the move and the command panel after it).
+    """
+    key = (id(p.model), tuple(p.layer_device), tuple(p.tensor_device), tuple((d.name, d.buft) for d in p.devices))
+    hit = _CACHE.get(key)
+    if hit is None:
+        try:
+            hit = _placement_args(p)
+        except InexpressibleError as exc:
+            hit = exc
+        _CACHE[key] = hit
+        if len(_CACHE) > 64:
+            _CACHE.popitem(last=False)
+    if isinstance(hit, InexpressibleError):
+        raise hit
+    return PlacementArgs(list(hit.devices), hit.n_gpu_layers, list(hit.tensor_split), list(hit.overrides),
+                         hit.cpu_moe, hit.n_cpu_moe, list(hit.notes))
+
+
+def _placement_args(p: Placement) -> PlacementArgs:
     order, ngl, counts = _layer_runs(p)
     # devices that only receive overridden tensors must still be model devices (with no layers)
     extra = [d.name for d in p.devices if d.name not in order and d.name in set(p.tensor_device)]

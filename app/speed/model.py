@@ -97,21 +97,32 @@ def _layer_of(model: Model) -> list[tuple[int | None, Role, bool]]:
     return cached
 
 
+def _per_token_weights(model: Model) -> list[float]:
+    """Bytes of each tensor read for one decoded token (cached per model)."""
+    cached = model.__dict__.get("_speed_read")
+    if cached is None:
+        p = model.params
+        frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
+        cached = []
+        for t, (layer, role, nextn) in zip(model.tensors, _layer_of(model)):
+            if nextn:
+                cached.append(0.0)
+            elif role is Role.EXPERTS:
+                cached.append(t.nbytes * frac)
+            elif role is Role.INPUT:
+                cached.append(t.nbytes / max(p.n_vocab, 1))  # one row per token
+            else:
+                cached.append(float(t.nbytes))
+        model.__dict__["_speed_read"] = cached
+    return cached
+
+
 def read_bytes_per_token(model: Model, wp: WeightPlacement) -> dict[str, float]:
     """Weight bytes each device reads for one decoded token."""
-    p = model.params
-    frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
     out: dict[str, float] = {}
-    for t, dev, (layer, role, nextn) in zip(model.tensors, wp.tensor_device, _layer_of(model)):
-        if not dev or nextn:
-            continue
-        if role is Role.EXPERTS:
-            b = t.nbytes * frac
-        elif role is Role.INPUT:
-            b = t.nbytes / max(p.n_vocab, 1)  # one row per token
-        else:
-            b = float(t.nbytes)
-        out[dev] = out.get(dev, 0.0) + b
+    for b, dev in zip(_per_token_weights(model), wp.tensor_device):
+        if dev:
+            out[dev] = out.get(dev, 0.0) + b
     return out
 
 

@@ -262,6 +262,11 @@ class BoardView(QGraphicsView):
             hint = self.overflow_hint(name, used - (cap - margin))
             if hint:
                 text += f": move {hint}"
+        dec = self.doc.decode
+        if dec is not None:
+            secs = dec.device_seconds.get("Host" if name == CPU else name, 0.0)
+            if secs:
+                text += f"   {secs * 1000:.1f} ms/token ({100 * secs / dec.seconds_per_token:.0f}% of decode)"
         op = self.doc.opinion
         if op is not None:
             row = op.row("Host" if name == CPU else name)
@@ -345,8 +350,12 @@ class BoardView(QGraphicsView):
                 delta = (mem.total if mem else 0) - (cur.total if cur else 0)
                 if delta:
                     cap = self.doc.capacity(name)
+                    speed = ""
+                    if self.doc.preview_decode is not None and self.doc.decode is not None:
+                        dv = self.doc.preview_decode.tokens_per_s - self.doc.decode.tokens_per_s
+                        speed = f", {'+' if dv >= 0 else ''}{dv:.1f} tok/s"
                     lane.status.setText(f"{fmt_bytes(mem.total)} / {fmt_bytes(cap) if cap else '?'}   "
-                                        f"({'+' if delta > 0 else ''}{fmt_bytes(delta)} if dropped)")
+                                        f"({'+' if delta > 0 else ''}{fmt_bytes(delta)}{speed} if dropped)")
             elif est is None:
                 self._update_lane_header(lane, self.doc.estimate)
 

@@ -1,0 +1,110 @@
+"""The "fastest" placement: minimise predicted decode time subject to memory (with margin).
+
+Starts from auto-fit (dense parts and KV first on the fastest device, experts after) and improves it by
+local search with the speed model: move an expert block or part from the CPU (or a slower device) to a
+faster device with room, or shift a layer boundary between two GPUs, keeping every change that fits and
+lowers the predicted time per token. A fast 24 GB card and a slow 12 GB card are therefore used by
+bandwidth, not just capacity; pinned blocks never move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..memory.estimator import Estimate, estimate
+from ..memory.layout import EstDevice
+from ..memory.settings import LlamaSettings
+from ..model import Model, Role
+from ..speed.model import DecodePrediction, SpeedParams, predict_decode
+from .autofit import FitError, _budget, auto_fit
+from .export import InexpressibleError, placement_args
+from .placement import CPU, Placement
+
+GiB = 1 << 30
+
+
+@dataclass
+class FastestResult:
+    placement: Placement
+    estimate: Estimate
+    decode: DecodePrediction
+    start_decode: DecodePrediction
+    steps: list[str] = field(default_factory=list)
+
+
+def _fits(e: Estimate, devices: list[EstDevice], margin: int) -> bool:
+    budgets = {d.name: _budget(d, margin) for d in devices}
+    return all(m.total <= budgets[m.name] for m in e.devices if m.name in budgets)
+
+
+def fastest(model: Model, devices: list[EstDevice], settings: LlamaSettings, params: SpeedParams, *,
+            margin: int = GiB, pinned_from: Placement | None = None, max_rounds: int = 60) -> FastestResult:
+    start = auto_fit(model, devices, settings, margin=margin, pinned_from=pinned_from)
+    p = start.placement
+    pinned = set(p.pinned)
+
+    def score(q: Placement) -> tuple[float, Estimate | None, DecodePrediction | None]:
+        try:
+            placement_args(q)
+        except InexpressibleError:
+            return float("inf"), None, None
+        e = estimate(model, q.devices, q.settings, q.weight_placement())
+        if not _fits(e, devices, margin):
+            return float("inf"), e, None
+        d = predict_decode(model, q.weight_placement(), params)
+        return d.seconds_per_token, e, d
+
+    best_t, best_e, best_d = score(p)
+    start_d = best_d
+    steps: list[str] = []
+    speed = {d.name: params.get(d.name).bandwidth * params.get(d.name).eff_bandwidth for d in devices}
+    by_speed = sorted(devices, key=lambda d: -speed[d.name])
+    exps = [b for b in model.blocks if b.role is Role.EXPERTS and not b.nextn and b.id not in pinned]
+    for _ in range(max_rounds):
+        improved = False
+        # 1. experts (whole blocks, then parts) from a slower place to a faster device with room
+        for dev in by_speed:
+            movable = sorted((b for b in exps if p.device_of(b.id) not in (dev.name,)
+                              and (p.device_of(b.id) == CPU or speed.get(p.device_of(b.id), 0) < speed[dev.name])),
+                             key=lambda b: (p.layer_device[b.layer] != dev.name, -b.layer))
+            for b in movable:
+                for item in [b.id] + [f"{b.id}:{part}" for part in sorted(b.parts, key=lambda x: -b.part_bytes(x))]:
+                    if p.device_of(item) == dev.name:
+                        continue
+                    q = p.copy()
+                    q.assign(item, dev.name)
+                    t, e, d = score(q)
+                    if t < best_t - 1e-9:
+                        p, best_t, best_e, best_d = q, t, e, d
+                        steps.append(f"{item} -> {dev.name}")
+                        improved = True
+                        break
+                else:
+                    continue
+                break
+        # 2. shift a layer boundary between two devices toward the faster one
+        runs = [(dev, [il for il, x in enumerate(p.layer_device) if x == dev]) for dev in dict.fromkeys(
+            x for x in p.layer_device if x != CPU)]
+        for (a, la), (b, lb) in zip(runs, runs[1:]):
+            if not la or not lb:
+                continue
+            if speed.get(a, 0) < speed.get(b, 0):
+                il, to = la[-1], b   # a's last layer moves to the faster b
+            else:
+                il, to = lb[0], a
+            if il >= model.params.n_layer:
+                continue
+            q = p.copy()
+            for blk in model.layer_blocks(il):
+                if blk.id not in pinned and (blk.role is not Role.EXPERTS or p.device_of(blk.id) != CPU):
+                    q.assign(blk.id, to)
+            t, e, d = score(q)
+            if t < best_t - 1e-9:
+                p, best_t, best_e, best_d = q, t, e, d
+                steps.append(f"layer {il} -> {to}")
+                improved = True
+        if not improved:
+            break
+    if best_d is None:
+        raise FitError("no placement fits with this margin")
+    return FastestResult(p, best_e, best_d, start_d, steps)
