@@ -43,7 +43,7 @@ class DeviceSpeed:
     bandwidth: float = 500 * GB       # bytes/s, memory
     flops: float = 0.0                # FLOP/s usable for matmuls; 0 = derive from bandwidth
     link_bandwidth: float = 25 * GB   # bytes/s to the host (PCIe) or over the network (RPC)
-    link_latency: float = 40e-6       # s per crossing (sync + launch; network round trip for RPC)
+    link_latency: float = 60e-6       # s per crossing (sync + launch; network round trip for RPC)
     eff_bandwidth: float = 0.70       # fitted by calibration; 0.5 for host RAM (see docs/speed-model.md)
     eff_flops: float = 0.45
 
@@ -56,7 +56,7 @@ class DeviceSpeed:
 @dataclass
 class SpeedParams:
     devices: dict[str, DeviceSpeed]
-    token_overhead: float = 0.8e-3    # s per token: graph launch, sampling, host work
+    token_overhead: float = 1.5e-3    # s per token: graph launch, sampling, host work
 
     def get(self, name: str) -> DeviceSpeed:
         d = self.devices.get(name)

@@ -39,7 +39,7 @@ def speed_params(devices: list[EstDevice], host_bandwidth: float | None = None,
             for k in ("eff_bandwidth", "eff_flops", "link_latency"):
                 if k in fitted:
                     setattr(out[name], k, float(fitted[k]))
-    return SpeedParams(out, token_overhead=float((calibration or {}).get("_overhead", {}).get("token_overhead", 0.8e-3)))
+    return SpeedParams(out, token_overhead=float((calibration or {}).get("_overhead", {}).get("token_overhead", 1.5e-3)))
 
 
 def calibration_file() -> Path:
