@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the layerdeck.estimate/1 JSON document")
     p.add_argument("--tool", choices=TOOLS, default="server",
                    help="which llama.cpp program will run (they reserve different output buffers; default server)")
-    p.add_argument("--devices", metavar="NAME=MiB,...",
+    p.add_argument("--devices", metavar="NAME=MiB[@GB/s],...",
                    help="declare devices and capacities by hand (planning for cards you don't have)")
     p.add_argument("--llama-dir", help="llama.cpp binaries folder (default: settings, LAYERDECK_LLAMA_CPP_DIR, PATH)")
     p.add_argument("llama_args", nargs=argparse.REMAINDER, help="llama.cpp arguments after --")

@@ -150,17 +150,52 @@ def run_fit(args) -> int:
         settings = LlamaSettings(n_ctx=args.ctx, n_parallel=args.parallel, type_k=args.ctk, type_v=args.ctv,
                                  flash_attn=args.fa)
         host = result.host.total_bytes if result is not None and getattr(result.host, "total_bytes", None) else None
-        res = auto_fit(model, devices, settings, margin=int(args.margin * MiB), host_budget=host)
-        res.placement.settings = settings
-        cmd = build_command(res.placement, args.model, rpc=rpc)
+        from .speed.membench import measure_host_bandwidth
+        from .speed.model import predict_decode, predict_prompt
+        from .speed.params import load_calibration, speed_params
+
+        host_bw = args.host_bw * 1e9 if args.host_bw else measure_host_bandwidth()
+        params = speed_params(devices, host_bw, load_calibration(devices))
+        if args.fastest:
+            from .placement.fastest import fastest
+
+            fr = fastest(model, devices, settings, params, margin=int(args.margin * MiB))
+            placement, est, report = fr.placement, fr.estimate, [f"{len(fr.steps)} improvements over auto-fit"]
+        else:
+            res = auto_fit(model, devices, settings, margin=int(args.margin * MiB), host_budget=host)
+            placement, est, report = res.placement, res.estimate, res.report
+        placement.settings = settings
+        cmd = build_command(placement, args.model, rpc=rpc)
+        candidates = [("layerdeck " + ("fastest" if args.fastest else "auto-fit"), placement, est)]
+        if args.compare_llama:
+            from .memory.estimator import estimate
+            from .placement.llama_fit import llama_fit
+
+            fitted, theirs = llama_fit(model, args.model, devices, settings, rpc=rpc, margin=int(args.margin * MiB),
+                                       llama_dir=args.llama_dir)
+            candidates.append(("llama.cpp --fit", theirs, estimate(model, devices, settings,
+                                                                   theirs.weight_placement())))
     except _ERRORS as exc:
         return _fail(exc)
     if args.plan_out:
-        save_plan(res.placement, args.plan_out)
+        save_plan(placement, args.plan_out)
     print(quote_posix(cmd.argv))
     print()
-    for line in res.report:
+    for line in report:
         print(line)
+    print()
+    names = [d.name for d in devices] + ["Host"]
+    print(f"{'placement':22}" + "".join(f"{n:>12}" for n in names) + f"{'tg tok/s':>11}{'pp tok/s':>11}")
+    for label, p, e in candidates:
+        cells = []
+        for n in names:
+            m = next((x for x in e.devices if x.name == n), None)
+            cells.append(f"{(m.total if m else 0) / MiB:>9.0f} MiB")
+        wp = p.weight_placement()
+        tg = predict_decode(model, wp, params).tokens_per_s
+        pp = predict_prompt(model, wp, params, settings.n_ubatch).tokens_per_s
+        print(f"{label:22}" + "".join(f"{c:>12}" for c in cells) + f"{tg:>11.1f}{pp:>11.0f}")
+    print(f"(speeds predicted with host RAM {host_bw / 1e9:.0f} GB/s; calibrate with llama-bench for your machine)")
     return 0
 
 
@@ -196,4 +231,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-fa", default="auto", choices=("auto", "on", "off"))
     p.add_argument("--margin", type=float, default=1024, help="MiB to leave free on each GPU (default 1024)")
     p.add_argument("--plan-out", help="save the fitted plan here")
+    p.add_argument("--fastest", action="store_true",
+                   help="minimise predicted decode time instead of filling devices in order")
+    p.add_argument("--compare-llama", action="store_true",
+                   help="also run llama.cpp's own --fit on the same devices and show both side by side")
+    p.add_argument("--host-bw", type=float, help="host RAM bandwidth in GB/s (default: measure it)")
     p.set_defaults(func=run_fit)

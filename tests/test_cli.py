@@ -93,3 +93,20 @@ def test_export_against_another_model_is_explained(q30, tmp_path):
     other = write_tiny_model("qwen3moe", tmp_path / "tiny.gguf")
     r = layerdeck("export", str(other), "--plan", str(plan))
     assert r.returncode == 2 and "made for q30.gguf" in r.stderr
+
+
+def test_fit_fastest_and_side_by_side_with_llama_cpp(q30, llama_bin):
+    r = layerdeck("fit", str(q30), "--devices", "CUDA0=12288@360,CUDA1=12288@1008", "-c", "32768", "--fastest",
+                  "--host-bw", "60")
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("layerdeck fastest")]
+    assert rows and "tok/s" in r.stdout
+
+
+@pytest.mark.llama
+def test_fit_compare_with_llama_cpp_on_rpc(q30, llama_bin, rpc_servers):
+    servers = rpc_servers(2, memory_mib=[6000, 3000])
+    r = layerdeck("fit", str(q30), "--rpc", ",".join(s.endpoint for s in servers), "-c", "16384", "--margin", "512",
+                  "--compare-llama", "--host-bw", "60", env={"LAYERDECK_LLAMA_CPP_DIR": str(llama_bin)})
+    assert r.returncode == 0, r.stderr
+    assert "llama.cpp --fit" in r.stdout and "layerdeck auto-fit" in r.stdout

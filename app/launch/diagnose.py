@@ -6,10 +6,12 @@ of llama-cpp-python 0.3.36), most specific first:
 =====================  ====================================================================
 kind                   message
 =====================  ====================================================================
-invalid_argument       ``error: invalid argument: X`` (``common/arg.cpp``), and
-                       ``error while handling argument "X": ...`` for a bad or missing value
+invalid_argument       ``error: invalid argument: X`` (``common/arg.cpp``),
+                       ``error while handling argument "X": ...`` for a bad or missing value, and
+                       llama-bench's ``error: invalid parameter for argument: X``
 unknown_buffer_type    ``Available buffer types:`` + ``unknown buffer type`` (``-ot`` target,
-                       ``common/arg.cpp`` ``parse_tensor_buffer_overrides``)
+                       ``common/arg.cpp`` ``parse_tensor_buffer_overrides``; llama-bench:
+                       ``error: unrecognized buffer type 'X'``)
 rpc_unreachable        ``Failed to connect to host:port`` (``ggml-rpc.cpp`` ``GGML_ABORT``)
 rpc_failed             ``RPC handshake failed for``, ``RPC server version mismatch``,
                        ``Remote RPC server crashed or returned malformed response``
@@ -176,6 +178,14 @@ def _invalid_argument(lines: Sequence[str], argv: Sequence[str] | None) -> Diagn
             "or be misspelt.",
             "Run llama-server --help to see the flags this build accepts, then fix or remove it.",
             (line,), {"flag": flag})
+    m, line = _find(lines, r"error: invalid parameter for argument: (\S+)")
+    if m and not _find(lines, r"unrecognized buffer type")[0]:  # llama-bench (tools/llama-bench/llama-bench.cpp)
+        flag = m.group(1)
+        return Diagnosis(
+            "invalid_argument", f"llama-bench does not accept {flag} (or its value)",
+            f"llama-bench stopped at the command line on {flag}: the flag is unknown to this build or its value "
+            "is not valid (llama-bench separates several values with ',' and devices/splits with '/').",
+            "Run llama-bench --help and fix or remove it.", (line,), {"flag": flag})
     m, line = _find(lines, r'error while handling argument "([^"]+)": (.*)')
     if m:
         flag, why = m.group(1), m.group(2).strip()

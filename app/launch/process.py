@@ -42,6 +42,7 @@ from . import orphans
 from .args import (API_KEY_FLAGS, HOST_FLAGS, METRICS_FLAGS, PORT_FLAGS, VERBOSE_SWITCHES, VERBOSITY_FLAGS,
                    flag_value, has_flag, rpc_endpoints)
 from .buffers import DeviceBuffers, logged_buffers
+from .client import LlamaClient
 from .diagnose import Diagnosis, diagnose, preflight_rpc_diagnosis, timeout_diagnosis
 from .logbuffer import LevelTracker, LogBuffer, LogLine, clean
 from .preflight import check_rpc_hosts
@@ -268,6 +269,12 @@ class ServerProcess:
     @property
     def rpc_endpoints(self) -> list[str]:
         return rpc_endpoints(self.argv or self._argv_in, self.env or self._env_in)
+
+    def client(self, timeout: float = 5.0) -> LlamaClient:
+        """An HTTP client for this server (raises RuntimeError before the port is known)."""
+        if not self.base_url:
+            raise RuntimeError("the server's port is not known yet")
+        return LlamaClient(self.base_url, self.api_key, timeout)
 
     def run_lines(self) -> list[LogLine]:
         """Log lines of the current run (the buffer also holds earlier runs after a restart)."""

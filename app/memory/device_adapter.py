@@ -35,10 +35,15 @@ def from_detected(devices) -> list[EstDevice]:
 
 
 def parse_device_spec(spec: str) -> list[EstDevice]:
-    """``CUDA0=24576,CUDA1=12288`` (MiB) -> planned devices, free = total."""
+    """``CUDA0=24576,CUDA1=12288@360`` (MiB, optional @GB/s bandwidth) -> planned devices, free = total."""
     out = []
     for item in [x.strip() for x in spec.split(",") if x.strip()]:
         name, sep, size = item.partition("=")
+        size, _, bw_text = size.partition("@")
+        try:
+            bandwidth = float(bw_text) * 1e9 if bw_text else 0.0
+        except ValueError:
+            raise ValueError(f"--devices item {item!r}: {bw_text!r} is not a bandwidth in GB/s.") from None
         if not sep or not _NAME.match(name):
             raise ValueError(f"--devices item {item!r} should look like CUDA0=24576 (device name = MiB).")
         try:
@@ -48,5 +53,5 @@ def parse_device_spec(spec: str) -> list[EstDevice]:
         if mib <= 0:
             raise ValueError(f"--devices item {item!r}: the capacity must be positive.")
         nbytes = int(mib * MiB)
-        out.append(EstDevice(name, name, nbytes, nbytes, "planned"))
+        out.append(EstDevice(name, name, nbytes, nbytes, "planned", bandwidth))
     return out
