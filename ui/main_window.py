@@ -90,6 +90,9 @@ class MainWindow(QMainWindow):
         self.fit_act = act("Auto-fit", self._auto_fit, "Ctrl+F",
                            tip="Fill every device up to its margin: dense parts first, then experts")
         self.select_exp_act = act("Select experts of layers…", self._select_experts, "Ctrl+E")
+        self.fastest_act = act("Fastest", self._fastest, tip="Minimise predicted generation time within memory")
+        self.compare_act = act("Compare…", self._compare,
+                               tip="Current, auto-fit, fastest and llama.cpp's own --fit side by side")
         self.devices_act = act("&Devices…", self._devices_dialog, "Ctrl+D",
                                tip="Detected devices, planned GPUs, RPC hosts")
         self.settings_act = act("S&ettings…", self._settings_dialog, QKeySequence.StandardKey.Preferences)
@@ -114,6 +117,8 @@ class MainWindow(QMainWindow):
         tb.addWidget(self.ncmoe_spin)
         tb.addSeparator()
         tb.addAction(self.fit_act)
+        tb.addAction(self.fastest_act)
+        tb.addAction(self.compare_act)
         tb.addAction(self.verify_act)
         self.margin_spin = QSpinBox()
         self.margin_spin.setRange(0, 16384)
@@ -138,7 +143,8 @@ class MainWindow(QMainWindow):
         t.addAction(self.devices_act)
         t.addAction(self.settings_act)
         p = self.menuBar().addMenu("&Placement")
-        for a in (self.all_gpu_act, self.experts_cpu_act, self.ncmoe_act, self.fit_act, self.verify_act):
+        for a in (self.all_gpu_act, self.experts_cpu_act, self.ncmoe_act, self.fit_act, self.fastest_act,
+                  self.compare_act, self.verify_act):
             p.addAction(a)
 
     def show_model(self, model: Model) -> None:
@@ -418,6 +424,27 @@ class MainWindow(QMainWindow):
 
         run_in_background(lambda: second_opinion(snapshot, str(d.model.path), rpc=rpc, llama_dir=llama_dir),
                           done, failed)
+
+    def _fastest(self) -> None:
+        from app.placement.fastest import fastest
+
+        d = self.doc
+        try:
+            res = fastest(d.model, d.devices, d.placement.settings, d._params(),
+                          margin=self.margin_spin.value() << 20, pinned_from=d.placement)
+        except FitError as exc:
+            QMessageBox.information(self, "Fastest", str(exc))
+            return
+        d.replace(res.placement, "Fastest")
+        self.statusBar().showMessage(f"Fastest: {res.decode.tokens_per_s:.1f} tok/s expected "
+                                     f"(auto-fit {res.start_decode.tokens_per_s:.1f})", 10000)
+
+    def _compare(self) -> None:
+        from .compare_dialog import CompareDialog
+        from .devices_dialog import rpc_endpoints
+
+        CompareDialog(self.doc, self.margin_spin.value() << 20, self.settings.value("llama_dir") or None,
+                      rpc_endpoints(self.doc.devices), self).exec()
 
     def _select_experts(self) -> None:
         n = self.doc.model.params.n_layer

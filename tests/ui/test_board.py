@@ -284,3 +284,18 @@ def test_close_with_unsaved_changes_asks(window, tmp_path, no_modal_dialogs):
     window.board.move_selection(CPU)
     window.close()
     assert any(kind == "question" and "not saved" in text for kind, text in no_modal_dialogs)
+
+
+def test_fastest_and_compare_dialog(window, qtbot):
+    from ui.compare_dialog import CompareDialog
+
+    window.doc.set_settings(n_ctx=40960)
+    window.fastest_act.trigger()
+    assert window.doc.history.undo_label == "Fastest"
+    assert "tok/s generation" in window._status.text()
+    dlg = CompareDialog(window.doc, 1 << 30, None, [], window)
+    qtbot.addWidget(dlg)
+    labels = [dlg.table.item(r, 0).text() for r in range(dlg.table.rowCount())]
+    assert labels == ["Current", "Auto-fit", "Fastest"]
+    assert "demo has none" in dlg.note.text()
+    assert "tok/s" in dlg.table.item(2, dlg.table.columnCount() - 2).text()
