@@ -55,8 +55,8 @@ def main() -> int:
         p = out / f"over-capacity-{size}.png"
         win.grab().save(str(p))
         written.append(p)
-        # 3. auto-fit back into memory, experts partly in RAM; the command panel shows the -ot list
-        win.doc.set_settings(n_ctx=32768, n_parallel=-1, kv_unified=None)
+        # 3. auto-fit a 128k context back into memory: experts spill to the second card and RAM; the command shows it
+        win.doc.set_settings(n_ctx=131072, n_parallel=-1, kv_unified=None)
         win._preset("experts")
         win._auto_fit()
         settle(app)

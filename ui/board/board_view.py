@@ -257,16 +257,16 @@ class BoardView(QGraphicsView):
         over = bool(cap and used > cap - margin)
         lane.over = over
         text = f"{fmt_bytes(used)} / {fmt_bytes(cap)}" if cap else fmt_bytes(used)
+        dec = self.doc.decode
+        if dec is not None:
+            secs = dec.device_seconds.get("Host" if name == CPU else name, 0.0)
+            if secs >= 5e-5:
+                text += f" · {secs * 1000:.1f} ms/token ({100 * secs / dec.seconds_per_token:.0f}%)"
         if over:
             text += f"   over by {fmt_bytes(used - (cap - margin))}"
             hint = self.overflow_hint(name, used - (cap - margin))
             if hint:
                 text += f": move {hint}"
-        dec = self.doc.decode
-        if dec is not None:
-            secs = dec.device_seconds.get("Host" if name == CPU else name, 0.0)
-            if secs:
-                text += f"   {secs * 1000:.1f} ms/token ({100 * secs / dec.seconds_per_token:.0f}% of decode)"
         op = self.doc.opinion
         if op is not None:
             row = op.row("Host" if name == CPU else name)
