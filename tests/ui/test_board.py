@@ -299,3 +299,26 @@ def test_fastest_and_compare_dialog(window, qtbot):
     assert labels == ["Current", "Auto-fit", "Fastest"]
     assert "demo has none" in dlg.note.text()
     assert "tok/s" in dlg.table.item(2, dlg.table.columnCount() - 2).text()
+
+
+@pytest.mark.llama
+def test_devices_dialog_probes_rpc_hosts_one_by_one(qtbot, rpc_servers, llama_bin):
+    from tests.llama_fixtures import free_port
+    from ui.devices_dialog import DevicesDialog
+    from ui.main_window import MainWindow
+
+    live = rpc_servers(1)[0]
+    dead = f"127.0.0.1:{free_port()}"
+    win = MainWindow(detect_devices=False)
+    win.setProperty("ask_on_close", False)
+    qtbot.addWidget(win)
+    win.settings.setValue("llama_dir", str(llama_bin))
+    dlg = DevicesDialog(win.doc.devices, [live.endpoint, dead], detect=lambda rpc, cb: win._detect(rpc, cb), parent=win)
+    qtbot.addWidget(dlg)
+    dlg._probe()
+    qtbot.waitUntil(lambda: "Probing" not in dlg.rpc_status.toPlainText(), timeout=60000)
+    text = dlg.rpc_status.toPlainText()
+    assert f"{live.endpoint}: ok" in text and "RPC0" in text
+    assert dead in text and "refused" in text
+    assert "run there: ggml-rpc-server" in text
+    assert [d.name for d in dlg.devices if d.kind == "rpc"] == ["RPC0"]
