@@ -21,6 +21,10 @@ from .metrics import Metrics, Slots, Timings, parse_prometheus, parse_slots
 
 log = logging.getLogger(__name__)
 
+#: No proxies: llama-server is on this machine or the LAN, and an http_proxy variable without a matching
+#: no_proxy would otherwise send 127.0.0.1 requests to the proxy.
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
 
 class ServerError(RuntimeError):
     def __init__(self, message: str, status: int | None = None, body: Any = None):
@@ -77,7 +81,7 @@ class LlamaClient:
             headers["Authorization"] = f"Bearer {self.api_key}"
         req = urllib.request.Request(self.base_url + path, data=data, headers=headers)
         try:
-            return urllib.request.urlopen(req, timeout=timeout or self.timeout)
+            return OPENER.open(req, timeout=timeout or self.timeout)
         except urllib.error.HTTPError as exc:
             raw = exc.read().decode("utf-8", errors="replace")
             try:

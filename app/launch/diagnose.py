@@ -33,6 +33,7 @@ crash                  exit by SIGSEGV, SIGABRT, SIGBUS, SIGILL, SIGFPE (or a Wi
 killed                 exit by SIGKILL, SIGTERM, SIGINT or SIGHUP that Layerdeck did not send
 exited                 exit status 0 without being asked to stop
 timeout                the server did not become ready in time (set by the process manager)
+not_started            the program could not be found or run (set by the process manager)
 unknown                any other non-zero exit
 =====================  ====================================================================
 """
@@ -50,7 +51,7 @@ from .buffers import describe_buffer_type
 
 KINDS = ("invalid_argument", "unknown_buffer_type", "rpc_unreachable", "rpc_failed", "port_in_use",
          "model_missing", "model_corrupt", "unsupported_arch", "out_of_memory", "model_load", "crash",
-         "killed", "exited", "timeout", "unknown")
+         "killed", "exited", "timeout", "not_started", "unknown")
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,7 @@ def _unknown_buffer_type(lines: Sequence[str], argv: Sequence[str] | None) -> Di
 
 
 def _rpc(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
-    m, line = _find(lines, r"Failed to connect to (\S+)")
+    m, line = _find(lines, r"Failed to connect to (\S+:\d+)\s*$")
     if m:
         ep = m.group(1)
         return Diagnosis(

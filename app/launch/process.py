@@ -33,7 +33,6 @@ import socket
 import threading
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 
 from app.llamacpp.binaries import LlamaCppNotFound, find_tool
@@ -42,7 +41,7 @@ from . import orphans
 from .args import (API_KEY_FLAGS, HOST_FLAGS, METRICS_FLAGS, PORT_FLAGS, VERBOSE_SWITCHES, VERBOSITY_FLAGS,
                    flag_value, has_flag, rpc_endpoints)
 from .buffers import DeviceBuffers, logged_buffers
-from .client import LlamaClient
+from .client import OPENER, LlamaClient
 from .diagnose import Diagnosis, diagnose, preflight_rpc_diagnosis, timeout_diagnosis
 from .logbuffer import LevelTracker, LogBuffer, LogLine, clean
 from .preflight import check_rpc_hosts
@@ -52,6 +51,7 @@ log = logging.getLogger(__name__)
 SIGKILL = getattr(signal, "SIGKILL", 9)
 LISTENING = re.compile(r"listening on (https?)://(\S+?):(\d+)\s*$")
 LOADING_MODEL = re.compile(r"load_model: loading model '")
+MODEL_LOADED = re.compile(r"llama_server: model loaded|listening on https?://")
 MAX_LOAD_LINES = 50_000
 PORT_RETRIES = 3
 
@@ -174,6 +174,7 @@ class ServerProcess:
         self._stop_requested = False
         self._signals: list[int] = []
         self._load_lines: list[str] = []
+        self._loaded_seen = threading.Event()   # the reader has passed "model loaded" / "listening on"
         self._first_seq = -1
         self._port_auto = False
         self._port_attempts = 0
@@ -281,7 +282,7 @@ class ServerProcess:
         return self.log.lines(since=self._first_seq)
 
     def load_log(self) -> str:
-        """Everything printed until the server became ready (kept apart from the bounded buffer)."""
+        """Everything printed until the server said it was loaded (kept apart from the bounded buffer)."""
         with self._lock:
             return "\n".join(self._load_lines)
 
@@ -477,8 +478,7 @@ class ServerProcess:
                 line = self.log.append(stream, text, tracker.level_of(text))
                 with self._lock:
                     current = run == self._run
-                    if current and self._state in (State.STARTING, State.LOADING) \
-                            and len(self._load_lines) < MAX_LOAD_LINES:
+                    if current and not self._loaded_seen.is_set() and len(self._load_lines) < MAX_LOAD_LINES:
                         self._load_lines.append(text)
                 if current:
                     self._watch_line(line.message)
@@ -498,10 +498,12 @@ class ServerProcess:
                 self.port = int(m.group(3))
         if self._state == State.STARTING and LOADING_MODEL.search(message):
             self._set_state(State.LOADING, only_from=(State.STARTING,))
+        if MODEL_LOADED.search(message):
+            self._loaded_seen.set()
 
     def _health(self) -> int | None:
         try:
-            with urllib.request.urlopen(self.base_url + "/health", timeout=1.0) as resp:
+            with OPENER.open(self.base_url + "/health", timeout=1.0) as resp:
                 return resp.status
         except urllib.error.HTTPError as exc:
             return exc.code
@@ -549,6 +551,9 @@ class ServerProcess:
                 orphans.signal_group(spawned, SIGKILL)
 
     def _become_ready(self) -> None:
+        # /health turns 200 just before llama-server prints "model loaded": let the reader catch up so the
+        # buffer-size lines printed during the load are all in (bounded, for builds that print neither line).
+        self._loaded_seen.wait(2.0)
         text = self.load_log()
         try:
             self.buffers = logged_buffers(text, self.rpc_endpoints)
@@ -579,6 +584,7 @@ class ServerProcess:
             self.port = port
             with self._lock:
                 self._load_lines = []
+                self._loaded_seen.clear()
             self._note(f"port taken meanwhile; retrying on {port}")
             self._launch()
             return

@@ -61,7 +61,8 @@ def build_command(p: Placement, model_path: str | os.PathLike, *, tool: str = "s
     if pa.overrides:
         flag = need("-ot", "--override-tensor")
         if bench:
-            argv += [flag, ",".join(f"{pat}={buft}" for pat, buft in pa.overrides)]
+            # llama-bench reads ',' as separate test variants: one run's overrides are joined with ';'
+            argv += [flag, ";".join(f"{pat}={buft}" for pat, buft in pa.overrides)]
         else:
             for pat, buft in pa.overrides:
                 argv += [flag, f"{pat}={buft}"]
