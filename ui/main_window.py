@@ -13,7 +13,7 @@ import psutil
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox, QSpinBox,
-                               QSplitter, QToolBar, QVBoxLayout, QWidget)
+                               QSplitter, QTabWidget, QToolBar, QVBoxLayout, QWidget)
 
 from app.memory.device_adapter import from_detected
 from app.memory.layout import EstDevice
@@ -149,7 +149,8 @@ class MainWindow(QMainWindow):
 
     def show_model(self, model: Model) -> None:
         """Build the document and the widgets for ``model``; devices are the detected ones (or planned)."""
-        devices = self.devices or DEMO_DEVICES
+        # the demo plans on two GPUs when none was found; a real model gets what was detected (maybe only the CPU)
+        devices = self.devices or (DEMO_DEVICES if model.is_demo else [])
         self.doc = Document(model, devices, host_capacity=self.host_capacity, parent=self)
         self.doc.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.doc.preview_changed.connect(self._preview_speed)
@@ -165,9 +166,23 @@ class MainWindow(QMainWindow):
         self.board.hovered.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.command = CommandPanel(self.doc)
         self._load_capabilities()
+        old = getattr(self, "launch", None)
+        if old is not None:
+            old.shutdown()  # a new model: the old server stops with its panel
+        from .devices_dialog import rpc_endpoints
+        from .launch_panel import LaunchPanel
+
+        self.launch = LaunchPanel(self.doc, llama_dir=lambda: self.settings.value("llama_dir") or None,
+                                  rpc=lambda: rpc_endpoints(self.doc.devices))
+        self.launch.launch_btn.setShortcut(QKeySequence("Ctrl+L"))
+        self.bottom = QTabWidget()
+        self.bottom.addTab(self.command, "Command")
+        self.bottom.addTab(self.launch, "Server")
+        self.launch.server_state.connect(lambda st: self.bottom.setTabText(1, f"Server: {st.value}"))
+        self.launch.launch_btn.clicked.connect(lambda: self.bottom.setCurrentWidget(self.launch))
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.board)
-        split.addWidget(self.command)
+        split.addWidget(self.bottom)
         split.setStretchFactor(0, 4)
         split.setStretchFactor(1, 1)
         split.setSizes([560, 190])
@@ -531,6 +546,17 @@ class MainWindow(QMainWindow):
                 break
 
     def closeEvent(self, event) -> None:  # noqa: N802
+        launch = getattr(self, "launch", None)
+        if launch is not None and launch.running and self.property("ask_on_close") is not False:
+            answer = QMessageBox.question(
+                self, "llama-server is running",
+                "A llama-server started from Layerdeck is still running. Stop it and close?",
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel)
+            if answer == QMessageBox.StandardButton.Cancel:
+                event.ignore()
+                return
+        if launch is not None:
+            launch.shutdown()
         if self.doc is not None and self.doc.history.dirty and not self.doc.model.is_demo \
                 and self.property("ask_on_close") is not False:
             answer = QMessageBox.question(

@@ -256,8 +256,11 @@ def test_crash_recovery_restores_the_placement(qtbot, tmp_path, monkeypatch):
 
     from ui.main_window import MainWindow
 
+    from ui.main_window import DEMO_DEVICES
+
     path = write_tiny_model("qwen3moe", tmp_path / "q.gguf")
     a = MainWindow(detect_devices=False)
+    a.devices = list(DEMO_DEVICES)
     qtbot.addWidget(a)
     assert a.open_path_sync(str(path))
     a.board.select_ids(["1:experts", "2:experts"])
@@ -267,6 +270,7 @@ def test_crash_recovery_restores_the_placement(qtbot, tmp_path, monkeypatch):
     # "crash": no closeEvent. A new window offers the placement back.
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.StandardButton.Yes))
     b = MainWindow(detect_devices=False)
+    b.devices = list(DEMO_DEVICES)
     b.setProperty("ask_on_close", False)
     qtbot.addWidget(b)
     assert b.offer_restore()
@@ -278,7 +282,10 @@ def test_crash_recovery_restores_the_placement(qtbot, tmp_path, monkeypatch):
 
 
 def test_close_with_unsaved_changes_asks(window, tmp_path, no_modal_dialogs):
+    from ui.main_window import DEMO_DEVICES
+
     window.setProperty("ask_on_close", None)
+    window.devices = list(DEMO_DEVICES)
     assert window.open_path_sync(str(write_tiny_model("qwen3moe", tmp_path / "q.gguf")))
     window.board.select_ids(["1:experts"])
     window.board.move_selection(CPU)

@@ -1,0 +1,470 @@
+"""Launch llama-server with the current placement and watch it: state, URLs, log, live monitor,
+predicted vs actual, a prompt box and llama-bench runs.
+
+Process logic lives in :mod:`app.launch` (GUI-free); this panel bridges its thread callbacks to Qt
+signals and draws. Launching is disabled for the demo model.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QGuiApplication, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPlainTextEdit, QPushButton,
+                               QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
+
+from app.launch.metrics import predicted_vs_actual
+from app.launch.process import LaunchError, ServerProcess, State
+from app.placement.command import build_command
+from app.placement.export import InexpressibleError
+
+from .document import Document
+from .worker import run_in_background
+
+log = logging.getLogger(__name__)
+
+LEVEL_COLORS = {"E": QColor("#D64541"), "W": QColor("#C98A00"), "D": QColor("#8C8C8C")}
+PALETTE = ["#4C78A8", "#E8833A", "#54A24B", "#B279A2", "#59A89C", "#9D755D"]
+
+
+class _Bridge(QObject):
+    """Thread callbacks from app.launch become queued Qt signals."""
+
+    state = Signal(object)
+    line = Signal(object)
+    sample = Signal(object)
+    token = Signal(str)
+
+
+class LaunchPanel(QWidget):
+    server_state = Signal(object)
+
+    def __init__(self, document: Document, llama_dir=lambda: None, rpc=lambda: [], parent=None):
+        super().__init__(parent)
+        self.doc = document
+        self.llama_dir = llama_dir
+        self.rpc = rpc
+        self.server: ServerProcess | None = None
+        self.monitor = None
+        self.estimate_at_launch = None
+        self.bridge = _Bridge()
+        self.bridge.state.connect(self._on_state)
+        self.bridge.line.connect(self._on_line)
+        self.bridge.sample.connect(self._on_sample)
+        self.bridge.token.connect(self._on_token)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        top = QHBoxLayout()
+        self.launch_btn = QPushButton("Launch")
+        self.stop_btn = QPushButton("Stop")
+        self.restart_btn = QPushButton("Restart")
+        for b in (self.launch_btn, self.stop_btn, self.restart_btn):
+            top.addWidget(b)
+        self.state_label = QLabel("stopped")
+        self.state_label.setMinimumWidth(90)
+        top.addWidget(self.state_label)
+        self.url_label = QLabel()
+        self.url_label.setOpenExternalLinks(True)
+        self.url_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        top.addWidget(self.url_label, 1)
+        self.copy_api = QPushButton("Copy OpenAI base URL")
+        top.addWidget(self.copy_api)
+        lay.addLayout(top)
+        self.diagnosis = QLabel()
+        self.diagnosis.setWordWrap(True)
+        self.diagnosis.setVisible(False)
+        self.diagnosis.setStyleSheet("QLabel { background: rgba(214,69,65,0.12); padding: 6px; }")
+        lay.addWidget(self.diagnosis)
+        self.tabs = QTabWidget()
+        lay.addWidget(self.tabs, 1)
+        self._build_monitor()
+        self._build_table()
+        self._build_log()
+        self._build_try()
+        self._build_bench()
+        self.launch_btn.clicked.connect(self.launch)
+        self.stop_btn.clicked.connect(self.stop)
+        self.restart_btn.clicked.connect(self.restart)
+        self.copy_api.clicked.connect(self._copy_api)
+        self.doc.changed.connect(self._update_buttons)
+        self._update_buttons()
+
+    # ------------------------------------------------------------------ widgets
+
+    def _build_monitor(self) -> None:
+        w = pg.GraphicsLayoutWidget()
+        self.mem_plot = w.addPlot(title="Memory used (MiB); dashed: predicted")
+        self.mem_plot.addLegend(offset=(5, 5))
+        self.tps_plot = w.addPlot(title="Tokens per second")
+        self.tps_plot.addLegend(offset=(5, 5))
+        w.nextRow()
+        self.host_plot = w.addPlot(title="llama-server process: RSS (MiB)")
+        self.cpu_plot = w.addPlot(title="CPU (%) and busy slots")
+        for p in (self.mem_plot, self.tps_plot, self.host_plot, self.cpu_plot):
+            p.setClipToView(True)
+            p.setDownsampling(mode="peak")
+            p.showGrid(x=True, y=True, alpha=0.2)
+        self.curves: dict[str, pg.PlotDataItem] = {}
+        self.predicted_lines: list = []
+        self.speed_label = QLabel()
+        box = QWidget()
+        bl = QVBoxLayout(box)
+        bl.setContentsMargins(0, 0, 0, 0)
+        bl.addWidget(self.speed_label)
+        bl.addWidget(w, 1)
+        self.tabs.addTab(box, "Monitor")
+
+    def _curve(self, plot, key: str, label: str, i: int) -> pg.PlotDataItem:
+        c = self.curves.get(key)
+        if c is None:
+            c = self.curves[key] = plot.plot(name=label, pen=pg.mkPen(PALETTE[i % len(PALETTE)], width=2))
+        return c
+
+    def _build_table(self) -> None:
+        self.table = QTableWidget(0, 6)
+        self.table.setHorizontalHeaderLabels(["Device", "Quantity", "Predicted MiB", "llama.cpp logged MiB",
+                                              "Measured MiB", "Difference"])
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.tabs.addTab(self.table, "Predicted vs actual")
+
+    def _build_log(self) -> None:
+        box = QWidget()
+        bl = QVBoxLayout(box)
+        bl.setContentsMargins(0, 0, 0, 0)
+        row = QHBoxLayout()
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search the log (Enter: next match)")
+        self.search.returnPressed.connect(self._find)
+        copy = QPushButton("Copy")
+        save = QPushButton("Save…")
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.log_view.toPlainText()))
+        save.clicked.connect(self._save_log)
+        row.addWidget(self.search, 1)
+        row.addWidget(copy)
+        row.addWidget(save)
+        bl.addLayout(row)
+        self.log_view = QPlainTextEdit()
+        self.log_view.setReadOnly(True)
+        self.log_view.setMaximumBlockCount(5000)  # bounded, like the process's own buffer
+        self.log_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        bl.addWidget(self.log_view, 1)
+        self.tabs.addTab(box, "Log")
+
+    def _build_try(self) -> None:
+        box = QWidget()
+        bl = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.prompt = QLineEdit("Write a haiku about GPUs.")
+        self.n_predict = QSpinBox()
+        self.n_predict.setRange(1, 4096)
+        self.n_predict.setValue(64)
+        self.send_btn = QPushButton("Send")
+        self.send_btn.clicked.connect(self.try_prompt)
+        row.addWidget(self.prompt, 1)
+        row.addWidget(QLabel("tokens"))
+        row.addWidget(self.n_predict)
+        row.addWidget(self.send_btn)
+        bl.addLayout(row)
+        self.output = QPlainTextEdit()
+        self.output.setReadOnly(True)
+        bl.addWidget(self.output, 1)
+        self.try_speed = QLabel()
+        bl.addWidget(self.try_speed)
+        self.tabs.addTab(box, "Try it")
+
+    def _build_bench(self) -> None:
+        box = QWidget()
+        bl = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.bench_btn = QPushButton("Run llama-bench on this placement")
+        self.bench_btn.clicked.connect(self.run_bench)
+        row.addWidget(self.bench_btn)
+        row.addStretch(1)
+        bl.addLayout(row)
+        self.bench_table = QTableWidget(0, 5)
+        self.bench_table.setHorizontalHeaderLabels(["When", "Placement", "prompt tok/s", "generation tok/s",
+                                                    "predicted gen tok/s"])
+        self.bench_table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        bl.addWidget(self.bench_table, 1)
+        self.bench_note = QLabel()
+        self.bench_note.setWordWrap(True)
+        bl.addWidget(self.bench_note)
+        self.tabs.addTab(box, "Benchmark")
+
+    # ------------------------------------------------------------------ actions
+
+    def command_argv(self) -> list[str]:
+        return build_command(self.doc.placement, str(self.doc.model.path), rpc=self.rpc()).argv
+
+    def _update_buttons(self) -> None:
+        demo = self.doc.model.is_demo
+        running = self.server is not None and self.server.state in (State.STARTING, State.LOADING, State.READY)
+        self.launch_btn.setEnabled(not demo and not running)
+        self.launch_btn.setToolTip("The demo model has no weights: open a GGUF to launch it." if demo else
+                                   "Start llama-server with this placement on 127.0.0.1")
+        self.stop_btn.setEnabled(running)
+        self.restart_btn.setEnabled(not demo and self.server is not None)
+        self.send_btn.setEnabled(self.server is not None and self.server.state == State.READY)
+        self.bench_btn.setEnabled(not demo)
+        self.copy_api.setEnabled(self.server is not None and self.server.state == State.READY)
+
+    def launch(self) -> bool:
+        if self.doc.model.is_demo:
+            return False
+        used = set(self.doc.placement.layer_device) | set(self.doc.placement.tensor_device)
+        planned = [d.name for d in self.doc.devices if d.kind == "planned" and d.name in used]
+        if planned:
+            self._show_problem("Cannot launch", f"{', '.join(planned)} {'is a planned device' if len(planned) == 1 else 'are planned devices'}"
+                               " (a card you don't have here): move its blocks to a detected device or the CPU, or "
+                               "export the command for the machine that has it.")
+            return False
+        try:
+            argv = self.command_argv()
+        except InexpressibleError as exc:
+            self._show_problem("Cannot launch", str(exc))
+            return False
+        self.diagnosis.setVisible(False)
+        self.log_view.clear()
+        self.estimate_at_launch = self.doc.estimate
+        server = ServerProcess(argv, llama_dir=self.llama_dir())
+        server.add_state_listener(self.bridge.state.emit)
+        server.add_log_listener(self.bridge.line.emit)
+        self.server = server
+        try:
+            server.start()
+        except LaunchError as exc:
+            self._show_problem("Cannot launch", str(exc))
+            self._update_buttons()
+            return False
+        self._start_monitor()
+        self._update_buttons()
+        return True
+
+    def stop(self) -> None:
+        if self.server is not None:
+            server = self.server
+            run_in_background(lambda: server.stop(), lambda _s: self._update_buttons(), lambda exc: None)
+
+    def restart(self) -> None:
+        if self.server is None:
+            self.launch()
+            return
+        server = self.server
+        argv = self.command_argv()
+        self.estimate_at_launch = self.doc.estimate
+        self.log_view.clear()
+        run_in_background(lambda: server.restart(argv), lambda _r: self._update_buttons(),
+                          lambda exc: self._show_problem("Restart failed", str(exc)))
+
+    def shutdown(self) -> None:
+        """Stop the server and the monitor now (the window is closing or the app quits)."""
+        if self.monitor is not None:
+            self.monitor.stop()
+            self.monitor = None
+        if self.server is not None and self.server.running:
+            self.server.stop()
+
+    @property
+    def running(self) -> bool:
+        return self.server is not None and self.server.running
+
+    def _start_monitor(self) -> None:
+        from app.devices.telemetry import TelemetrySampler
+        from app.launch.monitor import Monitor
+
+        if self.monitor is not None:
+            self.monitor.stop()
+        try:
+            sampler = TelemetrySampler()
+        except Exception as exc:  # noqa: BLE001 - telemetry is optional; the monitor still scrapes the server
+            log.info("telemetry unavailable: %s", exc)
+            sampler = None
+        self.monitor = Monitor(self.server, sampler, self.estimate_at_launch, interval=0.5)
+        self.monitor.add_listener(self.bridge.sample.emit)
+        self.monitor.start()
+
+    # ------------------------------------------------------------------ callbacks (GUI thread)
+
+    def _on_state(self, state: State) -> None:
+        self.state_label.setText(state.value)
+        s = self.server
+        if state == State.READY and s is not None:
+            self.url_label.setText(f"<a href='{s.web_ui_url}'>{s.web_ui_url}</a> · OpenAI API: {s.openai_base_url}")
+            self._fill_table()
+        elif state in (State.STOPPED, State.FAILED):
+            self.url_label.setText("")
+            if self.monitor is not None:
+                self.monitor.stop()
+        if state == State.FAILED and s is not None and s.diagnosis is not None:
+            d = s.diagnosis
+            self._show_problem(d.title, f"{d.explanation} {d.suggestion}", d.lines)
+        self._update_buttons()
+        self.server_state.emit(state)
+
+    def _show_problem(self, title: str, text: str, lines=()) -> None:
+        from html import escape
+
+        body = f"<b>{escape(title)}</b>: {escape(text)}"
+        if lines:
+            body += "<pre>" + escape("\n".join(list(lines)[-6:])) + "</pre>"
+        self.diagnosis.setText(body)
+        self.diagnosis.setVisible(True)
+
+    def _on_line(self, line) -> None:
+        cursor = self.log_view.textCursor()
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        fmt = QTextCharFormat()
+        color = LEVEL_COLORS.get(line.level or "")
+        if color is not None:
+            fmt.setForeground(color)
+        cursor.insertText(line.text + "\n", fmt)
+
+    def _find(self) -> None:
+        if not self.log_view.find(self.search.text()):
+            self.log_view.moveCursor(QTextCursor.MoveOperation.Start)
+            self.log_view.find(self.search.text())
+
+    def _save_log(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save log", "llama-server.log")
+        if path:
+            Path(path).write_text(self.log_view.toPlainText(), encoding="utf-8")
+
+    def _copy_api(self) -> None:
+        if self.server is not None and self.server.openai_base_url:
+            QGuiApplication.clipboard().setText(self.server.openai_base_url)
+
+    def _on_sample(self, sample) -> None:
+        m = self.monitor
+        if m is None:
+            return
+        series = m.series()
+        t = series.get("time")
+        if t is None or not len(t):
+            return
+        i = 0
+        for key, values in series.items():
+            if key.startswith("mem:"):
+                self._curve(self.mem_plot, key, key[4:], i).setData(t, values)
+                i += 1
+        if not self.predicted_lines:
+            for j, (dev, mib) in enumerate(m.predicted_mib().items()):
+                line = pg.InfiniteLine(pos=mib, angle=0, pen=pg.mkPen(PALETTE[j % len(PALETTE)], style=Qt.PenStyle.DashLine))
+                self.mem_plot.addItem(line)
+                self.predicted_lines.append(line)
+        for j, key in enumerate(("prompt_tps", "gen_tps")):
+            if key in series:
+                self._curve(self.tps_plot, key, "prompt" if key == "prompt_tps" else "generation", j).setData(
+                    t, series[key])
+        if "host_rss_mib" in series:
+            self._curve(self.host_plot, "rss", "RSS", 0).setData(t, series["host_rss_mib"])
+        if "host_cpu_percent" in series:
+            self._curve(self.cpu_plot, "cpu", "CPU %", 1).setData(t, series["host_cpu_percent"])
+        if "busy_slots" in series:
+            self._curve(self.cpu_plot, "slots", "busy slots", 2).setData(t, series["busy_slots"])
+        parts = []
+        if sample.gen_tps:
+            parts.append(f"generation {sample.gen_tps:.1f} tok/s")
+        if sample.prompt_tps:
+            parts.append(f"prompt {sample.prompt_tps:.1f} tok/s")
+        if sample.context_used is not None and sample.context_size:
+            parts.append(f"context {sample.context_used}/{sample.context_size}")
+        if self.doc.decode is not None:
+            parts.append(f"predicted generation {self.doc.decode.tokens_per_s:.1f} tok/s")
+        if parts:
+            self.speed_label.setText(" · ".join(parts))
+
+    def _fill_table(self) -> None:
+        s, est = self.server, self.estimate_at_launch
+        if s is None or est is None:
+            return
+        measured = {}
+        if self.monitor is not None and self.monitor.last is not None:
+            last = self.monitor.last
+            measured = dict(last.device_used_mib)
+            if last.host_rss_mib:
+                measured["Host"] = last.host_rss_mib
+        rows = predicted_vs_actual(est, s.buffers, measured)
+        self.table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            cells = [row.device, row.quantity, _f(row.predicted_mib), _f(row.logged_mib), _f(row.measured_mib),
+                     "" if row.difference_pct is None else f"{row.difference_pct * 100:+.1f}%"]
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if row.flagged:
+                    item.setBackground(QColor(214, 69, 65, 60))
+                self.table.setItem(r, c, item)
+
+    # ------------------------------------------------------------------ try it
+
+    def try_prompt(self) -> None:
+        if self.server is None or self.server.state != State.READY:
+            return
+        client = self.server.client(timeout=120)
+        prompt, n = self.prompt.text(), self.n_predict.value()
+        self.output.clear()
+        self.send_btn.setEnabled(False)
+
+        def job():
+            return client.stream_completion(prompt, n, on_token=self.bridge.token.emit)
+
+        def done(c) -> None:
+            t = c.timings
+            self.try_speed.setText(f"prompt {t.prompt_per_second or 0:.1f} tok/s ({t.prompt_n} tokens) · "
+                                   f"generation {t.predicted_per_second or 0:.1f} tok/s ({t.predicted_n} tokens)")
+            self.last_completion = c
+            self._update_buttons()
+
+        def failed(exc) -> None:
+            self.try_speed.setText(f"Request failed: {exc}")
+            self._update_buttons()
+
+        run_in_background(job, done, failed)
+
+    def _on_token(self, text: str) -> None:
+        self.output.moveCursor(QTextCursor.MoveOperation.End)
+        self.output.insertPlainText(text)
+
+    # ------------------------------------------------------------------ llama-bench
+
+    def run_bench(self) -> None:
+        from app.launch.bench import BenchHistory, bench_args, run_bench
+        from app.paths import data_dir
+
+        try:
+            args, notes = bench_args(self.command_argv(), n_prompt=512, n_gen=64, repetitions=2)
+        except (InexpressibleError, ValueError) as exc:
+            self.bench_note.setText(str(exc))
+            return
+        history = BenchHistory(data_dir() / "bench")
+        predicted = self.doc.decode.tokens_per_s if self.doc.decode else None
+        label = self.doc.history.undo_label or "initial placement"
+        self.bench_btn.setEnabled(False)
+        self.bench_note.setText("Running llama-bench… (" + "; ".join(notes) + ")" if notes else "Running llama-bench…")
+        llama_dir = self.llama_dir()
+
+        def job():
+            run = run_bench(args, llama_dir=llama_dir, label=label)
+            history.add(run)
+            return run
+
+        def done(run) -> None:
+            self.bench_note.setText(f"Saved in {history.path_for(run.model)}")
+            r = self.bench_table.rowCount()
+            self.bench_table.insertRow(r)
+            for c, text in enumerate([run.info.get("test_time", "") if hasattr(run, "info") else "", label,
+                                      _f(run.pp_ts), _f(run.tg_ts), _f(predicted)]):
+                self.bench_table.setItem(r, c, QTableWidgetItem(str(text)))
+            self.bench_btn.setEnabled(True)
+
+        def failed(exc) -> None:
+            self.bench_note.setText(f"llama-bench failed: {exc}")
+            self.bench_btn.setEnabled(True)
+
+        run_in_background(job, done, failed)
+
+
+def _f(x) -> str:
+    return "" if x is None else f"{x:,.1f}"
