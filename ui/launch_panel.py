@@ -95,14 +95,29 @@ class LaunchPanel(QWidget):
     # ------------------------------------------------------------------ widgets
 
     def _build_monitor(self) -> None:
+        from PySide6.QtGui import QPalette
+        from PySide6.QtWidgets import QApplication
+
+        pal = QApplication.palette()
         w = pg.GraphicsLayoutWidget()
-        self.mem_plot = w.addPlot(title="Memory used (MiB); dashed: predicted")
+        w.setBackground(pal.color(QPalette.ColorRole.Base))
+        fg = pal.color(QPalette.ColorRole.Text)
+
+        def plot(title: str):
+            p = w.addPlot()
+            p.setTitle(title, size="9pt", color=fg)
+            for axis in ("left", "bottom"):
+                p.getAxis(axis).setTextPen(fg)
+                p.getAxis(axis).setPen(pal.color(QPalette.ColorRole.Mid))
+            return p
+
+        self.mem_plot = plot("Memory used (MiB); dashed: predicted")
         self.mem_plot.addLegend(offset=(5, 5))
-        self.tps_plot = w.addPlot(title="Tokens per second")
+        self.tps_plot = plot("Tokens per second")
         self.tps_plot.addLegend(offset=(5, 5))
         w.nextRow()
-        self.host_plot = w.addPlot(title="llama-server process: RSS (MiB)")
-        self.cpu_plot = w.addPlot(title="CPU (%) and busy slots")
+        self.host_plot = plot("llama-server process: RSS (MiB)")
+        self.cpu_plot = plot("CPU (%) and busy slots")
         for p in (self.mem_plot, self.tps_plot, self.host_plot, self.cpu_plot):
             p.setClipToView(True)
             p.setDownsampling(mode="peak")

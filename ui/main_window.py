@@ -179,8 +179,14 @@ class MainWindow(QMainWindow):
         self.bottom.addTab(self.command, "Command")
         self.bottom.addTab(self.launch, "Server")
         self.launch.server_state.connect(lambda st: self.bottom.setTabText(1, f"Server: {st.value}"))
-        self.launch.launch_btn.clicked.connect(lambda: self.bottom.setCurrentWidget(self.launch))
         split = QSplitter(Qt.Orientation.Vertical)
+
+        def show_server() -> None:
+            self.bottom.setCurrentWidget(self.launch)
+            total = sum(split.sizes())
+            split.setSizes([int(total * 0.45), total - int(total * 0.45)])
+
+        self.launch.launch_btn.clicked.connect(show_server)
         split.addWidget(self.board)
         split.addWidget(self.bottom)
         split.setStretchFactor(0, 4)
