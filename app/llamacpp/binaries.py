@@ -66,6 +66,11 @@ def find_tool(name: str, configured: str | os.PathLike | None = None) -> ToolLoc
     on_path = shutil.which(exe)
     if on_path:
         return ToolLocation(Path(on_path), "PATH")
+    if sys.platform == "darwin":  # apps started from the Finder do not get the shell's PATH
+        for d in ("/opt/homebrew/bin", "/usr/local/bin"):
+            candidate = Path(d) / exe
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return ToolLocation(candidate, "PATH")
     looked = ", ".join(str(d) for d, _ in search_dirs(configured)) or "no configured directory"
     raise LlamaCppNotFound(
         f"{name} was not found (looked in {looked} and on PATH). "
