@@ -25,7 +25,8 @@ def from_detected(devices) -> list[EstDevice]:
         if d.kind == "rpc" and d.rpc_endpoint:
             j = per_endpoint.get(d.rpc_endpoint, 0)
             per_endpoint[d.rpc_endpoint] = j + 1
-            buft = rpc_buffer_type(d.rpc_endpoint, j)
+            index = getattr(d, "rpc_device_index", None)
+            buft = rpc_buffer_type(d.rpc_endpoint, j if index is None else index)
         else:
             buft = d.name
         total = d.total_bytes or 0
