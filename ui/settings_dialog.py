@@ -40,13 +40,45 @@ def value(settings: QSettings, key: str):
     return type(s.default)(v) if v not in (None, "") or not isinstance(s.default, int) else s.default
 
 
+def _palette(dark: bool):
+    from PySide6.QtGui import QColor, QPalette
+
+    p = QPalette()
+    R = QPalette.ColorRole
+    if dark:
+        colors = {R.Window: "#2b2d30", R.WindowText: "#e6e6e6", R.Base: "#1e1f22", R.AlternateBase: "#27292c",
+                  R.ToolTipBase: "#3c3f41", R.ToolTipText: "#e6e6e6", R.Text: "#e6e6e6", R.Button: "#3c3f41",
+                  R.ButtonText: "#e6e6e6", R.BrightText: "#ff6b6b", R.Highlight: "#4c8bd6",
+                  R.HighlightedText: "#ffffff", R.Link: "#6aa7ff", R.PlaceholderText: "#9a9a9a", R.Mid: "#55585c",
+                  R.Dark: "#1a1b1d", R.Light: "#4a4d50"}
+    else:
+        colors = {R.Window: "#efefef", R.WindowText: "#1e1e1e", R.Base: "#ffffff", R.AlternateBase: "#f6f6f6",
+                  R.ToolTipBase: "#ffffdc", R.ToolTipText: "#1e1e1e", R.Text: "#1e1e1e", R.Button: "#efefef",
+                  R.ButtonText: "#1e1e1e", R.BrightText: "#c00000", R.Highlight: "#3071c9",
+                  R.HighlightedText: "#ffffff", R.Link: "#0b57d0", R.PlaceholderText: "#707070", R.Mid: "#b8b8b8",
+                  R.Dark: "#a0a0a0", R.Light: "#ffffff"}
+    for role, c in colors.items():
+        p.setColor(role, QColor(c))
+    grey = QColor("#7a7a7a" if dark else "#9a9a9a")
+    for role in (R.WindowText, R.Text, R.ButtonText):
+        p.setColor(QPalette.ColorGroup.Disabled, role, grey)
+    return p
+
+
 def apply_appearance(settings: QSettings) -> None:
-    """Theme and units take effect at once."""
+    """Theme and units take effect at once. "system" follows the platform; light and dark are explicit
+    palettes on the Fusion style, so both stay readable wherever the platform has no dark theme."""
+    from PySide6.QtWidgets import QApplication
+
     theme = value(settings, "theme")
+    app = QApplication.instance()
     hints = QGuiApplication.styleHints()
     if hasattr(hints, "setColorScheme"):
         hints.setColorScheme({"dark": Qt.ColorScheme.Dark, "light": Qt.ColorScheme.Light}.get(
             theme, Qt.ColorScheme.Unknown))
+    if app is not None and theme in ("dark", "light"):
+        app.setStyle("Fusion")
+        app.setPalette(_palette(theme == "dark"))
     units.set_binary(value(settings, "units") != "decimal")
 
 

@@ -329,3 +329,25 @@ def test_devices_dialog_probes_rpc_hosts_one_by_one(qtbot, rpc_servers, llama_bi
     assert dead in text and "refused" in text
     assert "run there: ggml-rpc-server" in text
     assert [d.name for d in dlg.devices if d.kind == "rpc"] == ["RPC0"]
+
+
+def test_dark_and_light_themes_set_readable_palettes(qapp):
+    from PySide6.QtCore import QSettings
+    from PySide6.QtGui import QPalette
+
+    from ui.settings_dialog import apply_appearance
+
+    s = QSettings()
+    try:
+        for theme, dark in (("dark", True), ("light", False)):
+            s.setValue("theme", theme)
+            apply_appearance(s)
+            pal = qapp.palette()
+            text, base = pal.color(QPalette.ColorRole.Text), pal.color(QPalette.ColorRole.Base)
+            assert (base.lightness() < 80) == dark
+            assert abs(text.lightness() - base.lightness()) > 150  # contrast
+            disabled = pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText)
+            assert disabled != pal.color(QPalette.ColorRole.ButtonText)
+    finally:
+        s.setValue("theme", "light")
+        apply_appearance(s)

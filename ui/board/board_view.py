@@ -296,7 +296,7 @@ class BoardView(QGraphicsView):
         if not layers or freed < excess:
             return "" if not layers else f"all experts (and more) off {lane}"
         lo, hi = min(layers), max(layers)
-        return f"experts of layer{'s' if len(layers) > 1 else ''} {lo}{'-' + str(hi) if hi != lo else ''} to another lane"
+        return f"experts of layer{'s' if len(layers) > 1 else ''} {lo}{'-' + str(hi) if hi != lo else ''} elsewhere"
 
     def _tooltip(self, info: ItemInfo) -> str:
         m = self.doc.model
