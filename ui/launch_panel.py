@@ -197,13 +197,25 @@ class LaunchPanel(QWidget):
         self.bench_btn = QPushButton("Run llama-bench on this placement")
         self.bench_btn.clicked.connect(self.run_bench)
         row.addWidget(self.bench_btn)
+        self.proof_btn = QPushButton("Benchmark alternatives and calibrate")
+        self.proof_btn.setToolTip("llama-bench on this placement, auto-fit, fastest, llama.cpp's --fit and a "
+                                  "--n-cpu-moe sweep; predicted next to measured; fits the speed model to this machine")
+        self.proof_btn.clicked.connect(self.run_proof)
+        row.addWidget(self.proof_btn)
         row.addStretch(1)
         bl.addLayout(row)
+        self.proof_plot = pg.PlotWidget()
+        self.proof_plot.setLabel("bottom", "predicted tok/s")
+        self.proof_plot.setLabel("left", "measured tok/s")
+        self.proof_plot.setMinimumHeight(160)
+        self.proof_plot.addLegend(offset=(5, 5))
+        self.proof_plot.setVisible(False)
         self.bench_table = QTableWidget(0, 5)
         self.bench_table.setHorizontalHeaderLabels(["When", "Placement", "prompt tok/s", "generation tok/s",
                                                     "predicted gen tok/s"])
         self.bench_table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         bl.addWidget(self.bench_table, 1)
+        bl.addWidget(self.proof_plot, 1)
         self.bench_note = QLabel()
         self.bench_note.setWordWrap(True)
         bl.addWidget(self.bench_note)
@@ -224,6 +236,7 @@ class LaunchPanel(QWidget):
         self.restart_btn.setEnabled(not demo and self.server is not None)
         self.send_btn.setEnabled(self.server is not None and self.server.state == State.READY)
         self.bench_btn.setEnabled(not demo)
+        self.proof_btn.setEnabled(not demo)
         self.copy_api.setEnabled(self.server is not None and self.server.state == State.READY)
 
     def launch(self) -> bool:
@@ -477,6 +490,82 @@ class LaunchPanel(QWidget):
         def failed(exc) -> None:
             self.bench_note.setText(f"llama-bench failed: {exc}")
             self.bench_btn.setEnabled(True)
+
+        run_in_background(job, done, failed)
+
+
+    def proof_candidates(self) -> list:
+        from app.placement.autofit import FitError, auto_fit
+        from app.placement.fastest import fastest
+        from app.placement.presets import n_cpu_moe
+
+        d = self.doc
+        s = d.placement.settings
+        out = [("current", d.placement.copy())]
+        try:
+            out.append(("auto-fit", auto_fit(d.model, d.devices, s, margin=0).placement))
+            out.append(("fastest", fastest(d.model, d.devices, s, d._params(), margin=0).placement))
+        except FitError:
+            pass
+        n_moe = sum(1 for b in d.model.blocks if b.role.value == "experts" and not b.nextn)
+        for n in sorted({0, n_moe // 2, n_moe}):
+            if d.devices and n_moe:
+                out.append((f"--n-cpu-moe {n}", n_cpu_moe(d.model, d.devices, s, n)))
+        return out
+
+    def run_proof(self) -> None:
+        from app.launch.bench import BenchHistory
+        from app.paths import data_dir
+        from app.speed.params import save_calibration
+        from app.speed.proof import run_proof
+
+        d = self.doc
+        candidates = self.proof_candidates()
+        llama_dir = self.llama_dir()
+        rpc = self.rpc()
+        params = d._params()
+        history = BenchHistory(data_dir() / "bench")
+        self.proof_btn.setEnabled(False)
+        self.bench_note.setText(f"Benchmarking {len(candidates)} placements…")
+
+        def job():
+            return run_proof(d.model, str(d.model.path), d.devices, candidates, params, rpc=rpc, llama_dir=llama_dir,
+                             n_prompt=512, n_gen=64, repetitions=2, history=history)
+
+        def done(res) -> None:
+            self.proof_result = res
+            self.bench_table.setRowCount(0)
+            for row in res.rows:
+                r = self.bench_table.rowCount()
+                self.bench_table.insertRow(r)
+                cells = ["", row.label, _f(row.measured_pp), _f(row.measured_tg) if row.error is None else row.error,
+                         _f(row.predicted_tg)]
+                for c, text in enumerate(cells):
+                    self.bench_table.setItem(r, c, QTableWidgetItem(text))
+            self.proof_plot.clear()
+            ok = [r for r in res.rows if r.measured_tg]
+            if ok:
+                self.proof_plot.setVisible(True)
+                self.proof_plot.plot([r.predicted_tg for r in ok], [r.measured_tg for r in ok], pen=None,
+                                     symbol="o", symbolBrush=PALETTE[0], name="before calibration")
+                if res.calibration is not None:
+                    tg = [row for row in res.calibration.rows if row[1] == "tg"]
+                    self.proof_plot.plot([p for _, _, p, _ in tg], [m for _, _, _, m in tg], pen=None, symbol="t",
+                                         symbolBrush=PALETTE[1], name="after calibration")
+                    top = max(max(r.measured_tg for r in ok), max(r.predicted_tg for r in ok))
+                    self.proof_plot.plot([0, top], [0, top], pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine))
+            if res.calibration is not None:
+                path = save_calibration(d.devices, res.calibration.fitted)
+                d.speed_params = None
+                d._reestimate()
+                d.changed.emit()
+                self.bench_note.setText(f"Calibrated: worst error after the fit "
+                                        f"{res.calibration.worst_error * 100:.0f}%; saved in {path}")
+            self.proof_btn.setEnabled(True)
+
+        def failed(exc) -> None:
+            self.bench_note.setText(f"Benchmark failed: {exc}")
+            self.proof_btn.setEnabled(True)
 
         run_in_background(job, done, failed)
 

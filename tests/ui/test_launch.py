@@ -135,3 +135,25 @@ def test_quitting_the_app_leaves_no_server(tmp_path, tiny_models, llama_bin):
     while time.time() < deadline and psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
         time.sleep(0.1)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_benchmark_alternatives_calibrates(running, qtbot, monkeypatch, tmp_path):
+    win, panel = running
+    monkeypatch.setenv("LAYERDECK_DATA_DIR", str(tmp_path / "data"))
+    from app.speed import proof
+
+    real = proof.run_proof
+
+    def quick(*a, **k):  # tiny model: a short run is enough to prove the pipeline
+        k.update(n_prompt=32, n_gen=8, repetitions=1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(proof, "run_proof", quick)
+    panel.proof_btn.click()
+    qtbot.waitUntil(lambda: "Calibrated" in panel.bench_note.text() or "failed" in panel.bench_note.text(),
+                    timeout=120000)
+    assert "Calibrated" in panel.bench_note.text(), panel.bench_note.text()
+    labels = [panel.bench_table.item(r, 1).text() for r in range(panel.bench_table.rowCount())]
+    assert labels[0] == "current" and "fastest" in labels and any(x.startswith("--n-cpu-moe") for x in labels)
+    assert not panel.proof_plot.isHidden()
+    assert (tmp_path / "data" / "speed-calibration.json").is_file()
