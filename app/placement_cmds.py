@@ -133,10 +133,13 @@ def run_export(args) -> int:
     try:
         model = open_model(args.model)
         p = load_plan(args.plan, model)
-        cmd = build_command(p, args.model, tool=args.tool, rpc=args.rpc.split(",") if args.rpc else None)
+        order = [int(x) for x in args.cuda_visible.split(",")] if args.cuda_visible else None
+        cmd = build_command(p, args.model, tool=args.tool, rpc=args.rpc.split(",") if args.rpc else None,
+                            cuda_order=order)
     except _ERRORS as exc:
         return _fail(exc)
-    print(render(cmd.argv, args.format, name=model.path.stem, n_layers=model.params.n_layer, multiline=False))
+    print(render(cmd.argv, args.format, env=cmd.env or None, name=model.path.stem, n_layers=model.params.n_layer,
+                 multiline=False))
     for note in cmd.notes:
         print(f"# {note}", file=sys.stderr)
     return 0
@@ -210,6 +213,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=FORMATS, default="bash")
     p.add_argument("--tool", choices=("server", "cli", "bench"), default="server")
     p.add_argument("--rpc", help="host:port,... to put in the command")
+    p.add_argument("--cuda-visible", metavar="I,J,...",
+                   help="hide or reorder GPUs with CUDA_VISIBLE_DEVICES (indices as numbered without it); "
+                        "device names in the command are renamed to match")
     p.set_defaults(func=run_export)
 
     p = sub.add_parser("import", parents=[common], help="print the placement a llama.cpp command means")

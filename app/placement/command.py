@@ -30,10 +30,51 @@ def _fmt_ts(ts: list[int], sep: str) -> str:
     return sep.join(str(x) for x in ts)
 
 
+def apply_cuda_order(argv: list[str], order: list[int]) -> tuple[list[str], dict[str, str]]:
+    """Hide or reorder NVIDIA GPUs with ``CUDA_VISIBLE_DEVICES``, renaming CUDA devices in the arguments.
+
+    ``order`` lists the CUDA indices (as numbered without the variable) to expose, in the order wanted:
+    ``[2, 0]`` makes today's CUDA2 the new CUDA0 and CUDA0 the new CUDA1, and hides CUDA1.
+    """
+    mapping = {f"CUDA{old}": f"CUDA{new}" for new, old in enumerate(order)}
+
+    def rename(name: str) -> str:
+        if name.startswith("CUDA") and name[4:].isdigit():
+            if name not in mapping:
+                raise InexpressibleError(f"{name} holds part of this placement but CUDA_VISIBLE_DEVICES="
+                                         f"{','.join(map(str, order))} hides it; show it or move its blocks.")
+            return mapping[name]
+        return name
+
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        out.append(a)
+        if a in ("-dev", "--device") and i + 1 < len(argv):
+            sep = "/" if "/" in argv[i + 1] else ","
+            out.append(sep.join(rename(x) for x in argv[i + 1].split(sep)))
+            i += 2
+            continue
+        if a in ("-ot", "--override-tensor") and i + 1 < len(argv):
+            items = []
+            for item in argv[i + 1].replace(";", "\x00").split("\x00"):
+                pat, _, buft = item.rpartition("=")
+                items.append(f"{pat}={rename(buft)}" if pat else item)
+            out.append(";".join(items))
+            i += 2
+            continue
+        i += 1
+    return out, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, order))}
+
+
 def build_command(p: Placement, model_path: str | os.PathLike, *, tool: str = "server", rpc: list[str] | None = None,
                   program: str | None = None, caps: Capabilities = UNKNOWN, host: str | None = None,
-                  port: int | None = None, extra: list[str] | None = None) -> Command:
-    """Argument list (program first) that reproduces ``p`` exactly."""
+                  port: int | None = None, extra: list[str] | None = None,
+                  cuda_order: list[int] | None = None) -> Command:
+    """Argument list (program first) that reproduces ``p`` exactly.
+
+    ``cuda_order``: only when the user asked to hide or reorder GPUs (see :func:`apply_cuda_order`).
+    """
     if tool not in PROGRAMS:
         raise ValueError(f"unknown tool {tool!r}; use one of {', '.join(PROGRAMS)}")
     pa = placement_args(p)
@@ -126,4 +167,9 @@ def build_command(p: Placement, model_path: str | os.PathLike, *, tool: str = "s
             if port is not None:
                 argv += ["--port", str(port)]
     argv += list(extra or [])
-    return Command(argv, {}, notes, pa)
+    env: dict[str, str] = {}
+    if cuda_order is not None:
+        argv, env = apply_cuda_order(argv, cuda_order)
+        notes.append(f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}: device names above are as llama.cpp "
+                     "numbers the GPUs it can see")
+    return Command(argv, env, notes, pa)

@@ -59,3 +59,24 @@ def test_old_build_spelling_and_what_it_cannot_express():
     cmd = build_command(p2, "m.gguf", caps=caps)
     assert "--no-mmap" in cmd.argv and "-fa" in cmd.argv and "on" not in cmd.argv[cmd.argv.index("-fa"):][:2][1:]
     assert "--fit" not in cmd.argv and any("no --fit" in n for n in cmd.notes)
+
+
+def test_cuda_visible_devices_renames_devices_only_when_asked():
+    from app.placement import CPU
+    from app.placement.formats import render
+    from app.placement.presets import all_on_gpus
+
+    m = load_demo()
+    devs = [EstDevice(f"CUDA{i}", f"CUDA{i}", 24 * GiB, 24 * GiB) for i in range(3)]
+    p = all_on_gpus(m, [devs[0], devs[2]], LlamaSettings(n_ctx=4096))
+    p.devices = devs
+    p.assign("3:experts", "CUDA0")
+    p.assign("40:experts", CPU)
+    plain = build_command(p, "m.gguf")
+    assert plain.env == {} and "CUDA_VISIBLE_DEVICES" not in render(plain.argv, "bash", env=plain.env)
+    cmd = build_command(p, "m.gguf", cuda_order=[2, 0])  # today's CUDA2 first, CUDA1 hidden
+    assert cmd.env == {"CUDA_VISIBLE_DEVICES": "2,0"}
+    assert cmd.argv[cmd.argv.index("-dev") + 1] == "CUDA1,CUDA0"
+    assert render(cmd.argv, "bash", env=cmd.env).startswith("CUDA_VISIBLE_DEVICES=2,0 ")
+    with pytest.raises(InexpressibleError, match="hides it"):
+        build_command(p, "m.gguf", cuda_order=[2])
