@@ -46,11 +46,16 @@ class DeviceSpeed:
     link_latency: float = 60e-6       # s per crossing (sync + launch; network round trip for RPC)
     eff_bandwidth: float = 0.70       # fitted by calibration; 0.5 for host RAM (see docs/speed-model.md)
     eff_flops: float = 0.45
+    flops_per_byte: float = 0.0       # compute per byte of bandwidth when flops is unknown; 0 = by kind
+
+    @property
+    def nominal_flops(self) -> float:
+        ratio = self.flops_per_byte or (8.0 if self.kind == "cpu" else 100.0)  # see docs/speed-model.md
+        return self.flops or self.bandwidth * ratio
 
     @property
     def effective_flops(self) -> float:
-        f = self.flops or self.bandwidth * (100.0 if self.kind != "cpu" else 8.0)  # FLOP per byte, see docs
-        return f * self.eff_flops
+        return self.nominal_flops * self.eff_flops
 
 
 @dataclass
@@ -179,9 +184,9 @@ def predict_decode(model: Model, wp: WeightPlacement, params: SpeedParams, kv_by
     return DecodePrediction(1.0 / total, total, secs, per_dev, hops, hop_s)
 
 
-def predict_prompt(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch: int = 512,
-                   op_offload: bool = True) -> PromptPrediction:
-    """Prompt-processing tokens/s for full micro-batches of ``n_ubatch`` tokens."""
+def prompt_work(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch: int = 512,
+                op_offload: bool = True) -> tuple[dict[str, float], float, str | None]:
+    """FLOPs per device for one micro-batch, host bytes copied to the GPU, and the GPU they go to."""
     p = model.params
     gpus = [d for d in wp.devices if params.get(d.name).kind == "gpu"]
     offload = op_offload and bool(gpus) and n_ubatch >= OP_OFFLOAD_MIN_BATCH
@@ -202,6 +207,14 @@ def predict_prompt(model: Model, wp: WeightPlacement, params: SpeedParams, n_uba
             run_on = target
             host_bytes += t.nbytes
         flops[run_on] = flops.get(run_on, 0.0) + work
+    return flops, host_bytes, target
+
+
+def predict_prompt(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch: int = 512,
+                   op_offload: bool = True) -> PromptPrediction:
+    """Prompt-processing tokens/s for full micro-batches of ``n_ubatch`` tokens."""
+    flops, host_bytes, target = prompt_work(model, wp, params, n_ubatch, op_offload)
+    offload = target is not None
     secs = {dev: f / params.get(dev).effective_flops for dev, f in flops.items()}
     transfer = host_bytes / params.get(target).link_bandwidth if offload and host_bytes else 0.0
     total = sum(secs.values()) + transfer + params.token_overhead

@@ -16,8 +16,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HOST_BW = 60 * GB        # dual-channel DDR5, sustained, when nothing was measured
 DEFAULT_GPU_BW = 500 * GB
-RPC_LINK = (1.25 * GB, 0.25e-3)  # 10 GbE and a LAN round trip, unless the user says otherwise
-LOOPBACK_LINK = (5 * GB, 60e-6)
+# An RPC crossing is several synchronous requests (inputs, graph, outputs), not one round trip: about 1.5 ms
+# per crossing measured on loopback here (tests/speed/test_proof.py), more over a LAN.
+RPC_LINK = (1.25 * GB, 2.0e-3)   # 10 GbE, unless the user says otherwise
+LOOPBACK_LINK = (5 * GB, 1.5e-3)
 
 
 def speed_params(devices: list[EstDevice], host_bandwidth: float | None = None,
@@ -30,8 +32,9 @@ def speed_params(devices: list[EstDevice], host_bandwidth: float | None = None,
             link_bw, lat = LOOPBACK_LINK if endpoint.startswith(("127.", "localhost", "[::1]")) else RPC_LINK
             # a CPU-backed RPC server reads from host RAM; a GPU one reports its own bandwidth
             bw = d.bandwidth or (host_bandwidth or DEFAULT_HOST_BW)
+            cpu_backed = not d.bandwidth
             out[d.name] = DeviceSpeed(d.name, "rpc", bw, link_bandwidth=link_bw, link_latency=lat,
-                                      eff_bandwidth=0.5 if not d.bandwidth else 0.7)
+                                      eff_bandwidth=0.5 if cpu_backed else 0.7, flops_per_byte=8.0 if cpu_backed else 0.0)
         else:
             out[d.name] = DeviceSpeed(d.name, "gpu", d.bandwidth or DEFAULT_GPU_BW)
     for name, fitted in (calibration or {}).items():
