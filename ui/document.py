@@ -34,13 +34,13 @@ class Document(QObject):
                  settings: LlamaSettings | None = None, host_capacity: int | None = None, parent=None):
         super().__init__(parent)
         self.model = model
-        self.devices = list(devices)
+        self._initial_devices = list(devices)
         self.host_capacity = host_capacity
         s = settings or LlamaSettings(n_ctx=min(model.params.n_ctx_train or 8192, 8192))
         if placement is None:
             from app.placement.presets import all_on_gpus
 
-            placement = all_on_gpus(model, self.devices, s)
+            placement = all_on_gpus(model, self._initial_devices, s)
         self.placement = placement
         self.history = History(self.placement)
         self.history.listeners.append(self._on_history)
@@ -48,6 +48,7 @@ class Document(QObject):
         self.estimate_error: str | None = None
         self.last_estimate_ms = 0.0
         self.plan_path: str | None = None
+        self.settings_dirty = False        # context/slot/cache changes are not undo steps but are unsaved work
         self.opinion = None                # app.placement.second_opinion.Opinion for the current placement
         self.opinion_error: str | None = None
         self.host_bandwidth: float | None = None  # measured by the main window, off the GUI thread
@@ -56,6 +57,11 @@ class Document(QObject):
         self.prompt = None
         self.preview_decode = None
         self._reestimate()
+
+    @property
+    def devices(self) -> list[EstDevice]:
+        """The lanes other than the CPU; part of the placement, so undo restores them too."""
+        return self.placement.devices
 
     # ------------------------------------------------------------------ estimates
 
@@ -146,6 +152,8 @@ class Document(QObject):
         try:
             est = self.estimate_for(trial)
         except (SettingsError, ValueError) as exc:
+            self.preview_decode = None
+            self.preview_changed.emit(None)
             return str(exc)
         self.preview_decode = self.speed_for(trial)[0]
         self.preview_changed.emit(est)
@@ -173,23 +181,47 @@ class Document(QObject):
 
     def set_settings(self, **changes) -> None:
         """Change memory settings (context, slots, cache types...). Not an undo step: the panel shows them."""
-        self.placement.settings = self.placement.settings.copy(**changes)
+        new = self.placement.settings.copy(**changes)
+        if new == self.placement.settings:
+            return
+        self.placement.settings = new
+        self.settings_dirty = True
         self._reestimate()
         self._clear_opinion()
         self.changed.emit()
 
+    @property
+    def dirty(self) -> bool:
+        return self.history.dirty or self.settings_dirty
+
+    def mark_saved(self) -> None:
+        self.settings_dirty = False
+        self.history.mark_clean()
+
     def set_devices(self, devices: list[EstDevice], host_capacity: int | None = None) -> None:
+        """New device list (detection finished, the user edited it). A placement that only uses devices
+        still present is kept; otherwise it is laid out again on the new devices, as one undoable step."""
         from app.placement.presets import all_on_gpus
 
-        self.devices = list(devices)
+        old_used = (set(self.placement.layer_device) | set(self.placement.tensor_device)) - {CPU, ""}
+        devices = list(devices)
         self.speed_params = None
         self.host_capacity = host_capacity if host_capacity is not None else self.host_capacity
-        placement = all_on_gpus(self.model, self.devices, self.placement.settings)
-        self.placement = placement
-        self.history = History(self.placement)
-        self.history.listeners.append(self._on_history)
-        self._reestimate()
-        self.changed.emit()
+        new = all_on_gpus(self.model, devices, self.placement.settings)
+        if self.history.undo_label is None and self.history.redo_label is None:
+            # nothing placed by hand yet: start over on the new devices, no undo step needed
+            self.placement.restore(new.snapshot())
+            self._reestimate()
+            self._clear_opinion()
+            self.changed.emit()
+            return
+        if old_used <= {d.name for d in devices}:
+            self.placement.devices = devices
+            self._reestimate()  # the user's placement still fits these devices: keep it
+            self._clear_opinion()
+            self.changed.emit()
+            return
+        self.history.push(replace_command(self.placement, new, "Lay out on the new devices"))
 
     def undo(self) -> None:
         self.history.undo()

@@ -151,7 +151,10 @@ class MainWindow(QMainWindow):
         """Build the document and the widgets for ``model``; devices are the detected ones (or planned)."""
         # the demo plans on two GPUs when none was found; a real model gets what was detected (maybe only the CPU)
         devices = self.devices or (DEMO_DEVICES if model.is_demo else [])
+        old_doc = self.doc
         self.doc = Document(model, devices, host_capacity=self.host_capacity, parent=self)
+        if old_doc is not None:
+            old_doc.deleteLater()  # its tensor table and caches go with it
         self.doc.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.doc.preview_changed.connect(self._preview_speed)
         if getattr(self, "host_bandwidth", None):
@@ -206,7 +209,10 @@ class MainWindow(QMainWindow):
             dock.setObjectName("model-dock")
             dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
             self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        old_left = dock.widget()
         dock.setWidget(left)
+        if old_left is not None:
+            old_left.deleteLater()
         left.setMinimumWidth(300)
         title = model.title or model.path.name
         self.setWindowTitle(f"{title} — Layerdeck")
@@ -216,7 +222,7 @@ class MainWindow(QMainWindow):
         d = self.doc
         if d is None:
             return
-        if not d.model.is_demo and d.history.dirty:
+        if not d.model.is_demo and d.dirty:
             self._autosave_timer.start()
         self.undo_act.setEnabled(bool(d.history.undo_label))
         self.redo_act.setEnabled(bool(d.history.redo_label))
@@ -375,13 +381,19 @@ class MainWindow(QMainWindow):
             self.recent_menu.addAction(p, lambda p=p: self.open_path(p))
         self.recent_menu.setEnabled(bool(self.recent_menu.actions()))
 
-    def _save_plan(self) -> None:
+    def _save_plan(self) -> bool:
         path, _ = QFileDialog.getSaveFileName(self, "Save plan", f"{self.doc.model.path.stem}.layerdeck.json",
                                               "Layerdeck plans (*.layerdeck.json *.json)")
-        if path:
+        if not path:
+            return False
+        try:
             save_plan(self.doc.placement, path)
-            self.doc.plan_path = path
-            self.doc.history.mark_clean()
+        except OSError as exc:
+            QMessageBox.warning(self, "Cannot save plan", f"{path}: {exc}")
+            return False
+        self.doc.plan_path = path
+        self.doc.mark_saved()
+        return True
 
     def _open_plan(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open plan", "", "Layerdeck plans (*.json)")
@@ -552,8 +564,10 @@ class MainWindow(QMainWindow):
                 break
 
     def closeEvent(self, event) -> None:  # noqa: N802
+        """Ask about a running server and unsaved work first; stop and clean up only once closing is sure."""
         launch = getattr(self, "launch", None)
-        if launch is not None and launch.running and self.property("ask_on_close") is not False:
+        ask = self.property("ask_on_close") is not False
+        if launch is not None and launch.running and ask:
             answer = QMessageBox.question(
                 self, "llama-server is running",
                 "A llama-server started from Layerdeck is still running. Stop it and close?",
@@ -561,18 +575,16 @@ class MainWindow(QMainWindow):
             if answer == QMessageBox.StandardButton.Cancel:
                 event.ignore()
                 return
-        if launch is not None:
-            launch.shutdown()
-        if self.doc is not None and self.doc.history.dirty and not self.doc.model.is_demo \
-                and self.property("ask_on_close") is not False:
+        if self.doc is not None and self.doc.dirty and not self.doc.model.is_demo and ask:
             answer = QMessageBox.question(
                 self, "Unsaved placement", "The placement has changes that are not saved in a plan. Save them?",
                 QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel)
-            if answer == QMessageBox.StandardButton.Cancel:
+            if answer == QMessageBox.StandardButton.Cancel or (
+                    answer == QMessageBox.StandardButton.Save and not self._save_plan()):
                 event.ignore()
                 return
-            if answer == QMessageBox.StandardButton.Save:
-                self._save_plan()
+        if launch is not None:
+            launch.shutdown()
         self._autosave_timer.stop()
         self.autosave_path().unlink(missing_ok=True)  # a normal close: nothing to recover
         super().closeEvent(event)

@@ -24,13 +24,17 @@ ENV_VARS = {
     "-m": "LLAMA_ARG_MODEL", "--rpc": "LLAMA_ARG_RPC", "-dev": "LLAMA_ARG_DEVICE", "-ngl": "LLAMA_ARG_N_GPU_LAYERS",
     "-ts": "LLAMA_ARG_TENSOR_SPLIT", "-ot": "LLAMA_ARG_OVERRIDE_TENSOR", "-cmoe": "LLAMA_ARG_CPU_MOE",
     "-ncmoe": "LLAMA_ARG_N_CPU_MOE", "-c": "LLAMA_ARG_CTX_SIZE", "-np": "LLAMA_ARG_N_PARALLEL",
-    "-kvu": "LLAMA_ARG_KV_UNIFIED", "-ctk": "LLAMA_ARG_CACHE_TYPE_K", "-ctv": "LLAMA_ARG_CACHE_TYPE_V",
+    "-ctk": "LLAMA_ARG_CACHE_TYPE_K", "-ctv": "LLAMA_ARG_CACHE_TYPE_V",
     "-fa": "LLAMA_ARG_FLASH_ATTN", "-t": "LLAMA_ARG_THREADS", "-b": "LLAMA_ARG_BATCH", "-ub": "LLAMA_ARG_UBATCH",
-    "--fit": "LLAMA_ARG_FIT", "--swa-full": "LLAMA_ARG_SWA_FULL", "-nkvo": "LLAMA_ARG_NO_KV_OFFLOAD",
+    "--fit": "LLAMA_ARG_FIT", "--swa-full": "LLAMA_ARG_SWA_FULL", "-ncffn": "LLAMA_ARG_N_CPU_FFN",
     "--host": "LLAMA_ARG_HOST", "--port": "LLAMA_ARG_PORT",
 }
-ENV_SWITCHES = {"-cmoe", "-kvu", "--swa-full", "-nkvo"}
-_TRUE = {"1", "on", "true", "enabled", "yes"}
+ENV_SWITCHES = {"-cmoe", "--swa-full"}
+#: Yes/no options whose variable holds the state itself (common/arg.cpp): flag when true, flag when false.
+ENV_BOOLS = {"LLAMA_ARG_KV_UNIFIED": ("-kvu", "-no-kvu"), "LLAMA_ARG_KV_OFFLOAD": (None, "-nkvo")}
+#: common_arg's is_truthy / is_falsey, exactly (case-sensitive)
+_TRUE = {"on", "enabled", "true", "1"}
+_FALSE = {"off", "disabled", "false", "0"}
 
 
 def env_to_args(env: dict[str, str]) -> list[str]:
@@ -44,10 +48,15 @@ def env_to_args(env: dict[str, str]) -> list[str]:
             continue
         value = env[var]
         if flag in ENV_SWITCHES:
-            if value.strip().lower() in _TRUE:
+            if value in _TRUE:
                 out.append(flag)
         else:
             out += [flag, value]
+    for var, (on, off) in ENV_BOOLS.items():
+        value = env.get(var)
+        flag = on if value in _TRUE else off if value in _FALSE else None
+        if flag:
+            out.append(flag)
     return out
 
 

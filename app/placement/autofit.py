@@ -55,18 +55,27 @@ class _Fitter:
         self.devices = list(devices)
         self.pinned: dict[int, str] = {}
         self.pinned_ids: set[str] = set()
+        self.pinned_layers: dict[int, str] = {}   # pinned attention/output blocks fix their layer (and its KV)
         if pinned_from is not None:
             self.pinned_ids = set(pinned_from.pinned)
             for item in pinned_from.pinned:
                 for i in pinned_from.tensor_indices(item):
                     self.pinned[i] = pinned_from.tensor_device[i]
+                block = model.block(item.split(":experts:")[0] + ":experts" if ":experts:" in item else item)
+                if block.role is Role.ATTN and block.layer is not None:
+                    self.pinned_layers[block.layer] = pinned_from.layer_device[block.layer]
+                elif block.role is Role.OUTPUT:
+                    self.pinned_layers[model.params.n_layer] = pinned_from.layer_device[model.params.n_layer]
         self.n = model.params.n_layer
         self.exp_blocks = {b.layer: b for b in model.blocks if b.role is Role.EXPERTS and not b.nextn}
         self.calls = 0
 
     def make(self, layer_device: list[str], experts_on: dict[str, str]) -> Placement:
         """Placement with given layer devices; expert blocks/parts in ``experts_on`` go there, other experts to CPU."""
-        p = Placement(self.model, self.devices, list(layer_device), [], self.settings.copy(), set(self.pinned_ids))
+        layer_device = list(layer_device)
+        for il, dev in self.pinned_layers.items():
+            layer_device[il] = dev
+        p = Placement(self.model, self.devices, layer_device, [], self.settings.copy(), set(self.pinned_ids))
         p.tensor_device = p.default_tensor_devices()
         for blk in self.exp_blocks.values():
             for i in p.tensor_indices(blk.id):
@@ -103,8 +112,6 @@ class _Fitter:
             while lo < hi:  # largest c such that the last c unassigned layers fit on dev
                 c = (lo + hi + 1) // 2
                 trial = layers[:remaining - c] + [dev.name] * c + layers[remaining:]
-                if remaining - c > 0 and c > 0 and False:
-                    pass
                 if self.fits(self.est(self.make(trial, {})), [dev.name]):
                     lo = c
                 else:

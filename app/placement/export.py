@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
@@ -107,8 +108,11 @@ def _escape(s: str) -> str:
     return s.replace(".", r"\.")
 
 
+_SUFFIXES = (".weight", ".bias", ".scale")
+
+
 def _tensor_base(name: str) -> tuple[int | None, str]:
-    """(layer, base name without blk.N. and without the .weight/.bias suffix)."""
+    """(layer, base name without blk.N. and without the .weight/.bias suffix); some names have none (ssm_a)."""
     if name.startswith("blk."):
         _, num, rest = name.split(".", 2)
         base = rest.rsplit(".", 1)[0] if rest.endswith((".weight", ".bias", ".scale")) else rest
@@ -124,6 +128,7 @@ def buffer_type(p: Placement, device: str) -> str:
 
 
 _CACHE: "OrderedDict[tuple, PlacementArgs | InexpressibleError]" = OrderedDict()
+_TOKENS = itertools.count()  # one per model object, never reused (unlike id())
 
 
 def placement_args(p: Placement) -> PlacementArgs:
@@ -132,7 +137,10 @@ def placement_args(p: Placement) -> PlacementArgs:
     Results are cached per placement state: a drop asks for the same placement twice (the check before
     the move and the command panel after it).
     """
-    key = (id(p.model), tuple(p.layer_device), tuple(p.tensor_device), tuple((d.name, d.buft) for d in p.devices))
+    token = p.model.__dict__.get("_export_token")
+    if token is None:
+        token = p.model.__dict__["_export_token"] = next(_TOKENS)
+    key = (token, tuple(p.layer_device), tuple(p.tensor_device), tuple((d.name, d.buft) for d in p.devices))
     hit = _CACHE.get(key)
     if hit is None:
         try:
@@ -183,12 +191,20 @@ def _placement_args(p: Placement) -> PlacementArgs:
         if set(bases) != want or not layers <= exps_layers:
             continue
         full = layers | cpu_by_default
+        n = max(full) + 1
         if full == exps_layers and len(exps_layers) > 1:
             base.cpu_moe = True
             del cpu[bases]
-        elif full == set(range(len(full))):
-            base.n_cpu_moe = len(full)
+        elif full == {il for il in exps_layers if il < n}:
+            # -ncmoe N covers layers 0..N-1; dense leading layers (DeepSeek, GLM) have no experts to move
+            base.n_cpu_moe = n
             del cpu[bases]
+    suffixless = {b for t in model.tensors for _, b in [_tensor_base(t.name)] if not t.name.endswith(_SUFFIXES)}
+
+    def end(bases) -> str:
+        # "\." stops blk\.1\.attn_q from matching attn_q_norm; names without a suffix end the string instead
+        return r"(\.|$)" if set(bases) & suffixless else r"\."
+
     for want, by_bases in groups.items():
         buft = buffer_type(p, want)
         # merge base-sets that share a layer set, so one pattern covers e.g. ffn and experts of layers 10-19
@@ -199,10 +215,10 @@ def _placement_args(p: Placement) -> PlacementArgs:
             rx_layers = int_set_regex(set(layers))
             if "|" in rx_layers:
                 rx_layers = f"({rx_layers})"
-            base.overrides.append((rf"blk\.{rx_layers}\.{_escape(_factor(sorted(bases)))}\.", buft))
+            base.overrides.append((rf"blk\.{rx_layers}\.{_escape(_factor(sorted(bases)))}{end(bases)}", buft))
     for want, bases in globals_.items():
         for b in sorted(set(bases)):
-            base.overrides.append((rf"^{_escape(b)}\.", buffer_type(p, want)))
+            base.overrides.append((rf"^{_escape(b)}{end([b])}", buffer_type(p, want)))
     _verify(p, base)
     return base
 

@@ -59,7 +59,10 @@ def fastest(model: Model, devices: list[EstDevice], settings: LlamaSettings, par
     steps: list[str] = []
     speed = {d.name: params.get(d.name).bandwidth * params.get(d.name).eff_bandwidth for d in devices}
     by_speed = sorted(devices, key=lambda d: -speed[d.name])
-    exps = [b for b in model.blocks if b.role is Role.EXPERTS and not b.nextn and b.id not in pinned]
+    def is_pinned(block_id: str) -> bool:  # a pinned block, or any pinned part of it
+        return block_id in pinned or any(x.startswith(block_id + ":") for x in pinned)
+
+    exps = [b for b in model.blocks if b.role is Role.EXPERTS and not b.nextn and not is_pinned(b.id)]
     for _ in range(max_rounds):
         improved = False
         # 1. experts (whole blocks, then parts) from a slower place to a faster device with room
@@ -94,9 +97,12 @@ def fastest(model: Model, devices: list[EstDevice], settings: LlamaSettings, par
                 il, to = lb[0], a
             if il >= model.params.n_layer:
                 continue
+            layer_blocks = model.layer_blocks(il)
+            if any(is_pinned(blk.id) for blk in layer_blocks):
+                continue  # a pinned block keeps its layer where it is
             q = p.copy()
-            for blk in model.layer_blocks(il):
-                if blk.id not in pinned and (blk.role is not Role.EXPERTS or p.device_of(blk.id) != CPU):
+            for blk in layer_blocks:
+                if blk.role is not Role.EXPERTS or p.device_of(blk.id) != CPU:
                     q.assign(blk.id, to)
             t, e, d = score(q)
             if t < best_t - 1e-9:

@@ -29,6 +29,14 @@ def to_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     i = 1
     while i < len(argv):
         a = argv[i]
+        if a in ("-kvu", "--kv-unified"):
+            env["LLAMA_ARG_KV_UNIFIED"] = "1"
+            i += 1
+            continue
+        if a in ("-nkvo", "--no-kv-offload"):
+            env["LLAMA_ARG_KV_OFFLOAD"] = "0"
+            i += 1
+            continue
         var = ENV_VARS.get(a)
         if var is None:
             rest.append(a)

@@ -146,8 +146,11 @@ class Placement:
         elif block.layer is not None and not any(b.role is Role.ATTN for b in self.model.layer_blocks(block.layer)):
             self.layer_device[block.layer] = device  # layers without attention (pure SSM) follow their weights
 
-    def snapshot(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        return tuple(self.layer_device), tuple(self.tensor_device)
+    def snapshot(self) -> tuple:
+        """Everything an undo step restores: layer devices, tensor devices and the device list."""
+        return tuple(self.layer_device), tuple(self.tensor_device), tuple(self.devices)
 
-    def restore(self, snap: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+    def restore(self, snap: tuple) -> None:
         self.layer_device, self.tensor_device = list(snap[0]), list(snap[1])
+        if len(snap) > 2:
+            self.devices = list(snap[2])

@@ -120,3 +120,20 @@ def test_environment_variables_apply_first_and_flags_win():
     assert s.n_gpu_layers == 30 and s.n_ctx == 4096
     assert s.overrides == [("a", "CPU"), ("b", "CPU"), (FFN_EXPS_REGEX, "CPU"), ("c", "CPU")]
     assert parse_llama_args(["-m", "x"], env={"LLAMA_ARG_CPU_MOE": "0"}).settings.overrides == []
+
+
+def test_env_form_round_trips_through_llama_cpp_semantics():
+    from app.placement.formats import parse_command_text, render
+
+    argv = ["llama-server", "-m", "x.gguf", "-ngl", "49", "-kvu", "-nkvo", "-cmoe", "-ot", "a=CPU", "-ot", "b=CPU",
+            "-c", "4096", "-ncffn", "2"]
+    text = render(argv, "env")
+    assert "LLAMA_ARG_KV_OFFLOAD=0" in text and "NO_KV_OFFLOAD" not in text
+    env, rest = parse_command_text(text)
+    p = parse_llama_args(rest, env=env)
+    s = p.settings
+    assert s.kv_unified and s.no_kv_offload and s.n_ctx == 4096 and s.n_gpu_layers == 49 and not p.unknown
+    assert [o[0] for o in s.overrides[:2]] == ["a", "b"] and len(s.overrides) == 5
+    # llama.cpp's is_truthy is exact: "yes" is not true, "0" turns unified KV off
+    assert parse_llama_args(["-m", "x"], env={"LLAMA_ARG_CPU_MOE": "yes"}).settings.overrides == []
+    assert parse_llama_args(["-m", "x"], env={"LLAMA_ARG_KV_UNIFIED": "0"}).settings.kv_unified is False

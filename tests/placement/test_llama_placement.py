@@ -111,7 +111,9 @@ def test_exported_command_places_every_tensor(arch, n_rpc, kind, tiny_models, rp
             try:
                 build_command(p, "x")
                 break
-            except InexpressibleError:
+            except InexpressibleError as exc:
+                # a placement llama.cpp cannot express is fine to skip; our own check failing is a bug
+                assert "internal check failed" not in str(exc), str(exc)
                 continue
     log = _run(llama_server, tiny_models[arch], p, endpoints)
     buft_to_dev = {d.buft: d.name for d in devices}

@@ -159,3 +159,60 @@ def test_auto_fit_respects_pins_and_explains_impossible(q30):
     assert res.placement.device_of("47:experts") == CPU
     with pytest.raises(FitError, match="not even the output layer"):
         auto_fit(q30, gpus(1), LlamaSettings(n_ctx=8192), margin=GiB)
+
+
+def test_n_cpu_moe_with_dense_leading_layers_and_suffixless_tensors(tmp_path):
+    ds = open_model(write_sparse_model("deepseek-v3", tmp_path / "ds.gguf"))  # layers 0-2 have no experts
+    devs = gpus(400)
+    p = n_cpu_moe(ds, devs, LlamaSettings(n_ctx=4096), 10)
+    argv = build_command(p, "m").argv
+    assert argv[argv.index("-ncmoe") + 1] == "10" and "-ot" not in argv
+    assert roundtrip(p).tensor_device == p.tensor_device
+    g = open_model(write_tiny_model("granitehybrid", tmp_path / "g.gguf"))  # ssm_a, ssm_d have no .weight
+    p = all_on_gpus(g, devs, LlamaSettings(n_ctx=4096))
+    p.assign("0:ssm", CPU)
+    assert roundtrip(p).tensor_device == p.tensor_device
+
+
+def test_random_placements_export_or_explain(tmp_path):
+    """Whatever the board allows either exports exactly or is refused for a reason llama.cpp has."""
+    import random
+
+    from tests.placement.test_llama_placement import random_placement
+
+    rng = random.Random(7)
+    for arch in ("granitehybrid", "deepseek2", "glm4moe", "gpt-oss", "qwen3moe", "llama4"):
+        m = open_model(write_tiny_model(arch, tmp_path / f"{arch}.gguf"))
+        devs = [EstDevice(f"RPC{i}", f"RPC0[127.0.0.1:{5000 + i}]", 8 * GiB, 8 * GiB, "rpc") for i in range(3)]
+        exported = 0
+        for _ in range(60):
+            p = random_placement(m, devs, rng)
+            try:
+                back = roundtrip(p)
+            except InexpressibleError as exc:
+                assert "internal check failed" not in str(exc), (arch, str(exc))
+                continue
+            assert back.layer_device == p.layer_device and back.tensor_device == p.tensor_device, arch
+            exported += 1
+        assert exported >= 30, (arch, exported)
+
+
+def test_fastest_keeps_pinned_parts(q30):
+    from app.placement.fastest import fastest
+    from app.speed.params import speed_params
+
+    devs = gpus(24, 24)
+    p = all_on_gpus(q30, devs, LlamaSettings(n_ctx=8192))
+    p.assign("3:experts:gate", CPU)
+    p.pinned = {"3:experts:gate"}
+    res = fastest(q30, devs, LlamaSettings(n_ctx=8192), speed_params(devs, 80e9), pinned_from=p)
+    assert res.placement.device_of("3:experts:gate") == CPU
+
+
+def test_auto_fit_keeps_a_pinned_attention_layer(q30):
+    devs = gpus(24, 24)
+    p = all_on_gpus(q30, devs, LlamaSettings(n_ctx=8192))
+    p.pinned = {"47:attn"}
+    want = p.layer_device[47]
+    res = auto_fit(q30, devs, LlamaSettings(n_ctx=8192), pinned_from=p)
+    assert res.placement.layer_device[47] == want == res.placement.device_of("47:attn")

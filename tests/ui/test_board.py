@@ -351,3 +351,29 @@ def test_dark_and_light_themes_set_readable_palettes(qapp):
     finally:
         s.setValue("theme", "light")
         apply_appearance(s)
+
+
+def test_device_detection_keeps_edits_and_restores(window):
+    from app.memory.layout import EstDevice
+
+    doc = window.doc
+    window.board.select_ids(["4:experts"])
+    window.board.move_selection(CPU)
+    edited = doc.placement.snapshot()
+    more = doc.devices + [EstDevice("CUDA2", "CUDA2", 8 * GiB, 8 * GiB, "planned")]
+    doc.set_devices(more)  # the placement only uses devices that are still there: kept as it is
+    assert doc.placement.snapshot()[:2] == edited[:2] and "CUDA2" in window.board.lanes
+    doc.set_devices([more[2]])  # CUDA0/1 vanished: laid out again, as one undoable step
+    assert doc.history.undo_label == "Lay out on the new devices"
+    doc.undo()  # back to the edited placement on the devices it had
+    assert doc.placement.snapshot()[:2] == edited[:2] and [d.name for d in doc.devices] == ["CUDA0", "CUDA1", "CUDA2"]
+
+
+def test_settings_changes_count_as_unsaved_work(window, tmp_path, no_modal_dialogs):
+    window.setProperty("ask_on_close", None)
+    assert window.open_path_sync(str(write_tiny_model("qwen3moe", tmp_path / "q.gguf")))
+    assert not window.doc.dirty
+    window.doc.set_settings(n_ctx=2048)
+    assert window.doc.dirty
+    window.close()
+    assert any(kind == "question" and "not saved" in text for kind, text in no_modal_dialogs)

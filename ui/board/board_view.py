@@ -139,7 +139,7 @@ class BoardView(QGraphicsView):
         self.scene().selectionChanged.connect(self._selection_changed)
         self.doc.changed.connect(self.relayout)
         self.doc.preview_changed.connect(self._show_preview)
-        self.doc.opinion_changed.connect(self.relayout)
+        self.doc.opinion_changed.connect(self._refresh_headers)
         self._build_actions()
         self.relayout()
 
@@ -281,6 +281,10 @@ class BoardView(QGraphicsView):
         lane.title.setBrush(QBrush(pal.color(QPalette.ColorRole.Text)))
         lane.subtitle.setBrush(QBrush(pal.color(QPalette.ColorRole.PlaceholderText)))
         lane.update()
+
+    def _refresh_headers(self) -> None:
+        for lane in self.lanes.values():
+            self._update_lane_header(lane, self.doc.estimate)
 
     def overflow_hint(self, lane: str, excess: int) -> str:
         """Which blocks would have to leave ``lane`` to remove ``excess`` bytes: experts from the top layer down."""
