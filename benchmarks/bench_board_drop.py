@@ -47,22 +47,28 @@ def main() -> int:
         board = win.board
         print(f"{len(board.blocks)} blocks on {len(board.lanes)} lanes")
         results = {}
-        for label, size in (("1 block", 1), ("10 blocks", 10)):
-            times, est_ms = [], []
-            for k in range(args.drops):
-                first = (k * size) % 90
-                ids = [f"{il}:experts" for il in range(first, first + size)]
-                lane = "CPU" if win.doc.placement.device_of(ids[0]) != "CPU" else "CUDA2"
-                t0 = time.perf_counter()
-                ok = board.drop_mime(board.mime_for(ids), lane)
-                app.processEvents()  # repaint requests, queued signals
-                times.append((time.perf_counter() - t0) * 1000)
-                est_ms.append(win.doc.last_estimate_ms)
-                assert ok and win.doc.placement.device_of(ids[0]) == lane
-            results[label] = times
-            print(f"drop of {label:9s}: median {statistics.median(times):6.2f} ms, p95 "
-                  f"{sorted(times)[int(0.95 * len(times)) - 1]:6.2f} ms, worst {max(times):6.2f} ms "
-                  f"(of which estimate {statistics.median(est_ms):.2f} ms)")
+        for hover in (False, True):
+            for label, size in (("1 block", 1), ("10 blocks", 10)):
+                times, est_ms = [], []
+                for k in range(args.drops):
+                    first = (k * size) % 90
+                    ids = [f"{il}:experts" for il in range(first, first + size)]
+                    lane = "CPU" if win.doc.placement.device_of(ids[0]) != "CPU" else "CUDA2"
+                    if hover:  # a real drag previews the target lane while the mouse is over it
+                        win.doc.preview(ids, lane)
+                        app.processEvents()
+                    t0 = time.perf_counter()
+                    ok = board.drop_mime(board.mime_for(ids), lane)
+                    win.doc.preview([], None)
+                    app.processEvents()  # repaint requests, queued signals
+                    times.append((time.perf_counter() - t0) * 1000)
+                    est_ms.append(win.doc.last_estimate_ms)
+                    assert ok and win.doc.placement.device_of(ids[0]) == lane
+                results[(hover, label)] = times
+                how = "after hovering" if hover else "cold (no preview)"
+                print(f"drop of {label:9s}, {how:18s}: median {statistics.median(times):6.2f} ms, p95 "
+                      f"{sorted(times)[int(0.95 * len(times)) - 1]:6.2f} ms, worst {max(times):6.2f} ms "
+                      f"(of which estimate {statistics.median(est_ms):.2f} ms)")
         t0 = time.perf_counter()
         win.grab()
         print(f"one full repaint of the window: {(time.perf_counter() - t0) * 1000:.1f} ms")

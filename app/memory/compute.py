@@ -1392,6 +1392,24 @@ def _compress(sigs):
     return out
 
 
+_BUCKETS = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+
+def _pad(keep: list[int], n: int) -> list[int]:
+    """Add skipped layers until the count reaches a bucket size.
+
+    Simulating a layer that compression skipped changes nothing (its neighbourhood already appears), but
+    keeping the count to a few sizes lets one built graph serve many placements: during a drag the kept set
+    changes with every move, and rebuilding the graph costs far more than simulating a few more layers.
+    """
+    target = next((b for b in _BUCKETS if b >= len(keep)), n)
+    if target >= n:
+        return list(range(n))
+    kept = set(keep)
+    extra = [il for il in range(n) if il not in kept][: target - len(keep)]
+    return sorted(kept.union(extra))
+
+
 # --------------------------------------------------------------------------- public entry
 
 
@@ -1477,7 +1495,7 @@ def compute_buffers(model: Model, placement: WeightPlacement, settings: LlamaSet
     if hit is not None:
         results.move_to_end(key)
         return dict(hit)
-    layers = _compress(sigs)
+    layers = _pad(_compress(sigs), len(sigs))
     gkey = (shape, settings.type_k, settings.type_v, tuple(facts["kinds"][il] for il in layers))
     graphs = facts["graphs"]
     try:

@@ -199,7 +199,10 @@ def _placement_args(p: Placement) -> PlacementArgs:
             # -ncmoe N covers layers 0..N-1; dense leading layers (DeepSeek, GLM) have no experts to move
             base.n_cpu_moe = n
             del cpu[bases]
-    suffixless = {b for t in model.tensors for _, b in [_tensor_base(t.name)] if not t.name.endswith(_SUFFIXES)}
+    suffixless = model.__dict__.get("_suffixless")
+    if suffixless is None:
+        suffixless = model.__dict__["_suffixless"] = {
+            _tensor_base(t.name)[1] for t in model.tensors if not t.name.endswith(_SUFFIXES)}
 
     def end(bases) -> str:
         # "\." stops blk\.1\.attn_q from matching attn_q_norm; names without a suffix end the string instead

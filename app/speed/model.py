@@ -184,29 +184,38 @@ def predict_decode(model: Model, wp: WeightPlacement, params: SpeedParams, kv_by
     return DecodePrediction(1.0 / total, total, secs, per_dev, hops, hop_s)
 
 
+def _per_token_flops(model: Model) -> list[float]:
+    """FLOPs per prompt token of each tensor (0 for the embedding and skipped tensors); cached per model."""
+    cached = model.__dict__.get("_speed_flops")
+    if cached is None:
+        p = model.params
+        frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
+        cached = []
+        for t, (layer, role, nextn) in zip(model.tensors, _layer_of(model)):
+            if nextn or role is Role.INPUT:
+                cached.append(0.0)
+            else:  # each token uses n_used experts; a micro-batch touches (nearly) every expert's weights
+                cached.append(2.0 * t.n_elements * (frac if role is Role.EXPERTS else 1.0))
+        model.__dict__["_speed_flops"] = cached
+    return cached
+
+
 def prompt_work(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch: int = 512,
                 op_offload: bool = True) -> tuple[dict[str, float], float, str | None]:
     """FLOPs per device for one micro-batch, host bytes copied to the GPU, and the GPU they go to."""
-    p = model.params
     gpus = [d for d in wp.devices if params.get(d.name).kind == "gpu"]
     offload = op_offload and bool(gpus) and n_ubatch >= OP_OFFLOAD_MIN_BATCH
     target = gpus[0].name if offload else None
     flops: dict[str, float] = {}
     host_bytes = 0.0
-    for t, dev, (layer, role, nextn) in zip(model.tensors, wp.tensor_device, _layer_of(model)):
-        if not dev or nextn or role is Role.INPUT:
+    for f, t, dev in zip(_per_token_flops(model), model.tensors, wp.tensor_device):
+        if not dev or not f:
             continue
-        n_el = t.n_elements
-        if role is Role.EXPERTS and p.n_expert:
-            # each token uses n_used experts; a micro-batch touches (nearly) every expert's weights
-            work = 2.0 * n_el * p.n_expert_used / p.n_expert * n_ubatch
-        else:
-            work = 2.0 * n_el * n_ubatch
         run_on = dev
         if dev == HOST and offload:
             run_on = target
             host_bytes += t.nbytes
-        flops[run_on] = flops.get(run_on, 0.0) + work
+        flops[run_on] = flops.get(run_on, 0.0) + f * n_ubatch
     return flops, host_bytes, target
 
 

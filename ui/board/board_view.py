@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QMimeData, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QFont, QKeySequence, QPainter, QPalette, QPen
-from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsRectItem, QGraphicsScene, QGraphicsSimpleTextItem,
-                               QGraphicsView, QMenu, QToolTip)
+from PySide6.QtWidgets import (QApplication, QGraphicsEllipseItem, QGraphicsItem, QGraphicsRectItem, QGraphicsScene,
+                               QGraphicsSimpleTextItem, QGraphicsView, QMenu, QToolTip)
 
 from app.model import Role
 from app.placement import CPU, MIXED
@@ -43,46 +43,53 @@ class ItemInfo:
 
 
 class BlockItem(QGraphicsRectItem):
+    """A block or expert part. Painted by Qt itself (brush, pen): no Python call per block per repaint."""
+
     def __init__(self, info: ItemInfo):
         super().__init__()
         self.info = info
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, True)
         self.setAcceptHoverEvents(True)
         self.pinned = False
-        color = style.PART_COLORS.get(info.part) if info.part else style.ROLE_COLORS[info.role]
-        self.color = QColor(color)
+        color = QColor(style.PART_COLORS.get(info.part) if info.part else style.ROLE_COLORS[info.role])
+        if info.nextn:
+            color.setAlpha(90)
+        self.color = color
+        self.setBrush(QBrush(color))
+        self._normal_pen = QPen(color.darker(140), 1)
+        self.setPen(self._normal_pen)
         self.text = QGraphicsSimpleTextItem(self)
         f = QFont()
         f.setPointSizeF(7.5)
         self.text.setFont(f)
         self.text.setBrush(QBrush(QColor("white")))
+        self.pin_mark = QGraphicsEllipseItem(0, 0, 5, 5, self)
+        self.pin_mark.setBrush(QBrush(QColor("white")))
+        self.pin_mark.setPen(QPen(QColor("black"), 1))
+        self.pin_mark.setVisible(False)
+
+    def set_pinned(self, pinned: bool) -> None:
+        if pinned != self.pinned:
+            self.pinned = pinned
+            self.pin_mark.setVisible(pinned)
+
+    def itemChange(self, change, value):  # noqa: N802
+        if change == QGraphicsItem.GraphicsItemChange.ItemSelectedHasChanged:
+            pal = QApplication.palette()
+            self.setPen(QPen(pal.color(QPalette.ColorRole.Highlight), 2.5) if value else self._normal_pen)
+        return super().itemChange(change, value)
 
     def set_geometry(self, x: float, y: float, w: float, h: float) -> None:
-        self.setRect(0, 0, w, h)
-        self.setPos(x, y)
-        label = self.info.label
-        fm_w = len(label) * 5.2
-        self.text.setVisible(w >= fm_w + 4)
-        self.text.setText(label)
-        self.text.setPos(3, (h - 11) / 2)
+        if self.rect().width() != w or self.rect().height() != h:
+            self.setRect(0, 0, w, h)
+            self.pin_mark.setPos(w - 7, 2)
+            label = self.info.label
+            self.text.setVisible(w >= len(label) * 5.2 + 4)
+            self.text.setText(label)
+            self.text.setPos(3, (h - 11) / 2)
+        if self.pos().x() != x or self.pos().y() != y:
+            self.setPos(x, y)
 
-    def paint(self, painter: QPainter, option, widget=None) -> None:
-        r = self.rect()
-        c = QColor(self.color)
-        if self.info.nextn:
-            c.setAlpha(90)
-        painter.fillRect(r, c)
-        if self.isSelected():
-            pal = QApplication.palette()
-            painter.setPen(QPen(pal.color(QPalette.ColorRole.Highlight), 2.5))
-            painter.drawRect(r.adjusted(1, 1, -1, -1))
-        else:
-            painter.setPen(QPen(c.darker(140), 1))
-            painter.drawRect(r)
-        if self.pinned:
-            painter.setBrush(QColor("white"))
-            painter.setPen(QPen(QColor("black"), 1))
-            painter.drawEllipse(QRectF(r.right() - 7, r.top() + 2, 5, 5))
 
 
 class LaneItem(QGraphicsRectItem):
@@ -224,7 +231,7 @@ class BoardView(QGraphicsView):
                     item = self.blocks[info.id] = BlockItem(info)
                     self.scene().addItem(item)
                 item.info = info
-                item.pinned = info.id in pinned
+                item.set_pinned(info.id in pinned)
                 item.set_geometry(x, y + row_y, w, style.BLOCK_H)
                 x += w + 1
                 last_layer = info.layer
