@@ -59,7 +59,6 @@ def main() -> int:
     for k in range(args.runs):
         s = settings.copy(overrides=list(settings.overrides))
         s.overrides[k % 40] = (rf"blk\.{(k * 7) % 94}\.ffn_(up|down)_exps", "CPU" if k % 3 else "CUDA1")
-        s.n_ctx = 32768 + 256 * (k % 5)
         variants.append(s)
     t = []
     for s in variants:
@@ -67,6 +66,14 @@ def main() -> int:
         estimate(model, devices, s)
         t.append((time.perf_counter() - t0) * 1000)
     print(f"new placement each time (40 patterns, one changed):  median {statistics.median(t):.2f} ms, "
+          f"p95 {sorted(t)[int(0.95 * len(t)) - 1]:.2f} ms, worst {max(t):.2f} ms")
+    t = []
+    for k, s in enumerate(variants[:40]):
+        s = s.copy(n_ctx=32768 + 256 * (k % 7 + 1))
+        t0 = time.perf_counter()
+        estimate(model, devices, s)
+        t.append((time.perf_counter() - t0) * 1000)
+    print(f"new context size as well (the KV panel):             median {statistics.median(t):.2f} ms, "
           f"p95 {sorted(t)[int(0.95 * len(t)) - 1]:.2f} ms, worst {max(t):.2f} ms")
     p = all_on_gpus(model, devices, settings.copy(overrides=[]))
     t = []
