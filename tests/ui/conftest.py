@@ -34,3 +34,19 @@ def no_modal_dialogs(monkeypatch):
     for kind in ("information", "warning", "critical", "question"):
         monkeypatch.setattr(QMessageBox, kind, staticmethod(fake(kind)))
     return shown
+
+
+@pytest.fixture
+def rpc_window(qtbot, tiny_models, rpc_servers, llama_bin):
+    """A main window on the tiny qwen3moe model with two real RPC devices and llama.cpp configured."""
+    from tests.memory.accuracy import list_rpc_devices
+    from ui.main_window import MainWindow
+
+    servers = rpc_servers(2)
+    win = MainWindow(detect_devices=False)
+    win.setProperty("ask_on_close", False)
+    qtbot.addWidget(win)
+    win.settings.setValue("llama_dir", str(llama_bin))
+    win.devices = list_rpc_devices(llama_bin / "llama-server", [s.endpoint for s in servers])
+    assert win.open_path_sync(str(tiny_models["qwen3moe"]))
+    return win

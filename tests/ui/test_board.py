@@ -177,17 +177,8 @@ def test_no_devices_and_a_big_model(qtbot, tmp_path):
 
 
 @pytest.mark.llama
-def test_verify_shows_llama_cpp_numbers_per_lane(qtbot, tiny_models, rpc_servers, llama_bin):
-    from tests.memory.accuracy import list_rpc_devices
-    from ui.main_window import MainWindow
-
-    servers = rpc_servers(2)
-    win = MainWindow(detect_devices=False)
-    win.setProperty("ask_on_close", False)
-    qtbot.addWidget(win)
-    win.settings.setValue("llama_dir", str(llama_bin))
-    win.devices = list_rpc_devices(llama_bin / "llama-server", [s.endpoint for s in servers])
-    assert win.open_path_sync(str(tiny_models["qwen3moe"]))
+def test_verify_shows_llama_cpp_numbers_per_lane(qtbot, rpc_window):
+    win = rpc_window
     win.verify_act.trigger()
     qtbot.waitUntil(lambda: win.doc.opinion is not None or win.doc.opinion_error is not None, timeout=30000)
     assert win.doc.opinion_error is None, win.doc.opinion_error

@@ -19,17 +19,8 @@ pytestmark = [pytest.mark.gui, pytest.mark.llama]
 
 
 @pytest.fixture
-def running(qtbot, tiny_models, rpc_servers, llama_bin):
-    from tests.memory.accuracy import list_rpc_devices
-    from ui.main_window import MainWindow
-
-    servers = rpc_servers(2)
-    win = MainWindow(detect_devices=False)
-    win.setProperty("ask_on_close", False)
-    qtbot.addWidget(win)
-    win.settings.setValue("llama_dir", str(llama_bin))
-    win.devices = list_rpc_devices(llama_bin / "llama-server", [s.endpoint for s in servers])
-    assert win.open_path_sync(str(tiny_models["qwen3moe"]))
+def running(rpc_window):
+    win = rpc_window
     win.doc.set_settings(n_ctx=1024, n_parallel=1)
     win.board.select_ids(["1:experts", "2:experts"])
     win.board.move_selection(CPU)  # experts of two layers in RAM, the rest on the two RPC devices
@@ -42,7 +33,8 @@ def test_launch_prompt_monitor_stop(running, qtbot):
     win, panel = running
     assert panel.launch_btn.isEnabled()
     panel.launch_btn.click()
-    qtbot.waitUntil(lambda: panel.server.state == State.READY, timeout=60000)
+    # the panel hears about states through queued signals: wait for what it shows, not the thread's state
+    qtbot.waitUntil(lambda: panel.state_label.text() == "ready", timeout=60000)
     assert "127.0.0.1" in panel.url_label.text() and "/v1" in panel.url_label.text()
     argv = panel.server.argv
     assert "--metrics" in argv and "-lv" in argv and "--fit" in argv and "--rpc" in argv
@@ -66,14 +58,14 @@ def test_launch_prompt_monitor_stop(running, qtbot):
     assert panel.log_view.toPlainText().count("\n") > 20
     pid = panel.server.pid
     panel.stop_btn.click()
-    qtbot.waitUntil(lambda: panel.server.state == State.STOPPED, timeout=30000)
+    qtbot.waitUntil(lambda: panel.state_label.text() == "stopped", timeout=30000)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 def test_killed_from_outside_is_diagnosed(running, qtbot):
     win, panel = running
     panel.launch()
-    qtbot.waitUntil(lambda: panel.server.state == State.READY, timeout=60000)
+    qtbot.waitUntil(lambda: panel.state_label.text() == "ready", timeout=60000)
     os.kill(panel.server.pid, signal.SIGKILL)
     qtbot.waitUntil(lambda: panel.state_label.text() == "failed", timeout=30000)
     assert panel.server.diagnosis.kind == "killed"
