@@ -90,9 +90,12 @@ class KvPanel(QWidget):
         if est is not None:
             kv = sum(d.kv for d in est.devices)
             sh = est.shape
+            from html import escape
+
+            notes = "".join(f"<br><span style='color:gray'>{escape(n)}</span>" for n in est.notes)
             self.info.setText(f"KV cache {fmt_bytes(kv)} for {sh.n_ctx:,} cells"
                               + (f" ({sh.n_stream} streams)" if sh.n_stream > 1 else "")
-                              + (f"; sliding-window layers keep {sh.size_swa:,}" if sh.size_swa else ""))
+                              + (f"; sliding-window layers keep {sh.size_swa:,}" if sh.size_swa else "") + notes)
         else:
             self.info.setText(f"<span style='color:#D64541'>{self.doc.estimate_error}</span>")
         self._updating = False

@@ -971,6 +971,11 @@ def _mamba2(b, cur, il):
 
 _ARCH_BUILDERS = {"deepseek2": _build_deepseek2, "gpt-oss": _build_gpt_oss, "llama4": _build_llama4}
 
+#: Architectures whose compute buffers were checked against llama.cpp's own numbers (tests/memory, the
+#: calibration runs in docs/memory-model.md); others use the llama-style graph and may be approximate.
+CHECKED_ARCHS = frozenset({"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "glm4moe", "granitehybrid",
+                           "deepseek2", "gpt-oss", "llama4"})
+
 
 # --------------------------------------------------------------------------- per-model facts
 

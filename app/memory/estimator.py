@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..model import Model, Role
-from .compute import compute_buffers
+from .compute import CHECKED_ARCHS, compute_buffers
 from .kv import ContextShape, context_shape, kv_bytes_per_layer, output_buffer_bytes, recurrent_bytes_per_layer
 from .layout import HOST, EstDevice, WeightPlacement, place_weights
 from .settings import LlamaSettings
@@ -87,6 +87,9 @@ def estimate(model: Model, devices: list[EstDevice], settings: LlamaSettings,
     for dev, nbytes in compute_buffers(model, placement, settings, shape, pipeline).items():
         mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes
     notes = []
+    if p.arch not in CHECKED_ARCHS:
+        notes.append(f"compute buffers for '{p.arch}' follow a llama-style graph that was not checked against "
+                     "llama.cpp for this architecture: weights and KV are exact, compute may be off; use Verify")
     if p.tied_embeddings and placement.duplicated_output:
         notes.append(f"tied embeddings: token_embd is loaded twice (host and {placement.duplicated_output})")
     if pipeline:

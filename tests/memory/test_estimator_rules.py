@@ -137,3 +137,30 @@ def test_env_form_round_trips_through_llama_cpp_semantics():
     # llama.cpp's is_truthy is exact: "yes" is not true, "0" turns unified KV off
     assert parse_llama_args(["-m", "x"], env={"LLAMA_ARG_CPU_MOE": "yes"}).settings.overrides == []
     assert parse_llama_args(["-m", "x"], env={"LLAMA_ARG_KV_UNIFIED": "0"}).settings.kv_unified is False
+
+
+def test_unknown_architecture_is_estimated_and_flagged(tmp_path):
+    import numpy as np
+    from gguf import GGUFWriter
+
+    from app.memory.estimator import estimate
+
+    w = GGUFWriter(str(tmp_path / "u.gguf"), "weirdnet")
+    w.add_block_count(2)
+    w.add_embedding_length(64)
+    w.add_head_count(4)
+    w.add_context_length(2048)
+    w.add_tensor("token_embd.weight", np.zeros((32, 64), dtype=np.float16))
+    for i in range(2):
+        w.add_tensor(f"blk.{i}.attn_q.weight", np.zeros((64, 64), dtype=np.float16))
+        w.add_tensor(f"blk.{i}.mystery_proj.weight", np.zeros((64, 64), dtype=np.float16))
+    w.add_tensor("output.weight", np.zeros((32, 64), dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    m = open_model(tmp_path / "u.gguf")
+    assert any(b.id == "0:other" for b in m.blocks)  # unknown tensors still land in a block
+    est = estimate(m, [dev("CUDA0", 8)], LlamaSettings(n_ctx=2048))
+    assert est.device("CUDA0").model == m.tensor_bytes - 32 * 64 * 2
+    assert any("not checked against llama.cpp" in n for n in est.notes)
