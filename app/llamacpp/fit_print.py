@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from .binaries import LlamaCppNotFound, find_tool
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..model import Model, Role
+from ..model import Model
 from .compute import CHECKED_ARCHS, compute_buffers
 from .kv import ContextShape, context_shape, kv_bytes_per_layer, output_buffer_bytes, recurrent_bytes_per_layer
 from .layout import HOST, EstDevice, WeightPlacement, place_weights
@@ -97,11 +97,3 @@ def estimate(model: Model, devices: list[EstDevice], settings: LlamaSettings,
     ordered = [mem[n] for n in names] + [mem[HOST]]
     return Estimate(ordered, shape, placement, pipeline, notes)
 
-
-def layer_roles_on(model: Model, placement: WeightPlacement, device: str) -> set[Role]:
-    """Which roles have at least one tensor on ``device`` (used by the compute model)."""
-    roles = set()
-    for t, dev in zip(model.tensors, placement.tensor_device):
-        if dev == device:
-            roles.add(model.block_of(t.name).role)
-    return roles

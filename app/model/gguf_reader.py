@@ -19,7 +19,6 @@ import mmap
 import os
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType

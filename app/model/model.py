@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import socket
-from dataclasses import asdict
 from pathlib import Path
 
 from ..memory.layout import HOST, EstDevice
@@ -72,6 +71,3 @@ def save_calibration(devices: list[EstDevice], fitted: dict[str, dict]) -> Path:
     path.write_text(json.dumps(data, indent=1))
     return path
 
-
-def describe(params: SpeedParams) -> list[dict]:
-    return [asdict(d) for d in params.devices.values()]
