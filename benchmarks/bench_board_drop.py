@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app.memory.layout import EstDevice  # noqa: E402
+from app.lanes import Lane  # noqa: E402
 from tests.gguf_factory import write_sparse_model  # noqa: E402
 
 GiB = 1 << 30
@@ -39,7 +39,7 @@ def main() -> int:
         path = write_sparse_model("qwen3-235b-a22b", Path(tmp) / "q235.gguf")
         win = MainWindow(detect_devices=False)
         win.setProperty("ask_on_close", False)
-        win.devices = [EstDevice(f"CUDA{i}", f"CUDA{i}", 24 * GiB, 24 * GiB) for i in range(3)]
+        win.devices = [Lane(f"CUDA{i}", f"CUDA{i}", 24 * GiB, 24 * GiB) for i in range(3)]
         win.open_path_sync(str(path))
         win.resize(1920, 1080)
         win.show()

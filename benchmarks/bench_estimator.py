@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.memory.args import parse_llama_args  # noqa: E402
 from app.memory.estimator import estimate  # noqa: E402
-from app.memory.layout import EstDevice  # noqa: E402
+from app.lanes import Lane  # noqa: E402
 from app.model import open_model  # noqa: E402
 from app.placement import CPU  # noqa: E402
 from app.placement.presets import all_on_gpus  # noqa: E402
@@ -33,7 +33,7 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model = open_model(write_sparse_model("qwen3-235b-a22b", Path(tmp) / "q235.gguf"))
-    devices = [EstDevice(f"CUDA{i}", f"CUDA{i}", 24 * GiB, 24 * GiB) for i in range(3)]
+    devices = [Lane(f"CUDA{i}", f"CUDA{i}", 24 * GiB, 24 * GiB) for i in range(3)]
     # 40 patterns: experts of 40 scattered layers, alternating CPU and CUDA2
     ot = []
     for k, il in enumerate(range(2, 94, 2)[:40]):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check device detection on a machine with an NVIDIA GPU: build a CUDA + RPC llama-server from the
-# same llama-cpp-python sdist the tests use, run `python -m app.devices.cli --json` with it, and
+# same llama-cpp-python sdist the tests use, run `python -m app.cli.devices --json` with it, and
 # verify that every CUDA<i> was tied to its NVML GPU by PCI bus id (not guessed).
 #
 # Needs: the NVIDIA driver, the CUDA toolkit (nvcc), cmake >= 3.24, a C++ compiler, and Python with
@@ -39,8 +39,8 @@ echo "== llama-server --list-devices"
 "$BIN/llama-server" --list-devices
 
 echo "== layerdeck devices"
-"$PY" -m app.devices.cli --llama-dir "$BIN" || true   # exit 1 only concerns RPC hosts
-"$PY" -m app.devices.cli --json --llama-dir "$BIN" > "$WORK/devices.json" || true
+"$PY" -m app.cli.devices --llama-dir "$BIN" || true   # exit 1 only concerns RPC hosts
+"$PY" -m app.cli.devices --json --llama-dir "$BIN" > "$WORK/devices.json" || true
 
 echo "== checks"
 "$PY" - "$WORK/devices.json" <<'PYEOF'

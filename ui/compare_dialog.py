@@ -9,6 +9,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHeaderView, QLabel, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout)
 
+from app.lanes import CPU
 from app.placement.autofit import FitError, auto_fit
 from app.placement.fastest import fastest
 from app.units import fmt_bytes
@@ -65,9 +66,9 @@ class CompareDialog(QDialog):
         r = self.table.rowCount()
         self.table.insertRow(r)
         self.table.setItem(r, 0, QTableWidgetItem(label))
-        for c, d in enumerate([x.name for x in doc.devices] + ["Host"], start=1):
+        for c, d in enumerate([x.name for x in doc.devices] + [CPU], start=1):
             m = next((x for x in est.devices if x.name == d), None)
-            cap = doc.capacity("CPU" if d == "Host" else d)
+            cap = doc.capacity(d)
             text = fmt_bytes(m.total if m else 0) + (f" / {fmt_bytes(cap)}" if cap else "")
             self.table.setItem(r, c, QTableWidgetItem(text))
         n = self.table.columnCount()

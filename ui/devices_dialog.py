@@ -10,13 +10,13 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpin
                                QTableWidgetItem, QVBoxLayout)
 
 from app.devices import catalogue
-from app.memory.layout import EstDevice
+from app.lanes import Lane
 from app.units import fmt_bytes
 
 GiB = 1 << 30
 
 
-def rpc_endpoints(devices: list[EstDevice]) -> list[str]:
+def rpc_endpoints(devices: list[Lane]) -> list[str]:
     """The ``--rpc`` list for these devices, in order, each endpoint once."""
     out = [d.buft[d.buft.find("[") + 1:-1] for d in devices if d.kind == "rpc" and "[" in d.buft]
     return list(dict.fromkeys(out))
@@ -25,7 +25,7 @@ def rpc_endpoints(devices: list[EstDevice]) -> list[str]:
 class DevicesDialog(QDialog):
     """Edits a device list; ``detect(rpc)`` (run by the caller off the GUI thread) refreshes detected ones."""
 
-    def __init__(self, devices: list[EstDevice], rpc_hosts: list[str], detect=None, parent=None):
+    def __init__(self, devices: list[Lane], rpc_hosts: list[str], detect=None, parent=None):
         super().__init__(parent)
         self.setWindowTitle("Devices")
         self.devices = list(devices)
@@ -132,7 +132,7 @@ class DevicesDialog(QDialog):
         if not name.replace("_", "").isalnum() or not name[0].isalpha():
             self.message.setText("A device name is letters and digits, like CUDA1 or Vulkan0.")
             return
-        self.devices.append(EstDevice(name, name, total, total, "planned", bandwidth))
+        self.devices.append(Lane(name, name, total, total, "planned", bandwidth))
         self.message.setText(f"Added {name}.")
         self._fill()
 
@@ -163,7 +163,7 @@ class DevicesDialog(QDialog):
         self.rpc_status.setPlainText("Probing…")
         self.detect(self.rpc_hosts, self.show_detection)
 
-    def show_detection(self, result, devices: list[EstDevice]) -> None:
+    def show_detection(self, result, devices: list[Lane]) -> None:
         """Called with a DetectionResult (on the GUI thread): replace RPC devices, report each host."""
         self.devices = [d for d in self.devices if d.kind != "rpc"] + [d for d in devices if d.kind == "rpc"]
         lines = []

@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.memory.estimator import Estimate, estimate
 from app.memory.kv import SettingsError
-from app.memory.layout import EstDevice
+from app.lanes import Lane
 from app.memory.settings import LlamaSettings
 from app.model import Model
 from app.placement import CPU, Placement
@@ -30,7 +30,7 @@ class Document(QObject):
     message = Signal(str)              # a sentence for the status bar
     opinion_changed = Signal()         # llama.cpp's dry-run numbers arrived (or were cleared by an edit)
 
-    def __init__(self, model: Model, devices: list[EstDevice], placement: Placement | None = None,
+    def __init__(self, model: Model, devices: list[Lane], placement: Placement | None = None,
                  settings: LlamaSettings | None = None, host_capacity: int | None = None, parent=None):
         super().__init__(parent)
         self.model = model
@@ -59,7 +59,7 @@ class Document(QObject):
         self._reestimate()
 
     @property
-    def devices(self) -> list[EstDevice]:
+    def devices(self) -> list[Lane]:
         """The lanes other than the CPU; part of the placement, so undo restores them too."""
         return self.placement.devices
 
@@ -198,7 +198,7 @@ class Document(QObject):
         self.settings_dirty = False
         self.history.mark_clean()
 
-    def set_devices(self, devices: list[EstDevice], host_capacity: int | None = None) -> None:
+    def set_devices(self, devices: list[Lane], host_capacity: int | None = None) -> None:
         """New device list (detection finished, the user edited it). A placement that only uses devices
         still present is kept; otherwise it is laid out again on the new devices, as one undoable step."""
         from app.placement.presets import all_on_gpus

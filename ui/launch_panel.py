@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPlainTextEdit, QPushButton,
                                QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
+from app.lanes import CPU
 from app.launch.metrics import predicted_vs_actual
 from app.launch.process import LaunchError, ServerProcess, State
 from app.placement.command import build_command
@@ -413,7 +414,7 @@ class LaunchPanel(QWidget):
             last = self.monitor.last
             measured = dict(last.device_used_mib)
             if last.host_rss_mib:
-                measured["Host"] = last.host_rss_mib
+                measured[CPU] = last.host_rss_mib
         rows = predicted_vs_actual(est, s.buffers, measured)
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, Q
                                QSplitter, QTabWidget, QToolBar, QVBoxLayout, QWidget)
 
 from app.memory.device_adapter import from_detected
-from app.memory.layout import EstDevice
+from app.lanes import Lane
 from app.model import GGUFError, Model, open_model
 from app.model.demo import load_demo
 from app.placement import presets
@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 GiB = 1 << 30
 
 #: Lanes for the demo (and for planning) when no GPU is detected.
-DEMO_DEVICES = [EstDevice("CUDA0", "CUDA0", 24 * GiB, 24 * GiB, "planned", 1.0e12),
-                EstDevice("CUDA1", "CUDA1", 12 * GiB, 12 * GiB, "planned", 0.5e12)]
+DEMO_DEVICES = [Lane("CUDA0", "CUDA0", 24 * GiB, 24 * GiB, "planned", 1.0e12),
+                Lane("CUDA1", "CUDA1", 12 * GiB, 12 * GiB, "planned", 0.5e12)]
 
 
 class MainWindow(QMainWindow):
@@ -44,7 +44,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Layerdeck")
         self.setAcceptDrops(True)
         self.settings = QSettings()
-        self.devices: list[EstDevice] = []
+        self.devices: list[Lane] = []
         self.detected = False
         self.host_capacity = psutil.virtual_memory().total
         self.doc: Document | None = None
@@ -231,7 +231,7 @@ class MainWindow(QMainWindow):
         over = []
         if d.estimate is not None:
             for m in d.estimate.devices:
-                lane = "CPU" if m.name == "Host" else m.name
+                lane = m.name
                 cap = d.capacity(lane)
                 margin = 0 if lane == "CPU" else self.margin_spin.value() << 20
                 if cap and m.total > cap - margin:

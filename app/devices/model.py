@@ -99,7 +99,7 @@ class Device:
         return max(0, self.total_bytes - self.free_bytes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form documented in :mod:`app.devices.cli`."""
+        """The JSON form documented in :mod:`app.cli.devices`."""
         out = asdict(self)
         out["warnings"] = list(self.warnings)
         out["processes"] = [asdict(p) for p in self.processes]

@@ -19,8 +19,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from app.lanes import CPU
 from app.llamacpp.logparse import BufferLine, buffer_sizes, real_load
-from app.memory.layout import HOST  # "Host", the estimator's name for host memory
 
 
 _RPC_BUFT = re.compile(r"^RPC(\d+)\[(.+)\]$")
@@ -59,7 +59,7 @@ def rpc_names_from_endpoints(endpoints: Sequence[str]) -> dict[tuple[str, int], 
 
 
 def device_for_buffer_type(buft: str, rpc_names: Mapping[tuple[str, int], str] | None = None) -> str:
-    """Our device name for a buffer type: ``RPC0[h:p]`` -> ``RPC<k>``, host types -> ``Host``, else itself."""
+    """Our device name for a buffer type: ``RPC0[h:p]`` -> ``RPC<k>``, host types -> ``CPU``, else itself."""
     m = _RPC_BUFT.match(buft)
     if m:
         key = (m.group(2), int(m.group(1)))
@@ -67,7 +67,7 @@ def device_for_buffer_type(buft: str, rpc_names: Mapping[tuple[str, int], str] |
             return rpc_names[key]
         return f"RPC[{m.group(2)}]#{m.group(1)}" if int(m.group(1)) else f"RPC[{m.group(2)}]"
     if _HOST_BUFTS.match(buft):
-        return HOST
+        return CPU
     return buft
 
 

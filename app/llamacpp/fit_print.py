@@ -8,6 +8,8 @@ compute`` in MiB, then ``Host ...`` (``common_fit_print`` in
 
 from __future__ import annotations
 
+from ..lanes import CPU, from_llama_name
+
 import logging
 import os
 import re
@@ -27,7 +29,7 @@ class FitPrintError(RuntimeError):
 
 @dataclass(frozen=True)
 class FitRow:
-    name: str       # device name as llama.cpp prints it, or "Host"
+    name: str       # device name as llama.cpp prints it; its "Host" row is read as CPU
     model: int      # MiB (floored, as llama.cpp prints)
     context: int
     compute: int
@@ -38,7 +40,7 @@ def parse_fit_print(stdout: str) -> list[FitRow]:
     for line in stdout.splitlines():
         m = _LINE.match(line.strip())
         if m:
-            rows.append(FitRow(m["name"], int(m["model"]), int(m["context"]), int(m["compute"])))
+            rows.append(FitRow(from_llama_name(m["name"]), int(m["model"]), int(m["context"]), int(m["compute"])))
     return rows
 
 
@@ -67,6 +69,6 @@ def run_fit_print(model: str | os.PathLike, args: list[str], *, llama_dir: str |
         raise FitPrintError(f"{tool.path} is too old for --fit-print (added in late 2025): update llama.cpp "
                             "to get its exact estimate.")
     rows = parse_fit_print(proc.stdout)
-    if proc.returncode != 0 or not rows or rows[-1].name != "Host":
+    if proc.returncode != 0 or not rows or rows[-1].name != CPU:
         raise FitPrintError(f"llama-fit-params failed (exit status {proc.returncode}):\n{_tail(proc.stderr)}")
     return rows

@@ -60,7 +60,8 @@ from operator import itemgetter
 
 from ..model import Model
 from .kv import CACHE_TYPE_BLOCKS, ContextShape
-from .layout import HOST, WeightPlacement
+from .layout import WeightPlacement
+from ..lanes import CPU
 from .settings import NGL_ALL, NGL_AUTO, LlamaSettings
 
 log = logging.getLogger(__name__)
@@ -1474,7 +1475,7 @@ def compute_buffers(model: Model, placement: WeightPlacement, settings: LlamaSet
     devs = placement.devices
     cpu = len(devs)
     be_of = {d.name: i for i, d in enumerate(devs)}
-    be_of[HOST] = cpu
+    be_of[CPU] = cpu
     td = placement.tensor_device
     tbe = [be_of.get(d, cpu) for d in td]
     layer_be = [be_of.get(d, cpu) for d in placement.layer_device]
@@ -1523,7 +1524,7 @@ def compute_buffers(model: Model, placement: WeightPlacement, settings: LlamaSet
         peaks = _approx(p, shape, layer_be, cpu, pipeline)
     out = {}
     for i, size in enumerate(peaks):
-        name = HOST if i == cpu else devs[i].name
+        name = CPU if i == cpu else devs[i].name
         out[name] = out.get(name, 0) + size
     results[key] = out
     if len(results) > _CACHE_SIZE:

@@ -1,10 +1,10 @@
-"""Turn detected or planned devices into the estimator's :class:`EstDevice` list."""
+"""Turn detected or planned devices into the estimator's :class:`Lane` list."""
 
 from __future__ import annotations
 
 import re
 
-from .layout import EstDevice
+from ..lanes import Lane
 
 MiB = 1 << 20
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\d*$")
@@ -15,7 +15,7 @@ def rpc_buffer_type(endpoint: str, local_index: int) -> str:
     return f"RPC{local_index}[{endpoint}]"
 
 
-def from_detected(devices) -> list[EstDevice]:
+def from_detected(devices) -> list[Lane]:
     """:class:`app.devices.model.Device` objects (non-CPU) to estimator devices, keeping llama.cpp's order."""
     out = []
     per_endpoint: dict[str, int] = {}
@@ -31,11 +31,11 @@ def from_detected(devices) -> list[EstDevice]:
             buft = d.name
         total = d.total_bytes or 0
         free = d.free_bytes if d.free_bytes is not None else total
-        out.append(EstDevice(d.name, buft, free, total, d.kind))
+        out.append(Lane(d.name, buft, free, total, d.kind))
     return out
 
 
-def parse_device_spec(spec: str) -> list[EstDevice]:
+def parse_device_spec(spec: str) -> list[Lane]:
     """``CUDA0=24576,CUDA1=12288@360`` (MiB, optional @GB/s bandwidth) -> planned devices, free = total."""
     out = []
     for item in [x.strip() for x in spec.split(",") if x.strip()]:
@@ -54,5 +54,5 @@ def parse_device_spec(spec: str) -> list[EstDevice]:
         if mib <= 0:
             raise ValueError(f"--devices item {item!r}: the capacity must be positive.")
         nbytes = int(mib * MiB)
-        out.append(EstDevice(name, name, nbytes, nbytes, "planned", bandwidth))
+        out.append(Lane(name, name, nbytes, nbytes, "planned", bandwidth))
     return out

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from ..model import Model
 from .compute import CHECKED_ARCHS, compute_buffers
 from .kv import ContextShape, context_shape, kv_bytes_per_layer, output_buffer_bytes, recurrent_bytes_per_layer
-from .layout import HOST, EstDevice, WeightPlacement, place_weights
+from .layout import WeightPlacement, place_weights
+from ..lanes import CPU, Lane
 from .settings import LlamaSettings
 
 
@@ -56,7 +57,7 @@ class Estimate:
         return self.devices[-1]
 
 
-def estimate(model: Model, devices: list[EstDevice], settings: LlamaSettings,
+def estimate(model: Model, devices: list[Lane], settings: LlamaSettings,
              placement: WeightPlacement | None = None) -> Estimate:
     """Estimate memory per device for ``model`` launched with ``settings`` on ``devices``.
 
@@ -71,19 +72,19 @@ def estimate(model: Model, devices: list[EstDevice], settings: LlamaSettings,
         placement = place_weights(model, devices, settings)
     names = [d.name for d in placement.devices]
     mem = {n: DeviceMemory(n, capacity=next((d.total for d in devices if d.name == n), None)) for n in names}
-    mem[HOST] = DeviceMemory(HOST)
+    mem[CPU] = DeviceMemory(CPU)
     for dev, nbytes in placement.bytes_by_device(model).items():
         mem.setdefault(dev, DeviceMemory(dev)).model += nbytes
     kv = kv_bytes_per_layer(p, settings, shape)
     rs = recurrent_bytes_per_layer(p, shape)
     for il in range(p.n_layer):
-        dev = HOST if settings.no_kv_offload else placement.layer_device[il]
+        dev = CPU if settings.no_kv_offload else placement.layer_device[il]
         mem[dev].kv += kv[il]
         mem[dev].recurrent += rs[il]
-    mem[HOST].output = output_buffer_bytes(p, shape)
+    mem[CPU].output = output_buffer_bytes(p, shape)
     pipeline = (len(placement.devices) > 1 and settings.split_mode == "layer" and not settings.no_kv_offload
                 and not placement.has_overrides
-                and all(d != HOST for d in placement.layer_device))
+                and all(d != CPU for d in placement.layer_device))
     for dev, nbytes in compute_buffers(model, placement, settings, shape, pipeline).items():
         mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes
     notes = []
@@ -94,6 +95,6 @@ def estimate(model: Model, devices: list[EstDevice], settings: LlamaSettings,
         notes.append(f"tied embeddings: token_embd is loaded twice (host and {placement.duplicated_output})")
     if pipeline:
         notes.append("pipeline parallelism is on (all layers on 2+ devices, no overrides): compute buffers hold 4 input copies")
-    ordered = [mem[n] for n in names] + [mem[HOST]]
+    ordered = [mem[n] for n in names] + [mem[CPU]]
     return Estimate(ordered, shape, placement, pipeline, notes)
 

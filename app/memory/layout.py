@@ -21,22 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..model import Model, Role
+from ..lanes import CPU, Lane
 from .settings import NGL_ALL, NGL_AUTO, LlamaSettings
-
-HOST = "Host"
-
-
-@dataclass(frozen=True)
-class EstDevice:
-    """A device as the estimator needs it: llama.cpp's name, its ``-ot`` buffer type name, memory."""
-
-    name: str                 # "CUDA0", "RPC1", "Vulkan0"
-    buft: str                 # default buffer type: "CUDA0", "RPC0[127.0.0.1:50053]"
-    free: int = 0             # bytes free at load time (default -ts is proportional to this)
-    total: int = 0
-    kind: str = "gpu"         # gpu | igpu | rpc | planned
-    bandwidth: float = 0.0    # memory bandwidth, bytes/s (0 = unknown); auto-fit fills faster devices first
-
 
 class PlacementError(ValueError):
     """The settings name something llama.cpp would reject (an unknown device or buffer type)."""
@@ -46,7 +32,7 @@ def _f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def model_devices(devices: list[EstDevice], settings: LlamaSettings) -> list[EstDevice]:
+def model_devices(devices: list[Lane], settings: LlamaSettings) -> list[Lane]:
     """The devices llama.cpp uses for the model, in its order (``llama_prepare_model_devices``)."""
     devs = list(devices)
     if settings.devices:
@@ -68,7 +54,7 @@ def model_devices(devices: list[EstDevice], settings: LlamaSettings) -> list[Est
     return devs
 
 
-def layer_devices(n_layer_all: int, devs: list[EstDevice], settings: LlamaSettings) -> list[str]:
+def layer_devices(n_layer_all: int, devs: list[Lane], settings: LlamaSettings) -> list[str]:
     """Device name for each of the ``n_layer_all + 1`` layers (index n_layer_all is the output layer)."""
     ngl = settings.n_gpu_layers
     if ngl is None or ngl in (NGL_AUTO, NGL_ALL):
@@ -91,7 +77,7 @@ def layer_devices(n_layer_all: int, devs: list[EstDevice], settings: LlamaSettin
     out = []
     for il in range(n_layer_all + 1):
         if il < i_gpu_start or (il - i_gpu_start) >= act:
-            out.append(HOST)
+            out.append(CPU)
             continue
         x = _f32(float(il - i_gpu_start) / act)
         k = 0
@@ -143,12 +129,12 @@ class OverrideMatcher:
 
 @dataclass
 class WeightPlacement:
-    """Per-tensor device (``Host`` for CPU buffers) and the layer devices behind it."""
+    """Per-tensor device (``CPU`` for host buffers) and the layer devices behind it."""
 
     tensor_device: list[str]        # parallel to model.tensors; "" for skipped tensors
     layer_device: list[str]         # n_layer_all + 1 entries; last is the output layer
     duplicated_output: str | None   # device holding a second copy of token_embd (tied embeddings)
-    devices: list[EstDevice]        # the model devices, in llama.cpp's order
+    devices: list[Lane]        # the model devices, in llama.cpp's order
     has_overrides: bool = False     # any -ot/-cmoe/-ncmoe in effect (turns pipeline parallelism off)
 
     def bytes_by_device(self, model: Model) -> dict[str, int]:
@@ -197,11 +183,11 @@ def _skipped(model: Model) -> list[bool]:
     return cached
 
 
-def place_weights(model: Model, devices: list[EstDevice], settings: LlamaSettings) -> WeightPlacement:
+def place_weights(model: Model, devices: list[Lane], settings: LlamaSettings) -> WeightPlacement:
     devs = model_devices(devices, settings)
     n_all = model.params.n_layer
     layers = layer_devices(n_all, devs, settings)
-    buft_to_dev = {"CPU": HOST}
+    buft_to_dev = {"CPU": CPU}
     for d in devices:
         buft_to_dev[d.buft] = d.name
     over = _matcher(model).resolve(settings.overrides) if settings.overrides else {}
@@ -219,7 +205,7 @@ def place_weights(model: Model, devices: list[EstDevice], settings: LlamaSetting
         if i in over:
             tensor_device.append(buft_to_dev[over[i]])
         else:
-            tensor_device.append(HOST if il < 0 else layers[il])
+            tensor_device.append(CPU if il < 0 else layers[il])
     dup = None
     if model.params.tied_embeddings:
         out_dev = layers[n_all]

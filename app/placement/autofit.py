@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..memory.estimator import Estimate, estimate
-from ..memory.layout import EstDevice
+from ..lanes import Lane
 from ..memory.settings import LlamaSettings
 from ..model import Model, Role
 from .placement import CPU, Placement
@@ -40,12 +40,12 @@ class FitResult:
     report: list[str] = field(default_factory=list)
 
 
-def _budget(d: EstDevice, margin: int) -> int:
+def _budget(d: Lane, margin: int) -> int:
     return (d.free or d.total) - margin
 
 
 class _Fitter:
-    def __init__(self, model: Model, devices: list[EstDevice], settings: LlamaSettings, margin: int,
+    def __init__(self, model: Model, devices: list[Lane], settings: LlamaSettings, margin: int,
                  host_budget: int | None, pinned_from: Placement | None):
         self.model = model
         self.settings = settings
@@ -94,8 +94,8 @@ class _Fitter:
     def fits(self, e: Estimate, names: list[str] | None = None) -> bool:
         budgets = {d.name: _budget(d, self.margin) for d in self.devices}
         for dm in e.devices:
-            if dm.name == "Host":
-                if self.host_budget is not None and dm.total > self.host_budget and (names is None or "Host" in names):
+            if dm.name == CPU:
+                if self.host_budget is not None and dm.total > self.host_budget and (names is None or CPU in names):
                     return False
                 continue
             if (names is None or dm.name in names) and dm.total > budgets[dm.name]:
@@ -134,7 +134,7 @@ class _Fitter:
             while lo < hi:
                 c = (lo + hi + 1) // 2
                 trial = dict(experts, **{self.exp_blocks[il].id: dev.name for il in own[:c]})
-                if self.fits(self.est(self.make(layers, trial)), [dev.name, "Host"]):
+                if self.fits(self.est(self.make(layers, trial)), [dev.name, CPU]):
                     lo = c
                 else:
                     hi = c - 1
@@ -147,7 +147,7 @@ class _Fitter:
                            and not any(k.startswith(f"{il}:experts:") for k in experts)), reverse=True)
             for il in left:
                 trial = dict(experts, **{self.exp_blocks[il].id: dev.name})
-                if self.fits(self.est(self.make(layers, trial)), [dev.name, "Host"]):
+                if self.fits(self.est(self.make(layers, trial)), [dev.name, CPU]):
                     experts = trial
                 else:
                     self._parts(il, dev.name, layers, experts)
@@ -155,7 +155,7 @@ class _Fitter:
         final = self.make(layers, experts)
         e = self.est(final)
         if not self.fits(e):
-            over = [d.name for d in e.devices if d.name != "Host" and d.total > _budget(
+            over = [d.name for d in e.devices if d.name != CPU and d.total > _budget(
                 next(x for x in self.devices if x.name == d.name), self.margin)]
             raise FitError(f"no placement fits: {', '.join(over) or 'host memory'} would still be over budget "
                            "(pinned blocks may hold too much); unpin blocks, shorten the context or lower the margin.")
@@ -166,13 +166,13 @@ class _Fitter:
         for part in sorted(blk.parts, key=lambda pt: -blk.part_bytes(pt)):
             item = f"{blk.id}:{part}"
             trial = dict(experts, **{item: dev})
-            if self.fits(self.est(self.make(layers, trial)), [dev, "Host"]):
+            if self.fits(self.est(self.make(layers, trial)), [dev, CPU]):
                 experts[item] = dev
 
     def _report(self, p: Placement, e: Estimate) -> list[str]:
         out = []
         for dm in e.devices:
-            if dm.name == "Host":
+            if dm.name == CPU:
                 continue
             n_layers = sum(1 for d in p.layer_device if d == dm.name)
             n_exp = sum(1 for b in self.exp_blocks.values() if p.device_of(b.id) == dm.name)
@@ -185,7 +185,7 @@ class _Fitter:
         return out
 
 
-def auto_fit(model: Model, devices: list[EstDevice], settings: LlamaSettings, *, margin: int = GiB,
+def auto_fit(model: Model, devices: list[Lane], settings: LlamaSettings, *, margin: int = GiB,
              host_budget: int | None = None, pinned_from: Placement | None = None) -> FitResult:
     """Fit ``model`` on ``devices`` (non-CPU, llama.cpp names) leaving ``margin`` bytes free on each."""
     return _Fitter(model, devices, settings, margin, host_budget, pinned_from).run()

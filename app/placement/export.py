@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 
 from ..command.ot_patterns import int_set_regex
 from ..memory.args import FFN_EXPS_REGEX
-from ..memory.layout import HOST, place_weights
+from ..memory.layout import place_weights
+from ..lanes import CPU
 from ..memory.settings import LlamaSettings
 from ..model import Role
-from .placement import CPU, Placement
+from .placement import Placement
 
 
 class InexpressibleError(ValueError):
@@ -229,13 +230,13 @@ def _placement_args(p: Placement) -> PlacementArgs:
 def _verify(p: Placement, args: PlacementArgs) -> None:
     s = args.settings(LlamaSettings())
     wp = place_weights(p.model, p.devices, s)
-    got_layers = [CPU if d == HOST else d for d in wp.layer_device]
+    got_layers = [CPU if d == CPU else d for d in wp.layer_device]
     if got_layers != p.layer_device:
         bad = next(i for i, (a, b) in enumerate(zip(got_layers, p.layer_device)) if a != b)
         raise InexpressibleError(f"internal check failed: layer {bad} would land on {got_layers[bad]} instead of "
                                  f"{p.layer_device[bad]}; the command was not exported (please report this).")
     for i, d in enumerate(wp.tensor_device):
-        got = CPU if d == HOST else d
+        got = CPU if d == CPU else d
         if got != p.tensor_device[i]:
             raise InexpressibleError(f"internal check failed: {p.model.tensors[i].name} would land on {got} instead "
                                      f"of {p.tensor_device[i]}; the command was not exported (please report this).")

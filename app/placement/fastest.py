@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..memory.estimator import Estimate, estimate
-from ..memory.layout import EstDevice
+from ..lanes import Lane
 from ..memory.settings import LlamaSettings
 from ..model import Model, Role
 from ..speed.model import DecodePrediction, SpeedParams, predict_decode
@@ -32,12 +32,12 @@ class FastestResult:
     steps: list[str] = field(default_factory=list)
 
 
-def _fits(e: Estimate, devices: list[EstDevice], margin: int) -> bool:
+def _fits(e: Estimate, devices: list[Lane], margin: int) -> bool:
     budgets = {d.name: _budget(d, margin) for d in devices}
     return all(m.total <= budgets[m.name] for m in e.devices if m.name in budgets)
 
 
-def fastest(model: Model, devices: list[EstDevice], settings: LlamaSettings, params: SpeedParams, *,
+def fastest(model: Model, devices: list[Lane], settings: LlamaSettings, params: SpeedParams, *,
             margin: int = GiB, pinned_from: Placement | None = None, max_rounds: int = 60) -> FastestResult:
     start = auto_fit(model, devices, settings, margin=margin, pinned_from=pinned_from)
     p = start.placement

@@ -13,7 +13,7 @@ import subprocess
 from ..llamacpp.binaries import LlamaCppNotFound, find_tool
 from ..llamacpp.fit_print import FitPrintError, _tail
 from ..memory.args import parse_llama_args
-from ..memory.layout import EstDevice
+from ..lanes import Lane
 from ..memory.settings import LlamaSettings
 from ..model import Model
 from .formats import parse_command_text
@@ -22,7 +22,7 @@ from .placement import Placement
 MiB = 1 << 20
 
 
-def llama_fit(model: Model, model_path: str | os.PathLike, devices: list[EstDevice], settings: LlamaSettings, *,
+def llama_fit(model: Model, model_path: str | os.PathLike, devices: list[Lane], settings: LlamaSettings, *,
               rpc: list[str] | None = None, margin: int = 1024 * MiB, llama_dir: str | os.PathLike | None = None,
               timeout: float = 120.0) -> tuple[list[str], Placement]:
     """Run llama.cpp's fit for these devices and context; return its arguments and the placement they mean."""

@@ -14,26 +14,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..memory.layout import HOST, EstDevice, WeightPlacement, place_weights
+from ..memory.layout import WeightPlacement, place_weights
+from ..lanes import CPU, Lane
 from ..memory.settings import LlamaSettings
 from ..model import Block, Model, Role
 
-CPU = "CPU"
 MIXED = "mixed"
-
-
-def _to_est(dev: str) -> str:
-    return HOST if dev == CPU else dev
-
-
-def _from_est(dev: str) -> str:
-    return CPU if dev == HOST else dev
 
 
 @dataclass
 class Placement:
     model: Model
-    devices: list[EstDevice]                 # lanes other than the CPU, in llama.cpp's order
+    devices: list[Lane]                 # lanes other than the CPU, in llama.cpp's order
     layer_device: list[str]                  # n_layer + 1 entries (last: output layer); CPU or a device name
     tensor_device: list[str]                 # parallel to model.tensors; "" for tensors llama.cpp skips
     settings: LlamaSettings = field(default_factory=LlamaSettings)
@@ -42,15 +34,14 @@ class Placement:
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_settings(cls, model: Model, devices: list[EstDevice], settings: LlamaSettings) -> "Placement":
+    def from_settings(cls, model: Model, devices: list[Lane], settings: LlamaSettings) -> "Placement":
         """The placement llama.cpp would make for these settings (what importing a command gives)."""
         wp = place_weights(model, devices, settings)
         mem = settings.copy(n_gpu_layers=-1, tensor_split=None, devices=None, overrides=[])
-        return cls(model, list(devices), [_from_est(d) for d in wp.layer_device],
-                   [_from_est(d) if d else "" for d in wp.tensor_device], mem)
+        return cls(model, list(devices), list(wp.layer_device), list(wp.tensor_device), mem)
 
     @classmethod
-    def all_on(cls, model: Model, devices: list[EstDevice], device: str, settings: LlamaSettings | None = None
+    def all_on(cls, model: Model, devices: list[Lane], device: str, settings: LlamaSettings | None = None
                ) -> "Placement":
         """Everything on one device (token embeddings stay on the CPU, as llama.cpp keeps them)."""
         s = settings or LlamaSettings()
@@ -106,20 +97,20 @@ class Placement:
     def weight_placement(self) -> WeightPlacement:
         """What the estimator needs: per-tensor devices, layer devices, tied-embedding copy, override flag."""
         n = self.model.params.n_layer
-        layers = [_to_est(d) for d in self.layer_device]
-        tensors = [_to_est(d) if d else "" for d in self.tensor_device]
+        layers = list(self.layer_device)
+        tensors = list(self.tensor_device)
         used = [d for d in self.devices if d.name in set(self.layer_device) | set(self.tensor_device)]
         dup = None
         if self.model.params.tied_embeddings:
             te = next(i for i, t in enumerate(self.model.tensors) if t.name == "token_embd.weight")
-            if tensors[te] == HOST and layers[n] != HOST:
+            if tensors[te] == CPU and layers[n] != CPU:
                 dup = layers[n]
         return WeightPlacement(tensors, layers, dup, used, self.has_overrides())
 
     def default_tensor_devices(self) -> list[str]:
         """Where each tensor goes with no overrides, given the layer devices."""
         n = self.model.params.n_layer
-        from ..memory.layout import _skipped, _tensor_layers  # shared per-model caches
+        from ..memory.layout import _skipped, _tensor_layers
 
         out = []
         for il, skip in zip(_tensor_layers(self.model), _skipped(self.model)):

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from .. import __version__
-from ..memory.layout import EstDevice
+from ..lanes import Lane
 from ..memory.settings import LlamaSettings
 from ..model import Model
 from .placement import CPU, Placement
@@ -90,7 +90,7 @@ def from_dict(data: dict, model: Model, *, check: bool = True) -> Placement:
     raw = {k: v for k, v in data.get("settings", {}).items() if k in fields}
     raw["overrides"] = [tuple(x) for x in raw.get("overrides", [])]
     settings = LlamaSettings(**raw)
-    devices = [EstDevice(**d) for d in data.get("devices", [])]
+    devices = [Lane(**d) for d in data.get("devices", [])]
     lanes = {d.name for d in devices} | {CPU}
     layers = list(data.get("layers", []))
     if len(layers) != model.params.n_layer + 1 or not set(layers) <= lanes:

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..memory.layout import HOST, WeightPlacement
+from ..memory.layout import WeightPlacement
+from ..lanes import CPU
 from ..model import Model, Role
 
 GB = 1e9
@@ -36,7 +37,7 @@ OP_OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH (ggml/src/ggml-backend.cp
 
 @dataclass
 class DeviceSpeed:
-    """What the speed model knows about one device ("Host" for the CPU)."""
+    """What the speed model knows about one device (``CPU`` for the host)."""
 
     name: str
     kind: str = "gpu"                 # gpu | cpu | rpc
@@ -66,7 +67,7 @@ class SpeedParams:
     def get(self, name: str) -> DeviceSpeed:
         d = self.devices.get(name)
         if d is None:
-            d = self.devices[name] = (DeviceSpeed(name, "cpu", 60 * GB, eff_bandwidth=0.5) if name == HOST
+            d = self.devices[name] = (DeviceSpeed(name, "cpu", 60 * GB, eff_bandwidth=0.5) if name == CPU
                                       else DeviceSpeed(name, "gpu"))
         return d
 
@@ -146,14 +147,14 @@ def _layer_path(model: Model, wp: WeightPlacement) -> list[str]:
             w = t.nbytes * (frac if role is Role.EXPERTS else 1.0)
             d = ffn_bytes.setdefault(layer, {})
             d[dev] = d.get(dev, 0.0) + w
-    path = [HOST]
+    path = [CPU]
     for il in range(p.n_layer - p.nextn_layers):
         path.append(attn_dev.get(il, wp.layer_device[il]))
         # the FFN's ops run where their weights are; a layer split across devices visits each
         for dev, _ in sorted(ffn_bytes.get(il, {}).items(), key=lambda kv: -kv[1]):
             path.append(dev)
     path.append(wp.layer_device[p.n_layer])
-    path.append(HOST)  # logits back to the host for sampling
+    path.append(CPU)  # logits back to the host for sampling
     return path
 
 
@@ -212,7 +213,7 @@ def prompt_work(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch
         if not dev or not f:
             continue
         run_on = dev
-        if dev == HOST and offload:
+        if dev == CPU and offload:
             run_on = target
             host_bytes += t.nbytes
         flops[run_on] = flops.get(run_on, 0.0) + f * n_ubatch

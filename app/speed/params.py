@@ -7,7 +7,7 @@ import logging
 import socket
 from pathlib import Path
 
-from ..memory.layout import HOST, EstDevice
+from ..lanes import CPU, Lane
 from ..paths import data_dir
 from .model import GB, DeviceSpeed, SpeedParams
 
@@ -21,9 +21,9 @@ RPC_LINK = (1.25 * GB, 2.0e-3)   # 10 GbE, unless the user says otherwise
 LOOPBACK_LINK = (5 * GB, 1.5e-3)
 
 
-def speed_params(devices: list[EstDevice], host_bandwidth: float | None = None,
+def speed_params(devices: list[Lane], host_bandwidth: float | None = None,
                  calibration: dict[str, dict] | None = None) -> SpeedParams:
-    out: dict[str, DeviceSpeed] = {HOST: DeviceSpeed(HOST, "cpu", host_bandwidth or DEFAULT_HOST_BW,
+    out: dict[str, DeviceSpeed] = {CPU: DeviceSpeed(CPU, "cpu", host_bandwidth or DEFAULT_HOST_BW,
                                                      eff_bandwidth=0.5)}
     for d in devices:
         if d.kind == "rpc":
@@ -48,11 +48,11 @@ def calibration_file() -> Path:
     return data_dir() / "speed-calibration.json"
 
 
-def machine_key(devices: list[EstDevice]) -> str:
+def machine_key(devices: list[Lane]) -> str:
     return socket.gethostname() + "|" + ",".join(f"{d.name}:{d.total >> 30}G" for d in devices)
 
 
-def load_calibration(devices: list[EstDevice]) -> dict[str, dict] | None:
+def load_calibration(devices: list[Lane]) -> dict[str, dict] | None:
     try:
         data = json.loads(calibration_file().read_text())
     except (OSError, ValueError):
@@ -60,7 +60,7 @@ def load_calibration(devices: list[EstDevice]) -> dict[str, dict] | None:
     return data.get(machine_key(devices))
 
 
-def save_calibration(devices: list[EstDevice], fitted: dict[str, dict]) -> Path:
+def save_calibration(devices: list[Lane], fitted: dict[str, dict]) -> Path:
     path = calibration_file()
     try:
         data = json.loads(path.read_text())

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..launch.bench import BenchError, BenchHistory, bench_args, run_bench
-from ..memory.layout import EstDevice
+from ..lanes import Lane
 from ..model import Model
 from ..placement.command import build_command
 from ..placement.placement import Placement
@@ -42,7 +42,7 @@ class ProofResult:
     notes: list[str] = field(default_factory=list)
 
 
-def run_proof(model: Model, model_path: str | os.PathLike, devices: list[EstDevice],
+def run_proof(model: Model, model_path: str | os.PathLike, devices: list[Lane],
               candidates: list[tuple[str, Placement]], params: SpeedParams, *, rpc: list[str] | None = None,
               llama_dir: str | os.PathLike | None = None, n_prompt: int = 512, n_gen: int = 64, repetitions: int = 2,
               history: BenchHistory | None = None, progress: Callable[[int, int, str], None] | None = None,

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.devices import cli
+from app.cli import devices as cli
 from app.devices.model import DetectionResult, Device, HostInfo, PcieLink, RpcHostStatus, SourceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ def test_run_end_to_end_json_and_exit_status(fake_llama, monkeypatch):
 def test_module_entry_point(fake_llama):
     bindir = fake_llama("cpu_only.txt")
     proc = subprocess.run(
-        [sys.executable, "-m", "app.devices.cli", "--json", "--llama-dir", str(bindir)],
+        [sys.executable, "-m", "app.cli.devices", "--json", "--llama-dir", str(bindir)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr

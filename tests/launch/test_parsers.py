@@ -9,12 +9,13 @@ import re
 import pytest
 
 from app.launch.bench import bench_args, parse_bench_json
-from app.launch.buffers import HOST, device_for_buffer_type, logged_buffers, rpc_names_from_log
+from app.launch.buffers import device_for_buffer_type, logged_buffers, rpc_names_from_log
+from app.lanes import CPU
 from app.launch.metrics import (Timings, counter_rates, generation_progress, parse_prometheus, parse_slots,
                                 predicted_vs_actual, request_timings)
 from app.memory.args import settings_from_args
 from app.memory.estimator import estimate
-from app.memory.layout import EstDevice
+from app.lanes import Lane
 from app.model import open_model
 from tests import gguf_factory
 from tests.launch.helpers import DATA
@@ -87,20 +88,20 @@ def test_buffer_lines_map_to_devices():
     eps = endpoints_of(log)
     assert rpc_names_from_log(log) == {(eps[0], 0): "RPC0", (eps[1], 0): "RPC1"}
     per_device = logged_buffers(log)
-    assert set(per_device) == {"RPC0", "RPC1", HOST}
+    assert set(per_device) == {"RPC0", "RPC1", CPU}
     assert per_device["RPC0"].buffer_types == (f"RPC0[{eps[0]}]",)   # the server-local index is 0 on both
     assert per_device["RPC1"].buffer_types == (f"RPC0[{eps[1]}]",)
     assert per_device["RPC0"].model == pytest.approx(0.36)
     assert per_device["RPC1"].kv == pytest.approx(2.0)
     assert per_device["RPC0"].compute > 30
-    assert set(per_device[HOST].buffer_types) == {"CPU_Mapped", "CPU"}
+    assert set(per_device[CPU].buffer_types) == {"CPU_Mapped", "CPU"}
 
 
 def test_buffer_type_names():
     names = {("10.0.0.2:50052", 0): "RPC3", ("10.0.0.2:50052", 1): "RPC4"}
     assert device_for_buffer_type("RPC1[10.0.0.2:50052]", names) == "RPC4"
-    assert device_for_buffer_type("CUDA_Host") == HOST
-    assert device_for_buffer_type("CPU_REPACK") == HOST
+    assert device_for_buffer_type("CUDA_Host") == CPU
+    assert device_for_buffer_type("CPU_REPACK") == CPU
     assert device_for_buffer_type("CUDA1") == "CUDA1"
     assert device_for_buffer_type("RPC0[h:1]") == "RPC[h:1]"   # unknown without names: still per endpoint
 
@@ -109,14 +110,14 @@ def test_predicted_vs_actual_on_the_captured_load(tmp_path):
     log = read("server-2rpc-lv4.log")
     eps = endpoints_of(log)
     model = open_model(gguf_factory.write_tiny_model("qwen3moe", tmp_path / "qwen3moe.gguf"))
-    devices = [EstDevice(f"RPC{i}", f"RPC0[{ep}]", 24105 << 20, 24105 << 20, "rpc") for i, ep in enumerate(eps)]
+    devices = [Lane(f"RPC{i}", f"RPC0[{ep}]", 24105 << 20, 24105 << 20, "rpc") for i, ep in enumerate(eps)]
     settings = settings_from_args(["--rpc", ",".join(eps), "-ngl", "all", "-ts", "1,1", "-c", "8192", "-np", "1"])
     rows = predicted_vs_actual(estimate(model, devices, settings), logged_buffers(log),
-                               measured={HOST: 123.0})
+                               measured={CPU: 123.0})
     by = {(r.device, r.quantity): r for r in rows}
     assert by[("RPC0", "compute")].logged_mib == pytest.approx(33.79)
     assert not any(r.flagged for r in rows), [r for r in rows if r.flagged]
-    assert by[(HOST, "total")].measured_mib == 123.0
+    assert by[(CPU, "total")].measured_mib == 123.0
     # a prediction 10 % off is flagged
     est = estimate(model, devices, settings)
     est.device("RPC0").compute = int(est.device("RPC0").compute * 1.10)

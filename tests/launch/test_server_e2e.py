@@ -8,13 +8,13 @@ import signal
 import pytest
 
 from app.devices.telemetry import TelemetrySampler
-from app.launch.buffers import HOST
+from app.lanes import CPU
 from app.launch.metrics import predicted_vs_actual, request_timings
 from app.launch.monitor import Monitor
 from app.launch.process import ServerProcess, State
 from app.memory.args import settings_from_args
 from app.memory.estimator import estimate
-from app.memory.layout import EstDevice
+from app.lanes import Lane
 from app.model import open_model
 from tests.launch.helpers import wait_gone
 
@@ -31,7 +31,7 @@ def test_two_rpc_devices_and_cpu_end_to_end(llama_bin, rpc_servers, tiny_models)
     sp.add_state_listener(states.append)
     sp.add_log_listener(lines.append)
 
-    devices = [EstDevice(f"RPC{i}", f"RPC0[{ep}]", 24105 << 20, 24105 << 20, "rpc") for i, ep in enumerate(endpoints)]
+    devices = [Lane(f"RPC{i}", f"RPC0[{ep}]", 24105 << 20, 24105 << 20, "rpc") for i, ep in enumerate(endpoints)]
     est = estimate(open_model(model), devices, settings_from_args(placement))
     sampler = TelemetrySampler(nvml=False, amd=False)
     monitor = Monitor(sp, sampler, est, capacity=8)
@@ -65,11 +65,11 @@ def test_two_rpc_devices_and_cpu_end_to_end(llama_bin, rpc_servers, tiny_models)
         assert monitor.predicted_mib()["RPC0"] > 0 and monitor.allocated_mib()["RPC1"] > 0
 
         # buffer sizes per device from the -lv 4 load log
-        assert set(sp.buffers) == {"RPC0", "RPC1", HOST}
+        assert set(sp.buffers) == {"RPC0", "RPC1", CPU}
         for name in ("RPC0", "RPC1"):
             assert sp.buffers[name].model > 0 and sp.buffers[name].kv > 0 and sp.buffers[name].compute > 0
         rows = predicted_vs_actual(est, sp.buffers)
-        assert {r.device for r in rows} == {"RPC0", "RPC1", HOST}
+        assert {r.device for r in rows} == {"RPC0", "RPC1", CPU}
         assert not [r for r in rows if r.flagged and r.quantity in ("model", "context")]
 
         timings = request_timings(ln.text for ln in sp.run_lines())

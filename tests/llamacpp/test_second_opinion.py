@@ -30,7 +30,7 @@ def fake_tool(tmp_path, body: str):
 
 def test_parse_fit_print():
     rows = parse_fit_print("RPC0 13196 592 624 \nRPC1 4328 176 640 \nHost 166 0 92 \n")
-    assert [r.name for r in rows] == ["RPC0", "RPC1", "Host"] and rows[1].compute == 640
+    assert [r.name for r in rows] == ["RPC0", "RPC1", "CPU"] and rows[1].compute == 640
 
 
 @pytest.mark.llama
@@ -42,7 +42,7 @@ def test_second_opinion_matches_our_estimate(tiny_models, rpc_servers, llama_bin
     p = all_on_gpus(model, devices, LlamaSettings(n_ctx=4096, n_parallel=2, kv_unified=False, tool="fit-params"))
     p.assign("1:experts", CPU)
     op = second_opinion(p, tiny_models["qwen3moe"], rpc=endpoints, llama_dir=llama_bin)
-    assert [r.name for r in op.rows] == ["RPC0", "RPC1", "Host"]
+    assert [r.name for r in op.rows] == ["RPC0", "RPC1", "CPU"]
     est = estimate(model, p.devices, p.settings.copy(tool="fit-params"), p.weight_placement())
     for dev, q, ours, theirs in compare(est, op):
         assert abs(ours - theirs) <= (64 if q == "compute" else 16) + 1, (dev, q, ours, theirs)

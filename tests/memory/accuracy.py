@@ -17,7 +17,7 @@ from pathlib import Path
 from app.llamacpp.fit_print import FitRow, run_fit_print
 from app.memory.args import settings_from_args
 from app.memory.estimator import Estimate, estimate
-from app.memory.layout import EstDevice
+from app.lanes import Lane
 from app.model import open_model
 
 MiB = 1 << 20
@@ -78,7 +78,7 @@ CASES: list[Case] = [
 ]
 
 
-def list_rpc_devices(server: Path, endpoints: list[str]) -> list[EstDevice]:
+def list_rpc_devices(server: Path, endpoints: list[str]) -> list[Lane]:
     """RPC devices as llama.cpp reports them (name, buffer type, free/total)."""
     if not endpoints:
         return []
@@ -90,7 +90,7 @@ def list_rpc_devices(server: Path, endpoints: list[str]) -> list[EstDevice]:
         name, endpoint, total, free = m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
         j = local_index.get(endpoint, 0)
         local_index[endpoint] = j + 1
-        devs.append(EstDevice(name, f"RPC{j}[{endpoint}]", free * MiB, total * MiB, "rpc"))
+        devs.append(Lane(name, f"RPC{j}[{endpoint}]", free * MiB, total * MiB, "rpc"))
     return devs
 
 

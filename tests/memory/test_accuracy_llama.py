@@ -66,7 +66,7 @@ def test_server_mode_matches_logged_buffers(arch, n_rpc, args, llama_bin, rpc_se
     est = estimate(open_model(tiny_models[arch]), devices, settings_from_args(args.split(), tool="server"))
     by_buft = {d.buft: d.name for d in devices}
     for (buft, kind), mib in logged.items():
-        dev = est.device(by_buft.get(buft, "Host"))
+        dev = est.device(by_buft.get(buft, "CPU"))
         ours = {"model": dev.model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
                 "output": dev.output}[kind] / MiB
         if kind == "model" and buft not in by_buft:

@@ -13,7 +13,7 @@ import pytest
 
 from app.memory import compute
 from app.memory.estimator import estimate
-from app.memory.layout import EstDevice
+from app.lanes import Lane
 from app.memory.settings import LlamaSettings
 from app.model import Role, open_model
 from app.placement import CPU
@@ -30,7 +30,7 @@ def _uncut(sigs):
 @pytest.mark.parametrize("spec", ["qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b"])
 def test_compressed_graph_gives_the_same_buffers(spec, tmp_path, monkeypatch):
     model = open_model(write_sparse_model(spec, tmp_path / f"{spec}.gguf"))
-    devices = [EstDevice(f"RPC{i}", f"RPC0[127.0.0.1:{5000 + i}]", 48 * GiB, 48 * GiB, "rpc") for i in range(3)]
+    devices = [Lane(f"RPC{i}", f"RPC0[127.0.0.1:{5000 + i}]", 48 * GiB, 48 * GiB, "rpc") for i in range(3)]
     rng = random.Random(spec)
     exps = [b.id for b in model.blocks if b.role is Role.EXPERTS]
     checked = 0

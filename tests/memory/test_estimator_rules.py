@@ -6,7 +6,8 @@ import pytest
 
 from app.memory.args import ArgsError, FFN_EXPS_REGEX, parse_llama_args, settings_from_args
 from app.memory.kv import SettingsError, context_shape, kv_bytes_per_layer
-from app.memory.layout import HOST, EstDevice, OverrideMatcher, PlacementError, layer_devices, place_weights
+from app.memory.layout import OverrideMatcher, PlacementError, layer_devices, place_weights
+from app.lanes import CPU, Lane
 from app.memory.settings import LlamaSettings
 from app.model import open_model
 from tests.gguf_factory import write_sparse_model, write_tiny_model
@@ -15,7 +16,7 @@ GiB = 1 << 30
 
 
 def dev(name, gib=24, buft=None):
-    return EstDevice(name, buft or name, gib * GiB, gib * GiB)
+    return Lane(name, buft or name, gib * GiB, gib * GiB)
 
 
 def test_layer_split_matches_llama_cpp_examples():
@@ -23,7 +24,7 @@ def test_layer_split_matches_llama_cpp_examples():
     s = LlamaSettings(n_gpu_layers=-2, tensor_split=[3, 1])
     assert layer_devices(4, [dev("A"), dev("B")], s) == ["A", "A", "A", "A", "B"]
     # -ngl 1 offloads only the output layer
-    assert layer_devices(4, [dev("A")], LlamaSettings(n_gpu_layers=1)) == [HOST] * 4 + ["A"]
+    assert layer_devices(4, [dev("A")], LlamaSettings(n_gpu_layers=1)) == [CPU] * 4 + ["A"]
     # 48 layers + output, 3:1 -> ceil(49*0.75) = 37 layers on the first device
     out = layer_devices(48, [dev("A"), dev("B")], LlamaSettings(n_gpu_layers=-2, tensor_split=[3, 1]))
     assert out.count("A") == 37 and out[-1] == "B"
@@ -31,7 +32,7 @@ def test_layer_split_matches_llama_cpp_examples():
     out = layer_devices(9, [dev("A", 8), dev("B", 24)], LlamaSettings(n_gpu_layers=-2))
     assert out.count("A") == 3 and out.count("B") == 7
     # no devices at all: everything on the host
-    assert layer_devices(3, [], LlamaSettings()) == [HOST] * 4
+    assert layer_devices(3, [], LlamaSettings()) == [CPU] * 4
 
 
 def test_override_first_match_wins_and_is_unanchored():
@@ -102,11 +103,11 @@ def test_tied_embeddings_loaded_twice_and_overrides_route_experts(tmp_path):
     assert pl.duplicated_output == "RPC0"
     te = next(t for t in m.tensors if t.name == "token_embd.weight")
     by = pl.bytes_by_device(m)
-    assert by[HOST] == te.nbytes and by["RPC0"] == m.tensor_bytes - te.nbytes + te.nbytes
+    assert by[CPU] == te.nbytes and by["RPC0"] == m.tensor_bytes - te.nbytes + te.nbytes
     moe = open_model(write_tiny_model("qwen3moe", tmp_path / "q.gguf"))
     pl = place_weights(moe, [dev("RPC0")], settings_from_args(["-ngl", "all", "-cmoe"]))
     for t, d in zip(moe.tensors, pl.tensor_device):
-        assert d == (HOST if "_exps" in t.name or t.name.startswith("token_embd") else "RPC0"), t.name
+        assert d == (CPU if "_exps" in t.name or t.name.startswith("token_embd") else "RPC0"), t.name
     with pytest.raises(PlacementError, match="not a buffer type"):
         place_weights(moe, [dev("RPC0")], settings_from_args(["-ot", "exps=CUDA7"]))
 

@@ -1,7 +1,7 @@
 """The command follows what the user's build accepts (read from its --help)."""
 
 from app.llamacpp.capabilities import parse_help
-from app.memory.layout import EstDevice
+from app.lanes import Lane
 from app.memory.settings import LlamaSettings
 from app.model.demo import load_demo
 from app.placement.command import build_command
@@ -35,7 +35,7 @@ GiB = 1 << 30
 
 def placement():
     m = load_demo()
-    devs = [EstDevice("CUDA0", "CUDA0", 24 * GiB, 24 * GiB)]
+    devs = [Lane("CUDA0", "CUDA0", 24 * GiB, 24 * GiB)]
     return experts_to_cpu(m, devs, LlamaSettings(n_ctx=8192, flash_attn="on", load_mode="none"))
 
 
@@ -67,7 +67,7 @@ def test_cuda_visible_devices_renames_devices_only_when_asked():
     from app.placement.presets import all_on_gpus
 
     m = load_demo()
-    devs = [EstDevice(f"CUDA{i}", f"CUDA{i}", 24 * GiB, 24 * GiB) for i in range(3)]
+    devs = [Lane(f"CUDA{i}", f"CUDA{i}", 24 * GiB, 24 * GiB) for i in range(3)]
     p = all_on_gpus(m, [devs[0], devs[2]], LlamaSettings(n_ctx=4096))
     p.devices = devs
     p.assign("3:experts", "CUDA0")

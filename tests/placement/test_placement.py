@@ -8,7 +8,7 @@ import pytest
 
 from app.command.ot_patterns import verify_patterns
 from app.memory.args import parse_llama_args
-from app.memory.layout import EstDevice
+from app.lanes import Lane
 from app.memory.settings import LlamaSettings
 from app.model import Role, open_model
 from app.model.demo import load_demo
@@ -30,7 +30,7 @@ def q30(tmp_path_factory):
 
 
 def gpus(*sizes):
-    return [EstDevice(f"CUDA{i}", f"CUDA{i}", s * GiB, s * GiB, "gpu", 1e12 - i) for i, s in enumerate(sizes)]
+    return [Lane(f"CUDA{i}", f"CUDA{i}", s * GiB, s * GiB, "gpu", 1e12 - i) for i, s in enumerate(sizes)]
 
 
 def roundtrip(p: Placement) -> Placement:
@@ -136,7 +136,7 @@ def test_auto_fit_never_exceeds_a_budget(q30, sizes, ctx):
     devs = gpus(*sizes)
     res = auto_fit(q30, devs, LlamaSettings(n_ctx=ctx), margin=GiB)
     for m in res.estimate.devices:
-        if m.name != "Host":
+        if m.name != "CPU":
             d = next(x for x in devs if x.name == m.name)
             assert m.total <= d.total - GiB, (m.name, m.total / GiB)
     # it uses the room: when anything is left on the CPU, every device is filled to within one expert layer
@@ -183,7 +183,7 @@ def test_random_placements_export_or_explain(tmp_path):
     rng = random.Random(7)
     for arch in ("granitehybrid", "deepseek2", "glm4moe", "gpt-oss", "qwen3moe", "llama4"):
         m = open_model(write_tiny_model(arch, tmp_path / f"{arch}.gguf"))
-        devs = [EstDevice(f"RPC{i}", f"RPC0[127.0.0.1:{5000 + i}]", 8 * GiB, 8 * GiB, "rpc") for i in range(3)]
+        devs = [Lane(f"RPC{i}", f"RPC0[127.0.0.1:{5000 + i}]", 8 * GiB, 8 * GiB, "rpc") for i in range(3)]
         exported = 0
         for _ in range(60):
             p = random_placement(m, devs, rng)

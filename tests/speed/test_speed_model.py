@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.memory.estimator import estimate
-from app.memory.layout import HOST, EstDevice
+from app.lanes import CPU, Lane
 from app.memory.settings import LlamaSettings
 from app.model import Role, open_model
 from app.placement import CPU
@@ -28,7 +28,7 @@ def models(tmp_path_factory):
 
 
 def gpu(name, gib, gbs):
-    return EstDevice(name, name, gib * GiB, gib * GiB, "gpu", gbs * GB)
+    return Lane(name, name, gib * GiB, gib * GiB, "gpu", gbs * GB)
 
 
 # published figures (docs/users.md): the model must land near them with default efficiencies
@@ -57,7 +57,7 @@ def test_only_active_experts_are_read(models):
     p = experts_to_cpu(m, devs, LlamaSettings())
     per = read_bytes_per_token(m, p.weight_placement())
     cpu_expert_bytes = sum(b.nbytes for b in m.blocks if b.role is Role.EXPERTS)
-    assert per[HOST] == pytest.approx(cpu_expert_bytes * 8 / 128, rel=0.01)
+    assert per[CPU] == pytest.approx(cpu_expert_bytes * 8 / 128, rel=0.01)
     # moving experts onto the GPU helps; moving attention off it does not pay
     params = speed_params(devs, 80 * GB)
     slow = predict_decode(m, p.weight_placement(), params).tokens_per_s
@@ -82,7 +82,7 @@ def test_calibration_recovers_known_efficiencies(models):
     m = models["qwen3-30b-a3b"]
     devs = [gpu("CUDA0", 24, 1008)]
     truth = speed_params(devs, 80 * GB)
-    truth.get("CUDA0").eff_bandwidth, truth.get(HOST).eff_bandwidth = 0.82, 0.31
+    truth.get("CUDA0").eff_bandwidth, truth.get(CPU).eff_bandwidth = 0.82, 0.31
     meas = []
     for n in (0, 12, 24, 36, 48):
         p = n_cpu_moe(m, devs, LlamaSettings(), n)
@@ -90,7 +90,7 @@ def test_calibration_recovers_known_efficiencies(models):
                                 label=f"ncmoe {n}"))
     guess = speed_params(devs, 80 * GB)
     rep = fit(m, meas, guess, prior_weight=0.01)
-    assert rep.params.get(HOST).eff_bandwidth == pytest.approx(0.31, rel=0.1)
+    assert rep.params.get(CPU).eff_bandwidth == pytest.approx(0.31, rel=0.1)
     assert rep.params.get("CUDA0").eff_bandwidth == pytest.approx(0.82, rel=0.15)
     assert rep.worst_error < 0.05
 

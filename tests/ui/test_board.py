@@ -7,7 +7,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
-from app.memory.layout import EstDevice
+from app.lanes import Lane
 from app.placement import CPU
 from tests.gguf_factory import write_sparse_model, write_tiny_model
 
@@ -168,7 +168,7 @@ def test_no_devices_and_a_big_model(qtbot, tmp_path):
     win = MainWindow(detect_devices=False)
     win.setProperty("ask_on_close", False)
     qtbot.addWidget(win)
-    win.devices = [EstDevice("RPC0", "RPC0[127.0.0.1:1]", 8 * GiB, 8 * GiB, "rpc")]
+    win.devices = [Lane("RPC0", "RPC0[127.0.0.1:1]", 8 * GiB, 8 * GiB, "rpc")]
     assert win.open_path_sync(str(write_sparse_model("qwen3-235b-a22b", tmp_path / "big.gguf")))
     assert win.board.lanes["RPC0"].over
     win._auto_fit()
@@ -182,7 +182,7 @@ def test_verify_shows_llama_cpp_numbers_per_lane(qtbot, rpc_window):
     win.verify_act.trigger()
     qtbot.waitUntil(lambda: win.doc.opinion is not None or win.doc.opinion_error is not None, timeout=30000)
     assert win.doc.opinion_error is None, win.doc.opinion_error
-    assert [r.name for r in win.doc.opinion.rows] == ["RPC0", "RPC1", "Host"]
+    assert [r.name for r in win.doc.opinion.rows] == ["RPC0", "RPC1", "CPU"]
     assert "llama.cpp dry run" in win.board.lanes["RPC0"].status.text()
     win.board.select_ids(["1:experts"])
     win.board.move_selection("CPU")  # an edit makes the dry run stale: it disappears
@@ -345,13 +345,13 @@ def test_dark_and_light_themes_set_readable_palettes(qapp):
 
 
 def test_device_detection_keeps_edits_and_restores(window):
-    from app.memory.layout import EstDevice
+    from app.lanes import Lane
 
     doc = window.doc
     window.board.select_ids(["4:experts"])
     window.board.move_selection(CPU)
     edited = doc.placement.snapshot()
-    more = doc.devices + [EstDevice("CUDA2", "CUDA2", 8 * GiB, 8 * GiB, "planned")]
+    more = doc.devices + [Lane("CUDA2", "CUDA2", 8 * GiB, 8 * GiB, "planned")]
     doc.set_devices(more)  # the placement only uses devices that are still there: kept as it is
     assert doc.placement.snapshot()[:2] == edited[:2] and "CUDA2" in window.board.lanes
     doc.set_devices([more[2]])  # CUDA0/1 vanished: laid out again, as one undoable step

@@ -41,7 +41,7 @@ def test_launch_prompt_monitor_stop(running, qtbot):
     # predicted vs actual: llama.cpp's logged buffers per device, next to our estimate
     qtbot.waitUntil(lambda: panel.table.rowCount() > 0, timeout=10000)
     devices = {panel.table.item(r, 0).text() for r in range(panel.table.rowCount())}
-    assert {"RPC0", "RPC1", "Host"} <= devices
+    assert {"RPC0", "RPC1", "CPU"} <= devices
     logged = [panel.table.item(r, 3).text() for r in range(panel.table.rowCount())]
     assert any(x not in ("", "0.0") for x in logged)
     # try it: a streamed completion with speeds

@@ -248,7 +248,7 @@ class BoardView(QGraphicsView):
         cap = self.doc.capacity(name)
         mem = None
         if est is not None:
-            mem = next((d for d in est.devices if d.name == ("Host" if name == CPU else name)), None)
+            mem = next((d for d in est.devices if d.name == name), None)
         margin = self.margin if name != CPU else 0
         lane.title.setText(name if name != CPU else "CPU (host RAM)")
         lane.title.setPos(8, 5)
@@ -266,7 +266,7 @@ class BoardView(QGraphicsView):
         text = f"{fmt_bytes(used)} / {fmt_bytes(cap)}" if cap else fmt_bytes(used)
         dec = self.doc.decode
         if dec is not None:
-            secs = dec.device_seconds.get("Host" if name == CPU else name, 0.0)
+            secs = dec.device_seconds.get(name, 0.0)
             if secs >= 5e-5:
                 text += f" · {secs * 1000:.1f} ms/token ({100 * secs / dec.seconds_per_token:.0f}%)"
         if over:
@@ -276,7 +276,7 @@ class BoardView(QGraphicsView):
                 text += f": move {hint}"
         op = self.doc.opinion
         if op is not None:
-            row = op.row("Host" if name == CPU else name)
+            row = op.rowname
             if row is not None:
                 theirs = (row.model + row.context + row.compute) << 20
                 text += f"   llama.cpp dry run: {fmt_bytes(theirs)} (model {row.model}, context {row.context}, " \
@@ -350,14 +350,14 @@ class BoardView(QGraphicsView):
         for name, lane in self.lanes.items():
             mem = None
             if est is not None:
-                mem = next((d for d in est.devices if d.name == ("Host" if name == CPU else name)), None)
+                mem = next((d for d in est.devices if d.name == name), None)
                 if mem is None:
                     from app.memory.estimator import DeviceMemory
 
                     mem = DeviceMemory(name)
             lane.gauge.set_preview(mem)
             if est is not None and self.doc.estimate is not None:
-                cur = next((d for d in self.doc.estimate.devices if d.name == ("Host" if name == CPU else name)), None)
+                cur = next((d for d in self.doc.estimate.devices if d.name == name), None)
                 delta = (mem.total if mem else 0) - (cur.total if cur else 0)
                 if delta:
                     cap = self.doc.capacity(name)

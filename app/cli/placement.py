@@ -16,19 +16,20 @@ import json
 import sys
 from collections import Counter
 
-from .command.quoting import quote_posix
-from .memory.args import ArgsError, parse_llama_args
-from .memory.device_adapter import from_detected, parse_device_spec
-from .memory.kv import SettingsError
-from .memory.layout import PlacementError
-from .memory.settings import LlamaSettings
-from .model import GGUFError, Model, Role, open_model
-from .placement import CPU, Placement
-from .placement.autofit import FitError, auto_fit
-from .placement.command import build_command
-from .placement.export import InexpressibleError
-from .placement.formats import FORMATS, render
-from .placement.plan_file import PlanError, load_plan, save_plan
+from ..command.quoting import quote_posix
+from ..memory.args import ArgsError, parse_llama_args
+from ..memory.device_adapter import from_detected, parse_device_spec
+from ..memory.kv import SettingsError
+from ..memory.layout import PlacementError
+from ..memory.settings import LlamaSettings
+from ..model import GGUFError, Model, Role, open_model
+from ..lanes import CPU, to_llama_name
+from ..placement import Placement
+from ..placement.autofit import FitError, auto_fit
+from ..placement.command import build_command
+from ..placement.export import InexpressibleError
+from ..placement.formats import FORMATS, render
+from ..placement.plan_file import PlanError, load_plan, save_plan
 
 MiB = 1 << 20
 _ERRORS = (GGUFError, SettingsError, PlacementError, ArgsError, InexpressibleError, PlanError, FitError, ValueError)
@@ -42,7 +43,7 @@ def _fail(exc: Exception) -> int:
 def _devices(spec: str | None, rpc: list[str], llama_dir: str | None):
     if spec:
         return parse_device_spec(spec), None
-    from .devices.detect import detect
+    from ..devices.detect import detect
 
     result = detect(llama_dir=llama_dir, rpc=rpc)
     return from_detected(result.devices), result
@@ -153,14 +154,14 @@ def run_fit(args) -> int:
         settings = LlamaSettings(n_ctx=args.ctx, n_parallel=args.parallel, type_k=args.ctk, type_v=args.ctv,
                                  flash_attn=args.fa)
         host = result.host.total_bytes if result is not None and getattr(result.host, "total_bytes", None) else None
-        from .speed.membench import measure_host_bandwidth
-        from .speed.model import predict_decode, predict_prompt
-        from .speed.params import load_calibration, speed_params
+        from ..speed.membench import measure_host_bandwidth
+        from ..speed.model import predict_decode, predict_prompt
+        from ..speed.params import load_calibration, speed_params
 
         host_bw = args.host_bw * 1e9 if args.host_bw else measure_host_bandwidth()
         params = speed_params(devices, host_bw, load_calibration(devices))
         if args.fastest:
-            from .placement.fastest import fastest
+            from ..placement.fastest import fastest
 
             fr = fastest(model, devices, settings, params, margin=int(args.margin * MiB))
             placement, est, report = fr.placement, fr.estimate, [f"{len(fr.steps)} improvements over auto-fit"]
@@ -171,8 +172,8 @@ def run_fit(args) -> int:
         cmd = build_command(placement, args.model, rpc=rpc)
         candidates = [("layerdeck " + ("fastest" if args.fastest else "auto-fit"), placement, est)]
         if args.compare_llama:
-            from .memory.estimator import estimate
-            from .placement.llama_fit import llama_fit
+            from ..memory.estimator import estimate
+            from ..placement.llama_fit import llama_fit
 
             fitted, theirs = llama_fit(model, args.model, devices, settings, rpc=rpc, margin=int(args.margin * MiB),
                                        llama_dir=args.llama_dir)
@@ -187,8 +188,8 @@ def run_fit(args) -> int:
     for line in report:
         print(line)
     print()
-    names = [d.name for d in devices] + ["Host"]
-    print(f"{'placement':22}" + "".join(f"{n:>12}" for n in names) + f"{'tg tok/s':>11}{'pp tok/s':>11}")
+    names = [d.name for d in devices] + [CPU]
+    print(f"{'placement':22}" + "".join(f"{to_llama_name(n):>12}" for n in names) + f"{'tg tok/s':>11}{'pp tok/s':>11}")
     for label, p, e in candidates:
         cells = []
         for n in names:

@@ -14,13 +14,14 @@ import argparse
 import json
 import sys
 
-from .memory.args import ArgsError, parse_llama_args
-from .memory.device_adapter import from_detected, parse_device_spec
-from .memory.estimator import Estimate, estimate
-from .memory.kv import SettingsError
-from .memory.layout import PlacementError
-from .memory.settings import TOOLS
-from .model import GGUFError, open_model
+from ..memory.args import ArgsError, parse_llama_args
+from ..memory.device_adapter import from_detected, parse_device_spec
+from ..memory.estimator import Estimate, estimate
+from ..memory.kv import SettingsError
+from ..memory.layout import PlacementError
+from ..lanes import to_llama_name
+from ..memory.settings import TOOLS
+from ..model import GGUFError, open_model
 
 SCHEMA = "layerdeck.estimate/1"
 MiB = 1 << 20
@@ -43,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _devices(args, rpc: list[str]):
     if args.devices:
         return parse_device_spec(args.devices), []
-    from .devices.detect import detect  # detection starts llama.cpp; only when asked
+    from ..devices.detect import detect  # detection starts llama.cpp; only when asked
 
     result = detect(llama_dir=args.llama_dir, rpc=rpc)
     problems = [f"{e.source}: {e.message}" for e in getattr(result, "errors", [])]
@@ -55,7 +56,7 @@ def to_json(est: Estimate) -> dict:
     return {
         "schema": SCHEMA,
         "devices": [
-            {"name": d.name, "model": d.model, "kv": d.kv, "recurrent": d.recurrent, "context": d.context,
+            {"name": to_llama_name(d.name), "model": d.model, "kv": d.kv, "recurrent": d.recurrent, "context": d.context,
              "compute": d.compute, "output": d.output, "total": d.total, "capacity": d.capacity}
             for d in est.devices
         ],
@@ -69,13 +70,13 @@ def to_json(est: Estimate) -> dict:
 
 
 def render_text(est: Estimate) -> str:
-    lines = [f"{d.name} {d.model // MiB} {d.context // MiB} {d.compute // MiB} " for d in est.devices]
+    lines = [f"{to_llama_name(d.name)} {d.model // MiB} {d.context // MiB} {d.compute // MiB} " for d in est.devices]
     lines.append("")
     lines.append(f"{'device':10} {'model':>9} {'context':>9} {'compute':>9} {'output':>8} {'total':>9} {'capacity':>9} {'free':>9}")
     for d in est.devices:
         cap = f"{d.capacity // MiB}" if d.capacity else "-"
         free = f"{(d.capacity - d.total) // MiB}" if d.capacity else "-"
-        lines.append(f"{d.name:10} {d.model / MiB:9.0f} {d.context / MiB:9.0f} {d.compute / MiB:9.0f} "
+        lines.append(f"{to_llama_name(d.name):10} {d.model / MiB:9.0f} {d.context / MiB:9.0f} {d.compute / MiB:9.0f} "
                      f"{d.output / MiB:8.1f} {d.total / MiB:9.0f} {cap:>9} {free:>9}")
     s = est.shape
     lines.append(f"context: {s.n_ctx} cells ({s.n_stream} stream{'s' if s.n_stream > 1 else ''} x {s.n_ctx_seq}), "
@@ -83,7 +84,7 @@ def render_text(est: Estimate) -> str:
                  f"{'on' if s.flash_attn else 'off'}" + (f", SWA cache {s.size_swa} cells" if s.size_swa else ""))
     for d in est.devices:
         if d.capacity and d.total > d.capacity:
-            lines.append(f"over capacity: {d.name} needs {(d.total - d.capacity) / MiB:.0f} MiB more than it has")
+            lines.append(f"over capacity: {to_llama_name(d.name)} needs {(d.total - d.capacity) / MiB:.0f} MiB more than it has")
     lines += [f"note: {n}" for n in est.notes]
     return "\n".join(lines)
 

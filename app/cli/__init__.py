@@ -6,16 +6,11 @@ import argparse
 import logging
 import sys
 
-from . import __version__, estimate_cmd, inspect_cmd, placement_cmds
+from .. import __version__
+from . import devices, estimate, inspect, placement
 
 #: Modules that contribute a subcommand through ``add_parser(subparsers)``.
-_COMMANDS = [inspect_cmd, estimate_cmd, placement_cmds]
-try:  # the devices subcommand lives with the detection code
-    from .devices import cli as _devices_cli
-
-    _COMMANDS.append(_devices_cli)
-except ImportError:  # pragma: no cover - only while the package is being assembled
-    pass
+_COMMANDS = [inspect, estimate, placement, devices]
 
 
 def build_parser() -> argparse.ArgumentParser:

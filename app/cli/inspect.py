@@ -10,9 +10,9 @@ import dataclasses
 import json
 import sys
 
-from .model import GGUFError, Model, Role, open_model
-from .model.blocks import LAYER_ROLES
-from .units import fmt_bytes, fmt_count
+from ..model import GGUFError, Model, Role, open_model
+from ..model.blocks import LAYER_ROLES
+from ..units import fmt_bytes, fmt_count
 
 SCHEMA = "layerdeck.inspect/1"
 

@@ -3,7 +3,7 @@
 Usage::
 
     layerdeck devices [--json] [--rpc HOST:PORT[,HOST:PORT...]] [--llama-dir DIR] [--timeout S]
-    python -m app.devices.cli [same options]
+    python -m app.cli.devices [same options]
 
 Exit status: 0, or 1 when an ``--rpc`` host did not answer (so scripts can
 check a cluster), 2 for bad arguments.
@@ -194,7 +194,7 @@ def format_table(result: DetectionResult) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.devices.cli", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m app.cli.devices", description=__doc__.split("\n")[0])
     _add_arguments(parser)
     return run(parser.parse_args(argv))
 
