@@ -90,3 +90,9 @@ class Lane:
     def is_loopback(self) -> bool:
         ep = self.endpoint or ""
         return ep.startswith(("127.", "localhost", "[::1]"))
+
+
+def rpc_endpoints(lanes: "list[Lane] | tuple[Lane, ...]") -> list[str]:
+    """The ``--rpc`` list for these lanes, in order, each endpoint once (llama.cpp numbers RPC devices by
+    their place in it, so unused hosts stay in)."""
+    return list(dict.fromkeys(d.endpoint for d in lanes if d.kind is DeviceKind.RPC and d.endpoint))

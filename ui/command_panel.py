@@ -8,12 +8,11 @@ from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
                                QPushButton, QVBoxLayout, QWidget)
 
+from app.errors import LayerdeckError
 from app.llamacpp.capabilities import UNKNOWN
-from app.memory.args import ArgsError, parse_llama_args
-from app.placement import Placement
 from app.placement.command import build_command
 from app.placement.export import InexpressibleError
-from app.placement.formats import parse_command_text, render
+from app.placement.formats import render
 
 from .document import Document
 
@@ -59,10 +58,8 @@ class CommandPanel(QWidget):
         self.refresh()
 
     def _rpc(self) -> list[str]:
-        from .devices_dialog import rpc_endpoints
-
         # every host, in detection order, even unused ones: llama.cpp numbers RPC devices by their place in --rpc
-        return self.rpc or rpc_endpoints(self.doc.devices)
+        return self.rpc or self.doc.rpc_endpoints()
 
     def argv(self) -> list[str]:
         model_path = str(self.doc.model.path)
@@ -95,21 +92,11 @@ class CommandPanel(QWidget):
     def import_text(self, text: str) -> str | None:
         """Load the placement a pasted command means. Returns an error sentence, or None on success."""
         try:
-            env, argv = parse_command_text(text)
-            parsed = parse_llama_args(argv, env=env)
-        except (ArgsError, ValueError) as exc:
+            warnings = self.doc.import_command(text)
+        except (LayerdeckError, ValueError) as exc:
             return str(exc)
-        try:
-            new = Placement.from_settings(self.doc.model, self.doc.devices, parsed.settings)
-        except ValueError as exc:
-            return str(exc)
-        imported = parsed.settings
-        self.doc.replace(new, "Import command")
-        self.doc.set_settings(**{k: getattr(imported, k) for k in
-                                 ("n_ctx", "n_parallel", "kv_unified", "type_k", "type_v", "flash_attn", "n_batch",
-                                  "n_ubatch", "swa_full", "no_kv_offload")})
-        if parsed.warnings:
-            return "Imported, with warnings: " + "; ".join(parsed.warnings)
+        if warnings:
+            return "Imported, with warnings: " + "; ".join(warnings)
         return None
 
     def _import_dialog(self) -> None:

@@ -43,7 +43,7 @@ class CompareDialog(QDialog):
         self.add("Current", doc.placement.copy())
         try:
             self.add("Auto-fit", auto_fit(doc.model, doc.devices, s, margin=margin, pinned_from=doc.placement).placement)
-            self.add("Fastest", fastest(doc.model, doc.devices, s, doc._params(), margin=margin,
+            self.add("Fastest", fastest(doc.model, doc.devices, s, doc.speed_params, margin=margin,
                                         pinned_from=doc.placement).placement)
         except FitError as exc:
             self.note.setText(str(exc))

@@ -11,15 +11,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpin
 
 from app.devices import catalogue
 from app.lanes import Lane
-from app.units import fmt_bytes
-
-GiB = 1 << 30
-
-
-def rpc_endpoints(devices: list[Lane]) -> list[str]:
-    """The ``--rpc`` list for these devices, in order, each endpoint once."""
-    out = [d.buft[d.buft.find("[") + 1:-1] for d in devices if d.kind == "rpc" and "[" in d.buft]
-    return list(dict.fromkeys(out))
+from app.units import GiB, fmt_bytes
 
 
 class DevicesDialog(QDialog):

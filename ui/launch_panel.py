@@ -1,25 +1,28 @@
-"""Launch llama-server with the current placement and watch it: state, URLs, log, live monitor,
-predicted vs actual, a prompt box and llama-bench runs.
+"""Launch llama-server with the current placement and watch it: state, URLs, and one tab each for the live
+monitor, predicted vs actual, the log, a prompt box and llama-bench runs.
 
-Process logic lives in :mod:`app.launch` (GUI-free); this panel bridges its thread callbacks to Qt
-signals and draws. Launching is disabled for the demo model.
+Process logic lives in :mod:`app.launch` (GUI-free) and the choice of placements to benchmark in
+:meth:`app.session.Session.proof_candidates`; :class:`LaunchPanel` owns the server and bridges its thread
+callbacks to Qt signals, and each tab is a widget of its own that draws what it is given. Launching is
+disabled for the demo model.
 """
 
 from __future__ import annotations
 
 import logging
+from html import escape
 from pathlib import Path
 
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QColor, QGuiApplication, QTextCharFormat, QTextCursor
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPlainTextEdit, QPushButton,
-                               QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import (QApplication, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QPlainTextEdit, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget,
+                               QVBoxLayout, QWidget)
 
-from app.lanes import CPU
+from app.lanes import CPU, DeviceKind
 from app.launch.metrics import predicted_vs_actual
 from app.launch.process import LaunchError, ServerProcess, State
-from app.placement.command import build_command
 from app.placement.export import InexpressibleError
 
 from .document import Document
@@ -31,6 +34,10 @@ LEVEL_COLORS = {"E": QColor("#D64541"), "W": QColor("#C98A00"), "D": QColor("#8C
 PALETTE = ["#4C78A8", "#E8833A", "#54A24B", "#B279A2", "#59A89C", "#9D755D"]
 
 
+def _f(x) -> str:
+    return "" if x is None else f"{x:,.1f}"
+
+
 class _Bridge(QObject):
     """Thread callbacks from app.launch become queued Qt signals."""
 
@@ -40,65 +47,11 @@ class _Bridge(QObject):
     token = Signal(str)
 
 
-class LaunchPanel(QWidget):
-    server_state = Signal(object)
+class MonitorTab(QWidget):
+    """Live plots of memory, tokens per second, process RSS and CPU, with the predicted memory dashed."""
 
-    def __init__(self, document: Document, llama_dir=lambda: None, rpc=lambda: [], parent=None):
+    def __init__(self, parent=None):
         super().__init__(parent)
-        self.doc = document
-        self.llama_dir = llama_dir
-        self.rpc = rpc
-        self.server: ServerProcess | None = None
-        self.monitor = None
-        self.estimate_at_launch = None
-        self.bridge = _Bridge()
-        self.bridge.state.connect(self._on_state)
-        self.bridge.line.connect(self._on_line)
-        self.bridge.sample.connect(self._on_sample)
-        self.bridge.token.connect(self._on_token)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(8, 4, 8, 4)
-        top = QHBoxLayout()
-        self.launch_btn = QPushButton("Launch")
-        self.stop_btn = QPushButton("Stop")
-        self.restart_btn = QPushButton("Restart")
-        for b in (self.launch_btn, self.stop_btn, self.restart_btn):
-            top.addWidget(b)
-        self.state_label = QLabel("stopped")
-        self.state_label.setMinimumWidth(90)
-        top.addWidget(self.state_label)
-        self.url_label = QLabel()
-        self.url_label.setOpenExternalLinks(True)
-        self.url_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
-        top.addWidget(self.url_label, 1)
-        self.copy_api = QPushButton("Copy OpenAI base URL")
-        top.addWidget(self.copy_api)
-        lay.addLayout(top)
-        self.diagnosis = QLabel()
-        self.diagnosis.setWordWrap(True)
-        self.diagnosis.setVisible(False)
-        self.diagnosis.setStyleSheet("QLabel { background: rgba(214,69,65,0.12); padding: 6px; }")
-        lay.addWidget(self.diagnosis)
-        self.tabs = QTabWidget()
-        lay.addWidget(self.tabs, 1)
-        self._build_monitor()
-        self._build_table()
-        self._build_log()
-        self._build_try()
-        self._build_bench()
-        self.launch_btn.clicked.connect(self.launch)
-        self.stop_btn.clicked.connect(self.stop)
-        self.restart_btn.clicked.connect(self.restart)
-        self.copy_api.clicked.connect(self._copy_api)
-        self.doc.changed.connect(self._update_buttons)
-        self._update_buttons()
-
-    # ------------------------------------------------------------------ widgets
-
-    def _build_monitor(self) -> None:
-        from PySide6.QtGui import QPalette
-        from PySide6.QtWidgets import QApplication
-
         pal = QApplication.palette()
         w = pg.GraphicsLayoutWidget()
         w.setBackground(pal.color(QPalette.ColorRole.Base))
@@ -126,12 +79,10 @@ class LaunchPanel(QWidget):
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.predicted_lines: list = []
         self.speed_label = QLabel()
-        box = QWidget()
-        bl = QVBoxLayout(box)
+        bl = QVBoxLayout(self)
         bl.setContentsMargins(0, 0, 0, 0)
         bl.addWidget(self.speed_label)
         bl.addWidget(w, 1)
-        self.tabs.addTab(box, "Monitor")
 
     def _curve(self, plot, key: str, label: str, i: int) -> pg.PlotDataItem:
         c = self.curves.get(key)
@@ -139,16 +90,73 @@ class LaunchPanel(QWidget):
             c = self.curves[key] = plot.plot(name=label, pen=pg.mkPen(PALETTE[i % len(PALETTE)], width=2))
         return c
 
-    def _build_table(self) -> None:
-        self.table = QTableWidget(0, 6)
-        self.table.setHorizontalHeaderLabels(["Device", "Quantity", "Predicted MiB", "llama.cpp logged MiB",
-                                              "Measured MiB", "Difference"])
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.tabs.addTab(self.table, "Predicted vs actual")
+    def show_sample(self, monitor, sample, predicted_tps: float | None) -> None:
+        series = monitor.series()
+        t = series.get("time")
+        if t is None or not len(t):
+            return
+        i = 0
+        for key, values in series.items():
+            if key.startswith("mem:"):
+                self._curve(self.mem_plot, key, key[4:], i).setData(t, values)
+                i += 1
+        if not self.predicted_lines:
+            for j, (_dev, mib) in enumerate(monitor.predicted_mib().items()):
+                line = pg.InfiniteLine(pos=mib, angle=0,
+                                       pen=pg.mkPen(PALETTE[j % len(PALETTE)], style=Qt.PenStyle.DashLine))
+                self.mem_plot.addItem(line)
+                self.predicted_lines.append(line)
+        for j, key in enumerate(("prompt_tps", "gen_tps")):
+            if key in series:
+                self._curve(self.tps_plot, key, "prompt" if key == "prompt_tps" else "generation", j).setData(
+                    t, series[key])
+        if "host_rss_mib" in series:
+            self._curve(self.host_plot, "rss", "RSS", 0).setData(t, series["host_rss_mib"])
+        if "host_cpu_percent" in series:
+            self._curve(self.cpu_plot, "cpu", "CPU %", 1).setData(t, series["host_cpu_percent"])
+        if "busy_slots" in series:
+            self._curve(self.cpu_plot, "slots", "busy slots", 2).setData(t, series["busy_slots"])
+        parts = []
+        if sample.gen_tps:
+            parts.append(f"generation {sample.gen_tps:.1f} tok/s")
+        if sample.prompt_tps:
+            parts.append(f"prompt {sample.prompt_tps:.1f} tok/s")
+        if sample.context_used is not None and sample.context_size:
+            parts.append(f"context {sample.context_used}/{sample.context_size}")
+        if predicted_tps is not None:
+            parts.append(f"predicted generation {predicted_tps:.1f} tok/s")
+        if parts:
+            self.speed_label.setText(" · ".join(parts))
 
-    def _build_log(self) -> None:
-        box = QWidget()
-        bl = QVBoxLayout(box)
+
+class ComparisonTab(QTableWidget):
+    """Predicted, llama.cpp-logged and measured MiB per device and quantity."""
+
+    def __init__(self, parent=None):
+        super().__init__(0, 6, parent)
+        self.setHorizontalHeaderLabels(["Device", "Quantity", "Predicted MiB", "llama.cpp logged MiB",
+                                        "Measured MiB", "Difference"])
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+
+    def fill(self, estimate, buffers, measured: dict) -> None:
+        rows = predicted_vs_actual(estimate, buffers, measured)
+        self.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            cells = [row.device, row.quantity, _f(row.predicted_mib), _f(row.logged_mib), _f(row.measured_mib),
+                     "" if row.difference_pct is None else f"{row.difference_pct * 100:+.1f}%"]
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if row.flagged:
+                    item.setBackground(QColor(214, 69, 65, 60))
+                self.setItem(r, c, item)
+
+
+class LogTab(QWidget):
+    """The server's log: bounded, coloured by level, searchable, copy and save."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        bl = QVBoxLayout(self)
         bl.setContentsMargins(0, 0, 0, 0)
         row = QHBoxLayout()
         self.search = QLineEdit()
@@ -156,29 +164,50 @@ class LaunchPanel(QWidget):
         self.search.returnPressed.connect(self._find)
         copy = QPushButton("Copy")
         save = QPushButton("Save…")
-        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.log_view.toPlainText()))
-        save.clicked.connect(self._save_log)
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.view.toPlainText()))
+        save.clicked.connect(self._save)
         row.addWidget(self.search, 1)
         row.addWidget(copy)
         row.addWidget(save)
         bl.addLayout(row)
-        self.log_view = QPlainTextEdit()
-        self.log_view.setReadOnly(True)
-        self.log_view.setMaximumBlockCount(5000)  # bounded, like the process's own buffer
-        self.log_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        bl.addWidget(self.log_view, 1)
-        self.tabs.addTab(box, "Log")
+        self.view = QPlainTextEdit()
+        self.view.setReadOnly(True)
+        self.view.setMaximumBlockCount(5000)  # bounded, like the process's own buffer
+        self.view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        bl.addWidget(self.view, 1)
 
-    def _build_try(self) -> None:
-        box = QWidget()
-        bl = QVBoxLayout(box)
+    def append(self, line) -> None:
+        cursor = self.view.textCursor()
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        fmt = QTextCharFormat()
+        color = LEVEL_COLORS.get(line.level or "")
+        if color is not None:
+            fmt.setForeground(color)
+        cursor.insertText(line.text + "\n", fmt)
+
+    def _find(self) -> None:
+        if not self.view.find(self.search.text()):
+            self.view.moveCursor(QTextCursor.MoveOperation.Start)
+            self.view.find(self.search.text())
+
+    def _save(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save log", "llama-server.log")
+        if path:
+            Path(path).write_text(self.view.toPlainText(), encoding="utf-8")
+
+
+class TryTab(QWidget):
+    """A prompt box that streams the running server's answer and shows its speed."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        bl = QVBoxLayout(self)
         row = QHBoxLayout()
         self.prompt = QLineEdit("Write a haiku about GPUs.")
         self.n_predict = QSpinBox()
         self.n_predict.setRange(1, 4096)
         self.n_predict.setValue(64)
         self.send_btn = QPushButton("Send")
-        self.send_btn.clicked.connect(self.try_prompt)
         row.addWidget(self.prompt, 1)
         row.addWidget(QLabel("tokens"))
         row.addWidget(self.n_predict)
@@ -187,45 +216,142 @@ class LaunchPanel(QWidget):
         self.output = QPlainTextEdit()
         self.output.setReadOnly(True)
         bl.addWidget(self.output, 1)
-        self.try_speed = QLabel()
-        bl.addWidget(self.try_speed)
-        self.tabs.addTab(box, "Try it")
+        self.speed = QLabel()
+        bl.addWidget(self.speed)
 
-    def _build_bench(self) -> None:
-        box = QWidget()
-        bl = QVBoxLayout(box)
+    def add_token(self, text: str) -> None:
+        self.output.moveCursor(QTextCursor.MoveOperation.End)
+        self.output.insertPlainText(text)
+
+
+class BenchTab(QWidget):
+    """llama-bench runs: this placement, or the alternatives with a calibration plot."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        bl = QVBoxLayout(self)
         row = QHBoxLayout()
         self.bench_btn = QPushButton("Run llama-bench on this placement")
-        self.bench_btn.clicked.connect(self.run_bench)
         row.addWidget(self.bench_btn)
         self.proof_btn = QPushButton("Benchmark alternatives and calibrate")
         self.proof_btn.setToolTip("llama-bench on this placement, auto-fit, fastest, llama.cpp's --fit and a "
                                   "--n-cpu-moe sweep; predicted next to measured; fits the speed model to this machine")
-        self.proof_btn.clicked.connect(self.run_proof)
         row.addWidget(self.proof_btn)
         row.addStretch(1)
         bl.addLayout(row)
-        self.proof_plot = pg.PlotWidget()
-        self.proof_plot.setLabel("bottom", "predicted tok/s")
-        self.proof_plot.setLabel("left", "measured tok/s")
-        self.proof_plot.setMinimumHeight(160)
-        self.proof_plot.addLegend(offset=(5, 5))
-        self.proof_plot.setVisible(False)
-        self.bench_table = QTableWidget(0, 5)
-        self.bench_table.setHorizontalHeaderLabels(["When", "Placement", "prompt tok/s", "generation tok/s",
-                                                    "predicted gen tok/s"])
-        self.bench_table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        bl.addWidget(self.bench_table, 1)
-        bl.addWidget(self.proof_plot, 1)
-        self.bench_note = QLabel()
-        self.bench_note.setWordWrap(True)
-        bl.addWidget(self.bench_note)
-        self.tabs.addTab(box, "Benchmark")
+        self.plot = pg.PlotWidget()
+        self.plot.setLabel("bottom", "predicted tok/s")
+        self.plot.setLabel("left", "measured tok/s")
+        self.plot.setMinimumHeight(160)
+        self.plot.addLegend(offset=(5, 5))
+        self.plot.setVisible(False)
+        self.table = QTableWidget(0, 5)
+        self.table.setHorizontalHeaderLabels(["When", "Placement", "prompt tok/s", "generation tok/s",
+                                              "predicted gen tok/s"])
+        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        bl.addWidget(self.table, 1)
+        bl.addWidget(self.plot, 1)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        bl.addWidget(self.note)
+
+    def add_row(self, cells: list[str]) -> None:
+        r = self.table.rowCount()
+        self.table.insertRow(r)
+        for c, text in enumerate(cells):
+            self.table.setItem(r, c, QTableWidgetItem(str(text)))
+
+    def show_proof(self, res) -> None:
+        self.table.setRowCount(0)
+        for row in res.rows:
+            self.add_row(["", row.label, _f(row.measured_pp), _f(row.measured_tg) if row.error is None else row.error,
+                          _f(row.predicted_tg)])
+        self.plot.clear()
+        ok = [r for r in res.rows if r.measured_tg]
+        if ok:
+            self.plot.setVisible(True)
+            self.plot.plot([r.predicted_tg for r in ok], [r.measured_tg for r in ok], pen=None,
+                           symbol="o", symbolBrush=PALETTE[0], name="before calibration")
+            if res.calibration is not None:
+                tg = [row for row in res.calibration.rows if row[1] == "tg"]
+                self.plot.plot([p for _, _, p, _ in tg], [m for _, _, _, m in tg], pen=None, symbol="t",
+                               symbolBrush=PALETTE[1], name="after calibration")
+                top = max(max(r.measured_tg for r in ok), max(r.predicted_tg for r in ok))
+                self.plot.plot([0, top], [0, top], pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine))
+
+
+class LaunchPanel(QWidget):
+    """Start, stop and watch llama-server for the document's placement."""
+
+    server_state = Signal(object)
+
+    def __init__(self, document: Document, llama_dir=lambda: None, rpc=lambda: [], parent=None):
+        super().__init__(parent)
+        self.doc = document
+        self.llama_dir = llama_dir
+        self.rpc = rpc
+        self.server: ServerProcess | None = None
+        self.monitor = None
+        self.estimate_at_launch = None
+        self.bridge = _Bridge()
+        self.bridge.state.connect(self._on_state)
+        self.bridge.line.connect(lambda line: self.log_tab.append(line))
+        self.bridge.sample.connect(self._on_sample)
+        self.bridge.token.connect(lambda text: self.try_tab.add_token(text))
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        top = QHBoxLayout()
+        self.launch_btn = QPushButton("Launch")
+        self.stop_btn = QPushButton("Stop")
+        self.restart_btn = QPushButton("Restart")
+        for b in (self.launch_btn, self.stop_btn, self.restart_btn):
+            top.addWidget(b)
+        self.state_label = QLabel("stopped")
+        self.state_label.setMinimumWidth(90)
+        top.addWidget(self.state_label)
+        self.url_label = QLabel()
+        self.url_label.setOpenExternalLinks(True)
+        self.url_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        top.addWidget(self.url_label, 1)
+        self.copy_api = QPushButton("Copy OpenAI base URL")
+        top.addWidget(self.copy_api)
+        lay.addLayout(top)
+        self.diagnosis = QLabel()
+        self.diagnosis.setWordWrap(True)
+        self.diagnosis.setVisible(False)
+        self.diagnosis.setStyleSheet("QLabel { background: rgba(214,69,65,0.12); padding: 6px; }")
+        lay.addWidget(self.diagnosis)
+        self.tabs = QTabWidget()
+        lay.addWidget(self.tabs, 1)
+        self.monitor_tab = MonitorTab()
+        self.table = ComparisonTab()
+        self.log_tab = LogTab()
+        self.try_tab = TryTab()
+        self.bench_tab = BenchTab()
+        for w, title in ((self.monitor_tab, "Monitor"), (self.table, "Predicted vs actual"), (self.log_tab, "Log"),
+                         (self.try_tab, "Try it"), (self.bench_tab, "Benchmark")):
+            self.tabs.addTab(w, title)
+        # the widgets tests and the window reach for, by their old names
+        self.log_view = self.log_tab.view
+        self.speed_label = self.monitor_tab.speed_label
+        self.prompt, self.n_predict = self.try_tab.prompt, self.try_tab.n_predict
+        self.send_btn, self.output, self.try_speed = self.try_tab.send_btn, self.try_tab.output, self.try_tab.speed
+        self.bench_btn, self.proof_btn = self.bench_tab.bench_btn, self.bench_tab.proof_btn
+        self.bench_table, self.proof_plot, self.bench_note = self.bench_tab.table, self.bench_tab.plot, self.bench_tab.note
+        self.send_btn.clicked.connect(self.try_prompt)
+        self.bench_btn.clicked.connect(self.run_bench)
+        self.proof_btn.clicked.connect(self.run_proof)
+        self.launch_btn.clicked.connect(self.launch)
+        self.stop_btn.clicked.connect(self.stop)
+        self.restart_btn.clicked.connect(self.restart)
+        self.copy_api.clicked.connect(self._copy_api)
+        self.doc.changed.connect(self._update_buttons)
+        self._update_buttons()
 
     # ------------------------------------------------------------------ actions
 
     def command_argv(self) -> list[str]:
-        return build_command(self.doc.placement, str(self.doc.model.path), rpc=self.rpc()).argv
+        return self.doc.command(rpc=self.rpc()).argv
 
     def _update_buttons(self) -> None:
         demo = self.doc.model.is_demo
@@ -244,7 +370,7 @@ class LaunchPanel(QWidget):
         if self.doc.model.is_demo:
             return False
         used = set(self.doc.placement.layer_device) | set(self.doc.placement.tensor_device)
-        planned = [d.name for d in self.doc.devices if d.kind == "planned" and d.name in used]
+        planned = [d.name for d in self.doc.devices if d.kind is DeviceKind.PLANNED and d.name in used]
         if planned:
             self._show_problem("Cannot launch", f"{', '.join(planned)} {'is a planned device' if len(planned) == 1 else 'are planned devices'}"
                                " (a card you don't have here): move its blocks to a detected device or the CPU, or "
@@ -256,7 +382,7 @@ class LaunchPanel(QWidget):
             self._show_problem("Cannot launch", str(exc))
             return False
         self.diagnosis.setVisible(False)
-        self.log_view.clear()
+        self.log_tab.view.clear()
         self.estimate_at_launch = self.doc.estimate
         server = ServerProcess(argv, llama_dir=self.llama_dir())
         server.add_state_listener(self.bridge.state.emit)
@@ -284,7 +410,7 @@ class LaunchPanel(QWidget):
         server = self.server
         argv = self.command_argv()
         self.estimate_at_launch = self.doc.estimate
-        self.log_view.clear()
+        self.log_tab.view.clear()
         run_in_background(lambda: server.restart(argv), lambda _r: self._update_buttons(),
                           lambda exc: self._show_problem("Restart failed", str(exc)))
 
@@ -334,76 +460,21 @@ class LaunchPanel(QWidget):
         self.server_state.emit(state)
 
     def _show_problem(self, title: str, text: str, lines=()) -> None:
-        from html import escape
-
         body = f"<b>{escape(title)}</b>: {escape(text)}"
         if lines:
             body += "<pre>" + escape("\n".join(list(lines)[-6:])) + "</pre>"
         self.diagnosis.setText(body)
         self.diagnosis.setVisible(True)
 
-    def _on_line(self, line) -> None:
-        cursor = self.log_view.textCursor()
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        fmt = QTextCharFormat()
-        color = LEVEL_COLORS.get(line.level or "")
-        if color is not None:
-            fmt.setForeground(color)
-        cursor.insertText(line.text + "\n", fmt)
-
-    def _find(self) -> None:
-        if not self.log_view.find(self.search.text()):
-            self.log_view.moveCursor(QTextCursor.MoveOperation.Start)
-            self.log_view.find(self.search.text())
-
-    def _save_log(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save log", "llama-server.log")
-        if path:
-            Path(path).write_text(self.log_view.toPlainText(), encoding="utf-8")
-
     def _copy_api(self) -> None:
         if self.server is not None and self.server.openai_base_url:
             QGuiApplication.clipboard().setText(self.server.openai_base_url)
 
     def _on_sample(self, sample) -> None:
-        m = self.monitor
-        if m is None:
+        if self.monitor is None:
             return
-        series = m.series()
-        t = series.get("time")
-        if t is None or not len(t):
-            return
-        i = 0
-        for key, values in series.items():
-            if key.startswith("mem:"):
-                self._curve(self.mem_plot, key, key[4:], i).setData(t, values)
-                i += 1
-        if not self.predicted_lines:
-            for j, (dev, mib) in enumerate(m.predicted_mib().items()):
-                line = pg.InfiniteLine(pos=mib, angle=0, pen=pg.mkPen(PALETTE[j % len(PALETTE)], style=Qt.PenStyle.DashLine))
-                self.mem_plot.addItem(line)
-                self.predicted_lines.append(line)
-        for j, key in enumerate(("prompt_tps", "gen_tps")):
-            if key in series:
-                self._curve(self.tps_plot, key, "prompt" if key == "prompt_tps" else "generation", j).setData(
-                    t, series[key])
-        if "host_rss_mib" in series:
-            self._curve(self.host_plot, "rss", "RSS", 0).setData(t, series["host_rss_mib"])
-        if "host_cpu_percent" in series:
-            self._curve(self.cpu_plot, "cpu", "CPU %", 1).setData(t, series["host_cpu_percent"])
-        if "busy_slots" in series:
-            self._curve(self.cpu_plot, "slots", "busy slots", 2).setData(t, series["busy_slots"])
-        parts = []
-        if sample.gen_tps:
-            parts.append(f"generation {sample.gen_tps:.1f} tok/s")
-        if sample.prompt_tps:
-            parts.append(f"prompt {sample.prompt_tps:.1f} tok/s")
-        if sample.context_used is not None and sample.context_size:
-            parts.append(f"context {sample.context_used}/{sample.context_size}")
-        if self.doc.decode is not None:
-            parts.append(f"predicted generation {self.doc.decode.tokens_per_s:.1f} tok/s")
-        if parts:
-            self.speed_label.setText(" · ".join(parts))
+        decode = self.doc.decode
+        self.monitor_tab.show_sample(self.monitor, sample, decode.tokens_per_s if decode is not None else None)
 
     def _fill_table(self) -> None:
         s, est = self.server, self.estimate_at_launch
@@ -415,16 +486,7 @@ class LaunchPanel(QWidget):
             measured = dict(last.device_used_mib)
             if last.host_rss_mib:
                 measured[CPU] = last.host_rss_mib
-        rows = predicted_vs_actual(est, s.buffers, measured)
-        self.table.setRowCount(len(rows))
-        for r, row in enumerate(rows):
-            cells = [row.device, row.quantity, _f(row.predicted_mib), _f(row.logged_mib), _f(row.measured_mib),
-                     "" if row.difference_pct is None else f"{row.difference_pct * 100:+.1f}%"]
-            for c, text in enumerate(cells):
-                item = QTableWidgetItem(text)
-                if row.flagged:
-                    item.setBackground(QColor(214, 69, 65, 60))
-                self.table.setItem(r, c, item)
+        self.table.fill(est, s.buffers, measured)
 
     # ------------------------------------------------------------------ try it
 
@@ -452,10 +514,6 @@ class LaunchPanel(QWidget):
 
         run_in_background(job, done, failed)
 
-    def _on_token(self, text: str) -> None:
-        self.output.moveCursor(QTextCursor.MoveOperation.End)
-        self.output.insertPlainText(text)
-
     # ------------------------------------------------------------------ llama-bench
 
     def run_bench(self) -> None:
@@ -481,11 +539,8 @@ class LaunchPanel(QWidget):
 
         def done(run) -> None:
             self.bench_note.setText(f"Saved in {history.path_for(run.model)}")
-            r = self.bench_table.rowCount()
-            self.bench_table.insertRow(r)
-            for c, text in enumerate([run.info.get("test_time", "") if hasattr(run, "info") else "", label,
-                                      _f(run.pp_ts), _f(run.tg_ts), _f(predicted)]):
-                self.bench_table.setItem(r, c, QTableWidgetItem(str(text)))
+            self.bench_tab.add_row([run.info.get("test_time", "") if hasattr(run, "info") else "", label,
+                                    _f(run.pp_ts), _f(run.tg_ts), _f(predicted)])
             self.bench_btn.setEnabled(True)
 
         def failed(exc) -> None:
@@ -495,25 +550,6 @@ class LaunchPanel(QWidget):
         run_in_background(job, done, failed)
 
 
-    def proof_candidates(self) -> list:
-        from app.placement.autofit import FitError, auto_fit
-        from app.placement.fastest import fastest
-        from app.placement.presets import n_cpu_moe
-
-        d = self.doc
-        s = d.placement.settings
-        out = [("current", d.placement.copy())]
-        try:
-            out.append(("auto-fit", auto_fit(d.model, d.devices, s, margin=0).placement))
-            out.append(("fastest", fastest(d.model, d.devices, s, d._params(), margin=0).placement))
-        except FitError:
-            pass
-        n_moe = sum(1 for b in d.model.blocks if b.role.value == "experts" and not b.nextn)
-        for n in sorted({0, n_moe // 2, n_moe}):
-            if d.devices and n_moe:
-                out.append((f"--n-cpu-moe {n}", n_cpu_moe(d.model, d.devices, s, n)))
-        return out
-
     def run_proof(self) -> None:
         from app.launch.bench import BenchHistory
         from app.paths import data_dir
@@ -521,10 +557,10 @@ class LaunchPanel(QWidget):
         from app.speed.proof import run_proof
 
         d = self.doc
-        candidates = self.proof_candidates()
+        candidates = d.proof_candidates()
         llama_dir = self.llama_dir()
         rpc = self.rpc()
-        params = d._params()
+        params = d.speed_params
         history = BenchHistory(data_dir() / "bench")
         self.proof_btn.setEnabled(False)
         self.bench_note.setText(f"Benchmarking {len(candidates)} placements…")
@@ -535,31 +571,10 @@ class LaunchPanel(QWidget):
 
         def done(res) -> None:
             self.proof_result = res
-            self.bench_table.setRowCount(0)
-            for row in res.rows:
-                r = self.bench_table.rowCount()
-                self.bench_table.insertRow(r)
-                cells = ["", row.label, _f(row.measured_pp), _f(row.measured_tg) if row.error is None else row.error,
-                         _f(row.predicted_tg)]
-                for c, text in enumerate(cells):
-                    self.bench_table.setItem(r, c, QTableWidgetItem(text))
-            self.proof_plot.clear()
-            ok = [r for r in res.rows if r.measured_tg]
-            if ok:
-                self.proof_plot.setVisible(True)
-                self.proof_plot.plot([r.predicted_tg for r in ok], [r.measured_tg for r in ok], pen=None,
-                                     symbol="o", symbolBrush=PALETTE[0], name="before calibration")
-                if res.calibration is not None:
-                    tg = [row for row in res.calibration.rows if row[1] == "tg"]
-                    self.proof_plot.plot([p for _, _, p, _ in tg], [m for _, _, _, m in tg], pen=None, symbol="t",
-                                         symbolBrush=PALETTE[1], name="after calibration")
-                    top = max(max(r.measured_tg for r in ok), max(r.predicted_tg for r in ok))
-                    self.proof_plot.plot([0, top], [0, top], pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine))
+            self.bench_tab.show_proof(res)
             if res.calibration is not None:
                 path = save_calibration(d.devices, res.calibration.fitted)
-                d.speed_params = None
-                d._reestimate()
-                d.changed.emit()
+                d.recalibrated()
                 self.bench_note.setText(f"Calibrated: worst error after the fit "
                                         f"{res.calibration.worst_error * 100:.0f}%; saved in {path}")
             self.proof_btn.setEnabled(True)
@@ -569,7 +584,3 @@ class LaunchPanel(QWidget):
             self.proof_btn.setEnabled(True)
 
         run_in_background(job, done, failed)
-
-
-def _f(x) -> str:
-    return "" if x is None else f"{x:,.1f}"

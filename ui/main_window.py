@@ -19,9 +19,9 @@ from app.memory.device_adapter import from_detected
 from app.lanes import Lane
 from app.model import GGUFError, Model, open_model
 from app.model.demo import load_demo
-from app.placement import presets
-from app.placement.autofit import FitError, auto_fit
-from app.placement.plan_file import PlanError, load_plan, save_plan
+from app.placement.autofit import FitError
+from app.placement.plan_file import PlanError
+from app.units import GiB
 
 from .board.board_view import BoardView
 from .command_panel import CommandPanel
@@ -31,7 +31,6 @@ from .summary_panel import SummaryPanel
 from .worker import run_in_background
 
 log = logging.getLogger(__name__)
-GiB = 1 << 30
 
 #: Lanes for the demo (and for planning) when no GPU is detected.
 DEMO_DEVICES = [Lane("CUDA0", "CUDA0", 24 * GiB, 24 * GiB, "planned", 1.0e12),
@@ -152,7 +151,8 @@ class MainWindow(QMainWindow):
         # the demo plans on two GPUs when none was found; a real model gets what was detected (maybe only the CPU)
         devices = self.devices or (DEMO_DEVICES if model.is_demo else [])
         old_doc = self.doc
-        self.doc = Document(model, devices, host_capacity=self.host_capacity, parent=self)
+        self.doc = Document(model, devices, host_capacity=self.host_capacity,
+                            margin=self.margin_spin.value() << 20, parent=self)
         if old_doc is not None:
             old_doc.deleteLater()  # its tensor table and caches go with it
         self.doc.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
@@ -161,7 +161,6 @@ class MainWindow(QMainWindow):
             self.doc.set_host_bandwidth(self.host_bandwidth)
         self.doc.changed.connect(self._doc_changed)
         self.board = BoardView(self.doc)
-        self.board.margin = self.margin_spin.value() << 20
         self.board.preset_actions = [("All on GPU", lambda: self._preset("all")),
                                      ("Experts → CPU", lambda: self._preset("experts")),
                                      ("Auto-fit", self._auto_fit),
@@ -172,11 +171,10 @@ class MainWindow(QMainWindow):
         old = getattr(self, "launch", None)
         if old is not None:
             old.shutdown()  # a new model: the old server stops with its panel
-        from .devices_dialog import rpc_endpoints
         from .launch_panel import LaunchPanel
 
         self.launch = LaunchPanel(self.doc, llama_dir=lambda: self.settings.value("llama_dir") or None,
-                                  rpc=lambda: rpc_endpoints(self.doc.devices))
+                                  rpc=lambda: self.doc.rpc_endpoints())
         self.launch.launch_btn.setShortcut(QKeySequence("Ctrl+L"))
         self.bottom = QTabWidget()
         self.bottom.addTab(self.command, "Command")
@@ -228,14 +226,7 @@ class MainWindow(QMainWindow):
         self.redo_act.setEnabled(bool(d.history.redo_label))
         self.undo_act.setText(f"&Undo {d.history.undo_label}" if d.history.undo_label else "&Undo")
         self.redo_act.setText(f"&Redo {d.history.redo_label}" if d.history.redo_label else "&Redo")
-        over = []
-        if d.estimate is not None:
-            for m in d.estimate.devices:
-                lane = m.name
-                cap = d.capacity(lane)
-                margin = 0 if lane == "CPU" else self.margin_spin.value() << 20
-                if cap and m.total > cap - margin:
-                    over.append(lane)
+        over = [o.lane for o in d.overflows()]
         text = f"estimate {d.last_estimate_ms:.1f} ms"
         if d.decode is not None:
             text = (f"expected ≈ {d.decode.tokens_per_s:.1f} tok/s generation, "
@@ -387,12 +378,10 @@ class MainWindow(QMainWindow):
         if not path:
             return False
         try:
-            save_plan(self.doc.placement, path)
+            self.doc.save_plan(path)
         except OSError as exc:
             QMessageBox.warning(self, "Cannot save plan", f"{path}: {exc}")
             return False
-        self.doc.plan_path = path
-        self.doc.mark_saved()
         return True
 
     def _open_plan(self) -> None:
@@ -400,36 +389,22 @@ class MainWindow(QMainWindow):
         if not path:
             return
         try:
-            new = load_plan(path, self.doc.model)
+            self.doc.open_plan(path)
         except PlanError as exc:
             QMessageBox.warning(self, "Cannot open plan", str(exc))
-            return
-        self.doc.replace(new, f"Open plan {Path(path).name}")
 
     # ------------------------------------------------------------------ placement actions
 
     def _preset(self, which: str) -> None:
-        d = self.doc
-        s = d.placement.settings
-        if which == "all":
-            new, label = presets.all_on_gpus(d.model, d.devices, s), "All on GPU"
-        elif which == "experts":
-            new, label = presets.experts_to_cpu(d.model, d.devices, s), "Experts to CPU"
-        else:
-            n = self.ncmoe_spin.value()
-            new, label = presets.n_cpu_moe(d.model, d.devices, s, n), f"--n-cpu-moe {n}"
-        d.replace(new, label)
+        self.doc.apply_preset(which, self.ncmoe_spin.value() if which == "ncmoe" else 0)
 
     def _auto_fit(self) -> None:
-        d = self.doc
         try:
             # host RAM is not a hard limit (CPU weights are memory-mapped); the CPU lane shows when it is exceeded
-            res = auto_fit(d.model, d.devices, d.placement.settings, margin=self.margin_spin.value() << 20,
-                           pinned_from=d.placement)
+            res = self.doc.auto_fit()
         except FitError as exc:
             QMessageBox.information(self, "Auto-fit", str(exc))
             return
-        d.replace(res.placement, "Auto-fit")
         self.statusBar().showMessage("Auto-fit: " + "; ".join(res.report[:-1]), 10000)
 
     def _verify(self) -> None:
@@ -439,13 +414,12 @@ class MainWindow(QMainWindow):
 
         d = self.doc
         snapshot = d.placement.copy()
-        rpc = [dev.buft[dev.buft.find("[") + 1:-1] for dev in d.devices if dev.kind == "rpc" and "[" in dev.buft]
-        rpc = list(dict.fromkeys(rpc))
+        rpc = d.rpc_endpoints()
         llama_dir = self.settings.value("llama_dir") or None
         self.statusBar().showMessage("Running llama.cpp's dry run…")
 
         def done(op) -> None:
-            if self.doc is d and d.placement.snapshot() == snapshot.snapshot():
+            if self.doc is d and d.placement.snapshot() == snapshot.snapshot():  # nothing edited meanwhile
                 d.set_opinion(op)
                 self.statusBar().showMessage("llama.cpp's dry run is shown next to each lane", 6000)
 
@@ -459,25 +433,19 @@ class MainWindow(QMainWindow):
                           done, failed)
 
     def _fastest(self) -> None:
-        from app.placement.fastest import fastest
-
-        d = self.doc
         try:
-            res = fastest(d.model, d.devices, d.placement.settings, d._params(),
-                          margin=self.margin_spin.value() << 20, pinned_from=d.placement)
+            res = self.doc.fastest()
         except FitError as exc:
             QMessageBox.information(self, "Fastest", str(exc))
             return
-        d.replace(res.placement, "Fastest")
         self.statusBar().showMessage(f"Fastest: {res.decode.tokens_per_s:.1f} tok/s expected "
                                      f"(auto-fit {res.start_decode.tokens_per_s:.1f})", 10000)
 
     def _compare(self) -> None:
         from .compare_dialog import CompareDialog
-        from .devices_dialog import rpc_endpoints
 
-        CompareDialog(self.doc, self.margin_spin.value() << 20, self.settings.value("llama_dir") or None,
-                      rpc_endpoints(self.doc.devices), self).exec()
+        CompareDialog(self.doc, self.doc.margin, self.settings.value("llama_dir") or None,
+                      self.doc.rpc_endpoints(), self).exec()
 
     def _select_experts(self) -> None:
         n = self.doc.model.params.n_layer
@@ -494,9 +462,10 @@ class MainWindow(QMainWindow):
 
     def _margin_changed(self, value: int) -> None:
         self.settings.setValue("margin_mib", value)
-        if self.board is not None:
-            self.board.margin = value << 20
-            self.board.relayout()
+        if self.doc is not None:
+            self.doc.set_margin(value << 20)
+            if self.board is not None:
+                self.board.relayout()
         self._doc_changed()
 
     # ------------------------------------------------------------------ autosave and crash recovery
@@ -513,7 +482,7 @@ class MainWindow(QMainWindow):
         try:
             path = self.autosave_path()
             path.parent.mkdir(parents=True, exist_ok=True)
-            save_plan(self.doc.placement, path)
+            self.doc.save_plan(path, as_document=False)
         except OSError as exc:
             log.warning("autosave failed: %s", exc)
 
@@ -543,11 +512,10 @@ class MainWindow(QMainWindow):
         if not self.open_path_sync(model_path):
             return False
         try:
-            restored = load_plan(path, self.doc.model)
+            self.doc.open_plan(path, label="Restore unsaved placement")
         except PlanError as exc:
             QMessageBox.warning(self, "Cannot restore", str(exc))
             return False
-        self.doc.replace(restored, "Restore unsaved placement")
         self.statusBar().showMessage("Restored the placement from before the crash", 8000)
         return True
 

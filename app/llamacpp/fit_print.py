@@ -8,6 +8,7 @@ compute`` in MiB, then ``Host ...`` (``common_fit_print`` in
 
 from __future__ import annotations
 
+from ..errors import ToolError
 from ..lanes import CPU, from_llama_name
 
 import logging
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 _LINE = re.compile(r"^(?P<name>\S+) (?P<model>\d+) (?P<context>\d+) (?P<compute>\d+)\s*$")
 
 
-class FitPrintError(RuntimeError):
+class FitPrintError(ToolError, RuntimeError):
     """The dry run could not be done; the message says why and what to do."""
 
 
@@ -44,7 +45,7 @@ def parse_fit_print(stdout: str) -> list[FitRow]:
     return rows
 
 
-def _tail(text: str, n: int = 6) -> str:
+def tail_lines(text: str, n: int = 6) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return "\n".join(lines[-n:])
 
@@ -70,5 +71,5 @@ def run_fit_print(model: str | os.PathLike, args: list[str], *, llama_dir: str |
                             "to get its exact estimate.")
     rows = parse_fit_print(proc.stdout)
     if proc.returncode != 0 or not rows or rows[-1].name != CPU:
-        raise FitPrintError(f"llama-fit-params failed (exit status {proc.returncode}):\n{_tail(proc.stderr)}")
+        raise FitPrintError(f"llama-fit-params failed (exit status {proc.returncode}):\n{tail_lines(proc.stderr)}")
     return rows

@@ -1434,36 +1434,34 @@ def _getter(idx):
     return itemgetter(*idx)
 
 
-def _model_facts(model: Model):
-    """Per-model constants: tensor index by name, shapes, tensors per layer, each layer's structure."""
-    f = model.__dict__.get("_compute_facts")
-    if f is None:
-        p = model.params
-        names = {}
-        per_layer = [[] for _ in range(p.n_layer)]
-        suffixes = [[] for _ in range(p.n_layer)]
-        for i, t in enumerate(model.tensors):
-            names[t.name] = i
-            b = model.block_of(t.name)
-            if b.layer is not None and b.layer < p.n_layer:
-                per_layer[b.layer].append(i)
-                suffixes[b.layer].append((t.name.split(".", 2)[-1], t.shape))
-        n_main = p.n_layer - p.nextn_layers
-        kinds, kind_ids = [], {}
-        for il in range(n_main):
-            k = (p.swa_layers[il] if p.has_swa else False, p.recurrent_layers[il], p.n_head[il], p.n_head_kv[il],
-                 p.n_ff[il], il < p.n_layer_dense_lead, il == n_main - 1, tuple(suffixes[il]))
-            kinds.append(kind_ids.setdefault(k, len(kind_ids)))
-        getters = [_getter(idx) for idx in per_layer[:n_main]]
-        glob = [i for i, t in enumerate(model.tensors) if model.block_of(t.name).layer is None]
-        f = {"names": names, "getters": getters, "kinds": kinds, "glob": _getter(glob),
-             "shapes": [_ne4(t.shape) for t in model.tensors], "results": OrderedDict(), "graphs": OrderedDict()}
-        model.__dict__["_compute_facts"] = f
+def model_facts(model: Model) -> dict:
+    """Per-model constants (tensor index by name, shapes, tensors per layer, each layer's structure) and the
+    caches of built graphs and results; :class:`app.memory.estimator.Estimator` keeps one per model."""
+    p = model.params
+    names = {}
+    per_layer = [[] for _ in range(p.n_layer)]
+    suffixes = [[] for _ in range(p.n_layer)]
+    for i, t in enumerate(model.tensors):
+        names[t.name] = i
+        b = model.block_of(t.name)
+        if b.layer is not None and b.layer < p.n_layer:
+            per_layer[b.layer].append(i)
+            suffixes[b.layer].append((t.name.split(".", 2)[-1], t.shape))
+    n_main = p.n_layer - p.nextn_layers
+    kinds, kind_ids = [], {}
+    for il in range(n_main):
+        k = (p.swa_layers[il] if p.has_swa else False, p.recurrent_layers[il], p.n_head[il], p.n_head_kv[il],
+             p.n_ff[il], il < p.n_layer_dense_lead, il == n_main - 1, tuple(suffixes[il]))
+        kinds.append(kind_ids.setdefault(k, len(kind_ids)))
+    getters = [_getter(idx) for idx in per_layer[:n_main]]
+    glob = [i for i, t in enumerate(model.tensors) if model.block_of(t.name).layer is None]
+    f = {"names": names, "getters": getters, "kinds": kinds, "glob": _getter(glob),
+         "shapes": [_ne4(t.shape) for t in model.tensors], "results": OrderedDict(), "graphs": OrderedDict()}
     return f
 
 
 def compute_buffers(model: Model, placement: WeightPlacement, settings: LlamaSettings, shape: ContextShape,
-                    pipeline: bool) -> dict[str, int]:
+                    pipeline: bool, facts: dict | None = None) -> dict[str, int]:
     """Compute buffer bytes per device name (``Host`` for the CPU backend's buffer).
 
     ``pipeline``: pipeline parallelism is on (the scheduler keeps 4 copies of every input).
@@ -1471,7 +1469,8 @@ def compute_buffers(model: Model, placement: WeightPlacement, settings: LlamaSet
     p = model.params
     if p.n_layer <= 0 or p.n_embd <= 0:
         return {}
-    facts = _model_facts(model)
+    if facts is None:
+        facts = model_facts(model)
     devs = placement.devices
     cpu = len(devs)
     be_of = {d.name: i for i, d in enumerate(devs)}

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..model import Model
-from .compute import CHECKED_ARCHS, compute_buffers
+from .compute import CHECKED_ARCHS, compute_buffers, model_facts
 from .kv import ContextShape, context_shape, kv_bytes_per_layer, output_buffer_bytes, recurrent_bytes_per_layer
-from .layout import WeightPlacement, place_weights
+from .layout import OverrideMatcher, WeightPlacement, place_weights
 from ..lanes import CPU, Lane
 from .settings import LlamaSettings
 
@@ -57,8 +57,33 @@ class Estimate:
         return self.devices[-1]
 
 
+class Estimator:
+    """The memory estimate for one model, with that model's caches: which tensors each ``-ot`` pattern
+    matches, and the compute graphs and results already built. Whoever estimates many placements of one
+    model (a session, auto-fit, the fastest search) keeps one; it lives and dies with its owner."""
+
+    def __init__(self, model: Model):
+        self.model = model
+        self.matcher = OverrideMatcher([t.name for t in model.tensors])
+        self.compute_facts = model_facts(model)
+
+    def place(self, devices: list[Lane], settings: LlamaSettings) -> WeightPlacement:
+        return place_weights(self.model, devices, settings, self.matcher)
+
+    def estimate(self, devices: list[Lane], settings: LlamaSettings,
+                 placement: WeightPlacement | None = None) -> Estimate:
+        return _estimate(self.model, devices, settings, placement, self)
+
+
 def estimate(model: Model, devices: list[Lane], settings: LlamaSettings,
-             placement: WeightPlacement | None = None) -> Estimate:
+             placement: WeightPlacement | None = None, estimator: Estimator | None = None) -> Estimate:
+    """Estimate memory per device for ``model`` launched with ``settings`` on ``devices`` (see
+    :func:`_estimate`); pass an :class:`Estimator` of the same model to reuse its caches."""
+    return _estimate(model, devices, settings, placement, estimator)
+
+
+def _estimate(model: Model, devices: list[Lane], settings: LlamaSettings,
+              placement: WeightPlacement | None, estimator: Estimator | None) -> Estimate:
     """Estimate memory per device for ``model`` launched with ``settings`` on ``devices``.
 
     ``devices`` are the non-CPU devices llama.cpp sees (RPC first, then GPUs),
@@ -69,7 +94,7 @@ def estimate(model: Model, devices: list[Lane], settings: LlamaSettings,
     p = model.params
     shape = context_shape(p, settings)
     if placement is None:
-        placement = place_weights(model, devices, settings)
+        placement = place_weights(model, devices, settings, estimator.matcher if estimator else None)
     names = [d.name for d in placement.devices]
     mem = {n: DeviceMemory(n, capacity=next((d.total for d in devices if d.name == n), None)) for n in names}
     mem[CPU] = DeviceMemory(CPU)
@@ -85,7 +110,8 @@ def estimate(model: Model, devices: list[Lane], settings: LlamaSettings,
     pipeline = (len(placement.devices) > 1 and settings.split_mode == "layer" and not settings.no_kv_offload
                 and not placement.has_overrides
                 and all(d != CPU for d in placement.layer_device))
-    for dev, nbytes in compute_buffers(model, placement, settings, shape, pipeline).items():
+    for dev, nbytes in compute_buffers(model, placement, settings, shape, pipeline,
+                                         estimator.compute_facts if estimator else None).items():
         mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes
     notes = []
     if p.arch not in CHECKED_ARCHS:

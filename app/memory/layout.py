@@ -20,11 +20,12 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..model import Model, Role
+from ..errors import EstimateError
+from ..model import Model
 from ..lanes import CPU, Lane
 from .settings import NGL_ALL, NGL_AUTO, LlamaSettings
 
-class PlacementError(ValueError):
+class PlacementError(EstimateError, ValueError):
     """The settings name something llama.cpp would reject (an unknown device or buffer type)."""
 
 
@@ -148,55 +149,24 @@ class WeightPlacement:
         return out
 
 
-def _matcher(model: Model) -> OverrideMatcher:
-    m = model.__dict__.get("_ot_matcher")
-    if m is None:
-        m = model.__dict__["_ot_matcher"] = OverrideMatcher([t.name for t in model.tensors])
-    return m
-
-
-def _tensor_layers(model: Model) -> list[int]:
-    """llama.cpp layer index per tensor: -1 input (CPU), n_layer for output, else the block index."""
-    cached = model.__dict__.get("_tensor_layers")
-    if cached is None:
-        n = model.params.n_layer
-        cached = []
-        for t in model.tensors:
-            b = model.block_of(t.name)
-            if b.role is Role.INPUT:
-                cached.append(-1)
-            elif b.role is Role.OUTPUT:
-                cached.append(n)
-            elif b.layer is None:
-                cached.append(0)  # e.g. rope_freqs: created with layer 0
-            else:
-                cached.append(b.layer)
-        model.__dict__["_tensor_layers"] = cached
-    return cached
-
-
-def _skipped(model: Model) -> list[bool]:
-    cached = model.__dict__.get("_tensor_skipped")
-    if cached is None:
-        cached = [model.block_of(t.name).nextn for t in model.tensors]
-        model.__dict__["_tensor_skipped"] = cached
-    return cached
-
-
-def place_weights(model: Model, devices: list[Lane], settings: LlamaSettings) -> WeightPlacement:
+def place_weights(model: Model, devices: list[Lane], settings: LlamaSettings,
+                  matcher: OverrideMatcher | None = None) -> WeightPlacement:
+    """Where llama.cpp puts each tensor for ``settings``; ``matcher`` (one per model) caches override matches."""
     devs = model_devices(devices, settings)
     n_all = model.params.n_layer
     layers = layer_devices(n_all, devs, settings)
     buft_to_dev = {"CPU": CPU}
     for d in devices:
         buft_to_dev[d.buft] = d.name
-    over = _matcher(model).resolve(settings.overrides) if settings.overrides else {}
+    if settings.overrides and matcher is None:
+        matcher = OverrideMatcher([t.name for t in model.tensors])
+    over = matcher.resolve(settings.overrides) if matcher is not None and settings.overrides else {}
     for _, buft in settings.overrides:
         if buft not in buft_to_dev:
             raise PlacementError(f"override target {buft!r} is not a buffer type llama.cpp knows here "
                                  f"(available: {', '.join(buft_to_dev)}).")
-    tl = _tensor_layers(model)
-    skipped = _skipped(model)
+    tl = model.index.tensor_layer
+    skipped = model.index.skipped
     tensor_device = []
     for i, il in enumerate(tl):
         if skipped[i]:
@@ -209,7 +179,7 @@ def place_weights(model: Model, devices: list[Lane], settings: LlamaSettings) ->
     dup = None
     if model.params.tied_embeddings:
         out_dev = layers[n_all]
-        te = next(i for i, t in enumerate(model.tensors) if t.name == "token_embd.weight")
+        te = model.index.token_embd
         if te in over:
             out_dev = buft_to_dev[over[te]]
         if out_dev != tensor_device[te]:

@@ -6,6 +6,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from .blocks import Block, Role, build_blocks
 from .errors import CorruptGGUFError, MissingShardError
 from .gguf_reader import GGUFHeader, TensorInfo, read_header
 from .hparams import ModelParams, extract_params
+from .index import ModelIndex
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +28,7 @@ class QuantShare:
     nbytes: int
 
 
-@dataclass
+@dataclass(eq=False)
 class Model:
     """A model as Layerdeck sees it: files, metadata, parameters, tensors and blocks."""
 
@@ -76,26 +78,19 @@ class Model:
             q.nbytes += t.nbytes
         return sorted(mix.values(), key=lambda q: -q.nbytes)
 
+    @cached_property
+    def index(self) -> ModelIndex:
+        """Tensor positions, tensor -> block, block -> tensors, per-tensor layer and skip flags (built once)."""
+        return ModelIndex(self)
+
     def block(self, block_id: str) -> Block:
-        return self._block_index()[block_id]
+        return self.index.blocks[block_id]
 
     def block_of(self, tensor_name: str) -> Block:
-        return self._tensor_index()[tensor_name]
+        return self.index.block_of[tensor_name]
 
     def layer_blocks(self, layer: int) -> list[Block]:
-        return [b for b in self.blocks if b.layer == layer]
-
-    def _block_index(self) -> dict[str, Block]:
-        idx = self.__dict__.get("_bidx")
-        if idx is None:
-            idx = self.__dict__["_bidx"] = {b.id: b for b in self.blocks}
-        return idx
-
-    def _tensor_index(self) -> dict[str, Block]:
-        idx = self.__dict__.get("_tidx")
-        if idx is None:
-            idx = self.__dict__["_tidx"] = {t.name: b for b in self.blocks for t in b.tensors}
-        return idx
+        return list(self.index.layer_blocks.get(layer, ()))
 
 
 def split_siblings(path: Path) -> list[Path] | None:

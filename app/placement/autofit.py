@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..memory.estimator import Estimate, estimate
+from ..errors import ExportError
+from ..memory.estimator import Estimate, Estimator
 from ..lanes import Lane
 from ..memory.settings import LlamaSettings
 from ..model import Model, Role
+from ..units import GiB
 from .placement import CPU, Placement
 
-GiB = 1 << 30
 
-
-class FitError(ValueError):
+class FitError(ExportError, ValueError):
     """No placement fits: the message says what would have to change."""
 
 
@@ -40,7 +40,7 @@ class FitResult:
     report: list[str] = field(default_factory=list)
 
 
-def _budget(d: Lane, margin: int) -> int:
+def budget(d: Lane, margin: int) -> int:
     return (d.free or d.total) - margin
 
 
@@ -61,7 +61,7 @@ class _Fitter:
             for item in pinned_from.pinned:
                 for i in pinned_from.tensor_indices(item):
                     self.pinned[i] = pinned_from.tensor_device[i]
-                block = model.block(item.split(":experts:")[0] + ":experts" if ":experts:" in item else item)
+                block = model.index.block_of_item(item)
                 if block.role is Role.ATTN and block.layer is not None:
                     self.pinned_layers[block.layer] = pinned_from.layer_device[block.layer]
                 elif block.role is Role.OUTPUT:
@@ -89,10 +89,10 @@ class _Fitter:
 
     def est(self, p: Placement) -> Estimate:
         self.calls += 1
-        return estimate(self.model, p.devices, self.settings, p.weight_placement())
+        return self.estimator.estimate(p.devices, self.settings, p.weight_placement())
 
     def fits(self, e: Estimate, names: list[str] | None = None) -> bool:
-        budgets = {d.name: _budget(d, self.margin) for d in self.devices}
+        budgets = {d.name: budget(d, self.margin) for d in self.devices}
         for dm in e.devices:
             if dm.name == CPU:
                 if self.host_budget is not None and dm.total > self.host_budget and (names is None or CPU in names):
@@ -155,7 +155,7 @@ class _Fitter:
         final = self.make(layers, experts)
         e = self.est(final)
         if not self.fits(e):
-            over = [d.name for d in e.devices if d.name != CPU and d.total > _budget(
+            over = [d.name for d in e.devices if d.name != CPU and d.total > budget(
                 next(x for x in self.devices if x.name == d.name), self.margin)]
             raise FitError(f"no placement fits: {', '.join(over) or 'host memory'} would still be over budget "
                            "(pinned blocks may hold too much); unpin blocks, shorten the context or lower the margin.")
@@ -186,6 +186,11 @@ class _Fitter:
 
 
 def auto_fit(model: Model, devices: list[Lane], settings: LlamaSettings, *, margin: int = GiB,
-             host_budget: int | None = None, pinned_from: Placement | None = None) -> FitResult:
-    """Fit ``model`` on ``devices`` (non-CPU, llama.cpp names) leaving ``margin`` bytes free on each."""
-    return _Fitter(model, devices, settings, margin, host_budget, pinned_from).run()
+             host_budget: int | None = None, pinned_from: Placement | None = None,
+             estimator: Estimator | None = None) -> FitResult:
+    """Fit ``model`` on ``devices`` (non-CPU, llama.cpp names) leaving ``margin`` bytes free on each.
+
+    ``estimator``: an :class:`~app.memory.estimator.Estimator` of ``model`` whose caches to reuse."""
+    fitter = _Fitter(model, devices, settings, margin, host_budget, pinned_from)
+    fitter.estimator = estimator if estimator is not None and estimator.model is model else Estimator(model)
+    return fitter.run()

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..memory.estimator import Estimate, estimate
+from ..memory.estimator import Estimate, Estimator
 from ..lanes import Lane
 from ..memory.settings import LlamaSettings
 from ..model import Model, Role
-from ..speed.model import DecodePrediction, SpeedParams, predict_decode
-from .autofit import FitError, _budget, auto_fit
-from .export import InexpressibleError, placement_args
+from ..speed.model import DecodePrediction, SpeedFacts, SpeedParams, predict_decode
+from ..units import GiB
+from .autofit import FitError, budget, auto_fit
+from .export import ExportCache, InexpressibleError, placement_args
 from .placement import CPU, Placement
-
-GiB = 1 << 30
 
 
 @dataclass
@@ -33,25 +32,34 @@ class FastestResult:
 
 
 def _fits(e: Estimate, devices: list[Lane], margin: int) -> bool:
-    budgets = {d.name: _budget(d, margin) for d in devices}
+    budgets = {d.name: budget(d, margin) for d in devices}
     return all(m.total <= budgets[m.name] for m in e.devices if m.name in budgets)
 
 
 def fastest(model: Model, devices: list[Lane], settings: LlamaSettings, params: SpeedParams, *,
-            margin: int = GiB, pinned_from: Placement | None = None, max_rounds: int = 60) -> FastestResult:
-    start = auto_fit(model, devices, settings, margin=margin, pinned_from=pinned_from)
+            margin: int = GiB, pinned_from: Placement | None = None, max_rounds: int = 60,
+            estimator: Estimator | None = None, facts: SpeedFacts | None = None,
+            export_cache: ExportCache | None = None) -> FastestResult:
+    """The placement with the best predicted decode speed that fits, by local search from auto-fit.
+
+    ``estimator``, ``facts`` and ``export_cache`` (all of ``model``) are reused when given."""
+    estimator = estimator if estimator is not None and estimator.model is model else Estimator(model)
+    facts = facts if facts is not None and facts.model is model else SpeedFacts(model)
+    export_cache = export_cache if export_cache is not None and export_cache.model is model else \
+        ExportCache(model, estimator.matcher)
+    start = auto_fit(model, devices, settings, margin=margin, pinned_from=pinned_from, estimator=estimator)
     p = start.placement
     pinned = set(p.pinned)
 
     def score(q: Placement) -> tuple[float, Estimate | None, DecodePrediction | None]:
         try:
-            placement_args(q)
+            placement_args(q, export_cache)
         except InexpressibleError:
             return float("inf"), None, None
-        e = estimate(model, q.devices, q.settings, q.weight_placement())
+        e = estimator.estimate(q.devices, q.settings, q.weight_placement())
         if not _fits(e, devices, margin):
             return float("inf"), e, None
-        d = predict_decode(model, q.weight_placement(), params)
+        d = predict_decode(model, q.weight_placement(), params, facts=facts)
         return d.seconds_per_token, e, d
 
     best_t, best_e, best_d = score(p)

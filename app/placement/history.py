@@ -1,8 +1,13 @@
 """Edits as commands with do/undo and a label, on a GUI-free, bounded history.
 
-One gesture is one command: a drop of ten blocks is one :class:`MoveCommand`.
-Commands store the state before and after (Orange canvas style), not
-inverses, so undo is exact.
+Every change a user makes to a session is one entry: a drop of ten blocks, a
+preset, a pin, a context size, a device list, an imported command, an opened
+plan. Entries store the whole placement state before and after
+(:class:`~app.placement.placement.PlacementState`, Orange canvas style)
+rather than inverses, so undo is exact and an undo never mixes the device
+list or settings of one moment with the assignment of another. Consecutive
+edits of the same setting (a spin box stepped ten times) merge into one
+entry, the way QUndoCommand.mergeWith does.
 """
 
 from __future__ import annotations
@@ -11,63 +16,52 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .placement import Placement
+from .placement import Placement, PlacementState
 
 log = logging.getLogger(__name__)
 
 
-class Command:
-    label = ""
-
-    def do(self, placement: Placement) -> None:
-        raise NotImplementedError
-
-    def undo(self, placement: Placement) -> None:
-        raise NotImplementedError
-
-
 @dataclass
-class SnapshotCommand(Command):
+class Edit:
     """Any edit, recorded as the placement state before and after it."""
 
     label: str
-    before: tuple = ()
-    after: tuple = ()
-    pinned_before: frozenset = frozenset()
-    pinned_after: frozenset = frozenset()
+    before: PlacementState
+    after: PlacementState
+    merge_key: str | None = None   # edits with the same key merge when pushed one after another
 
     def do(self, placement: Placement) -> None:
         placement.restore(self.after)
-        placement.pinned = set(self.pinned_after)
 
     def undo(self, placement: Placement) -> None:
         placement.restore(self.before)
-        placement.pinned = set(self.pinned_before)
 
 
-def move_command(placement: Placement, items: list[str], device: str, label: str | None = None) -> SnapshotCommand:
-    """A command moving blocks/parts ``items`` to ``device`` (computed on a copy; nothing changes yet)."""
+def edit_to(placement: Placement, new: Placement, label: str, merge_key: str | None = None) -> Edit:
+    """An edit replacing ``placement``'s whole state by ``new``'s (nothing changes until it is pushed)."""
+    return Edit(label, placement.snapshot(), new.snapshot(), merge_key)
+
+
+def move_command(placement: Placement, items: list[str], device: str, label: str | None = None) -> Edit:
+    """An edit moving blocks/parts ``items`` to ``device`` (computed on a copy)."""
     trial = placement.copy()
     for item in items:
         trial.assign(item, device)
     if label is None:
         label = f"Move {items[0]} to {device}" if len(items) == 1 else f"Move {len(items)} blocks to {device}"
-    return SnapshotCommand(label, placement.snapshot(), trial.snapshot(), frozenset(placement.pinned),
-                           frozenset(placement.pinned))
+    return edit_to(placement, trial, label)
 
 
-def replace_command(placement: Placement, new: Placement, label: str) -> SnapshotCommand:
-    """A command that replaces the whole assignment (presets, auto-fit, import)."""
-    return SnapshotCommand(label, placement.snapshot(), new.snapshot(), frozenset(placement.pinned),
-                           frozenset(new.pinned))
+def replace_command(placement: Placement, new: Placement, label: str) -> Edit:
+    """An edit that replaces the whole assignment (presets, auto-fit, import, plan), pins included."""
+    return edit_to(placement, new, label)
 
 
-def pin_command(placement: Placement, items: list[str], pinned: bool) -> SnapshotCommand:
-    after = set(placement.pinned)
-    after = after | set(items) if pinned else after - set(items)
+def pin_command(placement: Placement, items: list[str], pinned: bool) -> Edit:
+    trial = placement.copy()
+    trial.pinned = trial.pinned | set(items) if pinned else trial.pinned - set(items)
     label = ("Pin " if pinned else "Unpin ") + (items[0] if len(items) == 1 else f"{len(items)} blocks")
-    return SnapshotCommand(label, placement.snapshot(), placement.snapshot(), frozenset(placement.pinned),
-                           frozenset(after))
+    return edit_to(placement, trial, label)
 
 
 @dataclass
@@ -76,18 +70,25 @@ class History:
 
     placement: Placement
     limit: int = 200
-    undo_stack: list[Command] = field(default_factory=list)
-    redo_stack: list[Command] = field(default_factory=list)
+    undo_stack: list[Edit] = field(default_factory=list)
+    redo_stack: list[Edit] = field(default_factory=list)
     listeners: list[Callable[[], None]] = field(default_factory=list)
     clean_index: int | None = 0
 
-    def push(self, cmd: Command) -> None:
+    def push(self, cmd: Edit) -> None:
         cmd.do(self.placement)
-        self.undo_stack.append(cmd)
+        last = self.undo_stack[-1] if self.undo_stack else None
+        if (cmd.merge_key is not None and last is not None and last.merge_key == cmd.merge_key
+                and not self.redo_stack and self.clean_index != len(self.undo_stack)):
+            last.after, last.label = cmd.after, cmd.label
+            if last.before == last.after:  # stepped back to where it started: no edit left
+                self.undo_stack.pop()
+        else:
+            self.undo_stack.append(cmd)
+            if len(self.undo_stack) > self.limit:
+                del self.undo_stack[0]
+                self.clean_index = None if self.clean_index in (None, 0) else self.clean_index - 1
         self.redo_stack.clear()
-        if len(self.undo_stack) > self.limit:
-            del self.undo_stack[0]
-            self.clean_index = None if self.clean_index in (None, 0) else self.clean_index - 1
         self._changed()
 
     def undo(self) -> bool:

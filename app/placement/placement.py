@@ -40,16 +40,6 @@ class Placement:
         mem = settings.copy(n_gpu_layers=-1, tensor_split=None, devices=None, overrides=[])
         return cls(model, list(devices), list(wp.layer_device), list(wp.tensor_device), mem)
 
-    @classmethod
-    def all_on(cls, model: Model, devices: list[Lane], device: str, settings: LlamaSettings | None = None
-               ) -> "Placement":
-        """Everything on one device (token embeddings stay on the CPU, as llama.cpp keeps them)."""
-        s = settings or LlamaSettings()
-        if device == CPU:
-            base = s.copy(n_gpu_layers=0)
-            return cls.from_settings(model, devices, base)
-        return cls.from_settings(model, devices, s.copy(n_gpu_layers=-2, devices=[device]))
-
     def with_settings(self, settings: LlamaSettings) -> "Placement":
         """This placement with the memory settings (context, slots, cache types...) of ``settings``."""
         self.settings = settings.copy(n_gpu_layers=-1, tensor_split=None, devices=None, overrides=[])
@@ -65,29 +55,18 @@ class Placement:
     def lanes(self) -> list[str]:
         return [d.name for d in self.devices] + [CPU]
 
-    def tensor_indices(self, item_id: str) -> list[int]:
-        """Indices of the tensors of a block (``12:experts``) or expert part (``12:experts:gate``); cached per model."""
-        cache = self.model.__dict__.setdefault("_item_tensors", {})
-        hit = cache.get(item_id)
-        if hit is not None:
-            return hit
-        idx = self.model.__dict__.get("_tensor_pos")
-        if idx is None:
-            idx = self.model.__dict__["_tensor_pos"] = {t.name: i for i, t in enumerate(self.model.tensors)}
-        block_id, _, part = item_id.partition(":experts:") if ":experts:" in item_id else (item_id, "", "")
-        if part:
-            block = self.model.block(block_id + ":experts")
-            hit = [idx[t.name] for t in block.parts.get(part, [])]
-        else:
-            hit = [idx[t.name] for t in self.model.block(item_id).tensors]
-        cache[item_id] = hit
-        return hit
+    def tensor_indices(self, item_id: str) -> tuple[int, ...]:
+        """Indices of the tensors of a block (``12:experts``) or expert part (``12:experts:gate``)."""
+        try:
+            return self.model.index.item_tensors[item_id]
+        except KeyError:
+            raise KeyError(f"{item_id!r} is not a block or part of this model") from None
 
     def device_of(self, item_id: str) -> str:
         """The device of a block or part, ``mixed`` when its tensors are split."""
         devs = {self.tensor_device[i] for i in self.tensor_indices(item_id)} - {""}
         if not devs:
-            block = self.model.block(item_id.split(":experts:")[0] if ":experts:" in item_id else item_id)
+            block = self.model.index.block_of_item(item_id)
             return self.layer_device[block.layer] if block.layer is not None else CPU
         return devs.pop() if len(devs) == 1 else MIXED
 
@@ -102,18 +81,17 @@ class Placement:
         used = [d for d in self.devices if d.name in set(self.layer_device) | set(self.tensor_device)]
         dup = None
         if self.model.params.tied_embeddings:
-            te = next(i for i, t in enumerate(self.model.tensors) if t.name == "token_embd.weight")
-            if tensors[te] == CPU and layers[n] != CPU:
+            te = self.model.index.token_embd
+            if te is not None and tensors[te] == CPU and layers[n] != CPU:
                 dup = layers[n]
         return WeightPlacement(tensors, layers, dup, used, self.has_overrides())
 
     def default_tensor_devices(self) -> list[str]:
         """Where each tensor goes with no overrides, given the layer devices."""
         n = self.model.params.n_layer
-        from ..memory.layout import _skipped, _tensor_layers
-
         out = []
-        for il, skip in zip(_tensor_layers(self.model), _skipped(self.model)):
+        idx = self.model.index
+        for il, skip in zip(idx.tensor_layer, idx.skipped):
             out.append("" if skip else CPU if il < 0 else self.layer_device[min(il, n)])
         return out
 
@@ -129,7 +107,7 @@ class Placement:
         for i in self.tensor_indices(item_id):
             if self.tensor_device[i] != "":
                 self.tensor_device[i] = device
-        block = self.model.block(item_id.split(":experts:")[0] + ":experts" if ":experts:" in item_id else item_id)
+        block = self.model.index.block_of_item(item_id)
         if block.layer is not None and block.role is Role.ATTN:
             self.layer_device[block.layer] = device
         elif block.role is Role.OUTPUT:
@@ -137,11 +115,28 @@ class Placement:
         elif block.layer is not None and not any(b.role is Role.ATTN for b in self.model.layer_blocks(block.layer)):
             self.layer_device[block.layer] = device  # layers without attention (pure SSM) follow their weights
 
-    def snapshot(self) -> tuple:
-        """Everything an undo step restores: layer devices, tensor devices and the device list."""
-        return tuple(self.layer_device), tuple(self.tensor_device), tuple(self.devices)
+    def snapshot(self) -> "PlacementState":
+        """Everything an undo step restores: layer and tensor devices, the device list, settings and pins."""
+        return PlacementState(tuple(self.layer_device), tuple(self.tensor_device), tuple(self.devices),
+                              self.settings.copy(), frozenset(self.pinned))
 
-    def restore(self, snap: tuple) -> None:
-        self.layer_device, self.tensor_device = list(snap[0]), list(snap[1])
-        if len(snap) > 2:
-            self.devices = list(snap[2])
+    def restore(self, state: "PlacementState") -> None:
+        self.layer_device, self.tensor_device = list(state.layer_device), list(state.tensor_device)
+        self.devices = list(state.devices)
+        self.settings = state.settings.copy()
+        self.pinned = set(state.pinned)
+
+
+@dataclass(frozen=True)
+class PlacementState:
+    """A frozen copy of a placement's editable state (what history entries hold)."""
+
+    layer_device: tuple[str, ...]
+    tensor_device: tuple[str, ...]
+    devices: tuple[Lane, ...]
+    settings: LlamaSettings         # a private copy: restore() copies it again
+    pinned: frozenset[str]
+
+    def same_assignment(self, other: "PlacementState") -> bool:
+        """Same layer and tensor devices (settings, device capacities and pins aside)."""
+        return self.layer_device == other.layer_device and self.tensor_device == other.tensor_device

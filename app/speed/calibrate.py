@@ -14,7 +14,7 @@ import numpy as np
 
 from ..memory.layout import WeightPlacement
 from ..model import Model
-from .model import SpeedParams, _hop_cost, _layer_path, predict_decode, predict_prompt, prompt_work, read_bytes_per_token
+from .model import SpeedParams, hop_cost, layer_path, predict_decode, predict_prompt, prompt_work, read_bytes_per_token
 
 
 @dataclass
@@ -39,7 +39,7 @@ class FitReport:
 
 def _hop_counts(model: Model, wp: WeightPlacement, params: SpeedParams) -> tuple[int, int, float]:
     """(local hops, RPC hops, payload seconds) along a token's path."""
-    path = _layer_path(model, wp)
+    path = layer_path(model, wp)
     local = rpc = 0
     payload = 0.0
     for a, b in zip(path, path[1:]):
@@ -47,7 +47,7 @@ def _hop_counts(model: Model, wp: WeightPlacement, params: SpeedParams) -> tuple
             continue
         da, db = params.get(a), params.get(b)
         link = da if da.kind == "rpc" else db if db.kind == "rpc" else (da if da.kind != "cpu" else db)
-        payload += _hop_cost(da, db, model.params.n_embd) - link.link_latency
+        payload += hop_cost(da, db, model.params.n_embd) - link.link_latency
         if link.kind == "rpc":
             rpc += 1
         else:

@@ -12,7 +12,8 @@ plus the hidden state over the link.
 Prompt processing (a batch of ``n_ubatch`` tokens) is compute bound on
 GPUs: 2 FLOPs per active weight per token. Weights resident in host
 memory are copied to the first GPU for every micro-batch when the batch
-is at least llama.cpp's op-offload threshold (32 tokens, reference §3.1),
+is at least llama.cpp's op-offload threshold (32 tokens,
+``GGML_OP_OFFLOAD_MIN_BATCH`` in ``ggml/src/ggml-cuda/ggml-cuda.cu``),
 so the PCIe bandwidth limits it; below it, or without a GPU, the CPU
 computes them itself.
 
@@ -92,53 +93,54 @@ class PromptPrediction:
     offloaded: bool
 
 
-def _layer_of(model: Model) -> list[tuple[int | None, Role, bool]]:
-    cached = model.__dict__.get("_speed_roles")
-    if cached is None:
-        cached = []
-        for t in model.tensors:
-            b = model.block_of(t.name)
-            cached.append((b.layer, b.role, b.nextn))
-        model.__dict__["_speed_roles"] = cached
-    return cached
+class SpeedFacts:
+    """Per-tensor constants of one model for the speed model: bytes read and FLOPs per token.
 
+    Whoever predicts many placements of one model (a session, the fastest search, calibration) builds one
+    and passes it to :func:`predict_decode` / :func:`predict_prompt`."""
 
-def _per_token_weights(model: Model) -> list[float]:
-    """Bytes of each tensor read for one decoded token (cached per model)."""
-    cached = model.__dict__.get("_speed_read")
-    if cached is None:
+    def __init__(self, model: Model):
         p = model.params
         frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
-        cached = []
-        for t, (layer, role, nextn) in zip(model.tensors, _layer_of(model)):
+        self.model = model
+        self.roles = [(b.layer, b.role, b.nextn) for b in model.index.tensor_block]
+        self.read_per_token: list[float] = []
+        self.flops_per_token: list[float] = []
+        for t, (_layer, role, nextn) in zip(model.tensors, self.roles):
             if nextn:
-                cached.append(0.0)
+                self.read_per_token.append(0.0)
             elif role is Role.EXPERTS:
-                cached.append(t.nbytes * frac)
+                self.read_per_token.append(t.nbytes * frac)
             elif role is Role.INPUT:
-                cached.append(t.nbytes / max(p.n_vocab, 1))  # one row per token
+                self.read_per_token.append(t.nbytes / max(p.n_vocab, 1))  # one row per token
             else:
-                cached.append(float(t.nbytes))
-        model.__dict__["_speed_read"] = cached
-    return cached
+                self.read_per_token.append(float(t.nbytes))
+            if nextn or role is Role.INPUT:
+                self.flops_per_token.append(0.0)
+            else:  # each token uses n_used experts; a micro-batch touches (nearly) every expert's weights
+                self.flops_per_token.append(2.0 * t.n_elements * (frac if role is Role.EXPERTS else 1.0))
 
 
-def read_bytes_per_token(model: Model, wp: WeightPlacement) -> dict[str, float]:
+def _facts(model: Model, facts: SpeedFacts | None) -> SpeedFacts:
+    return facts if facts is not None and facts.model is model else SpeedFacts(model)
+
+
+def read_bytes_per_token(model: Model, wp: WeightPlacement, facts: SpeedFacts | None = None) -> dict[str, float]:
     """Weight bytes each device reads for one decoded token."""
     out: dict[str, float] = {}
-    for b, dev in zip(_per_token_weights(model), wp.tensor_device):
+    for b, dev in zip(_facts(model, facts).read_per_token, wp.tensor_device):
         if dev:
             out[dev] = out.get(dev, 0.0) + b
     return out
 
 
-def _layer_path(model: Model, wp: WeightPlacement) -> list[str]:
+def layer_path(model: Model, wp: WeightPlacement, facts: SpeedFacts | None = None) -> list[str]:
     """The devices a token's computation visits, in order (embedding, each layer's attention and FFN, output)."""
     p = model.params
     attn_dev: dict[int, str] = {}
     ffn_bytes: dict[int, dict[str, float]] = {}
     frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
-    for t, dev, (layer, role, nextn) in zip(model.tensors, wp.tensor_device, _layer_of(model)):
+    for t, dev, (layer, role, nextn) in zip(model.tensors, wp.tensor_device, _facts(model, facts).roles):
         if layer is None or not dev or nextn:
             continue
         if role in (Role.ATTN, Role.SSM):
@@ -158,7 +160,7 @@ def _layer_path(model: Model, wp: WeightPlacement) -> list[str]:
     return path
 
 
-def _hop_cost(a: DeviceSpeed, b: DeviceSpeed, n_embd: int, tokens: int = 1) -> float:
+def hop_cost(a: DeviceSpeed, b: DeviceSpeed, n_embd: int, tokens: int = 1) -> float:
     payload = n_embd * 4 * tokens
     if a.kind == "rpc" or b.kind == "rpc":
         link = a if a.kind == "rpc" else b
@@ -168,48 +170,33 @@ def _hop_cost(a: DeviceSpeed, b: DeviceSpeed, n_embd: int, tokens: int = 1) -> f
 
 
 def predict_decode(model: Model, wp: WeightPlacement, params: SpeedParams, kv_bytes: dict[str, float] | None = None,
-                   depth: int = 0, kv_cells: int = 1) -> DecodePrediction:
+                   depth: int = 0, kv_cells: int = 1, facts: SpeedFacts | None = None) -> DecodePrediction:
     """Tokens/s at batch 1. ``kv_bytes`` per device and ``depth``/``kv_cells`` give the KV share read per token."""
-    per_dev = read_bytes_per_token(model, wp)
+    facts = _facts(model, facts)
+    per_dev = read_bytes_per_token(model, wp, facts)
     if kv_bytes and depth > 0:
         for dev, b in kv_bytes.items():
             per_dev[dev] = per_dev.get(dev, 0.0) + b * min(1.0, depth / max(kv_cells, 1))
     secs = {dev: b / (params.get(dev).bandwidth * params.get(dev).eff_bandwidth) for dev, b in per_dev.items()}
-    path = _layer_path(model, wp)
+    path = layer_path(model, wp, facts)
     hops, hop_s = 0, 0.0
     for a, b in zip(path, path[1:]):
         if a != b:
             hops += 1
-            hop_s += _hop_cost(params.get(a), params.get(b), model.params.n_embd)
+            hop_s += hop_cost(params.get(a), params.get(b), model.params.n_embd)
     total = sum(secs.values()) + hop_s + params.token_overhead
     return DecodePrediction(1.0 / total, total, secs, per_dev, hops, hop_s)
 
 
-def _per_token_flops(model: Model) -> list[float]:
-    """FLOPs per prompt token of each tensor (0 for the embedding and skipped tensors); cached per model."""
-    cached = model.__dict__.get("_speed_flops")
-    if cached is None:
-        p = model.params
-        frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
-        cached = []
-        for t, (layer, role, nextn) in zip(model.tensors, _layer_of(model)):
-            if nextn or role is Role.INPUT:
-                cached.append(0.0)
-            else:  # each token uses n_used experts; a micro-batch touches (nearly) every expert's weights
-                cached.append(2.0 * t.n_elements * (frac if role is Role.EXPERTS else 1.0))
-        model.__dict__["_speed_flops"] = cached
-    return cached
-
-
 def prompt_work(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch: int = 512,
-                op_offload: bool = True) -> tuple[dict[str, float], float, str | None]:
+                op_offload: bool = True, facts: SpeedFacts | None = None) -> tuple[dict[str, float], float, str | None]:
     """FLOPs per device for one micro-batch, host bytes copied to the GPU, and the GPU they go to."""
     gpus = [d for d in wp.devices if params.get(d.name).kind == "gpu"]
     offload = op_offload and bool(gpus) and n_ubatch >= OP_OFFLOAD_MIN_BATCH
     target = gpus[0].name if offload else None
     flops: dict[str, float] = {}
     host_bytes = 0.0
-    for f, t, dev in zip(_per_token_flops(model), model.tensors, wp.tensor_device):
+    for f, t, dev in zip(_facts(model, facts).flops_per_token, model.tensors, wp.tensor_device):
         if not dev or not f:
             continue
         run_on = dev
@@ -221,9 +208,9 @@ def prompt_work(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch
 
 
 def predict_prompt(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch: int = 512,
-                   op_offload: bool = True) -> PromptPrediction:
+                   op_offload: bool = True, facts: SpeedFacts | None = None) -> PromptPrediction:
     """Prompt-processing tokens/s for full micro-batches of ``n_ubatch`` tokens."""
-    flops, host_bytes, target = prompt_work(model, wp, params, n_ubatch, op_offload)
+    flops, host_bytes, target = prompt_work(model, wp, params, n_ubatch, op_offload, facts)
     offload = target is not None
     secs = {dev: f / params.get(dev).effective_flops for dev, f in flops.items()}
     transfer = host_bytes / params.get(target).link_bandwidth if offload and host_bytes else 0.0

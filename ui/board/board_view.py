@@ -135,7 +135,6 @@ class BoardView(QGraphicsView):
         self.opened: set[str] = set()          # expert blocks opened into parts
         self.blocks: dict[str, BlockItem] = {}
         self.lanes: dict[str, LaneItem] = {}
-        self.margin = 1 << 30
         self._press: QPointF | None = None
         self._dragging: list[str] | None = None
         self._drag_source: str | None = None
@@ -249,7 +248,7 @@ class BoardView(QGraphicsView):
         mem = None
         if est is not None:
             mem = next((d for d in est.devices if d.name == name), None)
-        margin = self.margin if name != CPU else 0
+        margin = self.doc.margin_of(name)
         lane.title.setText(name if name != CPU else "CPU (host RAM)")
         lane.title.setPos(8, 5)
         desc = {"rpc": "RPC host", "planned": "planned", "gpu": "GPU", "igpu": "integrated GPU"}.get(
@@ -259,9 +258,10 @@ class BoardView(QGraphicsView):
         lane.subtitle.setText(f"{desc}  {fmt_bytes(cap) if cap else 'capacity unknown'}".strip())
         lane.subtitle.setPos(8, 25)
         lane.gauge.setPos(style.LABEL_W, 8)
-        lane.gauge.set_values(mem or None, cap, margin)
         used = mem.total if mem else 0
-        over = bool(cap and used > cap - margin)
+        overflow = self.doc.overflow_of(name, est) if est is not None else None
+        over = overflow is not None
+        lane.gauge.set_values(mem or None, cap, margin, over)
         lane.over = over
         text = f"{fmt_bytes(used)} / {fmt_bytes(cap)}" if cap else fmt_bytes(used)
         dec = self.doc.decode
@@ -269,14 +269,13 @@ class BoardView(QGraphicsView):
             secs = dec.device_seconds.get(name, 0.0)
             if secs >= 5e-5:
                 text += f" · {secs * 1000:.1f} ms/token ({100 * secs / dec.seconds_per_token:.0f}%)"
-        if over:
-            text += f"   over by {fmt_bytes(used - (cap - margin))}"
-            hint = self.overflow_hint(name, used - (cap - margin))
-            if hint:
-                text += f": move {hint}"
+        if overflow is not None:
+            text += f"   over by {fmt_bytes(overflow.excess)}"
+            if overflow.hint:
+                text += f": move {overflow.hint}"
         op = self.doc.opinion
         if op is not None:
-            row = op.rowname
+            row = op.row(name)
             if row is not None:
                 theirs = (row.model + row.context + row.compute) << 20
                 text += f"   llama.cpp dry run: {fmt_bytes(theirs)} (model {row.model}, context {row.context}, " \
@@ -292,22 +291,6 @@ class BoardView(QGraphicsView):
     def _refresh_headers(self) -> None:
         for lane in self.lanes.values():
             self._update_lane_header(lane, self.doc.estimate)
-
-    def overflow_hint(self, lane: str, excess: int) -> str:
-        """Which blocks would have to leave ``lane`` to remove ``excess`` bytes: experts from the top layer down."""
-        p = self.doc.placement
-        exps = sorted((b for b in self.doc.model.blocks if b.role is Role.EXPERTS and p.device_of(b.id) == lane
-                       and b.id not in p.pinned), key=lambda b: -b.layer)
-        freed, layers = 0, []
-        for b in exps:
-            if freed >= excess:
-                break
-            freed += b.nbytes
-            layers.append(b.layer)
-        if not layers or freed < excess:
-            return "" if not layers else f"all experts (and more) off {lane}"
-        lo, hi = min(layers), max(layers)
-        return f"experts of layer{'s' if len(layers) > 1 else ''} {lo}{'-' + str(hi) if hi != lo else ''} elsewhere"
 
     def _tooltip(self, info: ItemInfo) -> str:
         m = self.doc.model

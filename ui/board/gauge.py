@@ -23,13 +23,15 @@ class GaugeItem(QGraphicsObject):
         self.preview: DeviceMemory | None = None
         self.capacity: int | None = None
         self.margin = 0
+        self.over = False
         self.setAcceptHoverEvents(True)
 
     def boundingRect(self) -> QRectF:  # noqa: N802
         return QRectF(0, 0, self.w, self.h)
 
-    def set_values(self, mem: DeviceMemory | None, capacity: int | None, margin: int) -> None:
-        self.mem, self.capacity, self.margin = mem, capacity, margin
+    def set_values(self, mem: DeviceMemory | None, capacity: int | None, margin: int, over: bool = False) -> None:
+        """``over``: the session's verdict that this lane is over capacity (drawn red past the margin)."""
+        self.mem, self.capacity, self.margin, self.over = mem, capacity, margin, over
         self.setToolTip(self.describe())
         self.update()
 
@@ -85,7 +87,7 @@ class GaugeItem(QGraphicsObject):
             margin_x = max(0.0, (self.capacity - self.margin) * scale)
             painter.fillRect(QRectF(margin_x, 0, cap_x - margin_x, self.h),
                              QBrush(style.GAUGE_MARGIN, Qt.BrushStyle.BDiagPattern))
-            if m is not None and m.total > self.capacity - self.margin:
+            if m is not None and self.over:
                 painter.fillRect(QRectF(margin_x, 0, max(0.0, x - margin_x), self.h), style.GAUGE_OVER)
             painter.setPen(QPen(pal.color(QPalette.ColorRole.Text), 1.5))
             painter.drawLine(int(cap_x) - 1, -3, int(cap_x) - 1, int(self.h) + 3)

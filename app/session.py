@@ -1,0 +1,563 @@
+"""One open model being planned: the state every front end shows, and the only way to change it.
+
+A :class:`Session` holds the model, its lanes (devices), the placement with
+its llama.cpp settings, the undo history, the current memory estimate and
+speed prediction, the drag preview and llama.cpp's second opinion. Every
+change a user makes — a move, a preset, a pin, a setting, the device list,
+an imported command, an opened plan — is one labelled, undoable edit on the
+history. After each change the session recomputes what depends on it and
+tells its listeners what changed with a :class:`SessionEvent`, so a view
+redraws only what it shows.
+
+It imports no GUI toolkit: the Qt adapter (:mod:`ui.document`) turns events
+into signals, and the CLI drives the same object from a script::
+
+    s = Session.open("model.gguf", devices=parse_device_spec("CUDA0=24576"))
+    s.move(["12:experts"], CPU)
+    s.set_settings(n_ctx=16384)
+    s.undo()
+    print(s.export("bash"))
+
+The session owns the per-model caches that make re-estimation fast (an
+:class:`~app.memory.estimator.Estimator`, :class:`~app.speed.model.SpeedFacts`
+and an :class:`~app.placement.export.ExportCache`); they die with it.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .placement.formats import parse_command_text, render
+from .errors import LayerdeckError
+from .lanes import CPU, Lane, rpc_endpoints
+from .memory.estimator import Estimate, Estimator
+from .memory.settings import LlamaSettings
+from .model import Model, Role, open_model
+from .placement import Placement
+from .placement.command import Command, build_command
+from .placement.export import ExportCache, InexpressibleError, PlacementArgs, placement_args
+from .placement.history import History, edit_to, move_command, pin_command
+from .placement.plan_file import load_plan, save_plan
+from .speed.model import DecodePrediction, PromptPrediction, SpeedFacts, SpeedParams, predict_decode, predict_prompt
+
+log = logging.getLogger(__name__)
+
+#: The llama.cpp settings an imported command carries over besides the placement itself.
+IMPORTED_SETTINGS = ("n_ctx", "n_parallel", "kv_unified", "type_k", "type_v", "flash_attn", "n_batch", "n_ubatch",
+                     "swa_full", "no_kv_offload")
+
+#: Short labels for settings edits ("Set context 16384").
+_SETTING_LABELS = {"n_ctx": "context", "n_parallel": "slots", "kv_unified": "unified KV", "type_k": "K cache type",
+                   "type_v": "V cache type", "flash_attn": "flash attention", "n_batch": "batch",
+                   "n_ubatch": "micro-batch", "swa_full": "full SWA cache", "no_kv_offload": "KV on the CPU"}
+
+
+class Change(enum.Flag):
+    """What a :class:`SessionEvent` says changed."""
+
+    NONE = 0
+    PLACEMENT = enum.auto()   # where tensors or layers go
+    SETTINGS = enum.auto()    # llama.cpp settings (context, slots, cache types...)
+    DEVICES = enum.auto()     # the lane list or a lane's capacity
+    ESTIMATE = enum.auto()    # the memory estimate and speed prediction were recomputed
+    HISTORY = enum.auto()     # undo/redo labels or the saved state
+    PREVIEW = enum.auto()     # the drag preview started, changed or ended
+    OPINION = enum.auto()     # llama.cpp's dry-run numbers arrived or were cleared
+    MACHINE = enum.auto()     # a machine figure (RAM bandwidth, calibration) changed the speed model
+    MESSAGE = enum.auto()     # only a sentence for the user
+
+    @classmethod
+    def edit(cls) -> "Change":
+        """Everything an edit can change."""
+        return cls.PLACEMENT | cls.SETTINGS | cls.DEVICES | cls.ESTIMATE | cls.HISTORY
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    changes: Change
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """A lane whose estimated use exceeds its capacity less the margin."""
+
+    lane: str
+    used: int
+    capacity: int
+    margin: int
+    hint: str = ""            # which blocks to move off, in words ("" when there is no single answer)
+
+    @property
+    def excess(self) -> int:
+        return self.used - (self.capacity - self.margin)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """The board as it would be after a drop."""
+
+    items: tuple[str, ...]
+    lane: str
+    estimate: Estimate | None
+    decode: DecodePrediction | None
+    reason: str | None = None    # why the drop is refused (estimate is None then)
+
+
+@dataclass
+class _Derived:
+    estimate: Estimate | None = None
+    error: str | None = None
+    decode: DecodePrediction | None = None
+    prompt: PromptPrediction | None = None
+    ms: float = 0.0
+
+
+@dataclass
+class Session:
+    """See the module docstring. Construct with :meth:`open` or directly from a model and its lanes."""
+
+    model: Model
+    devices_at_start: list[Lane]
+    placement: Placement | None = None
+    settings: LlamaSettings | None = None
+    host_capacity: int | None = None
+    host_bandwidth: float | None = None
+    margin: int = 0                          # bytes each non-CPU lane keeps free
+    listeners: list[Callable[[SessionEvent], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from .placement.presets import all_on_gpus
+
+        s = self.settings or LlamaSettings(n_ctx=min(self.model.params.n_ctx_train or 8192, 8192))
+        if self.placement is None:
+            self.placement = all_on_gpus(self.model, list(self.devices_at_start), s)
+        self.history = History(self.placement)
+        self.history.listeners.append(self._on_history)
+        self.estimator = Estimator(self.model)
+        self.speed_facts = SpeedFacts(self.model)
+        self.export_cache = ExportCache(self.model, self.estimator.matcher)
+        self.plan_path: str | None = None
+        self.opinion = None                  # app.placement.second_opinion.Opinion for the current state
+        self.opinion_error: str | None = None
+        self.preview_state: Preview | None = None
+        self._speed_params: SpeedParams | None = None
+        self._derived = _Derived()
+        self._state = self.placement.snapshot()
+        self._recompute()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, devices: Sequence[Lane] = (), **kw) -> "Session":
+        """A session on the model at ``path`` (any shard of a split set), laid out on ``devices``."""
+        return cls(open_model(path), list(devices), **kw)
+
+    # ------------------------------------------------------------------ events
+
+    def subscribe(self, fn: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Call ``fn(event)`` after every change; returns a function that unsubscribes."""
+        self.listeners.append(fn)
+        return lambda: self.listeners.remove(fn) if fn in self.listeners else None
+
+    def _emit(self, changes: Change, message: str | None = None) -> None:
+        ev = SessionEvent(changes, message)
+        for fn in list(self.listeners):
+            fn(ev)
+
+    def say(self, message: str) -> None:
+        self._emit(Change.MESSAGE, message)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def devices(self) -> list[Lane]:
+        """The lanes other than the CPU; part of the placement state, so undo restores them too."""
+        return self.placement.devices
+
+    @property
+    def lanes(self) -> list[str]:
+        return self.placement.lanes
+
+    @property
+    def estimate(self) -> Estimate | None:
+        return self._derived.estimate
+
+    @property
+    def estimate_error(self) -> str | None:
+        return self._derived.error
+
+    @property
+    def decode(self) -> DecodePrediction | None:
+        return self._derived.decode
+
+    @property
+    def prompt(self) -> PromptPrediction | None:
+        return self._derived.prompt
+
+    @property
+    def last_estimate_ms(self) -> float:
+        return self._derived.ms
+
+    @property
+    def dirty(self) -> bool:
+        return self.history.dirty
+
+    @property
+    def undo_label(self) -> str | None:
+        return self.history.undo_label
+
+    @property
+    def redo_label(self) -> str | None:
+        return self.history.redo_label
+
+    def rpc_endpoints(self) -> list[str]:
+        return rpc_endpoints(self.devices)
+
+    def capacity(self, lane: str) -> int | None:
+        """Bytes a lane can hold: host RAM for the CPU, free (else total) memory for a device."""
+        if lane == CPU:
+            return self.host_capacity
+        d = next((d for d in self.devices if d.name == lane), None)
+        return d.capacity if d else None
+
+    def margin_of(self, lane: str) -> int:
+        return 0 if lane == CPU else self.margin
+
+    # ------------------------------------------------------------------ derived figures
+
+    @property
+    def speed_params(self) -> SpeedParams:
+        """The speed model's machine figures for these lanes (calibration and RAM bandwidth included)."""
+        if self._speed_params is None:
+            from .speed.params import load_calibration, speed_params
+
+            self._speed_params = speed_params(self.devices, self.host_bandwidth, load_calibration(self.devices))
+        return self._speed_params
+
+    def estimate_for(self, p: Placement) -> Estimate:
+        return self.estimator.estimate(p.devices, p.settings, p.weight_placement())
+
+    def speed_for(self, p: Placement) -> tuple[DecodePrediction | None, PromptPrediction | None]:
+        """(decode, prompt) predictions for ``p``, or (None, None) when the model cannot say."""
+        try:
+            wp = p.weight_placement()
+            params = self.speed_params
+            s = p.settings
+            return (predict_decode(self.model, wp, params, facts=self.speed_facts),
+                    predict_prompt(self.model, wp, params, s.n_ubatch, s.op_offload, facts=self.speed_facts))
+        except (ValueError, ZeroDivisionError) as exc:
+            log.info("no speed prediction: %s", exc)
+            return None, None
+
+    def _recompute(self) -> None:
+        t0 = time.perf_counter()
+        d = _Derived()
+        try:
+            d.estimate = self.estimate_for(self.placement)
+        except (LayerdeckError, ValueError) as exc:
+            d.error = str(exc)
+        d.decode, d.prompt = self.speed_for(self.placement)
+        d.ms = (time.perf_counter() - t0) * 1000
+        self._derived = d
+
+    def set_host_bandwidth(self, bw: float) -> None:
+        """A measured host RAM bandwidth (bytes/s): a machine figure, not an edit."""
+        self.host_bandwidth = bw
+        self.recalibrated()
+
+    def recalibrated(self) -> None:
+        """The speed calibration on disk changed: predict again with it."""
+        self._speed_params = None
+        self._recompute()
+        self._emit(Change.MACHINE | Change.ESTIMATE)
+
+    def set_margin(self, margin: int) -> None:
+        """The free memory to keep on every device (an app preference, not part of the plan)."""
+        if margin != self.margin:
+            self.margin = max(0, int(margin))
+            self._emit(Change.DEVICES)
+
+    def overflow_hint(self, lane: str, excess: int) -> str:
+        """Which blocks would have to leave ``lane`` to free ``excess`` bytes: experts from the top layer down."""
+        p = self.placement
+        exps = sorted((b for b in self.model.blocks if b.role is Role.EXPERTS and p.device_of(b.id) == lane
+                       and b.id not in p.pinned), key=lambda b: -(b.layer or 0))
+        freed, layers = 0, []
+        for b in exps:
+            if freed >= excess:
+                break
+            freed += b.nbytes
+            layers.append(b.layer)
+        if not layers or freed < excess:
+            return "" if not layers else f"all experts (and more) off {lane}"
+        lo, hi = min(layers), max(layers)
+        return f"experts of layer{'s' if len(layers) > 1 else ''} {lo}{'-' + str(hi) if hi != lo else ''} elsewhere"
+
+    def overflows(self, est: Estimate | None = None) -> list[Overflow]:
+        """Lanes over capacity (less the margin) by ``est`` (default: the current estimate)."""
+        est = est if est is not None else self.estimate
+        if est is None:
+            return []
+        return [o for o in (self.overflow_of(m.name, est) for m in est.devices) if o is not None]
+
+    def overflow_of(self, lane: str, est: Estimate | None = None) -> Overflow | None:
+        """The one over-capacity rule: ``lane``'s use by ``est`` above its capacity less the margin."""
+        est = est if est is not None else self.estimate
+        m = next((d for d in est.devices if d.name == lane), None) if est is not None else None
+        cap = self.capacity(lane)
+        margin = self.margin_of(lane)
+        if m is None or not cap or m.total <= cap - margin:
+            return None
+        return Overflow(lane, m.total, cap, margin, self.overflow_hint(lane, m.total - (cap - margin)))
+
+    # ------------------------------------------------------------------ moves and the preview
+
+    def check_move(self, items: Sequence[str], lane: str) -> tuple[Placement | None, str | None]:
+        """The placement after moving ``items`` to ``lane``, or None and why llama.cpp cannot express it."""
+        trial = self.placement.copy()
+        try:
+            for item in items:
+                trial.assign(item, lane)
+            placement_args(trial, self.export_cache)
+        except (InexpressibleError, ValueError, KeyError) as exc:
+            return None, str(exc).strip("'\"")
+        return trial, None
+
+    def preview(self, items: Sequence[str], lane: str | None) -> Preview | None:
+        """Estimate the drop of ``items`` on ``lane`` without making it; ``lane`` None ends the preview."""
+        if lane is None:
+            self.preview_state = None
+            self._emit(Change.PREVIEW)
+            return None
+        trial, why = self.check_move(items, lane)
+        est = dec = None
+        if trial is not None:
+            try:
+                est = self.estimate_for(trial)
+                dec = self.speed_for(trial)[0]
+            except (LayerdeckError, ValueError) as exc:
+                why = str(exc)
+        self.preview_state = Preview(tuple(items), lane, est, dec, why)
+        self._emit(Change.PREVIEW)
+        return self.preview_state
+
+    def move(self, items: Sequence[str], lane: str) -> bool:
+        items = [i for i in items if self.placement.device_of(i) != lane]
+        if not items:
+            return False
+        trial, why = self.check_move(items, lane)
+        if trial is None:
+            self.say(why or "llama.cpp cannot express this placement")
+            return False
+        self.history.push(move_command(self.placement, items, lane))
+        self.say(self.history.undo_label or "")
+        return True
+
+    # ------------------------------------------------------------------ other edits
+
+    def replace(self, new: Placement, label: str, *, keep_settings: bool = True) -> bool:
+        """Make ``new`` the placement, as one edit. Returns False (and adds no step) when nothing changes."""
+        new = new.copy()
+        if keep_settings:
+            new.settings = self.placement.settings.copy()
+        if new.snapshot() == self.placement.snapshot():
+            self.say(f"{label}: no change")
+            return False
+        self.history.push(edit_to(self.placement, new, label))
+        self.say(label)
+        return True
+
+    def apply_preset(self, which: str, n: int = 0) -> bool:
+        """``all`` (every layer on the GPUs), ``experts`` (experts to the CPU) or ``ncmoe`` (``--n-cpu-moe n``)."""
+        from .placement import presets
+
+        s = self.placement.settings
+        if which == "all":
+            new, label = presets.all_on_gpus(self.model, self.devices, s), "All on GPU"
+        elif which == "experts":
+            new, label = presets.experts_to_cpu(self.model, self.devices, s), "Experts to CPU"
+        elif which == "ncmoe":
+            new, label = presets.n_cpu_moe(self.model, self.devices, s, n), f"--n-cpu-moe {n}"
+        else:
+            raise ValueError(f"unknown preset {which!r} (all, experts, ncmoe)")
+        return self.replace(new, label)
+
+    def auto_fit(self):
+        """Fill every device up to its margin (raises FitError when nothing fits); one edit."""
+        from .placement.autofit import auto_fit
+
+        res = auto_fit(self.model, self.devices, self.placement.settings, margin=self.margin,
+                       pinned_from=self.placement, estimator=self.estimator)
+        self.replace(res.placement, "Auto-fit")
+        return res
+
+    def fastest(self):
+        """The fastest placement that fits (raises FitError when nothing fits); one edit."""
+        from .placement.fastest import fastest
+
+        res = fastest(self.model, self.devices, self.placement.settings, self.speed_params, margin=self.margin,
+                      pinned_from=self.placement, estimator=self.estimator, facts=self.speed_facts,
+                      export_cache=self.export_cache)
+        self.replace(res.placement, "Fastest")
+        return res
+
+    def set_pinned(self, items: Sequence[str], pinned: bool) -> None:
+        items = [i for i in items if (i in self.placement.pinned) != pinned]
+        if items:
+            self.history.push(pin_command(self.placement, list(items), pinned))
+
+    def set_settings(self, **changes) -> bool:
+        """Change llama.cpp settings (context, slots, cache types...) as an edit; repeated edits of the same
+        settings merge into one undo step. Returns False when nothing changes."""
+        new_settings = self.placement.settings.copy(**changes)
+        if new_settings == self.placement.settings:
+            return False
+        trial = self.placement.copy()
+        trial.settings = new_settings
+        keys = sorted(k for k in changes if getattr(new_settings, k) != getattr(self.placement.settings, k))
+        label = "Set " + ", ".join(f"{_SETTING_LABELS.get(k, k)} {getattr(new_settings, k)}" for k in keys)
+        self.history.push(edit_to(self.placement, trial, label, merge_key="settings:" + ",".join(keys)))
+        return True
+
+    def set_devices(self, devices: Sequence[Lane], host_capacity: int | None = None) -> None:
+        """A new lane list (detection finished, the user edited it). A placement that only uses lanes still
+        present is kept, with the new capacities; otherwise it is laid out again on the new lanes. Before the
+        first edit this is the starting point (no undo step); after it, one undoable edit."""
+        from .placement.presets import all_on_gpus
+
+        devices = list(devices)
+        if host_capacity is not None:
+            self.host_capacity = host_capacity
+        self._speed_params = None
+        used = (set(self.placement.layer_device) | set(self.placement.tensor_device)) - {CPU, ""}
+        if used <= {d.name for d in devices}:
+            new = self.placement.copy()
+            new.devices = devices
+            label = "Devices changed"
+        else:
+            new = all_on_gpus(self.model, devices, self.placement.settings)
+            new.pinned = set()
+            label = "Lay out on the new devices"
+        if not self.history.undo_stack and not self.history.redo_stack:
+            self.placement.restore(new.snapshot())   # nothing edited yet: a new starting point
+            self._on_history()
+            return
+        if new.snapshot() == self.placement.snapshot():
+            self._recompute()
+            self._emit(Change.DEVICES | Change.ESTIMATE)
+            return
+        self.history.push(edit_to(self.placement, new, label))
+
+    def import_command(self, text: str, shell: str | None = None) -> list[str]:
+        """Take the placement and memory settings of a pasted llama.cpp command, as one edit.
+
+        Returns the parser's warnings (unknown flags...); raises a LayerdeckError (or ValueError) naming the
+        problem when the text cannot be read.
+        """
+        from .memory.args import parse_llama_args
+
+        env, argv = parse_command_text(text, shell)
+        parsed = parse_llama_args(argv, env=env)
+        new = Placement.from_settings(self.model, self.devices, parsed.settings)
+        new.settings = self.placement.settings.copy(
+            **{k: getattr(parsed.settings, k) for k in IMPORTED_SETTINGS})
+        if new.snapshot() == self.placement.snapshot():
+            self.say("Import command: no change")
+        else:
+            self.history.push(edit_to(self.placement, new, "Import command"))
+            self.say("Import command")
+        return list(parsed.warnings)
+
+    def open_plan(self, path: str | os.PathLike, label: str | None = None) -> None:
+        """Load a plan file made for this model (raises PlanError otherwise), as one edit."""
+        new = load_plan(path, self.model)
+        self.history.push(edit_to(self.placement, new, label or f"Open plan {os.path.basename(os.fspath(path))}"))
+
+    def save_plan(self, path: str | os.PathLike, *, as_document: bool = True) -> None:
+        """Write the plan; ``as_document`` makes it the session's file and marks the session saved."""
+        save_plan(self.placement, path)
+        if as_document:
+            self.plan_path = os.fspath(path)
+            self.mark_saved()
+
+    def undo(self) -> bool:
+        return self.history.undo()
+
+    def redo(self) -> bool:
+        return self.history.redo()
+
+    def mark_saved(self) -> None:
+        self.history.mark_clean()
+
+    def _on_history(self) -> None:
+        state = self.placement.snapshot()
+        before, self._state = self._state, state
+        changes = Change.HISTORY | Change.ESTIMATE
+        if not state.same_assignment(before) or state.pinned != before.pinned:
+            changes |= Change.PLACEMENT
+        if state.settings != before.settings:
+            changes |= Change.SETTINGS
+        if state.devices != before.devices:
+            changes |= Change.DEVICES
+        if changes & ~(Change.HISTORY | Change.ESTIMATE):
+            self._recompute()
+            if self.opinion is not None or self.opinion_error:
+                self.opinion, self.opinion_error = None, None
+                changes |= Change.OPINION
+        else:
+            changes &= ~Change.ESTIMATE   # only undo labels or the saved state changed
+        self._emit(changes)
+
+    # ------------------------------------------------------------------ llama.cpp's second opinion
+
+    def set_opinion(self, opinion, error: str | None = None) -> None:
+        self.opinion, self.opinion_error = opinion, error
+        self._emit(Change.OPINION)
+
+
+    # ------------------------------------------------------------------ commands
+
+    def placement_args(self) -> PlacementArgs:
+        return placement_args(self.placement, self.export_cache)
+
+    def command(self, *, program: str | None = None, rpc: Sequence[str] | None = None, caps=None,
+                model_path: str | None = None) -> Command:
+        """The llama.cpp command for the current placement (raises InexpressibleError with the reason)."""
+        path = model_path or os.fspath(self.model.path)
+        kw = {} if caps is None else {"caps": caps}
+        return build_command(self.placement, path, rpc=list(rpc) if rpc is not None else self.rpc_endpoints(),
+                             program=program, **kw)
+
+    def export(self, fmt: str = "bash", **kw) -> str:
+        """The command in one of :data:`app.command.formats.FORMATS` (bash, powershell, cmd, yaml, env, ollama)."""
+        cmd = self.command(**kw)
+        return render(cmd.argv, fmt, env=cmd.env or None, name=self.model.path.stem,
+                      n_layers=self.model.params.n_layer)
+
+    # ------------------------------------------------------------------ speed proof
+
+    def proof_candidates(self) -> list[tuple[str, Placement]]:
+        """The placements a benchmark run compares: this one, auto-fit, fastest and an --n-cpu-moe sweep."""
+        from .placement.autofit import FitError, auto_fit
+        from .placement.fastest import fastest
+        from .placement.presets import n_cpu_moe
+
+        s = self.placement.settings
+        out = [("current", self.placement.copy())]
+        try:
+            out.append(("auto-fit", auto_fit(self.model, self.devices, s, margin=0,
+                                             estimator=self.estimator).placement))
+            out.append(("fastest", fastest(self.model, self.devices, s, self.speed_params, margin=0,
+                                           estimator=self.estimator, facts=self.speed_facts,
+                                           export_cache=self.export_cache).placement))
+        except FitError:
+            pass
+        n_moe = sum(1 for b in self.model.blocks if b.role is Role.EXPERTS and not b.nextn)
+        if self.devices and n_moe:
+            for n in sorted({0, n_moe // 2, n_moe}):
+                out.append((f"--n-cpu-moe {n}", n_cpu_moe(self.model, self.devices, s, n)))
+        return out
