@@ -30,9 +30,9 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .placement.formats import parse_command_text, render
+from .command.formats import parse_command_text, render
 from .errors import LayerdeckError
 from .lanes import CPU, Lane, rpc_endpoints
 from .memory.estimator import Estimate, Estimator
@@ -43,6 +43,7 @@ from .placement.command import Command, build_command
 from .placement.export import ExportCache, InexpressibleError, PlacementArgs, placement_args
 from .placement.history import History, edit_to, move_command, pin_command
 from .placement.plan_file import load_plan, save_plan
+from .placement.second_opinion import Opinion
 from .speed.model import DecodePrediction, PromptPrediction, SpeedFacts, SpeedParams, predict_decode, predict_prompt
 
 log = logging.getLogger(__name__)
@@ -118,32 +119,28 @@ class _Derived:
     ms: float = 0.0
 
 
-@dataclass
 class Session:
     """See the module docstring. Construct with :meth:`open` or directly from a model and its lanes."""
 
-    model: Model
-    devices_at_start: list[Lane]
-    placement: Placement | None = None
-    settings: LlamaSettings | None = None
-    host_capacity: int | None = None
-    host_bandwidth: float | None = None
-    margin: int = 0                          # bytes each non-CPU lane keeps free
-    listeners: list[Callable[[SessionEvent], None]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
+    def __init__(self, model: Model, devices: Sequence[Lane], placement: Placement | None = None,
+                 settings: LlamaSettings | None = None, host_capacity: int | None = None,
+                 host_bandwidth: float | None = None, margin: int = 0):
         from .placement.presets import all_on_gpus
 
-        s = self.settings or LlamaSettings(n_ctx=min(self.model.params.n_ctx_train or 8192, 8192))
-        if self.placement is None:
-            self.placement = all_on_gpus(self.model, list(self.devices_at_start), s)
+        self.model = model
+        self.host_capacity = host_capacity
+        self.host_bandwidth = host_bandwidth
+        self.margin = margin                 # bytes each non-CPU lane keeps free (an app preference)
+        self.listeners: list[Callable[[SessionEvent], None]] = []
+        s = settings or LlamaSettings(n_ctx=min(model.params.n_ctx_train or 8192, 8192))
+        self.placement: Placement = placement if placement is not None else all_on_gpus(model, list(devices), s)
         self.history = History(self.placement)
         self.history.listeners.append(self._on_history)
-        self.estimator = Estimator(self.model)
-        self.speed_facts = SpeedFacts(self.model)
-        self.export_cache = ExportCache(self.model, self.estimator.matcher)
+        self.estimator = Estimator(model)
+        self.speed_facts = SpeedFacts(model)
+        self.export_cache = ExportCache(model, self.estimator.matcher)
         self.plan_path: str | None = None
-        self.opinion = None                  # app.placement.second_opinion.Opinion for the current state
+        self.opinion: Opinion | None = None   # llama.cpp's dry run for the current state
         self.opinion_error: str | None = None
         self.preview_state: Preview | None = None
         self._speed_params: SpeedParams | None = None
@@ -286,12 +283,12 @@ class Session:
         p = self.placement
         exps = sorted((b for b in self.model.blocks if b.role is Role.EXPERTS and p.device_of(b.id) == lane
                        and b.id not in p.pinned), key=lambda b: -(b.layer or 0))
-        freed, layers = 0, []
+        freed, layers = 0, list[int]()
         for b in exps:
             if freed >= excess:
                 break
             freed += b.nbytes
-            layers.append(b.layer)
+            layers.append(b.layer or 0)
         if not layers or freed < excess:
             return "" if not layers else f"all experts (and more) off {lane}"
         lo, hi = min(layers), max(layers)
@@ -458,7 +455,7 @@ class Session:
         Returns the parser's warnings (unknown flags...); raises a LayerdeckError (or ValueError) naming the
         problem when the text cannot be read.
         """
-        from .memory.args import parse_llama_args
+        from .command.parse import parse_llama_args
 
         env, argv = parse_command_text(text, shell)
         parsed = parse_llama_args(argv, env=env)

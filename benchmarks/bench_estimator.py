@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.memory.args import parse_llama_args  # noqa: E402
-from app.memory.estimator import estimate  # noqa: E402
+from app.command.parse import parse_llama_args  # noqa: E402
+from app.memory.estimator import Estimator  # noqa: E402
 from app.lanes import Lane  # noqa: E402
 from app.model import open_model  # noqa: E402
 from app.placement import CPU  # noqa: E402
@@ -43,6 +43,8 @@ def main() -> int:
     print(f"model: {model.params.arch}, {model.params.n_layer} layers, {model.params.n_expert} experts, "
           f"{len(model.tensors)} tensors; 3 devices; {len(settings.overrides)} -ot patterns")
 
+    est = Estimator(model)  # the per-model caches a session owns
+
     def timed(fn, runs):
         fn()  # warm caches (compiled patterns, per-model indexes)
         t = []
@@ -52,7 +54,7 @@ def main() -> int:
             t.append((time.perf_counter() - t0) * 1000)
         return statistics.median(t), max(t)
 
-    med, worst = timed(lambda: estimate(model, devices, settings), args.runs)
+    med, worst = timed(lambda: est.estimate(devices, settings), args.runs)
     print(f"same arguments again (results cached per placement): median {med:.2f} ms, worst {worst:.2f} ms")
     # what a drag does: every estimate is for a placement not seen before
     variants = []
@@ -63,7 +65,7 @@ def main() -> int:
     t = []
     for s in variants:
         t0 = time.perf_counter()
-        estimate(model, devices, s)
+        est.estimate(devices, s)
         t.append((time.perf_counter() - t0) * 1000)
     print(f"new placement each time (40 patterns, one changed):  median {statistics.median(t):.2f} ms, "
           f"p95 {sorted(t)[int(0.95 * len(t)) - 1]:.2f} ms, worst {max(t):.2f} ms")
@@ -71,7 +73,7 @@ def main() -> int:
     for k, s in enumerate(variants[:40]):
         s = s.copy(n_ctx=32768 + 256 * (k % 7 + 1))
         t0 = time.perf_counter()
-        estimate(model, devices, s)
+        est.estimate(devices, s)
         t.append((time.perf_counter() - t0) * 1000)
     print(f"new context size as well (the KV panel):             median {statistics.median(t):.2f} ms, "
           f"p95 {sorted(t)[int(0.95 * len(t)) - 1]:.2f} ms, worst {max(t):.2f} ms")
@@ -80,7 +82,7 @@ def main() -> int:
     for k in range(args.runs):
         p.assign(f"{k % 94}:experts", CPU if k % 2 else "CUDA0")
         t0 = time.perf_counter()
-        estimate(model, p.devices, p.settings, p.weight_placement())
+        est.estimate(p.devices, p.settings, p.weight_placement())
         t.append((time.perf_counter() - t0) * 1000)
     print(f"board placements, one block moved each time:         median {statistics.median(t):.2f} ms, "
           f"p95 {sorted(t)[int(0.95 * len(t)) - 1]:.2f} ms, worst {max(t):.2f} ms")

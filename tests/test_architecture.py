@@ -37,3 +37,19 @@ def test_no_gui_import_anywhere_in_app_including_lazy_ones():
                 if n.split(".")[0] in FORBIDDEN:
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {n}")
     assert not offenders, offenders
+
+
+def test_every_core_package_is_in_a_layer():
+    """A package outside the layers contract could import anything (and bring cycles back)."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    layered = next(c for c in conf["tool"]["importlinter"]["contracts"] if c["type"] == "layers")
+    names = {n.strip() for layer in layered["layers"] for n in layer.replace(":", "|").split("|")}
+    present = {p.name for p in (ROOT / "app").iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    present |= {p.stem for p in (ROOT / "app").glob("*.py") if p.stem not in ("__init__", "__main__", "_version")}
+    assert present <= names, f"not in a layer: {sorted(present - names)}"
+    missing_init = [p.name for p in (ROOT / "app").iterdir()
+                    if p.is_dir() and p.name != "__pycache__" and not (p / "__init__.py").is_file()
+                    and any(p.glob("*.py"))]
+    assert not missing_init, f"namespace packages escape import-linter: {missing_init}"

@@ -101,7 +101,7 @@ class DevicesDialog(QDialog):
     def _fill(self) -> None:
         self.table.setRowCount(len(self.devices))
         for r, d in enumerate(self.devices):
-            desc = d.buft[d.buft.find("[") + 1:-1] if "[" in d.buft else d.buft
+            desc = d.endpoint or d.buft
             cells = [d.name, d.kind, desc, fmt_bytes(d.total) if d.total else "?",
                      f"{d.bandwidth / 1e9:.0f} GB/s" if d.bandwidth else "unknown"]
             for c, text in enumerate(cells):

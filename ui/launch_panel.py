@@ -554,7 +554,7 @@ class LaunchPanel(QWidget):
         from app.launch.bench import BenchHistory
         from app.paths import data_dir
         from app.speed.params import save_calibration
-        from app.speed.proof import run_proof
+        from app.proof import run_proof
 
         d = self.doc
         candidates = d.proof_candidates()

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import re
 
-from ..lanes import Lane
+from ..errors import DetectError
+from ..lanes import Lane, rpc_buffer_type
+from ..units import MiB
 
-MiB = 1 << 20
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\d*$")
 
 
-def rpc_buffer_type(endpoint: str, local_index: int) -> str:
-    """``RPC<j>[host:port]``: RPC buffer types use the server-local device index (ggml-rpc.cpp)."""
-    return f"RPC{local_index}[{endpoint}]"
+class DeviceSpecError(DetectError, ValueError):
+    """A ``--devices`` item is not ``NAME=MiB[@GB/s]``; the message says which and why."""
 
 
 def from_detected(devices) -> list[Lane]:
@@ -31,7 +31,8 @@ def from_detected(devices) -> list[Lane]:
             buft = d.name
         total = d.total_bytes or 0
         free = d.free_bytes if d.free_bytes is not None else total
-        out.append(Lane(d.name, buft, free, total, d.kind))
+        out.append(Lane(d.name, buft, free, total, d.kind,
+                        endpoint=d.rpc_endpoint if d.kind == "rpc" else None))
     return out
 
 
@@ -44,15 +45,17 @@ def parse_device_spec(spec: str) -> list[Lane]:
         try:
             bandwidth = float(bw_text) * 1e9 if bw_text else 0.0
         except ValueError:
-            raise ValueError(f"--devices item {item!r}: {bw_text!r} is not a bandwidth in GB/s.") from None
+            raise DeviceSpecError(f"--devices item {item!r}: {bw_text!r} is not a bandwidth in GB/s.") from None
         if not sep or not _NAME.match(name):
-            raise ValueError(f"--devices item {item!r} should look like CUDA0=24576 (device name = MiB).")
+            raise DeviceSpecError(f"--devices item {item!r} should look like CUDA0=24576 (device name = MiB).")
         try:
             mib = float(size.lower().removesuffix("mib"))
         except ValueError:
-            raise ValueError(f"--devices item {item!r}: {size!r} is not a number of MiB.") from None
+            raise DeviceSpecError(f"--devices item {item!r}: {size!r} is not a number of MiB.") from None
+        if not mib < float("inf"):  # nan, inf: int() would fail on them
+            raise DeviceSpecError(f"--devices item {item!r}: {size!r} is not a number of MiB.")
         if mib <= 0:
-            raise ValueError(f"--devices item {item!r}: the capacity must be positive.")
+            raise DeviceSpecError(f"--devices item {item!r}: the capacity must be positive.")
         nbytes = int(mib * MiB)
         out.append(Lane(name, name, nbytes, nbytes, "planned", bandwidth))
     return out

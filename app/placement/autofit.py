@@ -24,7 +24,7 @@ from ..errors import ExportError
 from ..memory.estimator import Estimate, Estimator
 from ..lanes import Lane
 from ..memory.settings import LlamaSettings
-from ..model import Model, Role
+from ..model import BlockId, Model, Role
 from ..units import GiB
 from .placement import CPU, Placement
 
@@ -144,7 +144,8 @@ class _Fitter:
         # 4. overflow: experts still on the CPU go to any device with room, highest layer first
         for dev in reversed(self.order):
             left = sorted((il for il in self.exp_blocks if self.exp_blocks[il].id not in experts
-                           and not any(k.startswith(f"{il}:experts:") for k in experts)), reverse=True)
+                           and not any(self.model.index.block_id(k).block == BlockId(il, Role.EXPERTS)
+                                       for k in experts)), reverse=True)
             for il in left:
                 trial = dict(experts, **{self.exp_blocks[il].id: dev.name})
                 if self.fits(self.est(self.make(layers, trial)), [dev.name, CPU]):

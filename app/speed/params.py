@@ -27,8 +27,7 @@ def speed_params(devices: list[Lane], host_bandwidth: float | None = None,
                                                      eff_bandwidth=0.5)}
     for d in devices:
         if d.kind == "rpc":
-            endpoint = d.buft[d.buft.find("[") + 1:-1] if "[" in d.buft else ""
-            link_bw, lat = LOOPBACK_LINK if endpoint.startswith(("127.", "localhost", "[::1]")) else RPC_LINK
+            link_bw, lat = LOOPBACK_LINK if d.is_loopback else RPC_LINK
             # a CPU-backed RPC server reads from host RAM; a GPU one reports its own bandwidth
             bw = d.bandwidth or (host_bandwidth or DEFAULT_HOST_BW)
             cpu_backed = not d.bandwidth

@@ -132,7 +132,7 @@ def test_quitting_the_app_leaves_no_server(tmp_path, tiny_models, llama_bin):
 def test_benchmark_alternatives_calibrates(running, qtbot, monkeypatch, tmp_path):
     win, panel = running
     monkeypatch.setenv("LAYERDECK_DATA_DIR", str(tmp_path / "data"))
-    from app.speed import proof
+    from app import proof
 
     real = proof.run_proof
 

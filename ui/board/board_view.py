@@ -253,8 +253,8 @@ class BoardView(QGraphicsView):
         lane.title.setPos(8, 5)
         desc = {"rpc": "RPC host", "planned": "planned", "gpu": "GPU", "igpu": "integrated GPU"}.get(
             dev.kind if dev else "", "")
-        if dev is not None and dev.kind == "rpc" and "[" in dev.buft:
-            desc = dev.buft[dev.buft.index("[") + 1:-1]
+        if dev is not None and dev.endpoint:
+            desc = dev.endpoint
         lane.subtitle.setText(f"{desc}  {fmt_bytes(cap) if cap else 'capacity unknown'}".strip())
         lane.subtitle.setPos(8, 25)
         lane.gauge.setPos(style.LABEL_W, 8)
@@ -295,7 +295,7 @@ class BoardView(QGraphicsView):
     def _tooltip(self, info: ItemInfo) -> str:
         m = self.doc.model
         if info.part:
-            blk = m.block(info.id.rsplit(":", 1)[0])
+            blk = m.index.block_of_item(info.id)
             tensors = blk.parts[info.part]
         else:
             blk = m.block(info.id)
@@ -498,7 +498,7 @@ class BoardView(QGraphicsView):
         self.select_ids(ids)
 
     def toggle_open(self, block_id: str) -> None:
-        base = block_id.split(":experts")[0] + ":experts" if ":experts" in block_id else block_id
+        base = self.doc.model.index.block_of_item(block_id).id
         if base in self.opened:
             self.opened.discard(base)
         else:

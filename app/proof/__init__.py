@@ -18,8 +18,8 @@ from ..lanes import Lane
 from ..model import Model
 from ..placement.command import build_command
 from ..placement.placement import Placement
-from .calibrate import FitReport, Measurement, fit
-from .model import SpeedParams, predict_decode, predict_prompt
+from ..speed.calibrate import FitReport, Measurement, fit
+from ..speed.model import SpeedParams, predict_decode, predict_prompt
 
 log = logging.getLogger(__name__)
 

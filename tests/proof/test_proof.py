@@ -10,7 +10,7 @@ from app.model import open_model
 from app.placement.autofit import auto_fit
 from app.placement.presets import all_on_gpus, experts_to_cpu, n_cpu_moe
 from app.speed.params import load_calibration, save_calibration, speed_params
-from app.speed.proof import run_proof
+from app.proof import run_proof
 from tests.memory.accuracy import list_rpc_devices
 
 pytestmark = pytest.mark.llama

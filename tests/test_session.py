@@ -1,0 +1,181 @@
+"""The Qt-free session: every change is one labelled undoable edit, events say what changed, and a plain
+script (no Qt importable at all) can open, move, set the context, undo and export."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from app.lanes import CPU, DeviceKind, Lane
+from app.memory.device_adapter import parse_device_spec
+from app.model.demo import load_demo
+from app.session import Change, Session
+from app.units import GiB, MiB
+from tests.gguf_factory import write_tiny_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def session() -> Session:
+    return Session(load_demo(), parse_device_spec("CUDA0=24576,CUDA1=12288"), host_capacity=64 * GiB, margin=GiB)
+
+
+def test_a_plain_script_drives_a_session_without_qt(tmp_path):
+    model = write_tiny_model("qwen3moe", tmp_path / "q.gguf")
+    script = textwrap.dedent(f"""
+        import sys
+        class NoQt:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("PySide6", "shiboken6", "pyqtgraph", "ui"):
+                    raise ImportError("no Qt here: " + name)
+        sys.meta_path.insert(0, NoQt())
+        from app.session import Session
+        from app.memory.device_adapter import parse_device_spec
+        s = Session.open({str(model)!r}, parse_device_spec("CUDA0=64"))
+        assert s.move(["1:experts"], "CPU"), "move refused"
+        assert s.set_settings(n_ctx=2048)
+        ctx_after = s.estimate.shape.n_ctx
+        s.undo()
+        assert s.placement.settings.n_ctx != 2048 and s.placement.device_of("1:experts") == "CPU"
+        s.undo()
+        assert s.placement.device_of("1:experts") == "CUDA0"
+        s.redo()
+        print(ctx_after, s.undo_label)
+        print(s.export("bash"))
+        assert not [m for m in sys.modules if m.startswith(("PySide6", "pyqtgraph", "ui"))]
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    first, *rest = out.stdout.splitlines()
+    assert first == "2048 Move 1:experts to CPU"
+    command = "\n".join(rest)
+    assert "-ot" in command and "blk\\.1\\.ffn_" in command and "--fit off" in command
+
+
+def test_every_edit_is_one_labelled_undo_step(session):
+    labels = []
+    session.move(["12:experts"], CPU)
+    labels.append(session.undo_label)
+    session.set_pinned(["3:experts"], True)
+    labels.append(session.undo_label)
+    session.set_settings(n_ctx=16384)
+    labels.append(session.undo_label)
+    session.apply_preset("experts")
+    labels.append(session.undo_label)
+    assert labels == ["Move 12:experts to CPU", "Pin 3:experts", "Set context 16384", "Experts to CPU"]
+    assert len(session.history.undo_stack) == 4 and session.dirty
+    session.undo()
+    assert session.placement.settings.n_ctx == 16384 and session.placement.device_of("20:experts") == "CUDA0"
+    session.undo()
+    assert session.placement.settings.n_ctx == 8192
+    session.undo()
+    assert "3:experts" not in session.placement.pinned
+    session.undo()
+    assert session.placement.device_of("12:experts") != CPU and not session.dirty
+
+
+def test_settings_steps_merge_and_a_no_op_adds_nothing(session):
+    for n in (9216, 10240, 11264):
+        session.set_settings(n_ctx=n)
+    assert len(session.history.undo_stack) == 1 and session.undo_label == "Set context 11264"
+    assert not session.set_settings(n_ctx=11264)
+    session.set_settings(n_ctx=8192)  # stepped back to where it started: no edit left
+    assert not session.history.undo_stack and not session.dirty
+    assert not session.apply_preset("all")  # the placement is already all on the GPUs
+    assert not session.history.undo_stack
+
+
+def test_a_device_edit_is_undone_in_order_not_by_an_earlier_move(session):
+    """Regression: the device list changed outside the history, so undoing an older move reverted it."""
+    session.move(["12:experts"], CPU)
+    bigger = [session.devices[0], Lane("CUDA1", "CUDA1", 16 * GiB, 16 * GiB, DeviceKind.PLANNED)]
+    session.set_devices(bigger)
+    assert session.undo_label == "Devices changed" and session.capacity("CUDA1") == 16 * GiB
+    assert session.placement.device_of("12:experts") == CPU  # the placement still fits: kept
+    session.undo()
+    assert session.capacity("CUDA1") == 12 * GiB and session.placement.device_of("12:experts") == CPU
+    session.redo()
+    assert session.capacity("CUDA1") == 16 * GiB
+
+
+def test_events_name_what_changed(session):
+    seen: list[Change] = []
+    session.subscribe(lambda ev: seen.append(ev.changes))
+    session.set_settings(n_ctx=4096)
+    assert seen[-1] & Change.SETTINGS and not seen[-1] & Change.PLACEMENT
+    session.move(["5:experts"], CPU)
+    assert any(c & Change.PLACEMENT and not c & Change.SETTINGS for c in seen)
+    session.mark_saved()
+    assert seen[-1] == Change.HISTORY  # nothing to recompute
+    session.preview(["6:experts"], CPU)
+    assert seen[-1] == Change.PREVIEW and session.preview_state.estimate is not None
+    session.preview([], None)
+    assert session.preview_state is None
+
+
+def test_import_is_one_edit_with_its_settings_and_warnings(session):
+    warnings = session.import_command("llama-server -m x.gguf -ngl 99 -ts 3,1 -c 4096 -ctk q8_0 --bogus 7")
+    assert session.undo_label == "Import command" and len(session.history.undo_stack) == 1
+    assert session.placement.settings.n_ctx == 4096 and session.placement.settings.type_k == "q8_0"
+    assert any("bogus" in w for w in warnings)
+    session.undo()
+    assert session.placement.settings.n_ctx == 8192
+
+
+def test_one_over_capacity_rule_with_the_margin(session):
+    assert not session.overflows()
+    small = [Lane("CUDA0", "CUDA0", 4 * GiB, 4 * GiB, DeviceKind.PLANNED),
+             Lane("CUDA1", "CUDA1", 2 * GiB, 2 * GiB, DeviceKind.PLANNED)]
+    session.set_devices(small)
+    over = {o.lane: o for o in session.overflows()}
+    assert set(over) == {"CUDA0", "CUDA1"}
+    o = over["CUDA0"]
+    assert o.excess == o.used - (4 * GiB - GiB) and "experts of layers" in o.hint
+    session.set_margin(0)
+    assert session.overflow_of("CUDA0").excess == o.excess - GiB
+
+
+def test_plans_round_trip_through_the_session(session, tmp_path):
+    session.move(["7:experts"], CPU)
+    session.set_settings(n_ctx=12288)
+    path = tmp_path / "p.layerdeck.json"
+    session.save_plan(path)
+    assert not session.dirty and session.plan_path == str(path)
+    fresh = Session(session.model, parse_device_spec("CUDA0=24576,CUDA1=12288"))
+    fresh.open_plan(path)
+    assert fresh.placement.device_of("7:experts") == CPU and fresh.placement.settings.n_ctx == 12288
+    assert fresh.undo_label == "Open plan p.layerdeck.json"
+
+
+def test_refused_moves_say_why(session):
+    assert not session.move(["3:attn"], CPU)  # a CPU layer after GPU layers cannot be expressed
+    _, why = session.check_move(["3:attn"], CPU)
+    assert why and "CPU" in why
+    pv = session.preview(["3:attn"], CPU)
+    assert pv.estimate is None and pv.reason == why
+    _, why = session.check_move(["nope:attn"], CPU)
+    assert "not a block" in why
+
+
+def test_proof_candidates_and_commands(session):
+    labels = [label for label, _ in session.proof_candidates()]
+    assert labels[:3] == ["current", "auto-fit", "fastest"] and any(x.startswith("--n-cpu-moe") for x in labels)
+    cmd = session.command(rpc=[])
+    assert cmd.argv[0].endswith("llama-server") and "-ngl" in cmd.argv
+    assert "llama-server" in session.export("powershell")
+
+
+def test_caches_belong_to_the_session_not_the_model(session):
+    model = session.model
+    assert "index" in vars(model)  # the one typed per-model index
+    assert not [k for k in vars(model) if k.startswith("_")]
+    session.move(["9:experts"], CPU)
+    other = Session(model, session.devices)
+    assert other.estimator is not session.estimator
+    assert other.estimate.devices[0].total == session.estimate_for(other.placement).devices[0].total
+    assert MiB < session.estimate.devices[0].total
