@@ -1,6 +1,7 @@
-"""Where Layerdeck keeps settings, data (bench history, calibration, autosave) and caches, per platform.
+"""Where Layerdeck keeps its data (bench history, calibration, autosave), per platform.
 
-``LAYERDECK_CONFIG_DIR`` / ``LAYERDECK_DATA_DIR`` override them (tests point both at a temporary folder).
+``LAYERDECK_DATA_DIR`` overrides it (tests point it at a temporary folder). Settings live in
+``QSettings``, which the UI places itself.
 """
 
 from __future__ import annotations
@@ -10,20 +11,14 @@ import sys
 from pathlib import Path
 
 
-def _base(kind: str) -> Path:
+def _base() -> Path:
     home = Path.home()
     if sys.platform == "win32":
         return Path(os.environ.get("APPDATA", home / "AppData" / "Roaming")) / "Layerdeck"
     if sys.platform == "darwin":
         return home / "Library" / "Application Support" / "Layerdeck"
-    xdg = {"config": "XDG_CONFIG_HOME", "data": "XDG_DATA_HOME"}[kind]
-    default = {"config": home / ".config", "data": home / ".local" / "share"}[kind]
-    return Path(os.environ.get(xdg) or default) / "layerdeck"
-
-
-def config_dir() -> Path:
-    return Path(os.environ.get("LAYERDECK_CONFIG_DIR") or _base("config"))
+    return Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share") / "layerdeck"
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("LAYERDECK_DATA_DIR") or _base("data"))
+    return Path(os.environ.get("LAYERDECK_DATA_DIR") or _base())

@@ -235,6 +235,11 @@ class Session:
             self._speed_params = speed_params(self.devices, self.host_bandwidth, load_calibration(self.devices))
         return self._speed_params
 
+    def estimate_settings(self, settings: LlamaSettings) -> Estimate:
+        """The estimate for llama.cpp run with ``settings`` as given: its own -ngl/-ts/-dev/-ot rules decide
+        where tensors go (what ``layerdeck estimate -- ARGS`` reports)."""
+        return self.estimator.estimate(self.devices, settings)
+
     def estimate_for(self, p: Placement) -> Estimate:
         return self.estimator.estimate(p.devices, p.settings, p.weight_placement())
 
@@ -383,12 +388,13 @@ class Session:
             raise ValueError(f"unknown preset {which!r} (all, experts, ncmoe)")
         return self.replace(new, label)
 
-    def auto_fit(self):
-        """Fill every device up to its margin (raises FitError when nothing fits); one edit."""
+    def auto_fit(self, host_budget: int | None = None):
+        """Fill every device up to its margin (raises FitError when nothing fits); one edit. ``host_budget``
+        also limits host RAM (by default it is not a hard limit: CPU weights are memory-mapped)."""
         from .placement.autofit import auto_fit
 
         res = auto_fit(self.model, self.devices, self.placement.settings, margin=self.margin,
-                       pinned_from=self.placement, estimator=self.estimator)
+                       host_budget=host_budget, pinned_from=self.placement, estimator=self.estimator)
         self.replace(res.placement, "Auto-fit")
         return res
 
@@ -521,13 +527,18 @@ class Session:
     def placement_args(self) -> PlacementArgs:
         return placement_args(self.placement, self.export_cache)
 
-    def command(self, *, program: str | None = None, rpc: Sequence[str] | None = None, caps=None,
-                model_path: str | None = None) -> Command:
-        """The llama.cpp command for the current placement (raises InexpressibleError with the reason)."""
+    def command(self, *, rpc: Sequence[str] | None = None, model_path: str | os.PathLike | None = None,
+                caps=None, **options) -> Command:
+        """The llama.cpp command for the current placement (raises InexpressibleError with the reason).
+
+        ``rpc`` defaults to every RPC host of the lanes; ``options`` go to
+        :func:`app.placement.command.build_command` (``tool``, ``program``, ``host``, ``port``, ``extra``,
+        ``cuda_order``)."""
         path = model_path or os.fspath(self.model.path)
-        kw = {} if caps is None else {"caps": caps}
+        if caps is not None:
+            options["caps"] = caps
         return build_command(self.placement, path, rpc=list(rpc) if rpc is not None else self.rpc_endpoints(),
-                             program=program, **kw)
+                             **options)
 
     def export(self, fmt: str = "bash", **kw) -> str:
         """The command in one of :data:`app.command.formats.FORMATS` (bash, powershell, cmd, yaml, env, ollama)."""

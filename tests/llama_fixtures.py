@@ -117,7 +117,7 @@ def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> None:
         proc.wait(timeout=timeout)
 
 
-def _tail(path: Path, n: int = 4000) -> str:
+def tail_lines(path: Path, n: int = 4000) -> str:
     try:
         data = path.read_bytes()
     except OSError:
@@ -159,7 +159,7 @@ class RpcServer:
     memory_mib: int | None = None
 
     def output(self) -> str:
-        return _tail(self.log) if self.log else ""
+        return tail_lines(self.log) if self.log else ""
 
 
 @pytest.fixture(scope="session")
@@ -221,9 +221,9 @@ def rpc_servers(llama_bin, tmp_path, _rpc_memory_shim):
             if proc.poll() is None:  # still running but never listened
                 stop_process(proc)
                 raise RuntimeError(f"ggml-rpc-server on port {port} did not accept connections within "
-                                   f"{timeout:.0f} s; output:\n{_tail(log)}")
-            last_error = f"exit status {proc.returncode}; output:\n{_tail(log)}"
-            if "Failed to create server socket" not in _tail(log):
+                                   f"{timeout:.0f} s; output:\n{tail_lines(log)}")
+            last_error = f"exit status {proc.returncode}; output:\n{tail_lines(log)}"
+            if "Failed to create server socket" not in tail_lines(log):
                 break  # not a port race: do not retry
         raise RuntimeError(f"ggml-rpc-server {exe} died at start ({last_error})")
 
@@ -261,7 +261,7 @@ class LlamaServer:
         return f"http://{self.host}:{self.port}"
 
     def output(self) -> str:
-        return _tail(self.log, 200_000)
+        return tail_lines(self.log, 200_000)
 
     def request(self, path: str, body: Any | None = None, timeout: float = 60.0) -> tuple[int, Any]:
         """GET (body None) or POST JSON; returns (status, parsed JSON or text)."""
@@ -296,9 +296,9 @@ def start_llama_server(bin_dir: Path, model: Path | str, *args: str, log: Path, 
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"llama-server exited with status {proc.returncode} before it was ready.\n"
-                                   f"command: {' '.join(cmd)}\noutput:\n{_tail(log)}")
+                                   f"command: {' '.join(cmd)}\noutput:\n{tail_lines(log)}")
             if not server.port:
-                m = _LISTEN_RE.search(_tail(log, 200_000))
+                m = _LISTEN_RE.search(tail_lines(log, 200_000))
                 if m:
                     server.port = int(m.group(2))
             if server.port:
@@ -310,7 +310,7 @@ def start_llama_server(bin_dir: Path, model: Path | str, *args: str, log: Path, 
                     return server
             time.sleep(0.05)
         raise RuntimeError(f"llama-server was not healthy within {timeout:.0f} s.\n"
-                           f"command: {' '.join(cmd)}\noutput:\n{_tail(log)}")
+                           f"command: {' '.join(cmd)}\noutput:\n{tail_lines(log)}")
     except BaseException:
         stop_process(proc)
         raise

@@ -95,6 +95,7 @@ def test_export_against_another_model_is_explained(q30, tmp_path):
     assert r.returncode == 2 and "made for q30.gguf" in r.stderr
 
 
+@pytest.mark.llama
 def test_fit_fastest_and_side_by_side_with_llama_cpp(q30, llama_bin):
     r = layerdeck("fit", str(q30), "--devices", "CUDA0=12288@360,CUDA1=12288@1008", "-c", "32768", "--fastest",
                   "--host-bw", "60")

@@ -12,7 +12,7 @@ from app.errors import LayerdeckError
 from app.llamacpp.capabilities import UNKNOWN
 from app.placement.command import build_command
 from app.placement.export import InexpressibleError
-from app.placement.formats import render
+from app.command.formats import render
 
 from .document import Document
 

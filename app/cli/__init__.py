@@ -1,4 +1,10 @@
-"""Headless command line: ``layerdeck SUBCOMMAND ...`` (no display needed)."""
+"""Headless command line: ``layerdeck SUBCOMMAND ...`` (no display needed).
+
+One module per subcommand (``inspect``, ``estimate``, ``export``, ``import_``,
+``canonical``, ``fit``, ``devices``), each with ``add_parser(subparsers)`` and
+``run(args)``; what they share (the model, the devices, one-line errors with
+exit status 2, JSON, byte formatting) is in :mod:`app.cli.common`.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,12 @@ import logging
 import sys
 
 from .. import __version__
-from . import devices, estimate, inspect, placement
+from ..errors import LayerdeckError
+from . import canonical, devices, estimate, export, fit, import_, inspect
+from .common import fail
 
-#: Modules that contribute a subcommand through ``add_parser(subparsers)``.
-_COMMANDS = [inspect, estimate, placement, devices]
+#: Modules that contribute a subcommand through ``add_parser(subparsers)``, in ``--help`` order.
+_COMMANDS = [inspect, estimate, export, import_, canonical, fit, devices]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
+    except LayerdeckError as exc:  # a subcommand that did not report it itself: still one line, status 2
+        return fail(exc)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -49,7 +49,6 @@ The same schema is described in ``docs/cli-devices.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -58,6 +57,8 @@ from typing import TextIO
 
 from app.devices.detect import detect
 from app.devices.model import GiB, DetectionResult, Device
+
+from .common import ERRORS, fail, print_json
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +97,12 @@ def _endpoints(values: Sequence[str] | None) -> list[str] | None:
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Detect and print; the exit status is 1 when an RPC host failed."""
     out = out or sys.stdout
-    result = detect(llama_dir=args.llama_dir, rpc=_endpoints(args.rpc), env=os.environ, timeout=args.timeout)
+    try:
+        result = detect(llama_dir=args.llama_dir, rpc=_endpoints(args.rpc), env=os.environ, timeout=args.timeout)
+    except ERRORS as exc:
+        return fail(exc)
     if args.json:
-        json.dump(result.to_dict(), out, indent=2)
-        out.write("\n")
+        print_json(result.to_dict(), out, indent=2)
     else:
         out.write(format_table(result))
     return 0 if all(h.ok for h in result.rpc_hosts) else 1

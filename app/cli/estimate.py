@@ -11,20 +11,16 @@ notes. JSON schema ``layerdeck.estimate/1`` is documented in ``docs/cli.md``.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
-from ..memory.args import ArgsError, parse_llama_args
-from ..memory.device_adapter import from_detected, parse_device_spec
-from ..memory.estimator import Estimate, estimate
-from ..memory.kv import SettingsError
-from ..memory.layout import PlacementError
+from ..command.parse import parse_llama_args
+from ..memory.estimator import Estimate
 from ..lanes import to_llama_name
 from ..memory.settings import TOOLS
-from ..model import GGUFError, open_model
+from ..placement import Placement
+from ..session import Session
+from .common import ERRORS, MiB, detection_problems, devices, fail, llama_args, load_model, print_json
 
 SCHEMA = "layerdeck.estimate/1"
-MiB = 1 << 20
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,16 +35,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llama-dir", help="llama.cpp binaries folder (default: settings, LAYERDECK_LLAMA_CPP_DIR, PATH)")
     p.add_argument("llama_args", nargs=argparse.REMAINDER, help="llama.cpp arguments after --")
     p.set_defaults(func=run)
-
-
-def _devices(args, rpc: list[str]):
-    if args.devices:
-        return parse_device_spec(args.devices), []
-    from ..devices.detect import detect  # detection starts llama.cpp; only when asked
-
-    result = detect(llama_dir=args.llama_dir, rpc=rpc)
-    problems = [f"{e.source}: {e.message}" for e in getattr(result, "errors", [])]
-    return from_detected(result.devices), problems
 
 
 def to_json(est: Estimate) -> dict:
@@ -90,30 +76,23 @@ def render_text(est: Estimate) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    llama_args = list(args.llama_args)
-    if llama_args and llama_args[0] == "--":
-        llama_args = llama_args[1:]
     try:
-        parsed = parse_llama_args(llama_args, tool=args.tool)
-    except ArgsError as exc:
-        print(f"layerdeck: {exc}", file=sys.stderr)
-        return 2
+        parsed = parse_llama_args(llama_args(args.llama_args), tool=args.tool)
+    except ERRORS as exc:
+        return fail(exc)
     if not parsed.model:
-        print("layerdeck: give the model with -m after --, e.g. layerdeck estimate -- -m model.gguf -c 8192",
-              file=sys.stderr)
-        return 2
+        return fail("give the model with -m after --, e.g. layerdeck estimate -- -m model.gguf -c 8192")
     try:
-        model = open_model(parsed.model)
-        devices, problems = _devices(args, parsed.rpc)
-        est = estimate(model, devices, parsed.settings)
-    except (GGUFError, SettingsError, PlacementError, ValueError) as exc:
-        print(f"layerdeck: {exc}", file=sys.stderr)
-        return 2
+        model = load_model(parsed.model)
+        lanes, detection = devices(args.devices, parsed.rpc, args.llama_dir)
+        est = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings)
+                      ).estimate_settings(parsed.settings)
+    except ERRORS as exc:
+        return fail(exc)
     est.notes.extend(parsed.warnings)
-    est.notes.extend(problems)
+    est.notes.extend(detection_problems(detection))
     if args.json:
-        json.dump(to_json(est), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(to_json(est))
     else:
         print(render_text(est))
     return 0

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import sys
 
-from ..model import GGUFError, Model, Role, open_model
+from ..model import Model, Role
 from ..model.blocks import LAYER_ROLES
-from ..units import fmt_bytes, fmt_count
+from ..units import fmt_count
+from .common import ERRORS, fail, fmt_bytes, load_model, print_json
 
 SCHEMA = "layerdeck.inspect/1"
 
@@ -108,13 +107,11 @@ def render_text(model: Model) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        model = open_model(args.model)
-    except GGUFError as exc:
-        print(f"layerdeck: {exc}", file=sys.stderr)
-        return 2
+        model = load_model(args.model)
+    except ERRORS as exc:
+        return fail(exc)
     if args.json:
-        json.dump(to_json(model), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(to_json(model))
     else:
         print(render_text(model))
     return 0

@@ -67,14 +67,14 @@ def _hwmon(device_dir: Path) -> tuple[float | None, float | None]:
     return temp, power
 
 
-def _card_number(path: Path) -> int:
+def card_number(path: Path) -> int:
     return int(path.name[4:])
 
 
 def read_amd(sysfs_root: str | Path = "/") -> tuple[PhysicalGpu, ...]:
     """Every amdgpu card under ``<root>/sys/class/drm``, in card order."""
     drm = Path(sysfs_root) / "sys/class/drm"
-    cards = sorted((p for p in drm.glob("card*") if re.fullmatch(r"card\d+", p.name)), key=_card_number)
+    cards = sorted((p for p in drm.glob("card*") if re.fullmatch(r"card\d+", p.name)), key=card_number)
     out = []
     for card in cards:
         dev = card / "device"

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from app.errors import DetectError
 from app.devices.gpu import PhysicalGpu, normalise_bus_id
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class CudaDevice:
     uuid: str | None = None
 
 
-class CudaProbeError(RuntimeError):
+class CudaProbeError(DetectError, RuntimeError):
     """The CUDA driver could not be asked (no libcuda, a frozen app, a crash)."""
 
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.errors import DetectError
 from app.devices.model import MiB
 
 log = logging.getLogger(__name__)
@@ -38,11 +39,11 @@ VIRTUAL_SUFFIX = re.compile(r"^(?P<name>.*) \(dev p(?P<phys>\d+)/v(?P<virt>\d+)\
 DEFAULT_TIMEOUT_S = 60.0
 
 
-class ListingParseError(ValueError):
+class ListingParseError(DetectError, ValueError):
     """The text is not ``--list-devices`` output."""
 
 
-class ListingError(RuntimeError):
+class ListingError(DetectError, RuntimeError):
     """``llama-server --list-devices`` failed; the message says why."""
 
     def __init__(self, message: str, stderr: str = "", returncode: int | None = None, timed_out: bool = False):

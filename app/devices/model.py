@@ -12,30 +12,10 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from app.lanes import DeviceKind  # noqa: F401 (re-export: the values of Device.kind)
+from app.units import GiB, MiB  # noqa: F401 (re-export)
+
 log = logging.getLogger(__name__)
-
-MiB = 1024 * 1024
-GiB = 1024 * MiB
-
-
-class DeviceKind:
-    """Values of :attr:`Device.kind` (strings so the JSON form stays readable).
-
-    They follow llama.cpp's ``ggml_backend_dev_type``: ``gpu`` and ``igpu``
-    are GPU/IGPU devices (Metal counts as ``gpu``, as llama.cpp reports it),
-    ``accel`` is ACCEL (BLAS), ``cpu`` is the host; ``rpc`` is a GPU-type
-    device reached through ``--rpc`` and ``planned`` is a catalogue card the
-    user does not own yet.
-    """
-
-    GPU = "gpu"
-    IGPU = "igpu"
-    RPC = "rpc"
-    ACCEL = "accel"
-    CPU = "cpu"
-    PLANNED = "planned"
-
-    ALL = (GPU, IGPU, RPC, ACCEL, CPU, PLANNED)
 
 
 @dataclass(frozen=True)
@@ -70,7 +50,7 @@ class Device:
     """
 
     name: str
-    kind: str
+    kind: str  # a DeviceKind; it is a str, so to_dict() and the JSON form hold the plain value ("gpu")
     description: str
     total_bytes: int | None = None
     free_bytes: int | None = None
@@ -101,6 +81,7 @@ class Device:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form documented in :mod:`app.cli.devices`."""
         out = asdict(self)
+        out["kind"] = str(self.kind)  # the plain value, not the DeviceKind member
         out["warnings"] = list(self.warnings)
         out["processes"] = [asdict(p) for p in self.processes]
         return out

@@ -137,7 +137,7 @@ def read_gpu(nvml: Any, index: int, sysfs_root: str | Path = "/", process_names:
     name = r.call("name", "nvmlDeviceGetName", handle)
     uuid = r.call("uuid", "nvmlDeviceGetUUID", handle)
     pci = r.call("pci", "nvmlDeviceGetPciInfo", handle)
-    bus_id = _bus_id_of(pci)
+    bus_id = bus_id_of(pci)
     mem = r.call("memory", "nvmlDeviceGetMemoryInfo", handle)
     util = r.call("utilisation", "nvmlDeviceGetUtilizationRates", handle)
     width = r.call("bandwidth", "nvmlDeviceGetMemoryBusWidth", handle)
@@ -185,7 +185,7 @@ def read_gpu(nvml: Any, index: int, sysfs_root: str | Path = "/", process_names:
     )
 
 
-def _bus_id_of(pci: Any) -> str | None:
+def bus_id_of(pci: Any) -> str | None:
     """The normalised bus id of an ``nvmlPciInfo_t`` (``busId``, else the legacy field)."""
     if pci is None:
         return None

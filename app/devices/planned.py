@@ -11,6 +11,7 @@ import logging
 import math
 import re
 
+from app.errors import DetectError
 from app.devices import catalogue
 from app.devices.catalogue import CatalogueEntry
 from app.devices.model import GiB, MiB, Device, DeviceKind
@@ -21,7 +22,7 @@ MAX_CAPACITY_BYTES = 16 * 1024 * GiB  # 16 TiB: beyond any single device
 MAX_BANDWIDTH_GB_S = 100_000.0  # 100 TB/s
 
 
-class PlannedDeviceError(ValueError):
+class PlannedDeviceError(DetectError, ValueError):
     """A typed capacity or bandwidth is not usable; the message says what to type."""
 
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import psutil
 
-from app.devices.amd import AMD_VENDOR, _card_number
+from app.devices.amd import AMD_VENDOR, card_number
 from app.devices.gpu import normalise_bus_id, read_text
 from app.devices.model import DetectionResult
-from app.devices.nvidia import _bus_id_of, load_nvml, nvml_error_message
+from app.devices.nvidia import bus_id_of, load_nvml, nvml_error_message
 
 log = logging.getLogger(__name__)
 
@@ -145,13 +145,13 @@ class TelemetrySampler:
                 self._handles.append((f"nvml:{i}", exc))
                 continue
             try:
-                key = _bus_id_of(mod.nvmlDeviceGetPciInfo(handle)) or f"nvml:{i}"
+                key = bus_id_of(mod.nvmlDeviceGetPciInfo(handle)) or f"nvml:{i}"
             except error_type:
                 key = f"nvml:{i}"
             self._handles.append((key, handle))
 
     def _find_amd(self, drm: Path) -> None:
-        cards = sorted((p for p in drm.glob("card*") if p.name[4:].isdigit()), key=_card_number)
+        cards = sorted((p for p in drm.glob("card*") if p.name[4:].isdigit()), key=card_number)
         for card in cards:
             dev = card / "device"
             if (read_text(dev / "vendor") or "").lower() != AMD_VENDOR:

@@ -36,10 +36,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.errors import LaunchError
 from app.llamacpp.binaries import LlamaCppNotFound, find_tool
 
 from . import orphans
-from .args import rpc_endpoints
+from ..command.argv import rpc_endpoints
 from .diagnose import Diagnosis, diagnose, preflight_rpc_diagnosis
 from .preflight import check_rpc_hosts
 
@@ -83,7 +84,7 @@ _SERVER_VALUE = {"-c", "--ctx-size", "-np", "--parallel", "--host", "--port", "-
                  "-a", "--alias", "--log-file", "-cram", "--cache-ram", "-ctxcp", "--ctx-checkpoints"}
 
 
-class BenchError(RuntimeError):
+class BenchError(LaunchError, RuntimeError):
     def __init__(self, message: str, diagnosis: Diagnosis | None = None, output: str = ""):
         super().__init__(message)
         self.diagnosis = diagnosis

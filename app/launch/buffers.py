@@ -1,6 +1,6 @@
 """Which device a llama.cpp buffer type lives on, and the logged buffer sizes per device.
 
-Buffer-type names (reference §4): a GPU's own buffer type carries the device
+Buffer-type names (docs/launch.md): a GPU's own buffer type carries the device
 name (``CUDA0``, ``Vulkan1``, ``ROCm0``); host memory shows up as ``CPU``,
 ``CPU_Mapped`` (mmapped weights), ``CPU_REPACK``, ``AMX`` or a pinned
 ``<backend>_Host`` type; an RPC buffer type is ``RPC<j>[host:port]`` with
@@ -27,13 +27,6 @@ _RPC_BUFT = re.compile(r"^RPC(\d+)\[(.+)\]$")
 _USING_DEVICE = re.compile(r"using device (\S+) \((.*?)\) \(")
 _DEVICE_INFO = re.compile(r"common_param:\s+- (\S+)\s*: (.+?) \(\d+ MiB, \d+ MiB free\)")
 _HOST_BUFTS = re.compile(r"^(CPU(_\w+)?|AMX|\w+_Host|BLAS)$")
-
-
-@dataclass(frozen=True)
-class RpcName:
-    endpoint: str
-    local_index: int
-    name: str
 
 
 def rpc_names_from_log(text: str) -> dict[tuple[str, int], str]:

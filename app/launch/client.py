@@ -1,4 +1,4 @@
-"""A small HTTP client for llama-server's own endpoints (reference §6), on urllib only.
+"""A small HTTP client for llama-server's own endpoints (``tools/server/server.cpp``), on urllib only.
 
 Every call has a timeout and raises :class:`ServerError` (HTTP error with the
 server's message), :class:`ServerLoading` (503 while the model loads) or
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import LaunchError
 from .metrics import Metrics, Slots, Timings, parse_prometheus, parse_slots
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-class ServerError(RuntimeError):
+class ServerError(LaunchError, RuntimeError):
     def __init__(self, message: str, status: int | None = None, body: Any = None):
         super().__init__(message)
         self.status = status

@@ -46,22 +46,44 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .args import MODEL_FLAGS, flag_value
+from ..lanes import StrEnum
+from ..command.argv import MODEL_FLAGS, flag_value
 from .buffers import describe_buffer_type
 
-KINDS = ("invalid_argument", "unknown_buffer_type", "rpc_unreachable", "rpc_failed", "port_in_use",
-         "model_missing", "model_corrupt", "unsupported_arch", "out_of_memory", "model_load", "crash",
-         "killed", "exited", "timeout", "not_started", "unknown")
+
+class DiagnosisKind(StrEnum):
+    """Values of :attr:`Diagnosis.kind`: what went wrong (see the table above)."""
+
+    INVALID_ARGUMENT = "invalid_argument"
+    UNKNOWN_BUFFER_TYPE = "unknown_buffer_type"
+    RPC_UNREACHABLE = "rpc_unreachable"
+    RPC_FAILED = "rpc_failed"
+    PORT_IN_USE = "port_in_use"
+    MODEL_MISSING = "model_missing"
+    MODEL_CORRUPT = "model_corrupt"
+    UNSUPPORTED_ARCH = "unsupported_arch"
+    OUT_OF_MEMORY = "out_of_memory"
+    MODEL_LOAD = "model_load"
+    CRASH = "crash"
+    KILLED = "killed"
+    EXITED = "exited"
+    TIMEOUT = "timeout"
+    NOT_STARTED = "not_started"
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
 class Diagnosis:
-    kind: str
+    kind: DiagnosisKind
     title: str
     explanation: str
     suggestion: str
     lines: tuple[str, ...] = ()
     facts: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, DiagnosisKind):
+            object.__setattr__(self, "kind", DiagnosisKind(self.kind))  # ValueError for an unknown kind
 
     def __str__(self) -> str:
         return f"{self.title}: {self.explanation} {self.suggestion}".strip()
@@ -163,18 +185,18 @@ def _invalid_argument(lines: Sequence[str], argv: Sequence[str] | None) -> Diagn
         if flag in ("on", "off", "auto") and argv and "-fa" in argv:
             # An old build where -fa was a plain switch takes "on" as a stray argument.
             return Diagnosis(
-                "invalid_argument", "Flag not accepted by this llama.cpp",
+                DiagnosisKind.INVALID_ARGUMENT, "Flag not accepted by this llama.cpp",
                 f"This llama-server does not accept '{flag}' after -fa: in this older build -fa is a plain switch.",
                 "Write -fa alone to turn Flash Attention on, or leave it out for off; or update llama.cpp.",
                 (line,), {"flag": "-fa", "value": flag})
         if flag in RENAMES:
             new, why = RENAMES[flag]
             return Diagnosis(
-                "invalid_argument", f"{flag} is not a flag of this llama.cpp",
+                DiagnosisKind.INVALID_ARGUMENT, f"{flag} is not a flag of this llama.cpp",
                 f"llama-server stopped at the command line: {why}.",
                 f"Use {new} instead of {flag}.", (line,), {"flag": flag, "replacement": new})
         return Diagnosis(
-            "invalid_argument", f"{flag} is not a flag of this llama.cpp",
+            DiagnosisKind.INVALID_ARGUMENT, f"{flag} is not a flag of this llama.cpp",
             f"llama-server does not know {flag}. It may have been renamed or removed in this version, "
             "or be misspelt.",
             "Run llama-server --help to see the flags this build accepts, then fix or remove it.",
@@ -183,7 +205,7 @@ def _invalid_argument(lines: Sequence[str], argv: Sequence[str] | None) -> Diagn
     if m and not _find(lines, r"unrecognized buffer type")[0]:  # llama-bench (tools/llama-bench/llama-bench.cpp)
         flag = m.group(1)
         return Diagnosis(
-            "invalid_argument", f"llama-bench does not accept {flag} (or its value)",
+            DiagnosisKind.INVALID_ARGUMENT, f"llama-bench does not accept {flag} (or its value)",
             f"llama-bench stopped at the command line on {flag}: the flag is unknown to this build or its value "
             "is not valid (llama-bench separates several values with ',' and devices/splits with '/').",
             "Run llama-bench --help and fix or remove it.", (line,), {"flag": flag})
@@ -195,13 +217,13 @@ def _invalid_argument(lines: Sequence[str], argv: Sequence[str] | None) -> Diagn
         got = re.search(r"unknown value for [-\w]+: '([^']*)'", why)
         if flag in ("-fa", "--flash-attn") and (got or "expected value" in why):
             return Diagnosis(
-                "invalid_argument", f"{flag} needs a value",
+                DiagnosisKind.INVALID_ARGUMENT, f"{flag} needs a value",
                 f"{flag} takes on, off or auto in this llama.cpp"
                 + (f"; it read the next argument '{got.group(1)}' as its value." if got else "."),
                 f"Write {flag} on (or off / auto).", (line,), {"flag": flag, "replacement": f"{flag} on"})
         if why == "stoi" or "stoi" in why:
             return Diagnosis(
-                "invalid_argument", f"{flag} needs a number",
+                DiagnosisKind.INVALID_ARGUMENT, f"{flag} needs a number",
                 f"The value given to {flag} is not a number this llama.cpp accepts"
                 + (" (older builds take -ngl as a number only, not 'all' or 'auto')." if flag in
                    ("-ngl", "--n-gpu-layers", "--gpu-layers") else "."),
@@ -209,10 +231,12 @@ def _invalid_argument(lines: Sequence[str], argv: Sequence[str] | None) -> Diagn
                                          ("-ngl", "--n-gpu-layers", "--gpu-layers") else "."),
                 (line,), {"flag": flag})
         if "expected value" in why:
-            return Diagnosis("invalid_argument", f"{flag} needs a value", f"{flag} was given without its value.",
+            return Diagnosis(DiagnosisKind.INVALID_ARGUMENT, f"{flag} needs a value",
+                             f"{flag} was given without its value.",
                              f"Add the value after {flag} (see llama-server --help).", (line,), {"flag": flag})
         return Diagnosis(
-            "invalid_argument", f"Bad value for {flag}", f"llama-server rejected the value of {flag}: {why}.",
+            DiagnosisKind.INVALID_ARGUMENT, f"Bad value for {flag}",
+            f"llama-server rejected the value of {flag}: {why}.",
             f"Check the value of {flag} against llama-server --help.", (line,), {"flag": flag, "reason": why})
     return None
 
@@ -242,7 +266,7 @@ def _unknown_buffer_type(lines: Sequence[str], argv: Sequence[str] | None) -> Di
     target = ", ".join(dict.fromkeys(asked)) or "the -ot target"
     avail = ", ".join(available) if available else "(not printed)"
     return Diagnosis(
-        "unknown_buffer_type", f"-ot names a buffer type this llama.cpp does not have: {target}",
+        DiagnosisKind.UNKNOWN_BUFFER_TYPE, f"-ot names a buffer type this llama.cpp does not have: {target}",
         f"An -ot override moves tensors to a buffer type, and this llama-server only has: {avail}. "
         "A device that is not present (a GPU index that does not exist, an RPC server not in --rpc, "
         "a backend not compiled in) cannot be a target.",
@@ -257,7 +281,7 @@ def _rpc(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
     if m:
         ep = m.group(1)
         return Diagnosis(
-            "rpc_unreachable", f"RPC server {ep} cannot be reached",
+            DiagnosisKind.RPC_UNREACHABLE, f"RPC server {ep} cannot be reached",
             f"llama.cpp could not open a connection to the RPC server at {ep} and aborted: one unreachable "
             "--rpc endpoint stops the whole server.",
             f"Start ggml-rpc-server on that machine (ggml-rpc-server -H <its address> -p {ep.rsplit(':', 1)[-1]}), "
@@ -273,7 +297,7 @@ def _rpc(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
         else:
             why = "an RPC server closed the connection or crashed while llama-server used it"
         return Diagnosis(
-            "rpc_failed", "An RPC server failed", f"llama.cpp stopped because {why}.",
+            DiagnosisKind.RPC_FAILED, "An RPC server failed", f"llama.cpp stopped because {why}.",
             "Check the ggml-rpc-server output on that machine; it serves one client at a time, so stop other "
             "llama.cpp processes using it, and run the same llama.cpp version on both sides.",
             _grep(lines, r"RPC", r"Failed"), {})
@@ -286,7 +310,7 @@ def _port(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
         return None
     host, port = m.group(1), int(m.group(2))
     return Diagnosis(
-        "port_in_use", f"Port {port} is already in use",
+        DiagnosisKind.PORT_IN_USE, f"Port {port} is already in use",
         f"llama-server could not listen on {host}:{port}: another program (or another llama-server) holds that "
         "port, or the address does not belong to this machine.",
         "Choose another port (or leave the port empty so Layerdeck picks a free one), or stop the program using it.",
@@ -298,7 +322,7 @@ def _model_file(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis |
     if m:
         path, why = m.group(1), m.group(2)
         return Diagnosis(
-            "model_missing", f"Cannot open the model file {path}",
+            DiagnosisKind.MODEL_MISSING, f"Cannot open the model file {path}",
             f"llama-server could not open {path}: {why}.",
             "Check the path (it is read by llama-server, relative to its working directory), that the file "
             "exists and that it is readable.", _grep(lines, re.escape(path), r"failed to open"),
@@ -313,7 +337,7 @@ def _model_file(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis |
                        "or the file is damaged." if truncated else
                        f"{path} is not a GGUF file this llama.cpp can read.")
         return Diagnosis(
-            "model_corrupt", f"The model file {path} is incomplete or damaged", explanation,
+            DiagnosisKind.MODEL_CORRUPT, f"The model file {path} is incomplete or damaged", explanation,
             "Download or copy the file again and compare its size (or checksum) with the source.",
             _grep(lines, r"error loading model", r"gguf_init", r"failed to load model"),
             {"path": path, "truncated": bool(truncated)})
@@ -327,7 +351,7 @@ def _arch(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
     arch = m.group(1)
     path = _model_of(argv, lines) or "the model"
     return Diagnosis(
-        "unsupported_arch", f"This llama.cpp does not support the '{arch}' architecture",
+        DiagnosisKind.UNSUPPORTED_ARCH, f"This llama.cpp does not support the '{arch}' architecture",
         f"{path} is a '{arch}' model, and this llama-server build does not know that architecture.",
         "Update llama.cpp to a version that supports it (new architectures arrive in new releases).",
         (line,), {"architecture": arch, "path": path})
@@ -403,7 +427,7 @@ def _oom(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
     lines_out = _grep(lines, r"cudaMalloc failed", r"failed to allocate", r"unable to allocate",
                       r"insufficient memory", r"out of memory", r"ErrorOutOfDeviceMemory", r"error loading model")
     return Diagnosis(
-        "out_of_memory", f"Out of memory on {where}",
+        DiagnosisKind.OUT_OF_MEMORY, f"Out of memory on {where}",
         f"llama.cpp tried to allocate {amount} on {where}{remote}"
         + (f" for {phase}" if phase else "") + " and the allocation failed.",
         suggestion, lines_out,
@@ -416,7 +440,7 @@ def _model_load(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis |
         return None
     path = _model_of(argv, lines) or "the model"
     return Diagnosis(
-        "model_load", f"llama.cpp could not load {path}", f"The loader reported: {m.group(1).strip()}.",
+        DiagnosisKind.MODEL_LOAD, f"llama.cpp could not load {path}", f"The loader reported: {m.group(1).strip()}.",
         "If the file is fine, it may need a newer llama.cpp; otherwise download it again.",
         _grep(lines, r"error loading model", r"failed to load model", r" E "), {"path": path, "reason": m.group(1)})
 
@@ -440,7 +464,8 @@ def diagnose(log: str | Iterable[Any], returncode: int | None, *, signals_sent: 
         returncode: ``Popen.returncode`` (negative: the POSIX signal that ended it).
         signals_sent: signals Layerdeck sent; an exit by one of them is never "killed from outside".
         stop_requested: Layerdeck asked the server to stop: judged by what it sent, not the exit
-            status (a second SIGTERM can abort llama-server in its shutdown path, reference §8).
+            status (a second SIGTERM can abort llama-server in its shutdown path, in the
+            ``stream_session_manager`` destructor of ``tools/server/server-stream.cpp``).
         argv: the command, to name the model file and -ot targets.
     """
     if stop_requested:
@@ -458,7 +483,7 @@ def diagnose(log: str | Iterable[Any], returncode: int | None, *, signals_sent: 
                       "runs out: check 'dmesg' or 'journalctl -k' for 'Out of memory: Killed process'."
                       if sig == "SIGKILL" else "")
         return Diagnosis(
-            "killed", "llama-server was killed from outside",
+            DiagnosisKind.KILLED, "llama-server was killed from outside",
             f"The server was {exit_text}, and Layerdeck did not send that signal: another program, a user "
             f"(kill, a task manager) or the system ended it.{oom_killer}",
             "Start it again; if it keeps happening, look for what is stopping it."
@@ -471,18 +496,18 @@ def diagnose(log: str | Iterable[Any], returncode: int | None, *, signals_sent: 
         if ab:
             detail = f" Its last words: {ab[0].strip()}"
         return Diagnosis(
-            "crash", "llama-server crashed",
+            DiagnosisKind.CRASH, "llama-server crashed",
             f"The server {exit_text}.{detail}",
             "This is a llama.cpp failure rather than a placement problem: try again with fewer options (for "
             "example without -ot or with -fa off) to find the trigger, and report it to llama.cpp with the log.",
             ab or tuple(lines[-8:]), {"signal": sig, "returncode": returncode})
     if returncode == 0:
-        return Diagnosis("exited", "llama-server exited on its own",
+        return Diagnosis(DiagnosisKind.EXITED, "llama-server exited on its own",
                          "The server ended with exit status 0 without being asked to stop.",
                          "Check the log for the reason.", tuple(lines[-5:]), {"returncode": 0})
     errors = tuple(ln for ln in lines if re.search(r" E |^error|failed", ln))[-8:]
     return Diagnosis(
-        "unknown", "llama-server stopped with an error",
+        DiagnosisKind.UNKNOWN, "llama-server stopped with an error",
         f"The server {exit_text}" + (f"; its last error: {errors[-1].strip()}" if errors else "") + ".",
         "Read the log lines below; run the exported command in a terminal to reproduce it.",
         errors or tuple(lines[-8:]), {"returncode": returncode})
@@ -493,7 +518,7 @@ def timeout_diagnosis(seconds: float, lines: Sequence[str], endpoints: Sequence[
     rpc = ("" if not endpoints else " It uses RPC servers: a ggml-rpc-server serves one client at a time, so one "
            "that is busy with another llama.cpp accepts the connection and never answers.")
     return Diagnosis(
-        "timeout", "llama-server did not become ready in time",
+        DiagnosisKind.TIMEOUT, "llama-server did not become ready in time",
         f"The server was not ready after {seconds:.0f} s, so Layerdeck stopped it.{rpc}",
         "Allow more time for large models, or check that every RPC server is free.",
         tuple(_text_lines(lines)[-8:]), {"seconds": seconds, "endpoints": tuple(endpoints)})
@@ -503,7 +528,7 @@ def preflight_rpc_diagnosis(problems: Sequence[tuple[str, str]]) -> Diagnosis:
     """The per-host messages of a failed reachability check (before launching)."""
     hosts = ", ".join(ep for ep, _ in problems)
     return Diagnosis(
-        "rpc_unreachable", f"RPC server{'s' if len(problems) > 1 else ''} not reachable: {hosts}",
+        DiagnosisKind.RPC_UNREACHABLE, f"RPC server{'s' if len(problems) > 1 else ''} not reachable: {hosts}",
         "llama.cpp aborts when any --rpc endpoint cannot be reached, so Layerdeck checked each one first: "
         + "; ".join(f"{ep}: {msg}" for ep, msg in problems) + ".",
         "Start ggml-rpc-server on each listed host (or fix the address), or remove it from the placement.",

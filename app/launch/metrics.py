@@ -1,6 +1,6 @@
 """Parse what a running llama-server reports: ``/metrics``, ``/slots``, completion timings, timing log lines.
 
-Formats (reference §5-§6, ``tools/server/server-context.cpp``):
+Formats (``tools/server/server-context.cpp`` and ``tools/server/server-task.cpp``):
 
 * ``/metrics`` (with ``--metrics``): Prometheus text, ``llamacpp:<name> <value>``.
   The ``*_seconds`` gauges are averages since the previous scrape and reset on
@@ -33,9 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..units import MiB
 from .buffers import DeviceBuffers, device_buffers, device_for_buffer_type, logged_buffers  # noqa: F401 (re-export)
-
-MiB = 1 << 20
 
 # --------------------------------------------------------------------------- /metrics
 

@@ -4,7 +4,7 @@ Every tick (0.5-1 s, on its own thread or driven by the caller) the
 :class:`Monitor` takes one :class:`~app.devices.telemetry.TelemetrySampler`
 sample of the server's process tree and the GPUs, scrapes ``/metrics`` (the
 Monitor must be the only scraper: the throughput gauges reset on every
-scrape, reference §6) and reads ``/slots``. Each series is a numpy array of
+scrape, ``get_metrics`` in ``tools/server/server-context.cpp``) and reads ``/slots``. Each series is a numpy array of
 fixed length; :meth:`Monitor.series` returns them oldest first, with NaN
 where a reading was missing (pyqtgraph draws gaps there).
 
@@ -24,13 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from ..units import MiB
 from .client import LlamaClient, ServerError
 from .metrics import Metrics, Slots
 from .process import ServerProcess, State
 
 log = logging.getLogger(__name__)
-
-MiB = 1 << 20
 
 
 class Ring:

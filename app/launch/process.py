@@ -3,7 +3,7 @@
 :class:`ServerProcess` starts llama-server from an argument list (never a
 shell) with an explicit environment, checks every ``--rpc`` host first, reads
 its output into a bounded :class:`~app.launch.logbuffer.LogBuffer`, polls
-``/health`` (503 while the model loads, 200 when ready; reference §6) and, when
+``/health`` (503 while the model loads, 200 when ready: ``tools/server/server-http.cpp``) and, when
 the process ends, turns its output and exit status into a
 :class:`~app.launch.diagnose.Diagnosis`.
 
@@ -15,7 +15,7 @@ States::
 Listeners are plain callables, called on Layerdeck's worker threads (the UI
 bridges them to Qt signals): ``on_state(state)`` and ``on_log(line)``.
 
-Stopping follows reference §8: one SIGTERM to the server's process group,
+Stopping (see docs/launch.md): one SIGTERM to the server's process group,
 wait, then SIGKILL; the result is "stopped" whenever Layerdeck asked, whatever
 the exit status (a second SIGTERM can make llama-server abort while it shuts
 down, so none is ever sent). See :mod:`app.launch.orphans` for how a server is
@@ -35,14 +35,15 @@ import time
 import urllib.error
 from collections.abc import Callable, Mapping, Sequence
 
+from app.errors import LaunchError as _LaunchErrorBase
 from app.llamacpp.binaries import LlamaCppNotFound, find_tool
 
 from . import orphans
-from .args import (API_KEY_FLAGS, HOST_FLAGS, METRICS_FLAGS, PORT_FLAGS, VERBOSE_SWITCHES, VERBOSITY_FLAGS,
+from ..command.argv import (API_KEY_FLAGS, HOST_FLAGS, METRICS_FLAGS, PORT_FLAGS, VERBOSE_SWITCHES, VERBOSITY_FLAGS,
                    flag_value, has_flag, rpc_endpoints)
 from .buffers import DeviceBuffers, logged_buffers
 from .client import OPENER, LlamaClient
-from .diagnose import Diagnosis, diagnose, preflight_rpc_diagnosis, timeout_diagnosis
+from .diagnose import Diagnosis, DiagnosisKind, diagnose, preflight_rpc_diagnosis, timeout_diagnosis
 from .logbuffer import LevelTracker, LogBuffer, LogLine, clean
 from .preflight import check_rpc_hosts
 
@@ -71,7 +72,7 @@ class State(str, enum.Enum):
 RUNNING = (State.STARTING, State.LOADING, State.READY, State.STOPPING)
 
 
-class LaunchError(RuntimeError):
+class LaunchError(_LaunchErrorBase, RuntimeError):
     """llama-server was not started; the message says why and what to do."""
 
     def __init__(self, message: str, diagnosis: Diagnosis | None = None):
@@ -118,7 +119,7 @@ class ServerProcess:
             on every platform except in tests).
         inherit_env: start from this process's environment. ``LLAMA_ARG_*``
             variables are never inherited, because they would silently change
-            the placement the command describes (reference §7); pass them in
+            the placement the command describes (``common/arg.cpp``); pass them in
             ``env`` to use them.
         check_rpc: TCP-check every ``--rpc`` host before launching.
         load_timeout: stop and fail the server if it is not ready after this
@@ -186,16 +187,8 @@ class ServerProcess:
     def add_state_listener(self, fn: Callable[[State], None]) -> None:
         self._state_listeners.append(fn)
 
-    def remove_state_listener(self, fn: Callable[[State], None]) -> None:
-        if fn in self._state_listeners:
-            self._state_listeners.remove(fn)
-
     def add_log_listener(self, fn: Callable[[LogLine], None]) -> None:
         self._log_listeners.append(fn)
-
-    def remove_log_listener(self, fn: Callable[[LogLine], None]) -> None:
-        if fn in self._log_listeners:
-            self._log_listeners.remove(fn)
 
     def _set_state(self, new: State, only_from: tuple[State, ...] | None = None) -> bool:
         """Change state (only from ``only_from`` when given) and tell the listeners; False if unchanged."""
@@ -335,7 +328,7 @@ class ServerProcess:
                 "1", "true", "on", "enabled"):
             argv.append("--metrics")
         if not has_flag(argv, *VERBOSITY_FLAGS, *VERBOSE_SWITCHES) and "LLAMA_ARG_LOG_VERBOSITY" not in env:
-            argv += ["-lv", "4"]  # buffer-size lines are INFO from the library: verbosity 4 (reference §5)
+            argv += ["-lv", "4"]  # buffer-size lines are INFO from the library: verbosity 4 (common/log.cpp)
         return argv, env
 
     # ------------------------------------------------------------------ start / stop
@@ -362,8 +355,8 @@ class ServerProcess:
                 if problems:
                     raise RpcUnreachable(problems)
         except LaunchError as exc:
-            self.diagnosis = exc.diagnosis or Diagnosis("not_started", "llama-server was not started", str(exc),
-                                                        "", (str(exc),))
+            self.diagnosis = exc.diagnosis or Diagnosis(DiagnosisKind.NOT_STARTED, "llama-server was not started",
+                                                        str(exc), "", (str(exc),))
             self._note(f"not started: {exc}")
             self._set_state(State.FAILED)
             raise
@@ -377,7 +370,7 @@ class ServerProcess:
             spawned = orphans.spawn(self.argv, self.env, cwd=self.cwd, guard=self.guard)
         except OSError as exc:
             self._done.set()
-            self.diagnosis = Diagnosis("not_started", "llama-server could not be started",
+            self.diagnosis = Diagnosis(DiagnosisKind.NOT_STARTED, "llama-server could not be started",
                                        f"The system refused to run {self.argv[0]}: {exc}.",
                                        "Check that the file is a llama-server for this system and is executable.",
                                        (str(exc),))
@@ -574,7 +567,7 @@ class ServerProcess:
             diag = diagnose(load + lines, returncode, signals_sent=self._signals,
                             stop_requested=self._stop_requested, argv=self.argv)
         self._note(f"exited: {returncode}" + (f" ({diag.title})" if diag else ""))
-        if (diag is not None and diag.kind == "port_in_use" and self._port_auto
+        if (diag is not None and diag.kind == DiagnosisKind.PORT_IN_USE and self._port_auto
                 and self._port_attempts < PORT_RETRIES and not self._stop_requested):
             # Another program took the free port between our check and llama-server's bind: pick another.
             self._port_attempts += 1

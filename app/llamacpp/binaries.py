@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ToolError
 log = logging.getLogger(__name__)
 
 ENV_DIR = "LAYERDECK_LLAMA_CPP_DIR"
@@ -23,7 +24,7 @@ ENV_DIR = "LAYERDECK_LLAMA_CPP_DIR"
 TOOLS = ("llama-server", "llama-fit-params", "llama-bench", "ggml-rpc-server", "llama-cli")
 
 
-class LlamaCppNotFound(FileNotFoundError):
+class LlamaCppNotFound(ToolError, FileNotFoundError):
     """A llama.cpp tool could not be found anywhere Layerdeck looks."""
 
 

@@ -23,6 +23,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from ..errors import ToolError
 #: The llama-cpp-python release whose vendored llama.cpp we build and test against.
 PINNED_VERSION = "0.3.36"
 
@@ -57,7 +58,7 @@ CMAKE_OPTIONS = (
 ENV_DIR = "LAYERDECK_LLAMA_CPP_DIR"
 
 
-class BuildError(RuntimeError):
+class BuildError(ToolError, RuntimeError):
     """The llama.cpp build could not be completed."""
 
 

@@ -3,7 +3,10 @@
 Builds differ: ``--no-mmap`` became ``--load-mode none``, ``-fa`` grew a
 required value, ``--fit`` and ``-ot`` appeared at different times. The
 command builder asks :class:`Capabilities` which spelling to emit instead of
-assuming the version Layerdeck was tested with.
+assuming the version Layerdeck was tested with. This module only reads the
+spellings a ``--help`` lists; which option a spelling belongs to (so that
+``--gpu-layers`` counts for ``-ngl``) is the flag table's business
+(:mod:`app.command.accepts`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-_FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z][a-zA-Z0-9-]*)")
+_FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?)")
+#: Flag lines start near the left margin; description lines are indented further (and may mention flags).
+_MAX_INDENT = 8
 
 
 @dataclass(frozen=True)
@@ -31,19 +36,12 @@ class Capabilities:
     fa_value: bool = True  # -fa takes on|off|auto (builds before mid-2025 had a bare -fa switch)
 
     def has(self, flag: str) -> bool:
+        """Whether ``--help`` lists this exact spelling (always, when no binary is known)."""
         return (not self.known) or flag in self.flags
-
-    def first(self, *spellings: str) -> str | None:
-        """The first spelling this build accepts, or None."""
-        for s in spellings:
-            if self.has(s):
-                return s
-        return None
-
 
 
 UNKNOWN = Capabilities(frozenset(), known=False)
-_PARSER = 3  # bump when parse_help changes, so cached results are read again
+_PARSER = 4  # bump when parse_help changes, so cached results are read again
 
 
 def parse_help(text: str) -> Capabilities:
@@ -51,7 +49,7 @@ def parse_help(text: str) -> Capabilities:
     fa_value = True
     for line in text.splitlines():
         stripped = line.lstrip()
-        if not stripped.startswith("-"):
+        if not stripped.startswith("-") or len(line) - len(stripped) > _MAX_INDENT:
             continue
         # the flag list ends at the first wide gap that does not follow a comma ("-fit,  --fit [on|off]   desc")
         head = re.split(r"(?<=[^,\s])\s{2,}", stripped, maxsplit=1)[0]

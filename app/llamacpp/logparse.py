@@ -2,8 +2,9 @@
 
 Line formats: ``src/llama-model.cpp`` (``layer %3d assigned to device``),
 ``src/llama-model-loader.cpp`` (``buffer type overridden to``), and the
-``... buffer size = X MiB`` lines of ``load_tensors``, ``llama_context``,
-``llama_kv_cache`` and ``sched_reserve`` (reference §5). Everything after
+``... buffer size = X MiB`` lines of ``load_tensors`` (``src/llama-model.cpp``),
+``llama_context`` and ``sched_reserve`` (``src/llama-context.cpp``) and
+``llama_kv_cache`` (``src/llama-kv-cache.cpp``). Everything after
 ``common_fit_params: fitting params ... took`` is the real load; fit dry runs
 before it log the same lines with zero sizes.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import EstimateError
 from ..model import ModelParams
 from .settings import LlamaSettings
 
@@ -20,7 +21,7 @@ CACHE_TYPE_BLOCKS = {
 }
 
 
-class SettingsError(ValueError):
+class SettingsError(EstimateError, ValueError):
     """Settings llama.cpp itself would refuse (the message says which and what to change)."""
 
 

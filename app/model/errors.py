@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..errors import ReadError
 
-class GGUFError(ValueError):
+
+class GGUFError(ReadError, ValueError):
     """Base class: the file cannot be used as a GGUF model."""
 
     def __init__(self, message: str, path: str | None = None, offset: int | None = None):

@@ -67,11 +67,6 @@ _GGML_TYPES: dict[int, tuple[str, int, int]] = {
 }
 
 
-def ggml_type_info(type_id: int) -> tuple[str, int, int] | None:
-    """(name, elements per block, bytes per block) for a ggml tensor type, or None if unknown."""
-    return _GGML_TYPES.get(type_id)
-
-
 @dataclass(frozen=True)
 class LazyArray:
     """A large metadata array left undecoded: where it is and how long it is."""

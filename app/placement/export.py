@@ -16,47 +16,17 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass, field
 
 from ..command.ot_patterns import int_set_regex
-from ..memory.args import FFN_EXPS_REGEX
-from ..memory.layout import place_weights
+from ..command.spec import InexpressibleError, PlacementArgs
+from ..memory.layout import OverrideMatcher, place_weights
 from ..lanes import CPU
 from ..memory.settings import LlamaSettings
-from ..model import Role
+from ..model import Model, Role
+from ..model.index import tensor_base
 from .placement import Placement
-
-
-class InexpressibleError(ValueError):
-    """llama.cpp cannot express this placement; the message says why and what to do instead."""
-
-
-@dataclass
-class PlacementArgs:
-    """The placement part of a command line, before tool-specific flags."""
-
-    devices: list[str]                       # -dev order
-    n_gpu_layers: int
-    tensor_split: list[int]
-    overrides: list[tuple[str, str]]         # -ot pattern, buffer type
-    cpu_moe: bool = False                    # --cpu-moe
-    n_cpu_moe: int = 0                       # --n-cpu-moe N
-    notes: list[str] = field(default_factory=list)
-
-    def settings(self, base: LlamaSettings) -> LlamaSettings:
-        """``base`` with these placement flags applied in the order the exporter writes them."""
-        from ..memory.args import n_cpu_moe_patterns
-
-        ot = list(self.overrides)
-        if self.n_cpu_moe:
-            ot += n_cpu_moe_patterns(self.n_cpu_moe)
-        if self.cpu_moe:
-            ot.append((FFN_EXPS_REGEX, "CPU"))
-        return base.copy(devices=self.devices or ["none"], n_gpu_layers=self.n_gpu_layers,
-                         tensor_split=[float(x) for x in self.tensor_split] or None, overrides=ot)
 
 
 def _layer_runs(p: Placement) -> tuple[list[str], int, list[int]]:
@@ -109,55 +79,51 @@ def _escape(s: str) -> str:
     return s.replace(".", r"\.")
 
 
-_SUFFIXES = (".weight", ".bias", ".scale")
-
-
-def _tensor_base(name: str) -> tuple[int | None, str]:
-    """(layer, base name without blk.N. and without the .weight/.bias suffix); some names have none (ssm_a)."""
-    if name.startswith("blk."):
-        _, num, rest = name.split(".", 2)
-        base = rest.rsplit(".", 1)[0] if rest.endswith((".weight", ".bias", ".scale")) else rest
-        return int(num), base
-    base = name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias", ".scale")) else name
-    return None, base
-
-
 def buffer_type(p: Placement, device: str) -> str:
     if device == CPU:
         return "CPU"
     return next(d.buft for d in p.devices if d.name == device)
 
 
-_CACHE: "OrderedDict[tuple, PlacementArgs | InexpressibleError]" = OrderedDict()
-_TOKENS = itertools.count()  # one per model object, never reused (unlike id())
+class ExportCache:
+    """Recent :func:`placement_args` results of one model by placement state, and the ``-ot`` match sets its
+    self-check needs. A session keeps one: a drop asks for the same placement twice (the check before the
+    move and the command panel after it), and a drag asks for placements a few patterns apart."""
+
+    def __init__(self, model: Model, matcher: OverrideMatcher | None = None, size: int = 64):
+        self.model = model
+        self.matcher = matcher or OverrideMatcher([t.name for t in model.tensors])
+        self.size = size
+        self._results: OrderedDict[tuple, PlacementArgs | InexpressibleError] = OrderedDict()
+
+    def get(self, p: Placement) -> PlacementArgs:
+        key = (tuple(p.layer_device), tuple(p.tensor_device), tuple((d.name, d.buft) for d in p.devices))
+        hit = self._results.get(key)
+        if hit is None:
+            try:
+                hit = _placement_args(p, self.matcher)
+            except InexpressibleError as exc:
+                hit = exc
+            self._results[key] = hit
+            if len(self._results) > self.size:
+                self._results.popitem(last=False)
+        if isinstance(hit, InexpressibleError):
+            raise hit
+        return PlacementArgs(list(hit.devices), hit.n_gpu_layers, list(hit.tensor_split), list(hit.overrides),
+                             hit.cpu_moe, hit.n_cpu_moe, list(hit.notes))
 
 
-def placement_args(p: Placement) -> PlacementArgs:
+def placement_args(p: Placement, cache: ExportCache | None = None) -> PlacementArgs:
     """Compute -dev/-ngl/-ts and overrides for ``p`` and verify them against llama.cpp's rules.
 
-    Results are cached per placement state: a drop asks for the same placement twice (the check before
-    the move and the command panel after it).
+    ``cache`` (an :class:`ExportCache` of ``p``'s model) reuses earlier results and match sets.
     """
-    token = p.model.__dict__.get("_export_token")
-    if token is None:
-        token = p.model.__dict__["_export_token"] = next(_TOKENS)
-    key = (token, tuple(p.layer_device), tuple(p.tensor_device), tuple((d.name, d.buft) for d in p.devices))
-    hit = _CACHE.get(key)
-    if hit is None:
-        try:
-            hit = _placement_args(p)
-        except InexpressibleError as exc:
-            hit = exc
-        _CACHE[key] = hit
-        if len(_CACHE) > 64:
-            _CACHE.popitem(last=False)
-    if isinstance(hit, InexpressibleError):
-        raise hit
-    return PlacementArgs(list(hit.devices), hit.n_gpu_layers, list(hit.tensor_split), list(hit.overrides),
-                         hit.cpu_moe, hit.n_cpu_moe, list(hit.notes))
+    if cache is not None and cache.model is p.model:
+        return cache.get(p)
+    return _placement_args(p, None)
 
 
-def _placement_args(p: Placement) -> PlacementArgs:
+def _placement_args(p: Placement, matcher: OverrideMatcher | None) -> PlacementArgs:
     order, ngl, counts = _layer_runs(p)
     # devices that only receive overridden tensors must still be model devices (with no layers)
     extra = [d.name for d in p.devices if d.name not in order and d.name in set(p.tensor_device)]
@@ -175,7 +141,7 @@ def _placement_args(p: Placement) -> PlacementArgs:
         want, have = p.tensor_device[i], default[i]
         if want == have or want == "":
             continue
-        layer, b = _tensor_base(t.name)
+        layer, b = tensor_base(t.name)
         if layer is None:
             globals_[want].append(b)
         else:
@@ -187,7 +153,7 @@ def _placement_args(p: Placement) -> PlacementArgs:
     exps_layers = {b.layer for b in model.blocks if b.role is Role.EXPERTS and not b.nextn}
     cpu_by_default = {il for il in exps_layers if p.layer_device[il] == CPU}
     for bases, layers in list(cpu.items()):
-        want = {_tensor_base(t.name)[1] for b in model.blocks if b.role is Role.EXPERTS and b.layer in layers
+        want = {tensor_base(t.name)[1] for b in model.blocks if b.role is Role.EXPERTS and b.layer in layers
                 for t in b.tensors}
         if set(bases) != want or not layers <= exps_layers:
             continue
@@ -200,10 +166,7 @@ def _placement_args(p: Placement) -> PlacementArgs:
             # -ncmoe N covers layers 0..N-1; dense leading layers (DeepSeek, GLM) have no experts to move
             base.n_cpu_moe = n
             del cpu[bases]
-    suffixless = model.__dict__.get("_suffixless")
-    if suffixless is None:
-        suffixless = model.__dict__["_suffixless"] = {
-            _tensor_base(t.name)[1] for t in model.tensors if not t.name.endswith(_SUFFIXES)}
+    suffixless = model.index.suffixless_bases
 
     def end(bases) -> str:
         # "\." stops blk\.1\.attn_q from matching attn_q_norm; names without a suffix end the string instead
@@ -223,20 +186,20 @@ def _placement_args(p: Placement) -> PlacementArgs:
     for want, bases in globals_.items():
         for b in sorted(set(bases)):
             base.overrides.append((rf"^{_escape(b)}{end([b])}", buffer_type(p, want)))
-    _verify(p, base)
+    _verify(p, base, matcher)
     return base
 
 
-def _verify(p: Placement, args: PlacementArgs) -> None:
+def _verify(p: Placement, args: PlacementArgs, matcher: OverrideMatcher | None) -> None:
     s = args.settings(LlamaSettings())
-    wp = place_weights(p.model, p.devices, s)
-    got_layers = [CPU if d == CPU else d for d in wp.layer_device]
+    wp = place_weights(p.model, p.devices, s, matcher)
+    got_layers = wp.layer_device
     if got_layers != p.layer_device:
         bad = next(i for i, (a, b) in enumerate(zip(got_layers, p.layer_device)) if a != b)
         raise InexpressibleError(f"internal check failed: layer {bad} would land on {got_layers[bad]} instead of "
                                  f"{p.layer_device[bad]}; the command was not exported (please report this).")
     for i, d in enumerate(wp.tensor_device):
-        got = CPU if d == CPU else d
+        got = d
         if got != p.tensor_device[i]:
             raise InexpressibleError(f"internal check failed: {p.model.tensors[i].name} would land on {got} instead "
                                      f"of {p.tensor_device[i]}; the command was not exported (please report this).")

@@ -11,15 +11,14 @@ import os
 import subprocess
 
 from ..llamacpp.binaries import LlamaCppNotFound, find_tool
-from ..llamacpp.fit_print import FitPrintError, _tail
-from ..memory.args import parse_llama_args
+from ..llamacpp.fit_print import FitPrintError, tail_lines
+from ..command.parse import parse_llama_args
 from ..lanes import Lane
 from ..memory.settings import LlamaSettings
 from ..model import Model
-from .formats import parse_command_text
+from ..units import MiB
+from ..command.formats import parse_command_text
 from .placement import Placement
-
-MiB = 1 << 20
 
 
 def llama_fit(model: Model, model_path: str | os.PathLike, devices: list[Lane], settings: LlamaSettings, *,
@@ -45,7 +44,7 @@ def llama_fit(model: Model, model_path: str | os.PathLike, devices: list[Lane], 
     except subprocess.TimeoutExpired:
         raise FitPrintError(f"llama-fit-params did not finish within {timeout:.0f} s.") from None
     if proc.returncode != 0 or not proc.stdout.strip().startswith("-"):
-        raise FitPrintError(f"llama-fit-params could not fit (exit status {proc.returncode}):\n{_tail(proc.stderr)}")
+        raise FitPrintError(f"llama-fit-params could not fit (exit status {proc.returncode}):\n{tail_lines(proc.stderr)}")
     _env, fitted = parse_command_text(proc.stdout.strip())
     parsed = parse_llama_args(fitted, tool=settings.tool)
     placement = Placement.from_settings(model, devices, parsed.settings)

@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from ..errors import ReadError
 from .. import __version__
 from ..lanes import Lane
 from ..memory.settings import LlamaSettings
@@ -22,7 +23,7 @@ FORMAT = "layerdeck-plan"
 VERSION = 1
 
 
-class PlanError(ValueError):
+class PlanError(ReadError, ValueError):
     """The plan file cannot be used; the message says why."""
 
 

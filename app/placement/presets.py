@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..memory.args import n_cpu_moe_patterns
+from ..command.parse import n_cpu_moe_patterns
 from ..lanes import Lane
 from ..memory.settings import LlamaSettings
 from ..model import Model

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 from ..llamacpp.fit_print import FitPrintError, FitRow, run_fit_print
 from ..memory.estimator import Estimate
+from ..units import MiB
 from .export import placement_args
 from .placement import Placement
-
-MiB = 1 << 20
 
 
 @dataclass

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from app.command.quoting import (
+from app.command.shells import (
     CommandSyntaxError,
     parse_cmd_command,
     parse_posix_command,
@@ -25,7 +25,7 @@ from app.command.quoting import (
     windows_argv_to_cmdline,
     windows_quote_arg,
 )
-from app.command import quoting as q
+from app.command.shells import powershell as q
 
 REGEX = r"blk\.(1[0-9]|2[0-3])\.ffn_(up|gate|down)_exps\.=CPU"
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from app.launch.bench import BenchError, BenchHistory, BenchRun, bench_args, run_bench
+from app.launch.diagnose import DiagnosisKind
 from tests.launch.helpers import free_port
 
 
@@ -43,7 +44,7 @@ def test_bench_dead_rpc_host_fails_before_running(llama_bin, tiny_models):
     args, _ = bench_args(["-m", str(tiny_models["llama"]), "--rpc", dead], n_prompt=8, n_gen=0, repetitions=1)
     with pytest.raises(BenchError) as err:
         run_bench(args, llama_dir=llama_bin)
-    assert err.value.diagnosis.kind == "rpc_unreachable" and dead in str(err.value)
+    assert err.value.diagnosis.kind == DiagnosisKind.RPC_UNREACHABLE and dead in str(err.value)
 
 
 @pytest.mark.llama
@@ -52,7 +53,7 @@ def test_bench_bad_override_target_is_diagnosed(llama_bin, tiny_models):
                          repetitions=1)
     with pytest.raises(BenchError) as err:
         run_bench(args, llama_dir=llama_bin)
-    assert err.value.diagnosis.kind == "unknown_buffer_type"
+    assert err.value.diagnosis.kind == DiagnosisKind.UNKNOWN_BUFFER_TYPE
     assert "CPU" in err.value.diagnosis.facts["available"]
 
 

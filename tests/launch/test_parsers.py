@@ -13,7 +13,7 @@ from app.launch.buffers import device_for_buffer_type, logged_buffers, rpc_names
 from app.lanes import CPU
 from app.launch.metrics import (Timings, counter_rates, generation_progress, parse_prometheus, parse_slots,
                                 predicted_vs_actual, request_timings)
-from app.memory.args import settings_from_args
+from app.command.parse import settings_from_args
 from app.memory.estimator import estimate
 from app.lanes import Lane
 from app.model import open_model

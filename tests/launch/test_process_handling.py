@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from app.launch.diagnose import DiagnosisKind
 from app.launch.logbuffer import LevelTracker, LogBuffer
 from app.launch.orphans import JobObjectExtendedLimitInformation, resolve_guard
 from app.launch.process import ServerProcess, State
@@ -61,7 +62,7 @@ def test_sigterm_ignored_escalates_to_sigkill_once():
 
 @posix_only
 def test_stopped_by_us_even_when_it_aborts_on_sigterm():
-    # llama-server can abort in its shutdown path (reference §8): the exit status says SIGABRT, we asked.
+    # llama-server can abort in its shutdown path (tools/server/server-stream.cpp): the exit status says SIGABRT, we asked.
     sp = script_server("signal.signal(signal.SIGTERM, lambda *a: os.abort())\n" + LOADING_LINE + "\ntime.sleep(60)\n")
     sp.start()
     sp._wait_for((State.LOADING,), 10)
@@ -78,10 +79,10 @@ def test_crash_and_plain_exit_are_failures():
                        "os.kill(os.getpid(), signal.SIGSEGV)\n")
     sp.start()
     assert sp.wait_stopped(10) == State.FAILED
-    assert sp.diagnosis.kind == "crash" and "SIGSEGV" in sp.diagnosis.explanation
+    assert sp.diagnosis.kind == DiagnosisKind.CRASH and "SIGSEGV" in sp.diagnosis.explanation
     sp2 = script_server("sys.exit(0)\n")
     sp2.start()
-    assert sp2.wait_stopped(10) == State.FAILED and sp2.diagnosis.kind == "exited"
+    assert sp2.wait_stopped(10) == State.FAILED and sp2.diagnosis.kind == DiagnosisKind.EXITED
 
 
 def test_output_is_decoded_with_replacement_and_levels_kept():
@@ -94,14 +95,14 @@ def test_output_is_decoded_with_replacement_and_levels_kept():
     err = next(ln for ln in lines if ln.stream == "stderr")
     assert err.level == "E" and "\ufffd" in err.text and err.message.startswith("bad bytes")
     assert any(ln.stream == "stdout" and ln.text == "plain stdout line" for ln in lines)
-    assert sp.diagnosis.kind == "unknown" and sp.returncode == 3
+    assert sp.diagnosis.kind == DiagnosisKind.UNKNOWN and sp.returncode == 3
 
 
 def test_load_timeout_fails_with_a_timeout_diagnosis():
     sp = script_server(LOADING_LINE + "\ntime.sleep(60)\n", load_timeout=0.5)
     sp.start()
     assert sp.wait_stopped(15) == State.FAILED
-    assert sp.diagnosis.kind == "timeout"
+    assert sp.diagnosis.kind == DiagnosisKind.TIMEOUT
 
 
 def test_command_gets_host_port_metrics_and_verbosity(monkeypatch):

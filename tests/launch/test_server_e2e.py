@@ -9,10 +9,11 @@ import pytest
 
 from app.devices.telemetry import TelemetrySampler
 from app.lanes import CPU
+from app.launch.diagnose import DiagnosisKind
 from app.launch.metrics import predicted_vs_actual, request_timings
 from app.launch.monitor import Monitor
 from app.launch.process import ServerProcess, State
-from app.memory.args import settings_from_args
+from app.command.parse import settings_from_args
 from app.memory.estimator import estimate
 from app.lanes import Lane
 from app.model import open_model
@@ -96,7 +97,7 @@ def test_killed_from_outside(llama_bin, tiny_models):
         assert sp.wait_stopped(10) == State.FAILED
     finally:
         sp.stop()
-    assert sp.diagnosis.kind == "killed"
+    assert sp.diagnosis.kind == DiagnosisKind.KILLED
     assert sp.diagnosis.facts["signal"] == "SIGKILL"
     assert sp.signals_sent == ()
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from app.launch.diagnose import DiagnosisKind
 from app.launch.process import RpcUnreachable, ServerProcess, State
 from tests import gguf_factory
 from tests.launch.helpers import (free_port, memory_limited_rpc_server, truncated_copy, wait_gone,
@@ -30,7 +31,7 @@ def run_to_failure(llama_bin, *args: str, timeout: float = 60, **kwargs) -> Serv
 def test_removed_flag(llama_bin, tiny_models):
     sp = run_to_failure(llama_bin, "-m", str(tiny_models["llama"]), "--no-mmap")
     d = sp.diagnosis
-    assert d.kind == "invalid_argument" and d.facts["replacement"] == "--load-mode none"
+    assert d.kind == DiagnosisKind.INVALID_ARGUMENT and d.facts["replacement"] == "--load-mode none"
     assert sp.returncode == 1
 
 
@@ -40,7 +41,7 @@ def test_port_already_in_use(llama_bin, tiny_models):
         busy.listen()
         port = busy.getsockname()[1]
         sp = run_to_failure(llama_bin, "-m", str(tiny_models["llama"]), "--port", str(port))
-    assert sp.diagnosis.kind == "port_in_use" and sp.diagnosis.facts["port"] == port
+    assert sp.diagnosis.kind == DiagnosisKind.PORT_IN_USE and sp.diagnosis.facts["port"] == port
 
 
 def test_free_port_taken_before_llama_server_binds_is_retried(llama_bin, tiny_models, monkeypatch):
@@ -80,39 +81,39 @@ def test_dead_rpc_endpoint_fails_before_launch(llama_bin, tiny_models, rpc_serve
     assert "connection refused" in err.value.problems[0][1]
     assert f"RPC host {dead}: connection refused" in str(err.value)
     assert sp.pid is None and states == [State.FAILED]
-    assert sp.diagnosis.kind == "rpc_unreachable" and sp.diagnosis.facts["hosts"] == (dead,)
+    assert sp.diagnosis.kind == DiagnosisKind.RPC_UNREACHABLE and sp.diagnosis.facts["hosts"] == (dead,)
 
 
 def test_dead_rpc_endpoint_without_the_check_uses_llama_cpp_abort(llama_bin, tiny_models):
     dead = f"127.0.0.1:{free_port()}"
     sp = run_to_failure(llama_bin, "-m", str(tiny_models["llama"]), "--rpc", dead, check_rpc=False)
-    assert sp.diagnosis.kind == "rpc_unreachable" and sp.diagnosis.facts["endpoint"] == dead
+    assert sp.diagnosis.kind == DiagnosisKind.RPC_UNREACHABLE and sp.diagnosis.facts["endpoint"] == dead
 
 
 def test_truncated_model_file(llama_bin, tiny_models, tmp_path):
     half = truncated_copy(tiny_models["llama"], tmp_path / "cut-in-half.gguf")
     sp = run_to_failure(llama_bin, "-m", str(half))
     d = sp.diagnosis
-    assert d.kind == "model_corrupt" and d.facts["path"] == str(half) and str(half) in d.title
+    assert d.kind == DiagnosisKind.MODEL_CORRUPT and d.facts["path"] == str(half) and str(half) in d.title
 
 
 def test_missing_model_file(llama_bin, tmp_path):
     sp = run_to_failure(llama_bin, "-m", str(tmp_path / "nowhere.gguf"))
-    assert sp.diagnosis.kind == "model_missing"
+    assert sp.diagnosis.kind == DiagnosisKind.MODEL_MISSING
 
 
 def test_impossible_override_target(llama_bin, tiny_models, rpc_servers):
     endpoint = rpc_servers(1)[0].endpoint
     sp = run_to_failure(llama_bin, "-m", str(tiny_models["qwen3moe"]), "--rpc", endpoint, "-ot", "exps=CUDA9")
     d = sp.diagnosis
-    assert d.kind == "unknown_buffer_type"
+    assert d.kind == DiagnosisKind.UNKNOWN_BUFFER_TYPE
     assert d.facts["requested"] == ("CUDA9",)
     assert set(d.facts["available"]) == {"CPU", f"RPC0[{endpoint}]"}
 
 
 def test_unknown_architecture(llama_bin, tmp_path):
     sp = run_to_failure(llama_bin, "-m", str(write_unknown_arch_model(tmp_path / "odd.gguf")))
-    assert sp.diagnosis.kind == "unsupported_arch"
+    assert sp.diagnosis.kind == DiagnosisKind.UNSUPPORTED_ARCH
 
 
 def test_out_of_memory_on_an_rpc_device(llama_bin, tmp_path):
@@ -123,7 +124,7 @@ def test_out_of_memory_on_an_rpc_device(llama_bin, tmp_path):
         sp = run_to_failure(llama_bin, "-m", str(model), "--rpc", endpoint, "-ngl", "all", "--fit", "off",
                             "-lm", "none", "-c", "512")
     d = sp.diagnosis
-    assert d.kind == "out_of_memory"
+    assert d.kind == DiagnosisKind.OUT_OF_MEMORY
     assert d.facts["buffer_type"] == f"RPC0[{endpoint}]" and d.facts["phase"] == "the model weights"
     assert d.facts["mib"] > 10_000
     assert endpoint in d.title

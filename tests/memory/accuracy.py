@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.llamacpp.fit_print import FitRow, run_fit_print
-from app.memory.args import settings_from_args
+from app.command.parse import settings_from_args
 from app.memory.estimator import Estimate, estimate
 from app.lanes import Lane
 from app.model import open_model

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from app.memory.args import settings_from_args
+from app.command.parse import settings_from_args
 from app.memory.estimator import estimate
 from app.model import open_model
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.memory.args import ArgsError, FFN_EXPS_REGEX, parse_llama_args, settings_from_args
+from app.command.parse import ArgsError, FFN_EXPS_REGEX, parse_llama_args, settings_from_args
 from app.memory.kv import SettingsError, context_shape, kv_bytes_per_layer
 from app.memory.layout import OverrideMatcher, PlacementError, layer_devices, place_weights
 from app.lanes import CPU, Lane
@@ -20,7 +20,7 @@ def dev(name, gib=24, buft=None):
 
 
 def test_layer_split_matches_llama_cpp_examples():
-    # reference §1.2: 5 layers (4 blocks + output) with -ts 3,1 -> blocks 0-3 on dev0, output on dev1
+    # src/llama-model.cpp load_tensors: 5 layers (4 blocks + output) with -ts 3,1 -> blocks 0-3 on dev0, output on dev1
     s = LlamaSettings(n_gpu_layers=-2, tensor_split=[3, 1])
     assert layer_devices(4, [dev("A"), dev("B")], s) == ["A", "A", "A", "A", "B"]
     # -ngl 1 offloads only the output layer
@@ -63,7 +63,7 @@ def test_args_parsing_builds_the_same_override_list_as_llama_cpp():
 
 def test_context_padding_streams_and_swa(tmp_path):
     m = open_model(write_tiny_model("gpt-oss", tmp_path / "g.gguf"))
-    # -c 10000 -np 3 non-unified: 3 streams x 3584 cells (reference §2.1, verified there)
+    # -c 10000 -np 3 non-unified: 3 streams x 3584 cells (src/llama-context.cpp; seen with real llama.cpp)
     sh = context_shape(m.params, LlamaSettings(n_ctx=10000, n_parallel=3, tool="fit-params"))
     assert (sh.n_stream, sh.n_ctx_seq, sh.n_ctx) == (3, 3584, 10752)
     # server auto -np: 4 slots, one unified stream
@@ -113,7 +113,7 @@ def test_tied_embeddings_loaded_twice_and_overrides_route_experts(tmp_path):
 
 
 def test_environment_variables_apply_first_and_flags_win():
-    from app.placement.formats import parse_command_text
+    from app.command.formats import parse_command_text
 
     env, argv = parse_command_text("LLAMA_ARG_N_GPU_LAYERS=20 LLAMA_ARG_CPU_MOE=1 LLAMA_ARG_CTX_SIZE=4096 "
                                    "LLAMA_ARG_OVERRIDE_TENSOR='a=CPU,b=CPU' llama-server -m x.gguf -ngl 30 -ot c=CPU")
@@ -124,7 +124,7 @@ def test_environment_variables_apply_first_and_flags_win():
 
 
 def test_env_form_round_trips_through_llama_cpp_semantics():
-    from app.placement.formats import parse_command_text, render
+    from app.command.formats import parse_command_text, render
 
     argv = ["llama-server", "-m", "x.gguf", "-ngl", "49", "-kvu", "-nkvo", "-cmoe", "-ot", "a=CPU", "-ot", "b=CPU",
             "-c", "4096", "-ncffn", "2"]

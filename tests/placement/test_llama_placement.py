@@ -12,7 +12,7 @@ import random
 import pytest
 
 from app.llamacpp.logparse import layer_devices, overridden
-from app.memory.args import parse_llama_args
+from app.command.parse import parse_llama_args
 from app.memory.settings import LlamaSettings
 from app.model import Role, open_model
 from app.placement import CPU, Placement

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app.command.ot_patterns import verify_patterns
-from app.memory.args import parse_llama_args
+from app.command.parse import parse_llama_args
 from app.lanes import Lane
 from app.memory.settings import LlamaSettings
 from app.model import Role, open_model

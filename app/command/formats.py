@@ -10,45 +10,53 @@ from __future__ import annotations
 import json
 import shlex
 
-from ..memory.args import ENV_SWITCHES as _SWITCHES
-from ..memory.args import ENV_VARS
-from ..command.quoting import (parse_cmd_command, parse_posix_command, parse_powershell_command, quote_cmd,
-                               quote_posix, quote_powershell)
+from .argv import flag_value, has_flag
+from .flags import lookup
+from .shells import (parse_cmd_command, parse_posix_command, parse_powershell_command, quote_cmd, quote_posix,
+                     quote_powershell)
+
+__all__ = ["FORMATS", "to_env", "llama_swap_entry", "ollama_modelfile", "render", "parse_command_text"]
 
 FORMATS = ("bash", "powershell", "cmd", "yaml", "env", "ollama", "argv-json")
-
 
 
 def to_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     """Move every flag that has a LLAMA_ARG_* variable into the environment; the rest stays as arguments.
 
-    Several ``-ot`` values join with commas into one variable, as llama.cpp reads it.
+    Values follow the variable's kind (:attr:`app.command.flags.Flag.env_kind`): a switch becomes ``1``, a
+    yes/no option ``1`` or ``0`` (``-nkvo`` is ``LLAMA_ARG_KV_OFFLOAD=0``). Several ``-ot`` values join with
+    commas into one variable, as llama.cpp reads it.
     """
     env: dict[str, str] = {}
     rest = [argv[0]]
     i = 1
     while i < len(argv):
         a = argv[i]
-        if a in ("-kvu", "--kv-unified"):
-            env["LLAMA_ARG_KV_UNIFIED"] = "1"
-            i += 1
-            continue
-        if a in ("-nkvo", "--no-kv-offload"):
-            env["LLAMA_ARG_KV_OFFLOAD"] = "0"
-            i += 1
-            continue
-        var = ENV_VARS.get(a)
-        if var is None:
+        hit = lookup(a)
+        if hit is None:
             rest.append(a)
             i += 1
             continue
-        if a in _SWITCHES:
-            env[var] = "1"
-            i += 1
+        flag, positive = hit
+        n = flag.nargs
+        if flag.bare is not None:
+            nxt = argv[i + 1] if i + 1 < len(argv) else ""
+            n = 1 if nxt.lower() in (flag.choices or ()) else 0
+        if flag.env is None or flag.removed or flag.legacy or n > 1 or i + n >= len(argv):
+            rest += argv[i:i + 1 + n]
+            i += 1 + n
             continue
-        value = argv[i + 1]
-        env[var] = f"{env[var]},{value}" if var == "LLAMA_ARG_OVERRIDE_TENSOR" and var in env else value
-        i += 2
+        var = flag.env
+        if n:
+            value = argv[i + 1]
+            env[var] = f"{env[var]},{value}" if flag.joins and var in env else value
+        elif flag.bare is not None:
+            env[var] = flag.bare  # an old build's bare -fa
+        elif flag.env_kind == "bool":
+            env[var] = "1" if positive else "0"
+        else:
+            env[var] = "1"
+        i += 1 + n
     return env, rest
 
 
@@ -64,27 +72,25 @@ def llama_swap_entry(argv: list[str], name: str) -> str:
 
 def ollama_modelfile(argv: list[str], n_layers_total: int) -> str:
     """An Ollama Modelfile: ``num_gpu`` and ``num_ctx`` only, and a plain list of what Ollama cannot express."""
-    def val(flag: str) -> str | None:
-        return argv[argv.index(flag) + 1] if flag in argv else None
-
-    lines = [f"FROM {val('-m')}"]
-    ngl = val("-ngl")
+    lines = [f"FROM {flag_value(argv, '-m')}"]
+    ngl = flag_value(argv, "-ngl")
     if ngl is not None:
         lines.append(f"PARAMETER num_gpu {ngl}")
-    if val("-c"):
-        lines.append(f"PARAMETER num_ctx {val('-c')}")
+    if flag_value(argv, "-c"):
+        lines.append(f"PARAMETER num_ctx {flag_value(argv, '-c')}")
     lost = []
-    if "-ot" in argv or "-ncmoe" in argv or "-cmoe" in argv:
+    if has_flag(argv, "-ot", "-ncmoe", "-cmoe"):
         lost.append("tensor overrides (-ot / --n-cpu-moe / --cpu-moe): Ollama cannot place experts on the CPU "
                     "while their layer is on a GPU")
-    if "-ts" in argv:
-        lost.append(f"the split between GPUs (-ts {val('-ts')}): Ollama decides it itself")
-    if "--rpc" in argv:
+    if has_flag(argv, "-ts"):
+        lost.append(f"the split between GPUs (-ts {flag_value(argv, '-ts')}): Ollama decides it itself")
+    if has_flag(argv, "--rpc"):
         lost.append("RPC hosts (--rpc)")
     for flag, what in (("-ctk", "K cache type"), ("-ctv", "V cache type"), ("-fa", "flash attention"),
                        ("-np", "parallel slots"), ("-ub", "micro-batch size")):
-        if flag in argv:
-            lost.append(f"{what} ({flag} {val(flag)}): set through Ollama's server environment, not the Modelfile")
+        if has_flag(argv, flag):
+            lost.append(f"{what} ({flag} {flag_value(argv, flag)}): set through Ollama's server environment, "
+                        "not the Modelfile")
     if lost:
         lines.append("")
         lines.append("# Ollama cannot express these parts of the Layerdeck placement:")

@@ -5,7 +5,7 @@ from app.lanes import Lane
 from app.memory.settings import LlamaSettings
 from app.model.demo import load_demo
 from app.placement.command import build_command
-from app.placement.export import InexpressibleError
+from app.command.spec import InexpressibleError
 from app.placement.presets import experts_to_cpu
 
 import pytest
@@ -63,7 +63,7 @@ def test_old_build_spelling_and_what_it_cannot_express():
 
 def test_cuda_visible_devices_renames_devices_only_when_asked():
     from app.placement import CPU
-    from app.placement.formats import render
+    from app.command.formats import render
     from app.placement.presets import all_on_gpus
 
     m = load_demo()

@@ -1,0 +1,70 @@
+"""The Qt adapter: session events become the right signals, and nothing else happens in it."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.lanes import CPU
+from app.memory.device_adapter import parse_device_spec
+from app.model.demo import load_demo
+from app.session import Change
+from app.units import GiB
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def doc(qapp):
+    from ui.document import Document
+
+    d = Document(load_demo(), parse_device_spec("CUDA0=24576,CUDA1=12288"), host_capacity=64 * GiB, margin=GiB)
+    yield d
+    d.deleteLater()
+
+
+def _record(doc):
+    got: dict[str, list] = {"changed": [], "preview": [], "opinion": [], "message": [], "events": []}
+    doc.changed.connect(lambda: got["changed"].append(1))
+    doc.preview_changed.connect(lambda est: got["preview"].append(est))
+    doc.opinion_changed.connect(lambda: got["opinion"].append(1))
+    doc.message.connect(lambda text: got["message"].append(text))
+    doc.session_changed.connect(lambda ev: got["events"].append(ev.changes))
+    return got
+
+
+def test_an_edit_emits_changed_and_a_message(doc):
+    got = _record(doc)
+    assert doc.move(["10:experts"], CPU)
+    assert got["changed"] == [1] and got["message"] == ["Move 10:experts to CPU"]
+    assert got["events"][0] & Change.PLACEMENT and not got["preview"] and not got["opinion"]
+
+
+def test_preview_signals_carry_the_estimate_then_none(doc):
+    got = _record(doc)
+    assert doc.preview(["11:experts"], CPU) is None
+    assert got["preview"][-1] is not None and doc.preview_decode is not None
+    assert doc.preview(["11:attn"], CPU)  # refused: the reason comes back, the gauges get no preview
+    assert got["preview"][-1] is None
+    doc.preview([], None)
+    assert got["preview"][-1] is None and doc.preview_decode is None and not got["changed"]
+
+
+def test_saving_changes_only_the_history(doc, tmp_path):
+    doc.set_settings(n_ctx=4096)
+    got = _record(doc)
+    doc.save_plan(tmp_path / "p.layerdeck.json")
+    assert got["events"] == [Change.HISTORY] and got["changed"] == [1] and not doc.dirty
+
+
+def test_an_opinion_is_cleared_by_the_next_edit(doc):
+    got = _record(doc)
+    doc.set_opinion(object())
+    assert got["opinion"] == [1]
+    doc.move(["12:experts"], CPU)
+    assert got["opinion"] == [1, 1] and doc.opinion is None
+
+
+def test_reads_and_edits_go_to_the_session(doc):
+    assert doc.placement is doc.session.placement and doc.estimate is doc.session.estimate
+    with pytest.raises(AttributeError):
+        doc.no_such_thing  # noqa: B018 - the adapter must not invent attributes
