@@ -67,19 +67,19 @@ def rpc_buffer_type(endpoint: str, local_index: int) -> str:
 class Lane:
     """One device a placement can use, other than the CPU."""
 
-    name: str                 # "CUDA0", "RPC1", "Vulkan0"
-    buft: str                 # default buffer type: "CUDA0", "RPC0[127.0.0.1:50053]"
-    free: int = 0             # bytes free at load time (default -ts is proportional to this)
+    name: str  # "CUDA0", "RPC1", "Vulkan0"
+    buft: str  # default buffer type: "CUDA0", "RPC0[127.0.0.1:50053]"
+    free: int = 0  # bytes free at load time (default -ts is proportional to this)
     total: int = 0
     kind: DeviceKind = DeviceKind.GPU
-    bandwidth: float = 0.0    # memory bandwidth, bytes/s (0 = unknown); auto-fit fills faster devices first
+    bandwidth: float = 0.0  # memory bandwidth, bytes/s (0 = unknown); auto-fit fills faster devices first
     endpoint: str | None = None  # "host:port" of the ggml-rpc-server for an RPC device
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, DeviceKind):
             object.__setattr__(self, "kind", DeviceKind(self.kind))
         if self.endpoint is None and self.kind is DeviceKind.RPC and "[" in self.buft and self.buft.endswith("]"):
-            object.__setattr__(self, "endpoint", self.buft[self.buft.index("[") + 1:-1])
+            object.__setattr__(self, "endpoint", self.buft[self.buft.index("[") + 1 : -1])
 
     @property
     def capacity(self) -> int:
@@ -92,7 +92,7 @@ class Lane:
         return ep.startswith(("127.", "localhost", "[::1]"))
 
 
-def rpc_endpoints(lanes: "list[Lane] | tuple[Lane, ...]") -> list[str]:
+def rpc_endpoints(lanes: list[Lane] | tuple[Lane, ...]) -> list[str]:
     """The ``--rpc`` list for these lanes, in order, each endpoint once (llama.cpp numbers RPC devices by
     their place in it, so unused hosts stay in)."""
     return list(dict.fromkeys(d.endpoint for d in lanes if d.kind is DeviceKind.RPC and d.endpoint))

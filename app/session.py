@@ -49,31 +49,50 @@ from .speed.model import DecodePrediction, PromptPrediction, SpeedFacts, SpeedPa
 log = logging.getLogger(__name__)
 
 #: The llama.cpp settings an imported command carries over besides the placement itself.
-IMPORTED_SETTINGS = ("n_ctx", "n_parallel", "kv_unified", "type_k", "type_v", "flash_attn", "n_batch", "n_ubatch",
-                     "swa_full", "no_kv_offload")
+IMPORTED_SETTINGS = (
+    "n_ctx",
+    "n_parallel",
+    "kv_unified",
+    "type_k",
+    "type_v",
+    "flash_attn",
+    "n_batch",
+    "n_ubatch",
+    "swa_full",
+    "no_kv_offload",
+)
 
 #: Short labels for settings edits ("Set context 16384").
-_SETTING_LABELS = {"n_ctx": "context", "n_parallel": "slots", "kv_unified": "unified KV", "type_k": "K cache type",
-                   "type_v": "V cache type", "flash_attn": "flash attention", "n_batch": "batch",
-                   "n_ubatch": "micro-batch", "swa_full": "full SWA cache", "no_kv_offload": "KV on the CPU"}
+_SETTING_LABELS = {
+    "n_ctx": "context",
+    "n_parallel": "slots",
+    "kv_unified": "unified KV",
+    "type_k": "K cache type",
+    "type_v": "V cache type",
+    "flash_attn": "flash attention",
+    "n_batch": "batch",
+    "n_ubatch": "micro-batch",
+    "swa_full": "full SWA cache",
+    "no_kv_offload": "KV on the CPU",
+}
 
 
 class Change(enum.Flag):
     """What a :class:`SessionEvent` says changed."""
 
     NONE = 0
-    PLACEMENT = enum.auto()   # where tensors or layers go
-    SETTINGS = enum.auto()    # llama.cpp settings (context, slots, cache types...)
-    DEVICES = enum.auto()     # the lane list or a lane's capacity
-    ESTIMATE = enum.auto()    # the memory estimate and speed prediction were recomputed
-    HISTORY = enum.auto()     # undo/redo labels or the saved state
-    PREVIEW = enum.auto()     # the drag preview started, changed or ended
-    OPINION = enum.auto()     # llama.cpp's dry-run numbers arrived or were cleared
-    MACHINE = enum.auto()     # a machine figure (RAM bandwidth, calibration) changed the speed model
-    MESSAGE = enum.auto()     # only a sentence for the user
+    PLACEMENT = enum.auto()  # where tensors or layers go
+    SETTINGS = enum.auto()  # llama.cpp settings (context, slots, cache types...)
+    DEVICES = enum.auto()  # the lane list or a lane's capacity
+    ESTIMATE = enum.auto()  # the memory estimate and speed prediction were recomputed
+    HISTORY = enum.auto()  # undo/redo labels or the saved state
+    PREVIEW = enum.auto()  # the drag preview started, changed or ended
+    OPINION = enum.auto()  # llama.cpp's dry-run numbers arrived or were cleared
+    MACHINE = enum.auto()  # a machine figure (RAM bandwidth, calibration) changed the speed model
+    MESSAGE = enum.auto()  # only a sentence for the user
 
     @classmethod
-    def edit(cls) -> "Change":
+    def edit(cls) -> Change:
         """Everything an edit can change."""
         return cls.PLACEMENT | cls.SETTINGS | cls.DEVICES | cls.ESTIMATE | cls.HISTORY
 
@@ -92,7 +111,7 @@ class Overflow:
     used: int
     capacity: int
     margin: int
-    hint: str = ""            # which blocks to move off, in words ("" when there is no single answer)
+    hint: str = ""  # which blocks to move off, in words ("" when there is no single answer)
 
     @property
     def excess(self) -> int:
@@ -107,7 +126,7 @@ class Preview:
     lane: str
     estimate: Estimate | None
     decode: DecodePrediction | None
-    reason: str | None = None    # why the drop is refused (estimate is None then)
+    reason: str | None = None  # why the drop is refused (estimate is None then)
 
 
 @dataclass
@@ -122,15 +141,22 @@ class _Derived:
 class Session:
     """See the module docstring. Construct with :meth:`open` or directly from a model and its lanes."""
 
-    def __init__(self, model: Model, devices: Sequence[Lane], placement: Placement | None = None,
-                 settings: LlamaSettings | None = None, host_capacity: int | None = None,
-                 host_bandwidth: float | None = None, margin: int = 0):
+    def __init__(
+        self,
+        model: Model,
+        devices: Sequence[Lane],
+        placement: Placement | None = None,
+        settings: LlamaSettings | None = None,
+        host_capacity: int | None = None,
+        host_bandwidth: float | None = None,
+        margin: int = 0,
+    ):
         from .placement.presets import all_on_gpus
 
         self.model = model
         self.host_capacity = host_capacity
         self.host_bandwidth = host_bandwidth
-        self.margin = margin                 # bytes each non-CPU lane keeps free (an app preference)
+        self.margin = margin  # bytes each non-CPU lane keeps free (an app preference)
         self.listeners: list[Callable[[SessionEvent], None]] = []
         s = settings or LlamaSettings(n_ctx=min(model.params.n_ctx_train or 8192, 8192))
         self.placement: Placement = placement if placement is not None else all_on_gpus(model, list(devices), s)
@@ -140,7 +166,7 @@ class Session:
         self.speed_facts = SpeedFacts(model)
         self.export_cache = ExportCache(model, self.estimator.matcher)
         self.plan_path: str | None = None
-        self.opinion: Opinion | None = None   # llama.cpp's dry run for the current state
+        self.opinion: Opinion | None = None  # llama.cpp's dry run for the current state
         self.opinion_error: str | None = None
         self.preview_state: Preview | None = None
         self._speed_params: SpeedParams | None = None
@@ -149,7 +175,7 @@ class Session:
         self._recompute()
 
     @classmethod
-    def open(cls, path: str | os.PathLike, devices: Sequence[Lane] = (), **kw) -> "Session":
+    def open(cls, path: str | os.PathLike, devices: Sequence[Lane] = (), **kw) -> Session:
         """A session on the model at ``path`` (any shard of a split set), laid out on ``devices``."""
         return cls(open_model(path), list(devices), **kw)
 
@@ -249,8 +275,10 @@ class Session:
             wp = p.weight_placement()
             params = self.speed_params
             s = p.settings
-            return (predict_decode(self.model, wp, params, facts=self.speed_facts),
-                    predict_prompt(self.model, wp, params, s.n_ubatch, s.op_offload, facts=self.speed_facts))
+            return (
+                predict_decode(self.model, wp, params, facts=self.speed_facts),
+                predict_prompt(self.model, wp, params, s.n_ubatch, s.op_offload, facts=self.speed_facts),
+            )
         except (ValueError, ZeroDivisionError) as exc:
             log.info("no speed prediction: %s", exc)
             return None, None
@@ -286,8 +314,14 @@ class Session:
     def overflow_hint(self, lane: str, excess: int) -> str:
         """Which blocks would have to leave ``lane`` to free ``excess`` bytes: experts from the top layer down."""
         p = self.placement
-        exps = sorted((b for b in self.model.blocks if b.role is Role.EXPERTS and p.device_of(b.id) == lane
-                       and b.id not in p.pinned), key=lambda b: -(b.layer or 0))
+        exps = sorted(
+            (
+                b
+                for b in self.model.blocks
+                if b.role is Role.EXPERTS and p.device_of(b.id) == lane and b.id not in p.pinned
+            ),
+            key=lambda b: -(b.layer or 0),
+        )
         freed, layers = 0, list[int]()
         for b in exps:
             if freed >= excess:
@@ -393,8 +427,15 @@ class Session:
         also limits host RAM (by default it is not a hard limit: CPU weights are memory-mapped)."""
         from .placement.autofit import auto_fit
 
-        res = auto_fit(self.model, self.devices, self.placement.settings, margin=self.margin,
-                       host_budget=host_budget, pinned_from=self.placement, estimator=self.estimator)
+        res = auto_fit(
+            self.model,
+            self.devices,
+            self.placement.settings,
+            margin=self.margin,
+            host_budget=host_budget,
+            pinned_from=self.placement,
+            estimator=self.estimator,
+        )
         self.replace(res.placement, "Auto-fit")
         return res
 
@@ -402,9 +443,17 @@ class Session:
         """The fastest placement that fits (raises FitError when nothing fits); one edit."""
         from .placement.fastest import fastest
 
-        res = fastest(self.model, self.devices, self.placement.settings, self.speed_params, margin=self.margin,
-                      pinned_from=self.placement, estimator=self.estimator, facts=self.speed_facts,
-                      export_cache=self.export_cache)
+        res = fastest(
+            self.model,
+            self.devices,
+            self.placement.settings,
+            self.speed_params,
+            margin=self.margin,
+            pinned_from=self.placement,
+            estimator=self.estimator,
+            facts=self.speed_facts,
+            export_cache=self.export_cache,
+        )
         self.replace(res.placement, "Fastest")
         return res
 
@@ -446,7 +495,7 @@ class Session:
             new.pinned = set()
             label = "Lay out on the new devices"
         if not self.history.undo_stack and not self.history.redo_stack:
-            self.placement.restore(new.snapshot())   # nothing edited yet: a new starting point
+            self.placement.restore(new.snapshot())  # nothing edited yet: a new starting point
             self._on_history()
             return
         if new.snapshot() == self.placement.snapshot():
@@ -466,8 +515,7 @@ class Session:
         env, argv = parse_command_text(text, shell)
         parsed = parse_llama_args(argv, env=env)
         new = Placement.from_settings(self.model, self.devices, parsed.settings)
-        new.settings = self.placement.settings.copy(
-            **{k: getattr(parsed.settings, k) for k in IMPORTED_SETTINGS})
+        new.settings = self.placement.settings.copy(**{k: getattr(parsed.settings, k) for k in IMPORTED_SETTINGS})
         if new.snapshot() == self.placement.snapshot():
             self.say("Import command: no change")
         else:
@@ -512,7 +560,7 @@ class Session:
                 self.opinion, self.opinion_error = None, None
                 changes |= Change.OPINION
         else:
-            changes &= ~Change.ESTIMATE   # only undo labels or the saved state changed
+            changes &= ~Change.ESTIMATE  # only undo labels or the saved state changed
         self._emit(changes)
 
     # ------------------------------------------------------------------ llama.cpp's second opinion
@@ -521,14 +569,14 @@ class Session:
         self.opinion, self.opinion_error = opinion, error
         self._emit(Change.OPINION)
 
-
     # ------------------------------------------------------------------ commands
 
     def placement_args(self) -> PlacementArgs:
         return placement_args(self.placement, self.export_cache)
 
-    def command(self, *, rpc: Sequence[str] | None = None, model_path: str | os.PathLike | None = None,
-                caps=None, **options) -> Command:
+    def command(
+        self, *, rpc: Sequence[str] | None = None, model_path: str | os.PathLike | None = None, caps=None, **options
+    ) -> Command:
         """The llama.cpp command for the current placement (raises InexpressibleError with the reason).
 
         ``rpc`` defaults to every RPC host of the lanes; ``options`` go to
@@ -537,14 +585,18 @@ class Session:
         path = model_path or os.fspath(self.model.path)
         if caps is not None:
             options["caps"] = caps
-        return build_command(self.placement, path, rpc=list(rpc) if rpc is not None else self.rpc_endpoints(),
-                             **options)
+        return build_command(
+            self.placement,
+            path,
+            rpc=list(rpc) if rpc is not None else self.rpc_endpoints(),
+            cache=self.export_cache,
+            **options,
+        )
 
     def export(self, fmt: str = "bash", **kw) -> str:
         """The command in one of :data:`app.command.formats.FORMATS` (bash, powershell, cmd, yaml, env, ollama)."""
         cmd = self.command(**kw)
-        return render(cmd.argv, fmt, env=cmd.env or None, name=self.model.path.stem,
-                      n_layers=self.model.params.n_layer)
+        return render(cmd.argv, fmt, env=cmd.env or None, name=self.model.path.stem, n_layers=self.model.params.n_layer)
 
     # ------------------------------------------------------------------ speed proof
 
@@ -557,11 +609,24 @@ class Session:
         s = self.placement.settings
         out = [("current", self.placement.copy())]
         try:
-            out.append(("auto-fit", auto_fit(self.model, self.devices, s, margin=0,
-                                             estimator=self.estimator).placement))
-            out.append(("fastest", fastest(self.model, self.devices, s, self.speed_params, margin=0,
-                                           estimator=self.estimator, facts=self.speed_facts,
-                                           export_cache=self.export_cache).placement))
+            out.append(
+                ("auto-fit", auto_fit(self.model, self.devices, s, margin=0, estimator=self.estimator).placement)
+            )
+            out.append(
+                (
+                    "fastest",
+                    fastest(
+                        self.model,
+                        self.devices,
+                        s,
+                        self.speed_params,
+                        margin=0,
+                        estimator=self.estimator,
+                        facts=self.speed_facts,
+                        export_cache=self.export_cache,
+                    ).placement,
+                )
+            )
         except FitError:
             pass
         n_moe = sum(1 for b in self.model.blocks if b.role is Role.EXPERTS and not b.nextn)

@@ -26,7 +26,9 @@ def fmt_bytes(n: float, binary: bool | None = None) -> str:
         if n < base or unit == units[-1]:
             if unit == "B":
                 return f"{sign}{int(n)} B"
-            return f"{sign}{n:.2f} {unit}" if n < 10 else f"{sign}{n:.1f} {unit}" if n < 100 else f"{sign}{n:.0f} {unit}"
+            return (
+                f"{sign}{n:.2f} {unit}" if n < 10 else f"{sign}{n:.1f} {unit}" if n < 100 else f"{sign}{n:.0f} {unit}"
+            )
         n /= base
     raise AssertionError("unreachable")
 

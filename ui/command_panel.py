@@ -10,7 +10,6 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog
 
 from app.errors import LayerdeckError
 from app.llamacpp.capabilities import UNKNOWN
-from app.placement.command import build_command
 from app.placement.export import InexpressibleError
 from app.command.formats import render
 
@@ -63,13 +62,11 @@ class CommandPanel(QWidget):
 
     def argv(self) -> list[str]:
         model_path = str(self.doc.model.path)
-        return build_command(self.doc.placement, model_path, rpc=self._rpc(), program=self.program,
-                             caps=self.caps).argv
+        return self.doc.command(model_path=model_path, rpc=self._rpc(), program=self.program, caps=self.caps).argv
 
     def refresh(self) -> None:
         try:
-            cmd = build_command(self.doc.placement, str(self.doc.model.path), rpc=self._rpc(), program=self.program,
-                                caps=self.caps)
+            cmd = self.doc.command(rpc=self._rpc(), program=self.program, caps=self.caps)
         except InexpressibleError as exc:
             self.text.setPlainText(f"# cannot export: {exc}")
             self.notes.setText("")

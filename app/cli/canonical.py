@@ -16,8 +16,9 @@ from .import_ import imported
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("canonical", parents=[device_options()],
-                       help="our canonical llama-server command for the same placement")
+    p = sub.add_parser(
+        "canonical", parents=[device_options()], help="our canonical llama-server command for the same placement"
+    )
     p.add_argument("llama_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=run)
 

@@ -13,14 +13,26 @@ import json
 import sys
 from typing import TextIO
 
-from ..errors import LayerdeckError
 from ..command.parse import ArgsError
+from ..errors import LayerdeckError
 from ..memory.device_adapter import from_detected, parse_device_spec
 from ..model import Model, open_model
 from ..units import MiB, fmt_bytes
 
-__all__ = ["ERRORS", "EXIT_USAGE", "fail", "load_model", "devices", "detection_problems", "device_options",
-           "llama_args", "print_json", "fmt_bytes", "fmt_mib", "MiB"]
+__all__ = [
+    "ERRORS",
+    "EXIT_USAGE",
+    "fail",
+    "load_model",
+    "devices",
+    "detection_problems",
+    "device_options",
+    "llama_args",
+    "print_json",
+    "fmt_bytes",
+    "fmt_mib",
+    "MiB",
+]
 
 #: Exit status when the input cannot be used (the message on stderr says why).
 EXIT_USAGE = 2
@@ -86,4 +98,3 @@ def print_json(doc, out: TextIO | None = None, indent: int = 1) -> None:
 def fmt_mib(nbytes: float, width: int = 0) -> str:
     """``"1234 MiB"``, the number rounded and right-aligned in ``width`` characters."""
     return f"{nbytes / MiB:{width}.0f} MiB"
-

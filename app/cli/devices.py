@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from app.devices.detect import detect
-from app.devices.model import GiB, DetectionResult, Device
+from app.devices.model import DetectionResult, Device, GiB
 
 from .common import ERRORS, fail, print_json
 
@@ -149,7 +149,9 @@ def _rows(devices: Sequence[Device]) -> list[str]:
         if d.pci_bus_id:
             extras = [f"PCI {d.pci_bus_id}"]
             if d.pcie and d.pcie.current_gen:
-                extras.append(f"PCIe gen{d.pcie.current_gen} x{d.pcie.current_width} (max gen{d.pcie.max_gen} x{d.pcie.max_width})")
+                extras.append(
+                    f"PCIe gen{d.pcie.current_gen} x{d.pcie.current_width} (max gen{d.pcie.max_gen} x{d.pcie.max_width})"
+                )
             if d.numa_node is not None:
                 extras.append(f"NUMA node {d.numa_node}")
             if d.uuid:

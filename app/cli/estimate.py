@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 
 from ..command.parse import parse_llama_args
-from ..memory.estimator import Estimate
 from ..lanes import to_llama_name
+from ..memory.estimator import Estimate
 from ..memory.settings import TOOLS
 from ..placement import Placement
 from ..session import Session
@@ -24,14 +24,24 @@ SCHEMA = "layerdeck.estimate/1"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("estimate", help="per-device memory for a llama.cpp command line",
-                       description="Estimate per-device memory (model, context, compute) for llama.cpp arguments "
-                                   "given after --, e.g.: layerdeck estimate -- -m model.gguf -ngl all -c 8192")
+    p = sub.add_parser(
+        "estimate",
+        help="per-device memory for a llama.cpp command line",
+        description="Estimate per-device memory (model, context, compute) for llama.cpp arguments "
+        "given after --, e.g.: layerdeck estimate -- -m model.gguf -ngl all -c 8192",
+    )
     p.add_argument("--json", action="store_true", help="print the layerdeck.estimate/1 JSON document")
-    p.add_argument("--tool", choices=TOOLS, default="server",
-                   help="which llama.cpp program will run (they reserve different output buffers; default server)")
-    p.add_argument("--devices", metavar="NAME=MiB[@GB/s],...",
-                   help="declare devices and capacities by hand (planning for cards you don't have)")
+    p.add_argument(
+        "--tool",
+        choices=TOOLS,
+        default="server",
+        help="which llama.cpp program will run (they reserve different output buffers; default server)",
+    )
+    p.add_argument(
+        "--devices",
+        metavar="NAME=MiB[@GB/s],...",
+        help="declare devices and capacities by hand (planning for cards you don't have)",
+    )
     p.add_argument("--llama-dir", help="llama.cpp binaries folder (default: settings, LAYERDECK_LLAMA_CPP_DIR, PATH)")
     p.add_argument("llama_args", nargs=argparse.REMAINDER, help="llama.cpp arguments after --")
     p.set_defaults(func=run)
@@ -42,13 +52,30 @@ def to_json(est: Estimate) -> dict:
     return {
         "schema": SCHEMA,
         "devices": [
-            {"name": to_llama_name(d.name), "model": d.model, "kv": d.kv, "recurrent": d.recurrent, "context": d.context,
-             "compute": d.compute, "output": d.output, "total": d.total, "capacity": d.capacity}
+            {
+                "name": to_llama_name(d.name),
+                "model": d.model,
+                "kv": d.kv,
+                "recurrent": d.recurrent,
+                "context": d.context,
+                "compute": d.compute,
+                "output": d.output,
+                "total": d.total,
+                "capacity": d.capacity,
+            }
             for d in est.devices
         ],
-        "context": {"n_ctx": s.n_ctx, "n_ctx_seq": s.n_ctx_seq, "n_stream": s.n_stream, "n_seq": s.n_seq,
-                    "unified": s.unified, "n_batch": s.n_batch, "n_ubatch": s.n_ubatch, "swa_cells": s.size_swa,
-                    "flash_attn": s.flash_attn},
+        "context": {
+            "n_ctx": s.n_ctx,
+            "n_ctx_seq": s.n_ctx_seq,
+            "n_stream": s.n_stream,
+            "n_seq": s.n_seq,
+            "unified": s.unified,
+            "n_batch": s.n_batch,
+            "n_ubatch": s.n_ubatch,
+            "swa_cells": s.size_swa,
+            "flash_attn": s.flash_attn,
+        },
         "layers": est.placement.layer_device,
         "pipeline_parallel": est.pipeline_parallel,
         "notes": est.notes,
@@ -58,19 +85,27 @@ def to_json(est: Estimate) -> dict:
 def render_text(est: Estimate) -> str:
     lines = [f"{to_llama_name(d.name)} {d.model // MiB} {d.context // MiB} {d.compute // MiB} " for d in est.devices]
     lines.append("")
-    lines.append(f"{'device':10} {'model':>9} {'context':>9} {'compute':>9} {'output':>8} {'total':>9} {'capacity':>9} {'free':>9}")
+    lines.append(
+        f"{'device':10} {'model':>9} {'context':>9} {'compute':>9} {'output':>8} {'total':>9} {'capacity':>9} {'free':>9}"
+    )
     for d in est.devices:
         cap = f"{d.capacity // MiB}" if d.capacity else "-"
         free = f"{(d.capacity - d.total) // MiB}" if d.capacity else "-"
-        lines.append(f"{to_llama_name(d.name):10} {d.model / MiB:9.0f} {d.context / MiB:9.0f} {d.compute / MiB:9.0f} "
-                     f"{d.output / MiB:8.1f} {d.total / MiB:9.0f} {cap:>9} {free:>9}")
+        lines.append(
+            f"{to_llama_name(d.name):10} {d.model / MiB:9.0f} {d.context / MiB:9.0f} {d.compute / MiB:9.0f} "
+            f"{d.output / MiB:8.1f} {d.total / MiB:9.0f} {cap:>9} {free:>9}"
+        )
     s = est.shape
-    lines.append(f"context: {s.n_ctx} cells ({s.n_stream} stream{'s' if s.n_stream > 1 else ''} x {s.n_ctx_seq}), "
-                 f"{s.n_seq} slot{'s' if s.n_seq > 1 else ''}, ubatch {s.n_ubatch}, flash attention "
-                 f"{'on' if s.flash_attn else 'off'}" + (f", SWA cache {s.size_swa} cells" if s.size_swa else ""))
+    lines.append(
+        f"context: {s.n_ctx} cells ({s.n_stream} stream{'s' if s.n_stream > 1 else ''} x {s.n_ctx_seq}), "
+        f"{s.n_seq} slot{'s' if s.n_seq > 1 else ''}, ubatch {s.n_ubatch}, flash attention "
+        f"{'on' if s.flash_attn else 'off'}" + (f", SWA cache {s.size_swa} cells" if s.size_swa else "")
+    )
     for d in est.devices:
         if d.capacity and d.total > d.capacity:
-            lines.append(f"over capacity: {to_llama_name(d.name)} needs {(d.total - d.capacity) / MiB:.0f} MiB more than it has")
+            lines.append(
+                f"over capacity: {to_llama_name(d.name)} needs {(d.total - d.capacity) / MiB:.0f} MiB more than it has"
+            )
     lines += [f"note: {n}" for n in est.notes]
     return "\n".join(lines)
 
@@ -85,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         model = load_model(parsed.model)
         lanes, detection = devices(args.devices, parsed.rpc, args.llama_dir)
-        est = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings)
-                      ).estimate_settings(parsed.settings)
+        est = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings)).estimate_settings(
+            parsed.settings
+        )
     except ERRORS as exc:
         return fail(exc)
     est.notes.extend(parsed.warnings)

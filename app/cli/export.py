@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import ExportError
 from ..command.formats import FORMATS, render
+from ..errors import ExportError
 from ..placement.plan_file import load_plan
 from ..session import Session
 from .common import ERRORS, device_options, fail, load_model
@@ -22,9 +22,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=FORMATS, default="bash")
     p.add_argument("--tool", choices=("server", "cli", "bench"), default="server")
     p.add_argument("--rpc", help="host:port,... to put in the command")
-    p.add_argument("--cuda-visible", metavar="I,J,...",
-                   help="hide or reorder GPUs with CUDA_VISIBLE_DEVICES (indices as numbered without it); "
-                        "device names in the command are renamed to match")
+    p.add_argument(
+        "--cuda-visible",
+        metavar="I,J,...",
+        help="hide or reorder GPUs with CUDA_VISIBLE_DEVICES (indices as numbered without it); "
+        "device names in the command are renamed to match",
+    )
     p.set_defaults(func=run)
 
 
@@ -43,12 +46,24 @@ def run(args: argparse.Namespace) -> int:
         model = load_model(args.model)
         p = load_plan(args.plan, model)
         session = Session(model, p.devices, placement=p)
-        cmd = session.command(model_path=args.model, tool=args.tool, rpc=args.rpc.split(",") if args.rpc else [],
-                              cuda_order=cuda_order(args.cuda_visible))
+        cmd = session.command(
+            model_path=args.model,
+            tool=args.tool,
+            rpc=args.rpc.split(",") if args.rpc else [],
+            cuda_order=cuda_order(args.cuda_visible),
+        )
     except ERRORS as exc:
         return fail(exc)
-    print(render(cmd.argv, args.format, env=cmd.env or None, name=model.path.stem, n_layers=model.params.n_layer,
-                 multiline=False))
+    print(
+        render(
+            cmd.argv,
+            args.format,
+            env=cmd.env or None,
+            name=model.path.stem,
+            n_layers=model.params.n_layer,
+            multiline=False,
+        )
+    )
     for note in cmd.notes:
         print(f"# {note}", file=sys.stderr)
     return 0

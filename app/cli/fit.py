@@ -30,10 +30,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-fa", default="auto", choices=("auto", "on", "off"))
     p.add_argument("--margin", type=float, default=1024, help="MiB to leave free on each GPU (default 1024)")
     p.add_argument("--plan-out", help="save the fitted plan here")
-    p.add_argument("--fastest", action="store_true",
-                   help="minimise predicted decode time instead of filling devices in order")
-    p.add_argument("--compare-llama", action="store_true",
-                   help="also run llama.cpp's own --fit on the same devices and show both side by side")
+    p.add_argument(
+        "--fastest", action="store_true", help="minimise predicted decode time instead of filling devices in order"
+    )
+    p.add_argument(
+        "--compare-llama",
+        action="store_true",
+        help="also run llama.cpp's own --fit on the same devices and show both side by side",
+    )
     p.add_argument("--host-bw", type=float, help="host RAM bandwidth in GB/s (default: measure it)")
     p.set_defaults(func=run)
 
@@ -43,15 +47,17 @@ def run(args: argparse.Namespace) -> int:
         model: Model = load_model(args.model)
         rpc = args.rpc.split(",") if args.rpc else []
         lanes, result = devices(args.devices, rpc, args.llama_dir)
-        settings = LlamaSettings(n_ctx=args.ctx, n_parallel=args.parallel, type_k=args.ctk, type_v=args.ctv,
-                                 flash_attn=args.fa)
+        settings = LlamaSettings(
+            n_ctx=args.ctx, n_parallel=args.parallel, type_k=args.ctk, type_v=args.ctv, flash_attn=args.fa
+        )
         host = result.host.total_bytes if result is not None and getattr(result.host, "total_bytes", None) else None
         from ..speed.membench import measure_host_bandwidth
         from ..speed.model import predict_decode, predict_prompt
 
         host_bw = args.host_bw * 1e9 if args.host_bw else measure_host_bandwidth()
-        session = Session(model, lanes, settings=settings, host_capacity=host, host_bandwidth=host_bw,
-                          margin=int(args.margin * MiB))
+        session = Session(
+            model, lanes, settings=settings, host_capacity=host, host_bandwidth=host_bw, margin=int(args.margin * MiB)
+        )
         params = session.speed_params
         if args.fastest:
             fr = session.fastest()
@@ -65,10 +71,12 @@ def run(args: argparse.Namespace) -> int:
         if args.compare_llama:
             from ..placement.llama_fit import llama_fit
 
-            fitted, theirs = llama_fit(model, args.model, lanes, settings, rpc=rpc, margin=int(args.margin * MiB),
-                                       llama_dir=args.llama_dir)
-            candidates.append(("llama.cpp --fit", theirs, session.estimator.estimate(lanes, settings,
-                                                                                    theirs.weight_placement())))
+            fitted, theirs = llama_fit(
+                model, args.model, lanes, settings, rpc=rpc, margin=int(args.margin * MiB), llama_dir=args.llama_dir
+            )
+            candidates.append(
+                ("llama.cpp --fit", theirs, session.estimator.estimate(lanes, settings, theirs.weight_placement()))
+            )
     except ERRORS as exc:
         return fail(exc)
     if args.plan_out:

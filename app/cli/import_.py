@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+from ..command.parse import parse_llama_args
 from ..errors import CommandError
 from ..lanes import CPU
-from ..command.parse import parse_llama_args
 from ..model import Role
 from ..placement import Placement
 from .common import ERRORS, device_options, devices, fail, fmt_mib, llama_args, load_model, print_json
@@ -42,9 +42,13 @@ def placement_json(p: Placement) -> dict:
         if b.role is Role.EXPERTS:
             entry["parts"] = {part: p.device_of(f"{b.id}:{part}") for part in b.parts}
         blocks.append(entry)
-    return {"schema": SCHEMA, "devices": [d.name for d in p.devices] + [CPU],
-            "layers": p.layer_device, "blocks": blocks,
-            "tensors": {t.name: d for t, d in zip(p.model.tensors, p.tensor_device) if d}}
+    return {
+        "schema": SCHEMA,
+        "devices": [d.name for d in p.devices] + [CPU],
+        "layers": p.layer_device,
+        "blocks": blocks,
+        "tensors": {t.name: d for t, d in zip(p.model.tensors, p.tensor_device) if d},
+    }
 
 
 def placement_text(p: Placement) -> str:
@@ -60,7 +64,7 @@ def placement_text(p: Placement) -> str:
         last = "output" if b == n else str(b)
         out.append(f"layers {a}-{last}: {dev}" if a != b else f"layer {a if a < n else 'output'}: {dev}")
     default = p.default_tensor_devices()
-    moved = Counter()
+    moved: Counter[tuple[str, str]] = Counter()
     for t, d, d0 in zip(p.model.tensors, p.tensor_device, default):
         if d != d0:
             moved[(p.model.block_of(t.name).role.value, d)] += t.nbytes

@@ -17,8 +17,11 @@ SCHEMA = "layerdeck.inspect/1"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="show a GGUF model's architecture, sizes and blocks",
-                       description="Read a GGUF model's header (never its weights) and print its blocks.")
+    p = sub.add_parser(
+        "inspect",
+        help="show a GGUF model's architecture, sizes and blocks",
+        description="Read a GGUF model's header (never its weights) and print its blocks.",
+    )
     p.add_argument("model", help="GGUF file (any shard of a split model opens the whole set)")
     p.add_argument("--json", action="store_true", help="print the layerdeck.inspect/1 JSON document")
     p.set_defaults(func=run)
@@ -49,10 +52,15 @@ def to_json(model: Model) -> dict:
         "quantization": [{"type": q.type_name, "tensors": q.n_tensors, "bytes": q.nbytes} for q in model.quant_mix()],
         "blocks": [
             {
-                "id": b.id, "layer": b.layer, "role": b.role.value, "bytes": b.nbytes, "nextn": b.nextn,
+                "id": b.id,
+                "layer": b.layer,
+                "role": b.role.value,
+                "bytes": b.nbytes,
+                "nextn": b.nextn,
                 "parts": {part: b.part_bytes(part) for part in b.parts},
-                "tensors": [{"name": t.name, "type": t.type_name, "shape": list(t.shape), "bytes": t.nbytes}
-                            for t in b.tensors],
+                "tensors": [
+                    {"name": t.name, "type": t.type_name, "shape": list(t.shape), "bytes": t.nbytes} for t in b.tensors
+                ],
             }
             for b in model.blocks
         ],
@@ -67,19 +75,31 @@ def render_text(model: Model) -> str:
     out.append(f"{model.path.name}" + (f" (+{len(model.paths) - 1} more parts)" if len(model.paths) > 1 else ""))
     out.append(f"  architecture   {p.arch}" + (f"  ({p.name})" if p.name else ""))
     out.append(f"  file size      {fmt_bytes(model.file_size)}  (GGUF v{model.version}, {p.file_type_name})")
-    out.append(f"  parameters     {fmt_count(model.n_params)} total, {fmt_count(model.n_params_active)} active per token")
-    out.append(f"  layers         {p.n_layer}" + (f" ({p.nextn_layers} NextN/MTP)" if p.nextn_layers else "")
-               + (f", {p.n_layer_dense_lead} leading dense" if p.n_layer_dense_lead else ""))
+    out.append(
+        f"  parameters     {fmt_count(model.n_params)} total, {fmt_count(model.n_params_active)} active per token"
+    )
+    out.append(
+        f"  layers         {p.n_layer}"
+        + (f" ({p.nextn_layers} NextN/MTP)" if p.nextn_layers else "")
+        + (f", {p.n_layer_dense_lead} leading dense" if p.n_layer_dense_lead else "")
+    )
     out.append(f"  context        {p.n_ctx_train:,} tokens trained; embedding {p.n_embd}, vocabulary {p.n_vocab:,}")
     heads = f"{max(p.n_head, default=0)} heads, {max(p.n_head_kv, default=0)} KV heads, head dim {p.head_dim_k}/{p.head_dim_v}"
-    out.append(f"  attention      {heads}" + (f", MLA kv_lora_rank {p.kv_lora_rank}" if p.is_mla else "")
-               + (f", sliding window {p.n_swa} on {sum(p.swa_layers)} layers" if p.has_swa else ""))
+    out.append(
+        f"  attention      {heads}"
+        + (f", MLA kv_lora_rank {p.kv_lora_rank}" if p.is_mla else "")
+        + (f", sliding window {p.n_swa} on {sum(p.swa_layers)} layers" if p.has_swa else "")
+    )
     if p.is_moe:
-        out.append(f"  experts        {p.n_expert} routed, {p.n_expert_used} used per token"
-                   + (f", {p.n_expert_shared} shared" if p.n_expert_shared else "")
-                   + (f"; expert FFN {p.n_ff_exp}" if p.n_ff_exp else ""))
+        out.append(
+            f"  experts        {p.n_expert} routed, {p.n_expert_used} used per token"
+            + (f", {p.n_expert_shared} shared" if p.n_expert_shared else "")
+            + (f"; expert FFN {p.n_ff_exp}" if p.n_ff_exp else "")
+        )
     if any(p.recurrent_layers):
-        out.append(f"  recurrent      {sum(p.recurrent_layers)} SSM layers (d_inner {p.ssm_d_inner}, d_state {p.ssm_d_state})")
+        out.append(
+            f"  recurrent      {sum(p.recurrent_layers)} SSM layers (d_inner {p.ssm_d_inner}, d_state {p.ssm_d_state})"
+        )
     mix = ", ".join(f"{q.type_name} {100 * q.nbytes / max(model.tensor_bytes, 1):.1f}%" for q in model.quant_mix())
     out.append(f"  quantization   {mix}")
     for w in model.warnings:

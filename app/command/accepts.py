@@ -34,6 +34,7 @@ def need(caps: Capabilities, name: str) -> str:
     """:func:`spelling`, or :class:`InexpressibleError` when the build lacks the option."""
     got = spelling(caps, name)
     if got is None:
-        raise InexpressibleError(f"this llama.cpp build does not accept {name}, which this placement needs; "
-                                 "update llama.cpp.")
+        raise InexpressibleError(
+            f"this llama.cpp build does not accept {name}, which this placement needs; update llama.cpp."
+        )
     return got

@@ -19,9 +19,21 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from .flags import lookup, spellings
 
-__all__ = ["HOST_FLAGS", "PORT_FLAGS", "RPC_FLAGS", "MODEL_FLAGS", "API_KEY_FLAGS", "VERBOSITY_FLAGS",
-           "VERBOSE_SWITCHES", "METRICS_FLAGS", "flag_index", "has_flag", "flag_value", "rpc_endpoints",
-           "model_path"]
+__all__ = [
+    "HOST_FLAGS",
+    "PORT_FLAGS",
+    "RPC_FLAGS",
+    "MODEL_FLAGS",
+    "API_KEY_FLAGS",
+    "VERBOSITY_FLAGS",
+    "VERBOSE_SWITCHES",
+    "METRICS_FLAGS",
+    "flag_index",
+    "has_flag",
+    "flag_value",
+    "rpc_endpoints",
+    "model_path",
+]
 
 HOST_FLAGS = spellings("--host")
 PORT_FLAGS = spellings("--port")

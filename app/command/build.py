@@ -50,8 +50,10 @@ def apply_cuda_order(argv: list[str], order: list[int]) -> tuple[list[str], dict
     def rename(name: str) -> str:
         if name.startswith("CUDA") and name[4:].isdigit():
             if name not in mapping:
-                raise InexpressibleError(f"{name} holds part of this placement but CUDA_VISIBLE_DEVICES="
-                                         f"{','.join(map(str, order))} hides it; show it or move its blocks.")
+                raise InexpressibleError(
+                    f"{name} holds part of this placement but CUDA_VISIBLE_DEVICES="
+                    f"{','.join(map(str, order))} hides it; show it or move its blocks."
+                )
             return mapping[name]
         return name
 
@@ -76,10 +78,21 @@ def apply_cuda_order(argv: list[str], order: list[int]) -> tuple[list[str], dict
     return out, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, order))}
 
 
-def build_llama_command(pa: PlacementArgs, s: LlamaSettings, model_path: str | os.PathLike, *, tool: str = "server",
-                        rpc: list[str] | None = None, program: str | None = None, caps: Capabilities = UNKNOWN,
-                        host: str | None = None, port: int | None = None, extra: list[str] | None = None,
-                        cuda_order: list[int] | None = None, has_lanes: bool = False) -> Command:
+def build_llama_command(
+    pa: PlacementArgs,
+    s: LlamaSettings,
+    model_path: str | os.PathLike,
+    *,
+    tool: str = "server",
+    rpc: list[str] | None = None,
+    program: str | None = None,
+    caps: Capabilities = UNKNOWN,
+    host: str | None = None,
+    port: int | None = None,
+    extra: list[str] | None = None,
+    cuda_order: list[int] | None = None,
+    has_lanes: bool = False,
+) -> Command:
     """Argument list (program first) with placement ``pa`` and settings ``s``.
 
     ``has_lanes``: the placement has GPU/RPC lanes, so when ``pa`` uses none, ``-dev none`` keeps llama.cpp
@@ -174,6 +187,8 @@ def build_llama_command(pa: PlacementArgs, s: LlamaSettings, model_path: str | o
     env: dict[str, str] = {}
     if cuda_order is not None:
         argv, env = apply_cuda_order(argv, cuda_order)
-        notes.append(f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}: device names above are as llama.cpp "
-                     "numbers the GPUs it can see")
+        notes.append(
+            f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}: device names above are as llama.cpp "
+            "numbers the GPUs it can see"
+        )
     return Command(argv, env, notes, pa)

@@ -56,11 +56,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..lanes import StrEnum
-from .values import (FFN_EXPS_REGEX, cache_type, cpu_ffn_layers, cpu_moe_layers, csv, load_mode, n_gpu_layers,
-                     n_parallel, on_off, on_off_auto, overrides, split_mode, tensor_split, text, whole)
+from .values import (
+    FFN_EXPS_REGEX,
+    cache_type,
+    cpu_ffn_layers,
+    cpu_moe_layers,
+    csv,
+    load_mode,
+    n_gpu_layers,
+    n_parallel,
+    on_off,
+    on_off_auto,
+    overrides,
+    split_mode,
+    tensor_split,
+    text,
+    whole,
+)
 
-__all__ = ["Effect", "MEMORY", "PLACEMENT", "NONE", "TOOLS", "Flag", "FLAGS", "lookup", "get", "spellings",
-           "normalize"]
+__all__ = ["Effect", "MEMORY", "PLACEMENT", "NONE", "TOOLS", "Flag", "FLAGS", "lookup", "get", "spellings", "normalize"]
 
 #: Layerdeck's names for the llama.cpp programs (the ``tool`` of :class:`~app.memory.settings.LlamaSettings`).
 TOOLS = ("server", "cli", "bench", "fit-params")
@@ -68,9 +82,9 @@ _TOOL_LETTERS = {"s": "server", "c": "cli", "b": "bench", "f": "fit-params"}
 
 
 class Effect(StrEnum):
-    MEMORY = "memory"        # changes how much memory llama.cpp uses (and so the estimate)
+    MEMORY = "memory"  # changes how much memory llama.cpp uses (and so the estimate)
     PLACEMENT = "placement"  # changes where tensors or layers go
-    NONE = "none"            # neither (port, sampling, templates, logging, ...)
+    NONE = "none"  # neither (port, sampling, templates, logging, ...)
 
 
 MEMORY, PLACEMENT, NONE = Effect.MEMORY, Effect.PLACEMENT, Effect.NONE
@@ -138,10 +152,25 @@ class Flag:
         return tool in self.tools
 
 
-def F(names: str, metavar: str | None = None, *, nargs: int | None = None, neg: str = "", env: str | None = None,
-      tools: str = "", effect: Effect = NONE, setting: str | None = None, convert: Converter | None = None,
-      on: Any = True, off: Any = False, bare: str | None = None, bench_value: bool = False, joins: bool = False,
-      removed: str | None = None, legacy: str | None = None) -> Flag:
+def F(
+    names: str,
+    metavar: str | None = None,
+    *,
+    nargs: int | None = None,
+    neg: str = "",
+    env: str | None = None,
+    tools: str = "",
+    effect: Effect = NONE,
+    setting: str | None = None,
+    convert: Converter | None = None,
+    on: Any = True,
+    off: Any = False,
+    bare: str | None = None,
+    bench_value: bool = False,
+    joins: bool = False,
+    removed: str | None = None,
+    legacy: str | None = None,
+) -> Flag:
     """A table row: ``names`` and ``neg`` are space-separated spellings, ``tools`` letters of s(erver), c(li),
     b(ench), f(it-params); a ``metavar`` makes it a valued flag."""
     first, *aliases = names.split()
@@ -149,13 +178,30 @@ def F(names: str, metavar: str | None = None, *, nargs: int | None = None, neg: 
         nargs = 0 if metavar is None else 1
     if nargs and convert is None and setting is not None:
         convert = text
-    return Flag(first, tuple(aliases), tuple(neg.split()), metavar, nargs, env, effect,
-                frozenset(_TOOL_LETTERS[t] for t in tools), setting, convert, on, off, bare, bench_value,
-                joins, removed, legacy)
+    return Flag(
+        first,
+        tuple(aliases),
+        tuple(neg.split()),
+        metavar,
+        nargs,
+        env,
+        effect,
+        frozenset(_TOOL_LETTERS[t] for t in tools),
+        setting,
+        convert,
+        on,
+        off,
+        bare,
+        bench_value,
+        joins,
+        removed,
+        legacy,
+    )
 
 
 _OVERRIDE_CPU_MOE = ((FFN_EXPS_REGEX, "CPU"),)
 
+# fmt: off
 FLAGS: tuple[Flag, ...] = (
     F("-h --help --usage", tools="scbf"),
     F("--version", tools="scbf"),
@@ -551,6 +597,7 @@ FLAGS: tuple[Flag, ...] = (
     F("--mlock", tools="scf", effect=MEMORY, setting="load_mode", on="mlock", legacy="-lm mlock"),
 
 )
+# fmt: on
 
 _BY_SPELLING: dict[str, tuple[Flag, bool]] = {}
 for _flag in FLAGS:

@@ -12,8 +12,14 @@ import shlex
 
 from .argv import flag_value, has_flag
 from .flags import lookup
-from .shells import (parse_cmd_command, parse_posix_command, parse_powershell_command, quote_cmd, quote_posix,
-                     quote_powershell)
+from .shells import (
+    parse_cmd_command,
+    parse_posix_command,
+    parse_powershell_command,
+    quote_cmd,
+    quote_posix,
+    quote_powershell,
+)
 
 __all__ = ["FORMATS", "to_env", "llama_swap_entry", "ollama_modelfile", "render", "parse_command_text"]
 
@@ -43,7 +49,7 @@ def to_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
             nxt = argv[i + 1] if i + 1 < len(argv) else ""
             n = 1 if nxt.lower() in (flag.choices or ()) else 0
         if flag.env is None or flag.removed or flag.legacy or n > 1 or i + n >= len(argv):
-            rest += argv[i:i + 1 + n]
+            rest += argv[i : i + 1 + n]
             i += 1 + n
             continue
         var = flag.env
@@ -80,17 +86,25 @@ def ollama_modelfile(argv: list[str], n_layers_total: int) -> str:
         lines.append(f"PARAMETER num_ctx {flag_value(argv, '-c')}")
     lost = []
     if has_flag(argv, "-ot", "-ncmoe", "-cmoe"):
-        lost.append("tensor overrides (-ot / --n-cpu-moe / --cpu-moe): Ollama cannot place experts on the CPU "
-                    "while their layer is on a GPU")
+        lost.append(
+            "tensor overrides (-ot / --n-cpu-moe / --cpu-moe): Ollama cannot place experts on the CPU "
+            "while their layer is on a GPU"
+        )
     if has_flag(argv, "-ts"):
         lost.append(f"the split between GPUs (-ts {flag_value(argv, '-ts')}): Ollama decides it itself")
     if has_flag(argv, "--rpc"):
         lost.append("RPC hosts (--rpc)")
-    for flag, what in (("-ctk", "K cache type"), ("-ctv", "V cache type"), ("-fa", "flash attention"),
-                       ("-np", "parallel slots"), ("-ub", "micro-batch size")):
+    for flag, what in (
+        ("-ctk", "K cache type"),
+        ("-ctv", "V cache type"),
+        ("-fa", "flash attention"),
+        ("-np", "parallel slots"),
+        ("-ub", "micro-batch size"),
+    ):
         if has_flag(argv, flag):
-            lost.append(f"{what} ({flag} {flag_value(argv, flag)}): set through Ollama's server environment, "
-                        "not the Modelfile")
+            lost.append(
+                f"{what} ({flag} {flag_value(argv, flag)}): set through Ollama's server environment, not the Modelfile"
+            )
     if lost:
         lines.append("")
         lines.append("# Ollama cannot express these parts of the Layerdeck placement:")
@@ -98,8 +112,15 @@ def ollama_modelfile(argv: list[str], n_layers_total: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(argv: list[str], fmt: str, *, env: dict[str, str] | None = None, name: str = "model",
-           n_layers: int = 0, multiline: bool = True) -> str:
+def render(
+    argv: list[str],
+    fmt: str,
+    *,
+    env: dict[str, str] | None = None,
+    name: str = "model",
+    n_layers: int = 0,
+    multiline: bool = True,
+) -> str:
     if fmt == "bash":
         return quote_posix(argv, env=env, multiline=multiline)
     if fmt == "powershell":

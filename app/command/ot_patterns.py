@@ -65,11 +65,12 @@ def _fixed(strings: frozenset[str]) -> tuple[str, bool]:
         return "", False
     if length == 1:
         return _digit_class(int(s) for s in strings), False
-    best = None
+    best: tuple[str, bool] | None = None
     for from_front in (True, False):
         cand = _factor(strings, from_front)
         if best is None or _grouped_len(cand[0]) < _grouped_len(best[0]):
             best = cand
+    assert best is not None
     return best
 
 
@@ -83,13 +84,13 @@ def _factor(strings: frozenset[str], from_front: bool) -> tuple[str, bool]:
     for head, rs in rests.items():
         heads_by_rest.setdefault(frozenset(rs), set()).add(int(head))
     alts = []
-    for rs, heads in heads_by_rest.items():
-        sub, is_alt = _fixed(rs)
+    for rest_set, heads in heads_by_rest.items():
+        sub, is_alt = _fixed(rest_set)
         if is_alt:
             sub = f"({sub})"
         cls = _digit_class(heads)
         text = cls + sub if from_front else sub + cls
-        first = str(min(heads)) + min(rs) if from_front else min(rs) + str(min(heads))
+        first = str(min(heads)) + min(rest_set) if from_front else min(rest_set) + str(min(heads))
         alts.append((first, text))
     alts.sort()
     return "|".join(t for _, t in alts), len(alts) > 1
@@ -134,8 +135,7 @@ def _grouped_len(regex: str) -> int:
     return len(regex) + (2 if "|" in regex else 0)
 
 
-def layer_pattern(layers: Iterable[int], suffix_regex: str, *, anchor: bool = True,
-                  block_prefix: str = r"blk") -> str:
+def layer_pattern(layers: Iterable[int], suffix_regex: str, *, anchor: bool = True, block_prefix: str = r"blk") -> str:
     """``^blk\\.(<layers>)\\.<suffix>``: the tensors named by ``suffix_regex`` in exactly these blocks.
 
     ``suffix_regex`` is what follows ``blk.N.``, e.g. ``ffn_(up|gate|down)_exps``

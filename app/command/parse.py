@@ -21,12 +21,29 @@ from typing import Any
 
 from ..memory.settings import NGL_AUTO, LlamaSettings
 from .flags import FLAGS, NONE, Flag, lookup
-from .values import (FALSE, FFN_DENSE_REGEX, FFN_EXPS_REGEX, TRUE, ArgsError, boolean, n_cpu_ffn_patterns,
-                     n_cpu_moe_patterns, parse_overrides)
+from .values import (
+    FALSE,
+    FFN_DENSE_REGEX,
+    FFN_EXPS_REGEX,
+    TRUE,
+    ArgsError,
+    boolean,
+    n_cpu_ffn_patterns,
+    n_cpu_moe_patterns,
+    parse_overrides,
+)
 
 __all__ = [
-    "ArgsError", "ParsedArgs", "parse_llama_args", "settings_from_args", "env_to_args",
-    "FFN_EXPS_REGEX", "FFN_DENSE_REGEX", "n_cpu_moe_patterns", "n_cpu_ffn_patterns", "parse_overrides",
+    "ArgsError",
+    "ParsedArgs",
+    "parse_llama_args",
+    "settings_from_args",
+    "env_to_args",
+    "FFN_EXPS_REGEX",
+    "FFN_DENSE_REGEX",
+    "n_cpu_moe_patterns",
+    "n_cpu_ffn_patterns",
+    "parse_overrides",
 ]
 
 
@@ -66,12 +83,12 @@ class ParsedArgs:
     settings: LlamaSettings
     model: str | None = None
     rpc: list[str] = field(default_factory=list)
-    fit: str | None = None                                # "on" / "off" as given (None: llama.cpp's default, on)
+    fit: str | None = None  # "on" / "off" as given (None: llama.cpp's default, on)
     load_mode: str | None = None
-    ignored: list[str] = field(default_factory=list)      # known flags Layerdeck does not read (passthrough)
-    unknown: list[str] = field(default_factory=list)      # flags the table does not know
+    ignored: list[str] = field(default_factory=list)  # known flags Layerdeck does not read (passthrough)
+    unknown: list[str] = field(default_factory=list)  # flags the table does not know
     not_for_tool: list[str] = field(default_factory=list)  # known flags the chosen tool does not accept
-    removed: list[str] = field(default_factory=list)      # flags llama.cpp has removed (it refuses them)
+    removed: list[str] = field(default_factory=list)  # flags llama.cpp has removed (it refuses them)
     program: str | None = None
 
     @property
@@ -90,10 +107,13 @@ class ParsedArgs:
         for r in self.removed:
             hit = lookup(r)
             w.append(f"{r} was removed from llama.cpp ({hit[0].removed if hit else 'see its --help'}); it was ignored")
-        if self.fit in (None, "on") and (self.settings.n_gpu_layers not in (None, NGL_AUTO) or self.settings.tensor_split
-                                          or self.settings.overrides):
-            w.append("--fit is on (llama.cpp's default) but -ngl/-ts/-ot are set, so llama.cpp will not fit; "
-                     "pass --fit off to make that explicit")
+        if self.fit in (None, "on") and (
+            self.settings.n_gpu_layers not in (None, NGL_AUTO) or self.settings.tensor_split or self.settings.overrides
+        ):
+            w.append(
+                "--fit is on (llama.cpp's default) but -ngl/-ts/-ot are set, so llama.cpp will not fit; "
+                "pass --fit off to make that explicit"
+            )
         return w
 
 
@@ -118,16 +138,23 @@ def _add_overrides(out: ParsedArgs, v: Any) -> None:
     out.settings.overrides.extend(v)
 
 
-_APPLY = {"model": _set_model, "rpc": _set_rpc, "fit": _set_fit, "load_mode": _set_load_mode,
-          "overrides": _add_overrides}
+_APPLY = {
+    "model": _set_model,
+    "rpc": _set_rpc,
+    "fit": _set_fit,
+    "load_mode": _set_load_mode,
+    "overrides": _add_overrides,
+}
 
 
 def _apply(out: ParsedArgs, flag: Flag, value: Any) -> None:
-    handler = _APPLY.get(flag.setting)  # type: ignore[arg-type]
+    setting = flag.setting
+    assert setting is not None  # passthrough rows are skipped before
+    handler = _APPLY.get(setting)
     if handler is not None:
         handler(out, value)
     else:
-        setattr(out.settings, flag.setting, value)  # type: ignore[arg-type]
+        setattr(out.settings, setting, value)
 
 
 def parse_llama_args(argv: list[str], tool: str = "server", env: Mapping[str, str] | None = None) -> ParsedArgs:
@@ -168,7 +195,7 @@ def parse_llama_args(argv: list[str], tool: str = "server", env: Mapping[str, st
         elif n:
             if i + n >= len(args):
                 raise ArgsError(f"{spelling} needs a value.")
-            values = args[i + 1:i + 1 + n]
+            values = args[i + 1 : i + 1 + n]
             i += n
         i += 1
         if tool not in flag.tools:
@@ -182,7 +209,10 @@ def parse_llama_args(argv: list[str], tool: str = "server", env: Mapping[str, st
             out.ignored.append(spelling)
             continue
         if flag.nargs:
-            value = flag.convert(values[0] if values else flag.bare, spelling)  # type: ignore[misc]
+            assert flag.convert is not None  # every valued row Layerdeck reads has one (F() sets text)
+            given = values[0] if values else flag.bare
+            assert given is not None  # no values only for a bare flag
+            value = flag.convert(given, spelling)
         elif values and not eq:
             # a llama-bench 0|1 value after a switch: 1 means the switch, 0 its opposite
             on = values[0] not in FALSE

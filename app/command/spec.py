@@ -24,12 +24,12 @@ class InexpressibleError(ExportError, ValueError):
 class PlacementArgs:
     """The placement part of a command line, before tool-specific flags."""
 
-    devices: list[str]                       # -dev order
+    devices: list[str]  # -dev order
     n_gpu_layers: int
     tensor_split: list[int]
-    overrides: list[tuple[str, str]]         # -ot pattern, buffer type
-    cpu_moe: bool = False                    # --cpu-moe
-    n_cpu_moe: int = 0                       # --n-cpu-moe N
+    overrides: list[tuple[str, str]]  # -ot pattern, buffer type
+    cpu_moe: bool = False  # --cpu-moe
+    n_cpu_moe: int = 0  # --n-cpu-moe N
     notes: list[str] = field(default_factory=list)
 
     def settings(self, base: LlamaSettings) -> LlamaSettings:
@@ -39,5 +39,9 @@ class PlacementArgs:
             ot += n_cpu_moe_patterns(self.n_cpu_moe)
         if self.cpu_moe:
             ot.append((FFN_EXPS_REGEX, "CPU"))
-        return base.copy(devices=self.devices or ["none"], n_gpu_layers=self.n_gpu_layers,
-                         tensor_split=[float(x) for x in self.tensor_split] or None, overrides=ot)
+        return base.copy(
+            devices=self.devices or ["none"],
+            n_gpu_layers=self.n_gpu_layers,
+            tensor_split=[float(x) for x in self.tensor_split] or None,
+            overrides=ot,
+        )

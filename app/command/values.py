@@ -18,8 +18,15 @@ from ..errors import CommandError
 from ..memory.settings import CACHE_TYPES, NGL_ALL, NGL_AUTO
 
 __all__ = [
-    "ArgsError", "FFN_EXPS_REGEX", "FFN_DENSE_REGEX", "TRUE", "FALSE", "AUTO",
-    "n_cpu_moe_patterns", "n_cpu_ffn_patterns", "parse_overrides",
+    "ArgsError",
+    "FFN_EXPS_REGEX",
+    "FFN_DENSE_REGEX",
+    "TRUE",
+    "FALSE",
+    "AUTO",
+    "n_cpu_moe_patterns",
+    "n_cpu_ffn_patterns",
+    "parse_overrides",
 ]
 
 FFN_EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
@@ -119,11 +126,13 @@ def cache_type(v: str, flag: str) -> str:
 
 def choice(*allowed: str, what: str = ""):
     """A converter accepting exactly ``allowed`` (llama.cpp's "invalid value" for anything else)."""
+
     def convert(v: str, flag: str) -> str:
         if v not in allowed:
             names = ", ".join(allowed[:-1]) + f" or {allowed[-1]}" if len(allowed) > 1 else allowed[0]
             raise ArgsError(f"{flag} must be {names}, got {v!r}.")
         return v
+
     convert.choices = frozenset(allowed)  # type: ignore[attr-defined]
     return convert
 

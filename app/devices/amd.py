@@ -75,7 +75,7 @@ def read_amd(sysfs_root: str | Path = "/") -> tuple[PhysicalGpu, ...]:
     """Every amdgpu card under ``<root>/sys/class/drm``, in card order."""
     drm = Path(sysfs_root) / "sys/class/drm"
     cards = sorted((p for p in drm.glob("card*") if re.fullmatch(r"card\d+", p.name)), key=card_number)
-    out = []
+    out: list[PhysicalGpu] = []
     for card in cards:
         dev = card / "device"
         if (read_text(dev / "vendor") or "").lower() != AMD_VENDOR:

@@ -258,7 +258,9 @@ def lookup(description: str, total_bytes: int | None = None) -> CatalogueEntry |
         if candidates[0].unified:
             # Metal reports a working set below the installed memory: take the smallest config that holds it.
             bigger = [e for e in candidates if e.memory_bytes >= target * 0.99]
-            return min(bigger, key=lambda e: e.memory_bytes) if bigger else max(candidates, key=lambda e: e.memory_bytes)
+            return (
+                min(bigger, key=lambda e: e.memory_bytes) if bigger else max(candidates, key=lambda e: e.memory_bytes)
+            )
         return min(candidates, key=lambda e: abs(e.memory_bytes - target))
     # No size to tell variants apart: answer only when they share the bandwidth (what detection needs).
     return candidates[0] if len({e.bandwidth_gb_s for e in candidates}) == 1 else None

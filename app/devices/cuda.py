@@ -24,8 +24,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from app.errors import DetectError
 from app.devices.gpu import PhysicalGpu, normalise_bus_id
+from app.errors import DetectError
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +72,15 @@ def _all_order(gpus: Sequence[PhysicalGpu], env: Mapping[str, str]) -> tuple[lis
     if len({g.name for g in gpus}) <= 1:
         # Identical GPUs are equally fast; CUDA then keeps PCI order.
         return by_pci, True, []
-    return by_pci, False, [
-        "GPUs of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA numbers them fastest first, "
-        "which Layerdeck can only guess (it assumed PCI order). Set CUDA_DEVICE_ORDER=PCI_BUS_ID for llama.cpp "
-        "to make the numbering predictable"
-    ]
+    return (
+        by_pci,
+        False,
+        [
+            "GPUs of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA numbers them fastest first, "
+            "which Layerdeck can only guess (it assumed PCI order). Set CUDA_DEVICE_ORDER=PCI_BUS_ID for llama.cpp "
+            "to make the numbering predictable"
+        ],
+    )
 
 
 def visible_order(gpus: Sequence[PhysicalGpu], env: Mapping[str, str]) -> VisibleOrder:
@@ -90,7 +94,9 @@ def visible_order(gpus: Sequence[PhysicalGpu], env: Mapping[str, str]) -> Visibl
     ordered, order_certain, order_notes = _all_order(nvidia, env)
     tokens = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
     if tokens is None:
-        return VisibleOrder(tuple(ordered), (), order_certain, "all GPUs (CUDA_VISIBLE_DEVICES unset)", tuple(order_notes))
+        return VisibleOrder(
+            tuple(ordered), (), order_certain, "all GPUs (CUDA_VISIBLE_DEVICES unset)", tuple(order_notes)
+        )
     visible: list[PhysicalGpu] = []
     notes: list[str] = []
     index_tokens = mig = False
@@ -172,8 +178,7 @@ def parse_probe_output(text: str) -> list[CudaDevice]:
     if "error" in data:
         raise CudaProbeError(data["error"])
     return [
-        CudaDevice(d["index"], d["name"], normalise_bus_id(d.get("pci_bus_id")), d.get("uuid"))
-        for d in data["devices"]
+        CudaDevice(d["index"], d["name"], normalise_bus_id(d.get("pci_bus_id")), d.get("uuid")) for d in data["devices"]
     ]
 
 

@@ -45,7 +45,7 @@ def detect(
     llama_dir: str | os.PathLike | None = None,
     rpc: Sequence[str] | None = None,
     nvml: Any = None,
-    sysfs_root: str | os.PathLike = "/",
+    sysfs_root: str | Path = "/",
     env: Mapping[str, str] = os.environ,
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
@@ -171,7 +171,11 @@ def _rpc_devices(rpc_probe: RpcProbe | None) -> list[Device]:
                 total_bytes=d.listed.total_bytes,
                 free_bytes=d.listed.free_bytes,
                 name_guessed=not d.name_from_llama,
-                sources={"name": name_source, "total": f"{LISTED} (reported by the RPC server)", "free": f"{LISTED} (reported by the RPC server)"},
+                sources={
+                    "name": name_source,
+                    "total": f"{LISTED} (reported by the RPC server)",
+                    "free": f"{LISTED} (reported by the RPC server)",
+                },
                 rpc_endpoint=d.endpoint,
                 rpc_device_index=d.local_index,
             )
@@ -199,7 +203,9 @@ def _from_listing(listing: Listing, rpc_probe, gpus, env, probe, errors) -> tupl
         match = matches.get(dev.name, Match(None))
         kind, kind_source = _kind(dev, match.gpu)
         sources = {"name": LISTED, "description": LISTED, "total": LISTED, "free": LISTED, "kind": kind_source}
-        devices.append(_device(dev.name, kind, dev.description, dev.total_bytes, dev.free_bytes, False, sources, match.gpu, match))
+        devices.append(
+            _device(dev.name, kind, dev.description, dev.total_bytes, dev.free_bytes, False, sources, match.gpu, match)
+        )
 
     used = {id(m.gpu) for m in matches.values() if m.gpu is not None}
     hidden = []
@@ -220,6 +226,7 @@ def _guessed(rpc_probe, gpus, env, probe) -> tuple[list[Device], list[Device]]:
     devices = _rpc_devices(rpc_probe)
     hidden = []
     nvidia = [g for g in gpus if g.vendor == "nvidia"]
+    notes: tuple[str, ...]
     if probe is not None:
         by_bus = {g.pci_bus_id: g for g in nvidia}
         visible = [by_bus[c.pci_bus_id] for c in probe if c.pci_bus_id in by_bus]
@@ -233,14 +240,26 @@ def _guessed(rpc_probe, gpus, env, probe) -> tuple[list[Device], list[Device]]:
         devices.append(_physical_device(gpu, f"CUDA{i}", True, {"name": how}, notes))
     for gpu in hidden_nv:
         hidden.append(
-            _physical_device(gpu, "", True, {"name": "not a llama.cpp device"}, ("hidden from CUDA (CUDA_VISIBLE_DEVICES): llama.cpp will not use it",))
+            _physical_device(
+                gpu,
+                "",
+                True,
+                {"name": "not a llama.cpp device"},
+                ("hidden from CUDA (CUDA_VISIBLE_DEVICES): llama.cpp will not use it",),
+            )
         )
     amd = sorted((g for g in gpus if g.vendor == "amd"), key=lambda g: (g.pci_bus_id or "~", g.index))
     for i, gpu in enumerate(g for g in amd if not g.integrated):
         devices.append(_physical_device(gpu, f"ROCm{i}", True, {"name": "guessed: ROCm order = PCI bus order"}))
     for gpu in (g for g in amd if g.integrated):
         hidden.append(
-            _physical_device(gpu, "", True, {"name": "not a llama.cpp device"}, ("integrated GPU: llama.cpp uses it (through Vulkan) only when there is no discrete GPU",))
+            _physical_device(
+                gpu,
+                "",
+                True,
+                {"name": "not a llama.cpp device"},
+                ("integrated GPU: llama.cpp uses it (through Vulkan) only when there is no discrete GPU",),
+            )
         )
     return devices, hidden
 
@@ -249,7 +268,9 @@ def _physical_device(gpu: PhysicalGpu, name: str, guessed: bool, sources: dict, 
     src = "NVML memory info" if gpu.vendor == "nvidia" else "sysfs mem_info_vram_total/used"
     sources = {**sources, "description": gpu.source, "total": src, "free": src}
     kind = DeviceKind.IGPU if gpu.integrated else DeviceKind.GPU
-    return _device(name, kind, gpu.name, gpu.total_bytes, gpu.free_bytes, guessed, sources, gpu, Match(gpu, None, tuple(warnings)))
+    return _device(
+        name, kind, gpu.name, gpu.total_bytes, gpu.free_bytes, guessed, sources, gpu, Match(gpu, None, tuple(warnings))
+    )
 
 
 def _device(name, kind, description, total, free, guessed, sources, gpu: PhysicalGpu | None, match: Match) -> Device:

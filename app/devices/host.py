@@ -67,7 +67,7 @@ def cpu_device(host: HostInfo) -> Device:
     """The ``CPU`` device llama.cpp always has (``--list-devices`` never prints it)."""
     cores = f"{host.physical_cores} cores" if host.physical_cores else None
     description = ", ".join(x for x in (host.cpu_model, cores) if x) or "CPU"
-    warnings = ()
+    warnings: tuple[str, ...] = ()
     if len(host.numa_nodes) > 1:
         warnings = (
             f"{len(host.numa_nodes)} NUMA nodes: consider llama.cpp --numa distribute, or pin it to one node with numactl",

@@ -24,9 +24,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from app.errors import DetectError
 from app.devices.model import MiB
+from app.errors import DetectError
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ def run_list_devices(
     """
     cmd = list_devices_command(server, rpc)
     run_env = listing_env(os.environ if env is None else env)
-    kwargs = {}
+    kwargs: dict[str, Any] = {}  # extra subprocess.run keywords (creationflags on Windows)
     if sys.platform == "win32":
         kwargs["creationflags"] = getattr(subprocess, "CREATE_NO_WINDOW", 0)
     log.debug("running %s", cmd)

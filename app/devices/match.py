@@ -97,6 +97,7 @@ def _match_by_order(cuda, nvidia, order: VisibleOrder) -> CudaMatching:
     for dev in cuda:
         base, phys = split_virtual(dev.description)
         warnings: list[str] = []
+        method: str | None
         if phys is not None:
             gpu = order.visible[phys] if phys < len(order.visible) else None
             method = "physical index of a virtual device (GGML_CUDA_DEVICES) in the guessed CUDA order"

@@ -15,9 +15,10 @@ HBM alike (an RTX 4090: 384 bit, 10501 MHz -> 1008 GB/s; an A100 40 GB:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from app.devices.gpu import PhysicalGpu, normalise_bus_id, numa_node, pcie_warnings
 from app.devices.model import GpuProcess, PcieLink

@@ -11,10 +11,10 @@ import logging
 import math
 import re
 
-from app.errors import DetectError
 from app.devices import catalogue
 from app.devices.catalogue import CatalogueEntry
-from app.devices.model import GiB, MiB, Device, DeviceKind
+from app.devices.model import Device, DeviceKind, GiB, MiB
+from app.errors import DetectError
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,18 @@ class PlannedDeviceError(DetectError, ValueError):
     """A typed capacity or bandwidth is not usable; the message says what to type."""
 
 
-_SIZE_UNITS = {"": GiB, "g": GiB, "gb": GiB, "gib": GiB, "m": MiB, "mb": MiB, "mib": MiB, "t": 1024 * GiB, "tb": 1024 * GiB, "tib": 1024 * GiB}
+_SIZE_UNITS = {
+    "": GiB,
+    "g": GiB,
+    "gb": GiB,
+    "gib": GiB,
+    "m": MiB,
+    "mb": MiB,
+    "mib": MiB,
+    "t": 1024 * GiB,
+    "tb": 1024 * GiB,
+    "tib": 1024 * GiB,
+}
 _BW_UNITS = {"": 1.0, "gb/s": 1.0, "gbps": 1.0, "gb": 1.0, "tb/s": 1000.0, "tbps": 1000.0, "mb/s": 0.001}
 
 
@@ -95,7 +106,7 @@ def planned_from_catalogue(entry: CatalogueEntry | str, name: str | None = None,
         except KeyError as exc:
             raise PlannedDeviceError(exc.args[0]) from None
     source = f"catalogue: {entry.name} (published specification)"
-    warnings = ()
+    warnings: tuple[str, ...] = ()
     if entry.unified:
         warnings = (
             "unified memory shared with the CPU: Metal lets llama.cpp use about two thirds to three quarters of "
@@ -136,5 +147,10 @@ def planned_device(
         free_bytes=total,
         bandwidth_bytes_per_s=bw,
         name_guessed=True,
-        sources={"name": "planned", "total": "typed by the user", "free": "planned: all free", "bandwidth": "typed by the user"},
+        sources={
+            "name": "planned",
+            "total": "typed by the user",
+            "free": "planned: all free",
+            "bandwidth": "typed by the user",
+        },
     )

@@ -151,7 +151,7 @@ def tcp_probe(host: str, port: int, timeout: float = CONNECT_TIMEOUT_S) -> TcpPr
         infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)
     except socket.gaierror as exc:
         return TcpProbe("unreachable", f"cannot resolve host name {host!r} to an IPv4 address ({exc.strerror})")
-    address = infos[0][4][0]
+    address = str(infos[0][4][0])  # an AF_INET sockaddr is (host, port): the host is already a str
     try:
         with socket.create_connection((address, port), timeout=timeout):
             pass
@@ -162,7 +162,7 @@ def tcp_probe(host: str, port: int, timeout: float = CONNECT_TIMEOUT_S) -> TcpPr
             f"(see the command below), and check its -H address and -p port",
             address,
         )
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         return TcpProbe(
             "timed out",
             f"no answer from {address}:{port} within {timeout:g} s: the host is down, or a firewall drops the port",
@@ -241,16 +241,19 @@ def probe_rpc_hosts(
             parsed.append((text, parse_endpoint(text), None))
         except ValueError as exc:
             parsed.append((text, None, str(exc)))
+    # The verbatim host:port of each entry that parsed: only those get a TCP probe and can reach status "ok".
+    valid = {i: ep.text for i, (_, ep, _) in enumerate(parsed) if ep is not None}
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         tcp = list(pool.map(lambda p: tcp_probe(p[1].host, p[1].port, connect_timeout) if p[1] else None, parsed))
 
     status: dict[int, tuple[str, str | None]] = {}
     seen: dict[tuple[str, int], str] = {}
-    for i, ((text, ep, perr), probe) in enumerate(zip(parsed, tcp)):
+    for i, ((_text, ep, perr), probe) in enumerate(zip(parsed, tcp)):
         if ep is None:
             status[i] = ("invalid", perr)
             continue
+        assert probe is not None  # tcp_probe ran for every entry that parsed
         key = (probe.address or ep.host, ep.port)
         if key in seen:
             if seen[key] == ep.text:
@@ -276,19 +279,19 @@ def probe_rpc_hosts(
 
         def run_one(i: int):
             try:
-                return i, run_list_devices(server, [parsed[i][1].text], env, timeout), None
+                return i, run_list_devices(server, [valid[i]], env, timeout), None
             except ListingError as exc:
                 return i, None, exc
 
         with ThreadPoolExecutor(max_workers=8) as pool:
-            for i, listing, exc in pool.map(run_one, todo):
+            for i, listing, failure in pool.map(run_one, todo):
                 if listing is not None:
                     listings[i] = listing
                 else:
-                    status[i] = classify_listing_error(exc, parsed[i][1].text)
+                    status[i] = classify_listing_error(failure, valid[i])
 
     ok = [i for i in range(len(parsed)) if i in listings]
-    devices, combined, combined_error = _name_devices(server, [parsed[i][1].text for i in ok], listings, ok, env, timeout)
+    devices, combined, combined_error = _name_devices(server, [valid[i] for i in ok], listings, ok, env, timeout)
     if combined_error:
         errors.append(SourceError("llama.cpp --rpc (all hosts)", combined_error))
 
@@ -301,7 +304,8 @@ def probe_rpc_hosts(
         command: tuple[str, ...] = ()
         note = None
         if ep is not None:
-            bind = server_bind_address(ep, tcp[i].address if tcp[i] else None)
+            probe = tcp[i]
+            bind = server_bind_address(ep, probe.address if probe else None)
             command = tuple(rpc_server_command(bind, ep.port))
             note = rpc_server_note(bind)
         hosts.append(
@@ -311,13 +315,21 @@ def probe_rpc_hosts(
     return RpcProbe(tuple(hosts), tuple(devices), any_listing, tuple(errors))
 
 
-def _name_devices(server, texts, listings, order, env, timeout):
+def _name_devices(
+    server: str | Path | None,
+    texts: Sequence[str],
+    listings: Mapping[int, Listing],
+    order: Sequence[int],
+    env: Mapping[str, str] | None,
+    timeout: float,
+) -> tuple[list[RpcDevice], Listing | None, str | None]:
     """List all answering hosts together for llama.cpp's own names; number them here if that fails."""
     if not texts:
         return [], None, None
     combined = listings[order[0]] if len(texts) == 1 else None
     error = None
     if combined is None:
+        assert server is not None  # texts only holds hosts this server has listed
         try:
             combined = run_list_devices(server, texts, env, timeout)
         except ListingError as exc:

@@ -157,7 +157,14 @@ class TelemetrySampler:
             if (read_text(dev / "vendor") or "").lower() != AMD_VENDOR:
                 continue
             uevent = read_text(dev / "uevent") or ""
-            bus = next((normalise_bus_id(line.split("=", 1)[1]) for line in uevent.splitlines() if line.startswith("PCI_SLOT_NAME=")), None)
+            bus = next(
+                (
+                    normalise_bus_id(line.split("=", 1)[1])
+                    for line in uevent.splitlines()
+                    if line.startswith("PCI_SLOT_NAME=")
+                ),
+                None,
+            )
             hwmon = sorted((dev / "hwmon").glob("hwmon*"))
             self._amd_cards.append((bus or f"amd:{card.name}", dev, hwmon[0] if hwmon else None))
 
@@ -196,7 +203,9 @@ class TelemetrySampler:
         devices += [self._read_amd(key, dev, hwmon) for key, dev, hwmon in self._amd_cards]
         vm = psutil.virtual_memory()
         host = HostReading(vm.total, vm.total - vm.available, vm.available, psutil.cpu_percent(interval=None))
-        return TelemetrySample(time.monotonic(), tuple(devices), host, tuple(self._read_processes()), tuple(self._errors))
+        return TelemetrySample(
+            time.monotonic(), tuple(devices), host, tuple(self._read_processes()), tuple(self._errors)
+        )
 
     def _read_nvidia(self, key: str, handle: Any) -> DeviceReading:
         nvml = self._nvml
@@ -239,7 +248,11 @@ class TelemetrySampler:
             except ValueError:
                 return None
 
-        used, total, busy = num(dev / "mem_info_vram_used"), num(dev / "mem_info_vram_total"), num(dev / "gpu_busy_percent")
+        used, total, busy = (
+            num(dev / "mem_info_vram_used"),
+            num(dev / "mem_info_vram_total"),
+            num(dev / "gpu_busy_percent"),
+        )
         temp = power = None
         if hwmon is not None:
             t = num(hwmon / "temp1_input")

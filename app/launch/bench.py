@@ -39,8 +39,8 @@ from typing import Any
 from app.errors import LaunchError
 from app.llamacpp.binaries import LlamaCppNotFound, find_tool
 
-from . import orphans
 from ..command.argv import rpc_endpoints
+from . import orphans
 from .diagnose import Diagnosis, diagnose, preflight_rpc_diagnosis
 from .preflight import check_rpc_hosts
 
@@ -53,35 +53,75 @@ CPU_MOE_OVERRIDE = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU"
 
 # server flag -> (bench flag, how to convert the value); None = a switch that becomes "<bench flag> <value>"
 _VALUE_MAP: dict[str, tuple[str, str]] = {
-    "-m": ("-m", "same"), "--model": ("-m", "same"),
-    "--rpc": ("--rpc", "same"), "-rpc": ("--rpc", "same"),
-    "-dev": ("-dev", "slash"), "--device": ("-dev", "slash"),
-    "-ngl": ("-ngl", "ngl"), "--n-gpu-layers": ("-ngl", "ngl"), "--gpu-layers": ("-ngl", "ngl"),
-    "-ts": ("-ts", "slash"), "--tensor-split": ("-ts", "slash"),
-    "-sm": ("-sm", "same"), "--split-mode": ("-sm", "same"),
-    "-mg": ("-mg", "same"), "--main-gpu": ("-mg", "same"),
-    "-ncmoe": ("-ncmoe", "same"), "--n-cpu-moe": ("-ncmoe", "same"),
-    "-fa": ("-fa", "same"), "--flash-attn": ("-fa", "same"),
-    "-ctk": ("-ctk", "same"), "--cache-type-k": ("-ctk", "same"),
-    "-ctv": ("-ctv", "same"), "--cache-type-v": ("-ctv", "same"),
-    "-b": ("-b", "same"), "--batch-size": ("-b", "same"),
-    "-ub": ("-ub", "same"), "--ubatch-size": ("-ub", "same"),
-    "-t": ("-t", "same"), "--threads": ("-t", "same"),
-    "-lm": ("-lm", "same"), "--load-mode": ("-lm", "same"),
+    "-m": ("-m", "same"),
+    "--model": ("-m", "same"),
+    "--rpc": ("--rpc", "same"),
+    "-rpc": ("--rpc", "same"),
+    "-dev": ("-dev", "slash"),
+    "--device": ("-dev", "slash"),
+    "-ngl": ("-ngl", "ngl"),
+    "--n-gpu-layers": ("-ngl", "ngl"),
+    "--gpu-layers": ("-ngl", "ngl"),
+    "-ts": ("-ts", "slash"),
+    "--tensor-split": ("-ts", "slash"),
+    "-sm": ("-sm", "same"),
+    "--split-mode": ("-sm", "same"),
+    "-mg": ("-mg", "same"),
+    "--main-gpu": ("-mg", "same"),
+    "-ncmoe": ("-ncmoe", "same"),
+    "--n-cpu-moe": ("-ncmoe", "same"),
+    "-fa": ("-fa", "same"),
+    "--flash-attn": ("-fa", "same"),
+    "-ctk": ("-ctk", "same"),
+    "--cache-type-k": ("-ctk", "same"),
+    "-ctv": ("-ctv", "same"),
+    "--cache-type-v": ("-ctv", "same"),
+    "-b": ("-b", "same"),
+    "--batch-size": ("-b", "same"),
+    "-ub": ("-ub", "same"),
+    "--ubatch-size": ("-ub", "same"),
+    "-t": ("-t", "same"),
+    "--threads": ("-t", "same"),
+    "-lm": ("-lm", "same"),
+    "--load-mode": ("-lm", "same"),
     "--numa": ("--numa", "same"),
 }
 _SWITCH_MAP: dict[str, tuple[str, str]] = {
-    "-nkvo": ("-nkvo", "1"), "--no-kv-offload": ("-nkvo", "1"),
+    "-nkvo": ("-nkvo", "1"),
+    "--no-kv-offload": ("-nkvo", "1"),
     "--no-op-offload": ("-nopo", "1"),
     "--no-host": ("--no-host", "1"),
-    "--no-repack": ("--repack", "0"), "-nr": ("--repack", "0"),
+    "--no-repack": ("--repack", "0"),
+    "-nr": ("--repack", "0"),
 }
 _OT = ("-ot", "--override-tensor")
 _CMOE = ("-cmoe", "--cpu-moe")
 #: Server-only flags that take a value (dropped with a note).
-_SERVER_VALUE = {"-c", "--ctx-size", "-np", "--parallel", "--host", "--port", "-lv", "--verbosity",
-                 "--log-verbosity", "--fit", "-fit", "-fitt", "--fit-target", "-fitc", "--fit-ctx", "--api-key",
-                 "-a", "--alias", "--log-file", "-cram", "--cache-ram", "-ctxcp", "--ctx-checkpoints"}
+_SERVER_VALUE = {
+    "-c",
+    "--ctx-size",
+    "-np",
+    "--parallel",
+    "--host",
+    "--port",
+    "-lv",
+    "--verbosity",
+    "--log-verbosity",
+    "--fit",
+    "-fit",
+    "-fitt",
+    "--fit-target",
+    "-fitc",
+    "--fit-ctx",
+    "--api-key",
+    "-a",
+    "--alias",
+    "--log-file",
+    "-cram",
+    "--cache-ram",
+    "-ctxcp",
+    "--ctx-checkpoints",
+}
 
 
 class BenchError(LaunchError, RuntimeError):
@@ -91,8 +131,14 @@ class BenchError(LaunchError, RuntimeError):
         self.output = output
 
 
-def bench_args(server_argv: Sequence[str], *, n_prompt: int = 512, n_gen: int = 128, repetitions: int = 5,
-               extra: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+def bench_args(
+    server_argv: Sequence[str],
+    *,
+    n_prompt: int = 512,
+    n_gen: int = 128,
+    repetitions: int = 5,
+    extra: Sequence[str] = (),
+) -> tuple[list[str], list[str]]:
     """llama-bench arguments (no program) for the placement in a llama-server command, and notes.
 
     ``server_argv`` may start with the program (it is skipped when it does not look like a flag).
@@ -133,7 +179,9 @@ def bench_args(server_argv: Sequence[str], *, n_prompt: int = 512, n_gen: int = 
             i += 2
         elif flag.startswith("-"):
             takes_value = value is not None and (not value.startswith("-") or re.fullmatch(r"-\d+(\.\d+)?", value))
-            notes.append(f"{flag}{' ' + value if takes_value else ''} is not passed to llama-bench")
+            notes.append(
+                f"{flag}{' ' + value if takes_value and value is not None else ''} is not passed to llama-bench"
+            )
             i += 2 if takes_value else 1
         else:
             notes.append(f"stray argument {flag!r} ignored")
@@ -173,9 +221,9 @@ class BenchRun:
     model: str
     args: list[str]
     tests: list[BenchTest]
-    time: str = ""                       # ISO 8601, UTC
-    label: str | None = None             # what the user calls this placement
-    info: dict[str, Any] = field(default_factory=dict)   # build, backends, devices, model size...
+    time: str = ""  # ISO 8601, UTC
+    label: str | None = None  # what the user calls this placement
+    info: dict[str, Any] = field(default_factory=dict)  # build, backends, devices, model size...
 
     @property
     def pp_ts(self) -> float | None:
@@ -194,35 +242,81 @@ class BenchRun:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> BenchRun:
-        tests = [BenchTest(int(t["n_prompt"]), int(t["n_gen"]), int(t.get("n_depth", 0)), float(t["avg_ts"]),
-                           float(t.get("stddev_ts", 0.0)), tuple(float(x) for x in t.get("samples_ts", ())))
-                 for t in d.get("tests", ())]
-        return cls(str(d["model"]), list(d.get("args", ())), tests, str(d.get("time", "")), d.get("label"),
-                   dict(d.get("info", {})))
+        tests = [
+            BenchTest(
+                int(t["n_prompt"]),
+                int(t["n_gen"]),
+                int(t.get("n_depth", 0)),
+                float(t["avg_ts"]),
+                float(t.get("stddev_ts", 0.0)),
+                tuple(float(x) for x in t.get("samples_ts", ())),
+            )
+            for t in d.get("tests", ())
+        ]
+        return cls(
+            str(d["model"]),
+            list(d.get("args", ())),
+            tests,
+            str(d.get("time", "")),
+            d.get("label"),
+            dict(d.get("info", {})),
+        )
 
 
-_INFO_KEYS = ("build_commit", "build_number", "backends", "gpu_info", "cpu_info", "model_type", "model_size",
-              "model_n_params", "devices", "n_gpu_layers", "tensor_split", "tensor_buft_overrides", "flash_attn",
-              "type_k", "type_v", "n_ubatch", "n_batch", "n_threads")
+_INFO_KEYS = (
+    "build_commit",
+    "build_number",
+    "backends",
+    "gpu_info",
+    "cpu_info",
+    "model_type",
+    "model_size",
+    "model_n_params",
+    "devices",
+    "n_gpu_layers",
+    "tensor_split",
+    "tensor_buft_overrides",
+    "flash_attn",
+    "type_k",
+    "type_v",
+    "n_ubatch",
+    "n_batch",
+    "n_threads",
+)
 
 
 def parse_bench_json(text: str) -> tuple[list[BenchTest], dict[str, Any]]:
     """Tests and shared settings from ``llama-bench -o json`` output."""
-    m = re.search(r"^\[", text, re.M)   # error lines may come first on stdout (and may contain "[")
+    m = re.search(r"^\[", text, re.M)  # error lines may come first on stdout (and may contain "[")
     if not m:
         raise ValueError("llama-bench printed no JSON array")
-    data = json.loads(text[m.start():])
-    tests = [BenchTest(int(o.get("n_prompt", 0)), int(o.get("n_gen", 0)), int(o.get("n_depth", 0)),
-                       float(o.get("avg_ts", 0.0)), float(o.get("stddev_ts", 0.0)),
-                       tuple(float(x) for x in o.get("samples_ts", ())))
-             for o in data]
+    data = json.loads(text[m.start() :])
+    tests = [
+        BenchTest(
+            int(o.get("n_prompt", 0)),
+            int(o.get("n_gen", 0)),
+            int(o.get("n_depth", 0)),
+            float(o.get("avg_ts", 0.0)),
+            float(o.get("stddev_ts", 0.0)),
+            tuple(float(x) for x in o.get("samples_ts", ())),
+        )
+        for o in data
+    ]
     info = {k: data[0][k] for k in _INFO_KEYS if data and k in data[0]}
     return tests, info
 
 
-def run_bench(args: Sequence[str], *, llama_dir: str | os.PathLike | None = None, program: str = "llama-bench",
-              env: Mapping[str, str] | None = None, timeout: float = 900.0, check_rpc: bool = True,
-              guard: str = "auto", label: str | None = None) -> BenchRun:
+def run_bench(
+    args: Sequence[str],
+    *,
+    llama_dir: str | os.PathLike | None = None,
+    program: str = "llama-bench",
+    env: Mapping[str, str] | None = None,
+    timeout: float = 900.0,
+    check_rpc: bool = True,
+    guard: str = "auto",
+    label: str | None = None,
+) -> BenchRun:
     """Run llama-bench with ``args`` (from :func:`bench_args`; ``-o json`` required) and parse it.
 
     Blocks until it finishes: call it from a worker. Raises :class:`BenchError`
@@ -235,6 +329,7 @@ def run_bench(args: Sequence[str], *, llama_dir: str | os.PathLike | None = None
         exe = program if os.sep in program else str(find_tool(program, llama_dir).path)
     except LlamaCppNotFound as exc:
         raise BenchError(str(exc)) from exc
+    diag: Diagnosis | None  # why it failed, where one is found
     if check_rpc:
         problems = check_rpc_hosts(rpc_endpoints(args))
         if problems:
@@ -252,8 +347,10 @@ def run_bench(args: Sequence[str], *, llama_dir: str | os.PathLike | None = None
     except subprocess.TimeoutExpired:
         orphans.signal_group(spawned, SIGKILL)
         out, err = spawned.popen.communicate()
-        raise BenchError(f"llama-bench did not finish within {timeout:.0f} s and was stopped",
-                         output=(out + err).decode("utf-8", errors="replace")) from None
+        raise BenchError(
+            f"llama-bench did not finish within {timeout:.0f} s and was stopped",
+            output=(out + err).decode("utf-8", errors="replace"),
+        ) from None
     finally:
         orphans.release(spawned)
         orphans.unregister(stopper)
@@ -261,21 +358,29 @@ def run_bench(args: Sequence[str], *, llama_dir: str | os.PathLike | None = None
     stderr = err.decode("utf-8", errors="replace")
     if spawned.popen.returncode != 0:
         diag = diagnose(stderr + "\n" + stdout, spawned.popen.returncode, argv=argv)
-        raise BenchError(f"llama-bench failed: {diag.title if diag else spawned.popen.returncode}", diag,
-                         stderr + stdout)
+        raise BenchError(
+            f"llama-bench failed: {diag.title if diag else spawned.popen.returncode}", diag, stderr + stdout
+        )
     if "unrecognized buffer type" in stdout + stderr:
         # llama-bench reports a bad -ot target and then benchmarks *without* the overrides (exit status 0):
         # that result would describe another placement, so it is an error here.
         diag = diagnose(stdout + "\n" + stderr, 1, argv=argv)
-        raise BenchError("llama-bench ignored the tensor overrides: " + (diag.title if diag else "bad -ot"), diag,
-                         stderr + stdout)
+        raise BenchError(
+            "llama-bench ignored the tensor overrides: " + (diag.title if diag else "bad -ot"), diag, stderr + stdout
+        )
     try:
         tests, info = parse_bench_json(stdout)
     except ValueError as exc:
         raise BenchError(f"could not read llama-bench's output: {exc}", output=stdout + stderr) from None
     model = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-m", "--model")), "")
-    return BenchRun(os.path.abspath(model) if model else "", args, tests,
-                    time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), label, info)
+    return BenchRun(
+        os.path.abspath(model) if model else "",
+        args,
+        tests,
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        label,
+        info,
+    )
 
 
 class _BenchStopper:
@@ -310,8 +415,9 @@ class BenchHistory:
         except FileNotFoundError:
             return []
         except ValueError as exc:
-            raise ValueError(f"the benchmark history {path} is damaged ({exc}); move it away to start a new "
-                             "one") from None
+            raise ValueError(
+                f"the benchmark history {path} is damaged ({exc}); move it away to start a new one"
+            ) from None
         return [BenchRun.from_json(r) for r in data.get("runs", ())]
 
     def add(self, run: BenchRun) -> Path:
@@ -319,8 +425,7 @@ class BenchHistory:
         path = self.path_for(run.model)
         runs = self.runs(run.model) + [run]
         self.directory.mkdir(parents=True, exist_ok=True)
-        payload = {"version": self.VERSION, "model": os.path.abspath(run.model),
-                   "runs": [r.to_json() for r in runs]}
+        payload = {"version": self.VERSION, "model": os.path.abspath(run.model), "runs": [r.to_json() for r in runs]}
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(payload, indent=1), encoding="utf-8")
         os.replace(tmp, path)

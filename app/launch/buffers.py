@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from app.lanes import CPU
 from app.llamacpp.logparse import BufferLine, buffer_sizes, real_load
 
-
 _RPC_BUFT = re.compile(r"^RPC(\d+)\[(.+)\]$")
 _USING_DEVICE = re.compile(r"using device (\S+) \((.*?)\) \(")
 _DEVICE_INFO = re.compile(r"common_param:\s+- (\S+)\s*: (.+?) \(\d+ MiB, \d+ MiB free\)")
@@ -84,10 +83,10 @@ class DeviceBuffers:
 
     device: str
     model: float = 0.0
-    kv: float = 0.0        # KV cache
-    rs: float = 0.0        # recurrent state
+    kv: float = 0.0  # KV cache
+    rs: float = 0.0  # recurrent state
     compute: float = 0.0
-    output: float = 0.0    # logits (host)
+    output: float = 0.0  # logits (host)
     buffer_types: tuple[str, ...] = ()
 
     @property
@@ -102,8 +101,9 @@ class DeviceBuffers:
 _KIND_FIELD = {"model": "model", "KV": "kv", "RS": "rs", "compute": "compute", "output": "output"}
 
 
-def device_buffers(lines: Iterable[BufferLine], rpc_names: Mapping[tuple[str, int], str] | None = None
-                   ) -> dict[str, DeviceBuffers]:
+def device_buffers(
+    lines: Iterable[BufferLine], rpc_names: Mapping[tuple[str, int], str] | None = None
+) -> dict[str, DeviceBuffers]:
     """Sum buffer lines per device (in first-seen order)."""
     out: dict[str, DeviceBuffers] = {}
     for line in lines:

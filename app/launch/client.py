@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -44,7 +43,7 @@ class ServerUnreachable(ServerError):
 
 @dataclass(frozen=True)
 class Health:
-    status: str            # "ok", "loading", "error" or "unreachable"
+    status: str  # "ok", "loading", "error" or "unreachable"
     http_status: int | None = None
     message: str = ""
 
@@ -60,7 +59,7 @@ class Completion:
     tokens_predicted: int = 0
     tokens_evaluated: int = 0
     stop_type: str | None = None
-    final: dict[str, Any] = field(default_factory=dict)   # the last event, as sent
+    final: dict[str, Any] = field(default_factory=dict)  # the last event, as sent
 
 
 class LlamaClient:
@@ -101,7 +100,7 @@ class LlamaClient:
             elif exc.code == 401:
                 message = "the server needs an API key (--api-key) and it was missing or wrong"
             raise ServerError(f"{path}: HTTP {exc.code}: {message}", exc.code, payload) from None
-        except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ServerUnreachable(f"no answer from {self.base_url}{path}: {reason}") from None
 
@@ -144,8 +143,15 @@ class LlamaClient:
     def props(self, timeout: float | None = None) -> dict[str, Any]:
         return self._get_json("/props", timeout)
 
-    def stream_completion(self, prompt: str, n_predict: int = 64, on_token: Callable[[str], None] | None = None,
-                          *, timeout: float = 120.0, **params: Any) -> Completion:
+    def stream_completion(
+        self,
+        prompt: str,
+        n_predict: int = 64,
+        on_token: Callable[[str], None] | None = None,
+        *,
+        timeout: float = 120.0,
+        **params: Any,
+    ) -> Completion:
         """POST ``/completion`` with ``"stream": true``; ``on_token(text)`` for every piece as it arrives.
 
         ``timeout`` applies to each read (the time between two events), so a long generation is fine.
@@ -182,6 +188,11 @@ class LlamaClient:
                     break
         if not final:
             raise ServerError("/completion stream ended without a final event (the server may have stopped)")
-        return Completion("".join(pieces), Timings.from_json(final.get("timings") or {}),
-                          int(final.get("tokens_predicted", 0) or 0), int(final.get("tokens_evaluated", 0) or 0),
-                          final.get("stop_type"), final)
+        return Completion(
+            "".join(pieces),
+            Timings.from_json(final.get("timings") or {}),
+            int(final.get("tokens_predicted", 0) or 0),
+            int(final.get("tokens_evaluated", 0) or 0),
+            final.get("stop_type"),
+            final,
+        )

@@ -46,8 +46,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..lanes import StrEnum
 from ..command.argv import MODEL_FLAGS, flag_value
+from ..lanes import StrEnum
 from .buffers import describe_buffer_type
 
 
@@ -117,9 +117,14 @@ RENAMES: dict[str, tuple[str, str]] = {
 _SIGNAL_CRASH = {"SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE", "SIGTRAP", "SIGSYS"}
 _SIGNAL_KILL = {"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"}
 # Windows NTSTATUS exit codes of a crashed process; 3 is what the C runtime's abort() exits with.
-_WINDOWS_CRASH = {0xC0000005: "an access violation", 0xC0000409: "a fast-fail abort (stack buffer overrun or "
-                  "abort())", 0xC000001D: "an illegal instruction (the build uses CPU features this CPU "
-                  "lacks)", 0xC00000FD: "a stack overflow", 0xC0000374: "heap corruption", 3: "abort()"}
+_WINDOWS_CRASH = {
+    0xC0000005: "an access violation",
+    0xC0000409: "a fast-fail abort (stack buffer overrun or abort())",
+    0xC000001D: "an illegal instruction (the build uses CPU features this CPU lacks)",
+    0xC00000FD: "a stack overflow",
+    0xC0000374: "heap corruption",
+    3: "abort()",
+}
 
 
 def _text_lines(log: str | Iterable[Any]) -> list[str]:
@@ -185,30 +190,43 @@ def _invalid_argument(lines: Sequence[str], argv: Sequence[str] | None) -> Diagn
         if flag in ("on", "off", "auto") and argv and "-fa" in argv:
             # An old build where -fa was a plain switch takes "on" as a stray argument.
             return Diagnosis(
-                DiagnosisKind.INVALID_ARGUMENT, "Flag not accepted by this llama.cpp",
+                DiagnosisKind.INVALID_ARGUMENT,
+                "Flag not accepted by this llama.cpp",
                 f"This llama-server does not accept '{flag}' after -fa: in this older build -fa is a plain switch.",
                 "Write -fa alone to turn Flash Attention on, or leave it out for off; or update llama.cpp.",
-                (line,), {"flag": "-fa", "value": flag})
+                (line or "",),
+                {"flag": "-fa", "value": flag},
+            )
         if flag in RENAMES:
             new, why = RENAMES[flag]
             return Diagnosis(
-                DiagnosisKind.INVALID_ARGUMENT, f"{flag} is not a flag of this llama.cpp",
+                DiagnosisKind.INVALID_ARGUMENT,
+                f"{flag} is not a flag of this llama.cpp",
                 f"llama-server stopped at the command line: {why}.",
-                f"Use {new} instead of {flag}.", (line,), {"flag": flag, "replacement": new})
+                f"Use {new} instead of {flag}.",
+                (line or "",),
+                {"flag": flag, "replacement": new},
+            )
         return Diagnosis(
-            DiagnosisKind.INVALID_ARGUMENT, f"{flag} is not a flag of this llama.cpp",
-            f"llama-server does not know {flag}. It may have been renamed or removed in this version, "
-            "or be misspelt.",
+            DiagnosisKind.INVALID_ARGUMENT,
+            f"{flag} is not a flag of this llama.cpp",
+            f"llama-server does not know {flag}. It may have been renamed or removed in this version, or be misspelt.",
             "Run llama-server --help to see the flags this build accepts, then fix or remove it.",
-            (line,), {"flag": flag})
+            (line or "",),
+            {"flag": flag},
+        )
     m, line = _find(lines, r"error: invalid parameter for argument: (\S+)")
     if m and not _find(lines, r"unrecognized buffer type")[0]:  # llama-bench (tools/llama-bench/llama-bench.cpp)
         flag = m.group(1)
         return Diagnosis(
-            DiagnosisKind.INVALID_ARGUMENT, f"llama-bench does not accept {flag} (or its value)",
+            DiagnosisKind.INVALID_ARGUMENT,
+            f"llama-bench does not accept {flag} (or its value)",
             f"llama-bench stopped at the command line on {flag}: the flag is unknown to this build or its value "
             "is not valid (llama-bench separates several values with ',' and devices/splits with '/').",
-            "Run llama-bench --help and fix or remove it.", (line,), {"flag": flag})
+            "Run llama-bench --help and fix or remove it.",
+            (line or "",),
+            {"flag": flag},
+        )
     m, line = _find(lines, r'error while handling argument "([^"]+)": (.*)')
     if m:
         flag, why = m.group(1), m.group(2).strip()
@@ -217,27 +235,46 @@ def _invalid_argument(lines: Sequence[str], argv: Sequence[str] | None) -> Diagn
         got = re.search(r"unknown value for [-\w]+: '([^']*)'", why)
         if flag in ("-fa", "--flash-attn") and (got or "expected value" in why):
             return Diagnosis(
-                DiagnosisKind.INVALID_ARGUMENT, f"{flag} needs a value",
+                DiagnosisKind.INVALID_ARGUMENT,
+                f"{flag} needs a value",
                 f"{flag} takes on, off or auto in this llama.cpp"
                 + (f"; it read the next argument '{got.group(1)}' as its value." if got else "."),
-                f"Write {flag} on (or off / auto).", (line,), {"flag": flag, "replacement": f"{flag} on"})
+                f"Write {flag} on (or off / auto).",
+                (line or "",),
+                {"flag": flag, "replacement": f"{flag} on"},
+            )
         if why == "stoi" or "stoi" in why:
             return Diagnosis(
-                DiagnosisKind.INVALID_ARGUMENT, f"{flag} needs a number",
+                DiagnosisKind.INVALID_ARGUMENT,
+                f"{flag} needs a number",
                 f"The value given to {flag} is not a number this llama.cpp accepts"
-                + (" (older builds take -ngl as a number only, not 'all' or 'auto')." if flag in
-                   ("-ngl", "--n-gpu-layers", "--gpu-layers") else "."),
-                "Give a whole number" + (" such as 999 for all layers." if flag in
-                                         ("-ngl", "--n-gpu-layers", "--gpu-layers") else "."),
-                (line,), {"flag": flag})
+                + (
+                    " (older builds take -ngl as a number only, not 'all' or 'auto')."
+                    if flag in ("-ngl", "--n-gpu-layers", "--gpu-layers")
+                    else "."
+                ),
+                "Give a whole number"
+                + (" such as 999 for all layers." if flag in ("-ngl", "--n-gpu-layers", "--gpu-layers") else "."),
+                (line or "",),
+                {"flag": flag},
+            )
         if "expected value" in why:
-            return Diagnosis(DiagnosisKind.INVALID_ARGUMENT, f"{flag} needs a value",
-                             f"{flag} was given without its value.",
-                             f"Add the value after {flag} (see llama-server --help).", (line,), {"flag": flag})
+            return Diagnosis(
+                DiagnosisKind.INVALID_ARGUMENT,
+                f"{flag} needs a value",
+                f"{flag} was given without its value.",
+                f"Add the value after {flag} (see llama-server --help).",
+                (line or "",),
+                {"flag": flag},
+            )
         return Diagnosis(
-            DiagnosisKind.INVALID_ARGUMENT, f"Bad value for {flag}",
+            DiagnosisKind.INVALID_ARGUMENT,
+            f"Bad value for {flag}",
             f"llama-server rejected the value of {flag}: {why}.",
-            f"Check the value of {flag} against llama-server --help.", (line,), {"flag": flag, "reason": why})
+            f"Check the value of {flag} against llama-server --help.",
+            (line or "",),
+            {"flag": flag, "reason": why},
+        )
     return None
 
 
@@ -249,7 +286,7 @@ def _unknown_buffer_type(lines: Sequence[str], argv: Sequence[str] | None) -> Di
     for i, line in enumerate(lines):
         if line.strip() == "Available buffer types:":
             available = []
-            for nxt in lines[i + 1:]:
+            for nxt in lines[i + 1 :]:
                 if nxt.startswith("  ") and nxt.strip() and " " not in nxt.strip():
                     available.append(nxt.strip())
                 else:
@@ -266,14 +303,16 @@ def _unknown_buffer_type(lines: Sequence[str], argv: Sequence[str] | None) -> Di
     target = ", ".join(dict.fromkeys(asked)) or "the -ot target"
     avail = ", ".join(available) if available else "(not printed)"
     return Diagnosis(
-        DiagnosisKind.UNKNOWN_BUFFER_TYPE, f"-ot names a buffer type this llama.cpp does not have: {target}",
+        DiagnosisKind.UNKNOWN_BUFFER_TYPE,
+        f"-ot names a buffer type this llama.cpp does not have: {target}",
         f"An -ot override moves tensors to a buffer type, and this llama-server only has: {avail}. "
         "A device that is not present (a GPU index that does not exist, an RPC server not in --rpc, "
         "a backend not compiled in) cannot be a target.",
         "Change the override to one of the available buffer types, or add the device (for RPC: its "
         "endpoint in --rpc, in the same order).",
         _grep(lines, r"unknown buffer type|unrecognized buffer type", r"Available buffer types", r"^  \S+$"),
-        {"available": tuple(available), "requested": tuple(dict.fromkeys(asked))})
+        {"available": tuple(available), "requested": tuple(dict.fromkeys(asked))},
+    )
 
 
 def _rpc(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
@@ -281,26 +320,39 @@ def _rpc(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
     if m:
         ep = m.group(1)
         return Diagnosis(
-            DiagnosisKind.RPC_UNREACHABLE, f"RPC server {ep} cannot be reached",
+            DiagnosisKind.RPC_UNREACHABLE,
+            f"RPC server {ep} cannot be reached",
             f"llama.cpp could not open a connection to the RPC server at {ep} and aborted: one unreachable "
             "--rpc endpoint stops the whole server.",
             f"Start ggml-rpc-server on that machine (ggml-rpc-server -H <its address> -p {ep.rsplit(':', 1)[-1]}), "
-            "check the address and firewall, or remove it from --rpc.", (line,), {"endpoint": ep})
-    m, line = _find(lines, r"RPC handshake failed for (\S+)|RPC server version mismatch: (\S+)|"
-                           r"Remote RPC server crashed or returned malformed response")
+            "check the address and firewall, or remove it from --rpc.",
+            (line or "",),
+            {"endpoint": ep},
+        )
+    m, line = _find(
+        lines,
+        r"RPC handshake failed for (\S+)|RPC server version mismatch: (\S+)|"
+        r"Remote RPC server crashed or returned malformed response",
+    )
     if m:
         if m.group(2):
-            why = (f"an RPC server speaks protocol {m.group(2)}, which this llama-server does not; build both "
-                   "from the same llama.cpp version")
+            why = (
+                f"an RPC server speaks protocol {m.group(2)}, which this llama-server does not; build both "
+                "from the same llama.cpp version"
+            )
         elif m.group(1):
             why = f"{m.group(1)} accepted the connection but did not complete the RPC handshake"
         else:
             why = "an RPC server closed the connection or crashed while llama-server used it"
         return Diagnosis(
-            DiagnosisKind.RPC_FAILED, "An RPC server failed", f"llama.cpp stopped because {why}.",
+            DiagnosisKind.RPC_FAILED,
+            "An RPC server failed",
+            f"llama.cpp stopped because {why}.",
             "Check the ggml-rpc-server output on that machine; it serves one client at a time, so stop other "
             "llama.cpp processes using it, and run the same llama.cpp version on both sides.",
-            _grep(lines, r"RPC", r"Failed"), {})
+            _grep(lines, r"RPC", r"Failed"),
+            {},
+        )
     return None
 
 
@@ -310,11 +362,14 @@ def _port(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
         return None
     host, port = m.group(1), int(m.group(2))
     return Diagnosis(
-        DiagnosisKind.PORT_IN_USE, f"Port {port} is already in use",
+        DiagnosisKind.PORT_IN_USE,
+        f"Port {port} is already in use",
         f"llama-server could not listen on {host}:{port}: another program (or another llama-server) holds that "
         "port, or the address does not belong to this machine.",
         "Choose another port (or leave the port empty so Layerdeck picks a free one), or stop the program using it.",
-        (line,), {"host": host, "port": port})
+        (line or "",),
+        {"host": host, "port": port},
+    )
 
 
 def _model_file(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
@@ -322,25 +377,36 @@ def _model_file(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis |
     if m:
         path, why = m.group(1), m.group(2)
         return Diagnosis(
-            DiagnosisKind.MODEL_MISSING, f"Cannot open the model file {path}",
+            DiagnosisKind.MODEL_MISSING,
+            f"Cannot open the model file {path}",
             f"llama-server could not open {path}: {why}.",
             "Check the path (it is read by llama-server, relative to its working directory), that the file "
-            "exists and that it is readable.", _grep(lines, re.escape(path), r"failed to open"),
-            {"path": path, "reason": why})
-    m, line = _find(lines, r"data is not within the file bounds|unexpectedly reached end of file|"
-                           r"invalid magic characters|gguf_init_from_file\w*: failed to read|bad GGUF version|"
-                           r"GGUFv1 is no longer supported|tensor '.+' has offset \d+, expected")
+            "exists and that it is readable.",
+            _grep(lines, re.escape(path), r"failed to open"),
+            {"path": path, "reason": why},
+        )
+    m, line = _find(
+        lines,
+        r"data is not within the file bounds|unexpectedly reached end of file|"
+        r"invalid magic characters|gguf_init_from_file\w*: failed to read|bad GGUF version|"
+        r"GGUFv1 is no longer supported|tensor '.+' has offset \d+, expected",
+    )
     if m:
         path = _model_of(argv, lines) or "the model file"
         truncated = re.search(r"file bounds|end of file|failed to read", line or "")
-        explanation = (f"{path} ends before all the data it describes: the download or copy is incomplete, "
-                       "or the file is damaged." if truncated else
-                       f"{path} is not a GGUF file this llama.cpp can read.")
+        explanation = (
+            f"{path} ends before all the data it describes: the download or copy is incomplete, or the file is damaged."
+            if truncated
+            else f"{path} is not a GGUF file this llama.cpp can read."
+        )
         return Diagnosis(
-            DiagnosisKind.MODEL_CORRUPT, f"The model file {path} is incomplete or damaged", explanation,
+            DiagnosisKind.MODEL_CORRUPT,
+            f"The model file {path} is incomplete or damaged",
+            explanation,
             "Download or copy the file again and compare its size (or checksum) with the source.",
             _grep(lines, r"error loading model", r"gguf_init", r"failed to load model"),
-            {"path": path, "truncated": bool(truncated)})
+            {"path": path, "truncated": bool(truncated)},
+        )
     return None
 
 
@@ -351,22 +417,32 @@ def _arch(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
     arch = m.group(1)
     path = _model_of(argv, lines) or "the model"
     return Diagnosis(
-        DiagnosisKind.UNSUPPORTED_ARCH, f"This llama.cpp does not support the '{arch}' architecture",
+        DiagnosisKind.UNSUPPORTED_ARCH,
+        f"This llama.cpp does not support the '{arch}' architecture",
         f"{path} is a '{arch}' model, and this llama-server build does not know that architecture.",
         "Update llama.cpp to a version that supports it (new architectures arrive in new releases).",
-        (line,), {"architecture": arch, "path": path})
+        (line or "",),
+        {"architecture": arch, "path": path},
+    )
 
 
 _OOM_RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed: (.+)"), "cuda"),
     (re.compile(r"failed to allocate Metal buffer of (\d+) bytes"), "metal"),
-    (re.compile(r"(?:alloc_tensor_range|ggml_gallocr_reserve_n\w*): failed to allocate (\S+) buffer of size (\d+)"),
-     "generic"),
+    (
+        re.compile(r"(?:alloc_tensor_range|ggml_gallocr_reserve_n\w*): failed to allocate (\S+) buffer of size (\d+)"),
+        "generic",
+    ),
     (re.compile(r"ggml_aligned_malloc: insufficient memory \(attempted to allocate\s+([\d.]+) MB\)"), "host"),
     (re.compile(r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size (\d+)"), "host_bytes"),
     (re.compile(r"unable to allocate (\S+) buffer"), "weights"),
-    (re.compile(r"failed to allocate (?:buffer for (kv cache|rs cache)|compute (?:pp|tg) buffers|compute buffers|"
-                r"output buffer)"), "phase"),
+    (
+        re.compile(
+            r"failed to allocate (?:buffer for (kv cache|rs cache)|compute (?:pp|tg) buffers|compute buffers|"
+            r"output buffer)"
+        ),
+        "phase",
+    ),
     (re.compile(r"CUDA error: out of memory|ErrorOutOfDeviceMemory"), "runtime"),
 ]
 
@@ -410,28 +486,50 @@ def _oom(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
     phase = "the model weights" if "weights" in hits else None
     if "phase" in hits:
         what = hits["phase"][0].group(0)
-        phase = ("the KV cache" if "kv cache" in what else "the recurrent state" if "rs cache" in what else
-                 "the output (logits) buffer" if "output" in what else "the compute buffers")
+        phase = (
+            "the KV cache"
+            if "kv cache" in what
+            else "the recurrent state"
+            if "rs cache" in what
+            else "the output (logits) buffer"
+            if "output" in what
+            else "the compute buffers"
+        )
     if phase is None and "generic" in hits:
         phase = "the compute buffers" if "gallocr" in hits["generic"][1] else "the model weights"
-    amount = f"{mib:,.0f} MiB" if mib is not None and mib >= 10 else (f"{mib:.2f} MiB" if mib is not None else
-                                                                      "more memory than is free")
+    amount = (
+        f"{mib:,.0f} MiB"
+        if mib is not None and mib >= 10
+        else (f"{mib:.2f} MiB" if mib is not None else "more memory than is free")
+    )
     suggestion = {
         "the model weights": f"Put fewer layers or tensors on {where}: lower its -ts share or -ngl, or move "
-                             "experts to the CPU (-ncmoe / -ot exps=CPU).",
+        "experts to the CPU (-ncmoe / -ot exps=CPU).",
         "the KV cache": "Use a smaller context (-c), fewer slots (-np), or a quantized KV cache "
-                        "(-ctk q8_0 -ctv q8_0); or move layers (and their KV cache) off this device.",
+        "(-ctk q8_0 -ctv q8_0); or move layers (and their KV cache) off this device.",
         "the compute buffers": "Use a smaller micro-batch (-ub 256 or 128), or leave more free memory on "
-                               "this device by moving a layer off it.",
+        "this device by moving a layer off it.",
     }.get(phase or "", f"Free memory on {where} (close other programs using it), or place less on it.")
-    lines_out = _grep(lines, r"cudaMalloc failed", r"failed to allocate", r"unable to allocate",
-                      r"insufficient memory", r"out of memory", r"ErrorOutOfDeviceMemory", r"error loading model")
+    lines_out = _grep(
+        lines,
+        r"cudaMalloc failed",
+        r"failed to allocate",
+        r"unable to allocate",
+        r"insufficient memory",
+        r"out of memory",
+        r"ErrorOutOfDeviceMemory",
+        r"error loading model",
+    )
     return Diagnosis(
-        DiagnosisKind.OUT_OF_MEMORY, f"Out of memory on {where}",
+        DiagnosisKind.OUT_OF_MEMORY,
+        f"Out of memory on {where}",
         f"llama.cpp tried to allocate {amount} on {where}{remote}"
-        + (f" for {phase}" if phase else "") + " and the allocation failed.",
-        suggestion, lines_out,
-        {"device": device, "buffer_type": buft, "mib": mib, "phase": phase, "where": where})
+        + (f" for {phase}" if phase else "")
+        + " and the allocation failed.",
+        suggestion,
+        lines_out,
+        {"device": device, "buffer_type": buft, "mib": mib, "phase": phase, "where": where},
+    )
 
 
 def _model_load(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis | None:
@@ -440,14 +538,17 @@ def _model_load(lines: Sequence[str], argv: Sequence[str] | None) -> Diagnosis |
         return None
     path = _model_of(argv, lines) or "the model"
     return Diagnosis(
-        DiagnosisKind.MODEL_LOAD, f"llama.cpp could not load {path}", f"The loader reported: {m.group(1).strip()}.",
+        DiagnosisKind.MODEL_LOAD,
+        f"llama.cpp could not load {path}",
+        f"The loader reported: {m.group(1).strip()}.",
         "If the file is fine, it may need a newer llama.cpp; otherwise download it again.",
-        _grep(lines, r"error loading model", r"failed to load model", r" E "), {"path": path, "reason": m.group(1)})
+        _grep(lines, r"error loading model", r"failed to load model", r" E "),
+        {"path": path, "reason": m.group(1)},
+    )
 
 
 def _abort_lines(lines: Sequence[str]) -> tuple[str, ...]:
-    return _grep(lines, r"GGML_ASSERT", r"\.(?:c|cpp|cu|h|m):\d+: ", r"terminate called", r"what\(\):",
-                 r" E ", limit=8)
+    return _grep(lines, r"GGML_ASSERT", r"\.(?:c|cpp|cu|h|m):\d+: ", r"terminate called", r"what\(\):", r" E ", limit=8)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -455,8 +556,14 @@ def _abort_lines(lines: Sequence[str]) -> tuple[str, ...]:
 _RULES = (_invalid_argument, _unknown_buffer_type, _rpc, _port, _model_file, _arch, _oom, _model_load)
 
 
-def diagnose(log: str | Iterable[Any], returncode: int | None, *, signals_sent: Iterable[int] = (),
-             stop_requested: bool = False, argv: Sequence[str] | None = None) -> Diagnosis | None:
+def diagnose(
+    log: str | Iterable[Any],
+    returncode: int | None,
+    *,
+    signals_sent: Iterable[int] = (),
+    stop_requested: bool = False,
+    argv: Sequence[str] | None = None,
+) -> Diagnosis | None:
     """What went wrong, or None for a clean stop that Layerdeck asked for.
 
     Args:
@@ -479,16 +586,22 @@ def diagnose(log: str | Iterable[Any], returncode: int | None, *, signals_sent: 
     sig = signal_name(returncode)
     exit_text = describe_exit(returncode)
     if sig in _SIGNAL_KILL and returncode is not None and -returncode not in sent:
-        oom_killer = (" On Linux, the kernel's out-of-memory killer also ends processes with SIGKILL when host RAM "
-                      "runs out: check 'dmesg' or 'journalctl -k' for 'Out of memory: Killed process'."
-                      if sig == "SIGKILL" else "")
+        oom_killer = (
+            " On Linux, the kernel's out-of-memory killer also ends processes with SIGKILL when host RAM "
+            "runs out: check 'dmesg' or 'journalctl -k' for 'Out of memory: Killed process'."
+            if sig == "SIGKILL"
+            else ""
+        )
         return Diagnosis(
-            DiagnosisKind.KILLED, "llama-server was killed from outside",
+            DiagnosisKind.KILLED,
+            "llama-server was killed from outside",
             f"The server was {exit_text}, and Layerdeck did not send that signal: another program, a user "
             f"(kill, a task manager) or the system ended it.{oom_killer}",
             "Start it again; if it keeps happening, look for what is stopping it."
             + (" If host RAM ran out, place fewer weights in host memory or reduce the context." if oom_killer else ""),
-            tuple(lines[-5:]), {"signal": sig, "returncode": returncode})
+            tuple(lines[-5:]),
+            {"signal": sig, "returncode": returncode},
+        )
     windows_crash = returncode is not None and returncode > 255  # NTSTATUS codes such as 0xC0000005
     if (sig and sig not in _SIGNAL_KILL) or windows_crash:
         ab = _abort_lines(lines)
@@ -496,40 +609,62 @@ def diagnose(log: str | Iterable[Any], returncode: int | None, *, signals_sent: 
         if ab:
             detail = f" Its last words: {ab[0].strip()}"
         return Diagnosis(
-            DiagnosisKind.CRASH, "llama-server crashed",
+            DiagnosisKind.CRASH,
+            "llama-server crashed",
             f"The server {exit_text}.{detail}",
             "This is a llama.cpp failure rather than a placement problem: try again with fewer options (for "
             "example without -ot or with -fa off) to find the trigger, and report it to llama.cpp with the log.",
-            ab or tuple(lines[-8:]), {"signal": sig, "returncode": returncode})
+            ab or tuple(lines[-8:]),
+            {"signal": sig, "returncode": returncode},
+        )
     if returncode == 0:
-        return Diagnosis(DiagnosisKind.EXITED, "llama-server exited on its own",
-                         "The server ended with exit status 0 without being asked to stop.",
-                         "Check the log for the reason.", tuple(lines[-5:]), {"returncode": 0})
+        return Diagnosis(
+            DiagnosisKind.EXITED,
+            "llama-server exited on its own",
+            "The server ended with exit status 0 without being asked to stop.",
+            "Check the log for the reason.",
+            tuple(lines[-5:]),
+            {"returncode": 0},
+        )
     errors = tuple(ln for ln in lines if re.search(r" E |^error|failed", ln))[-8:]
     return Diagnosis(
-        DiagnosisKind.UNKNOWN, "llama-server stopped with an error",
+        DiagnosisKind.UNKNOWN,
+        "llama-server stopped with an error",
         f"The server {exit_text}" + (f"; its last error: {errors[-1].strip()}" if errors else "") + ".",
         "Read the log lines below; run the exported command in a terminal to reproduce it.",
-        errors or tuple(lines[-8:]), {"returncode": returncode})
+        errors or tuple(lines[-8:]),
+        {"returncode": returncode},
+    )
 
 
 def timeout_diagnosis(seconds: float, lines: Sequence[str], endpoints: Sequence[str] = ()) -> Diagnosis:
     """The server was still not ready after ``seconds``: Layerdeck stopped it."""
-    rpc = ("" if not endpoints else " It uses RPC servers: a ggml-rpc-server serves one client at a time, so one "
-           "that is busy with another llama.cpp accepts the connection and never answers.")
+    rpc = (
+        ""
+        if not endpoints
+        else " It uses RPC servers: a ggml-rpc-server serves one client at a time, so one "
+        "that is busy with another llama.cpp accepts the connection and never answers."
+    )
     return Diagnosis(
-        DiagnosisKind.TIMEOUT, "llama-server did not become ready in time",
+        DiagnosisKind.TIMEOUT,
+        "llama-server did not become ready in time",
         f"The server was not ready after {seconds:.0f} s, so Layerdeck stopped it.{rpc}",
         "Allow more time for large models, or check that every RPC server is free.",
-        tuple(_text_lines(lines)[-8:]), {"seconds": seconds, "endpoints": tuple(endpoints)})
+        tuple(_text_lines(lines)[-8:]),
+        {"seconds": seconds, "endpoints": tuple(endpoints)},
+    )
 
 
 def preflight_rpc_diagnosis(problems: Sequence[tuple[str, str]]) -> Diagnosis:
     """The per-host messages of a failed reachability check (before launching)."""
     hosts = ", ".join(ep for ep, _ in problems)
     return Diagnosis(
-        DiagnosisKind.RPC_UNREACHABLE, f"RPC server{'s' if len(problems) > 1 else ''} not reachable: {hosts}",
+        DiagnosisKind.RPC_UNREACHABLE,
+        f"RPC server{'s' if len(problems) > 1 else ''} not reachable: {hosts}",
         "llama.cpp aborts when any --rpc endpoint cannot be reached, so Layerdeck checked each one first: "
-        + "; ".join(f"{ep}: {msg}" for ep, msg in problems) + ".",
+        + "; ".join(f"{ep}: {msg}" for ep, msg in problems)
+        + ".",
         "Start ggml-rpc-server on each listed host (or fix the address), or remove it from the placement.",
-        tuple(f"{ep}: {msg}" for ep, msg in problems), {"hosts": tuple(ep for ep, _ in problems)})
+        tuple(f"{ep}: {msg}" for ep, msg in problems),
+        {"hosts": tuple(ep for ep, _ in problems)},
+    )

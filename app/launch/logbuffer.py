@@ -29,16 +29,16 @@ class LogLine:
     """One output line. ``stream`` is ``stdout``, ``stderr`` or ``layerdeck`` (our own notes)."""
 
     seq: int
-    time: float           # time.time() when read
+    time: float  # time.time() when read
     stream: str
-    level: str | None     # I, W, E, D, or None when unknown
-    text: str             # the line as printed (colour codes removed)
+    level: str | None  # I, W, E, D, or None when unknown
+    text: str  # the line as printed (colour codes removed)
 
     @property
     def message(self) -> str:
         """The text without llama.cpp's timestamp and level prefix."""
         m = _PREFIX.match(self.text)
-        return self.text[m.end():] if m else self.text
+        return self.text[m.end() :] if m else self.text
 
 
 def clean(raw: str) -> str:
@@ -87,8 +87,7 @@ class LogBuffer:
         wanted = set(levels) if levels is not None else None
         with self._lock:
             snapshot = list(self._lines)
-        return [ln for ln in snapshot
-                if (since is None or ln.seq > since) and (wanted is None or ln.level in wanted)]
+        return [ln for ln in snapshot if (since is None or ln.seq > since) and (wanted is None or ln.level in wanted)]
 
     def text(self) -> str:
         return "\n".join(ln.text for ln in self.lines())

@@ -62,13 +62,13 @@ class Ring:
 
 @dataclass(frozen=True)
 class MonitorSample:
-    time: float                                   # seconds since the monitor started
+    time: float  # seconds since the monitor started
     state: State
     device_used_mib: dict[str, float] = field(default_factory=dict)
     device_util: dict[str, float] = field(default_factory=dict)
-    host_rss_mib: float | None = None             # the server's process tree
-    host_cpu_percent: float | None = None         # the server's process tree; 100 = one core
-    host_ram_used_mib: float | None = None        # the whole machine
+    host_rss_mib: float | None = None  # the server's process tree
+    host_cpu_percent: float | None = None  # the server's process tree; 100 = one core
+    host_ram_used_mib: float | None = None  # the whole machine
     prompt_tps: float | None = None
     gen_tps: float | None = None
     busy_slots: int | None = None
@@ -91,8 +91,16 @@ class Monitor:
         capacity: points kept per series (600 at 0.5 s = 5 minutes).
     """
 
-    def __init__(self, server: ServerProcess, sampler: Any = None, estimate: Any = None, *, capacity: int = 600,
-                 interval: float = 0.5, http_timeout: float = 1.0):
+    def __init__(
+        self,
+        server: ServerProcess,
+        sampler: Any = None,
+        estimate: Any = None,
+        *,
+        capacity: int = 600,
+        interval: float = 0.5,
+        http_timeout: float = 1.0,
+    ):
         self.server = server
         self.sampler = sampler
         self.estimate = estimate
@@ -140,8 +148,9 @@ class Monitor:
                         errors.append(f"{name}: {reading.error}")
                 if pid is not None and sample.processes:
                     rss = sample.process_rss_bytes / MiB
-                    cpu = sample.process_cpu_percent if any(p.cpu_percent is not None for p in sample.processes) \
-                        else None
+                    cpu = (
+                        sample.process_cpu_percent if any(p.cpu_percent is not None for p in sample.processes) else None
+                    )
                 ram = sample.host.ram_used_bytes / MiB
                 errors += list(sample.errors)
         metrics = slots = None
@@ -156,12 +165,22 @@ class Monitor:
             except (ServerError, ValueError) as exc:
                 errors.append(str(exc))
         sample_out = MonitorSample(
-            time=time.monotonic() - self._t0, state=self.server.state, device_used_mib=used, device_util=util,
-            host_rss_mib=rss, host_cpu_percent=cpu, host_ram_used_mib=ram,
+            time=time.monotonic() - self._t0,
+            state=self.server.state,
+            device_used_mib=used,
+            device_util=util,
+            host_rss_mib=rss,
+            host_cpu_percent=cpu,
+            host_ram_used_mib=ram,
             prompt_tps=metrics.prompt_tokens_per_second if metrics else None,
             gen_tps=metrics.predicted_tokens_per_second if metrics else None,
-            busy_slots=slots.busy if slots else None, context_used=slots.context_used if slots else None,
-            context_size=slots.context_size if slots else None, metrics=metrics, slots=slots, errors=tuple(errors))
+            busy_slots=slots.busy if slots else None,
+            context_used=slots.context_used if slots else None,
+            context_size=slots.context_size if slots else None,
+            metrics=metrics,
+            slots=slots,
+            errors=tuple(errors),
+        )
         self._record(sample_out)
         for fn in list(self._listeners):
             try:
@@ -172,9 +191,14 @@ class Monitor:
 
     def _record(self, s: MonitorSample) -> None:
         values: dict[str, float | None] = {
-            "time": s.time, "host_rss_mib": s.host_rss_mib, "host_cpu_percent": s.host_cpu_percent,
-            "host_ram_used_mib": s.host_ram_used_mib, "prompt_tps": s.prompt_tps, "gen_tps": s.gen_tps,
-            "busy_slots": s.busy_slots, "context_used": s.context_used,
+            "time": s.time,
+            "host_rss_mib": s.host_rss_mib,
+            "host_cpu_percent": s.host_cpu_percent,
+            "host_ram_used_mib": s.host_ram_used_mib,
+            "prompt_tps": s.prompt_tps,
+            "gen_tps": s.gen_tps,
+            "busy_slots": s.busy_slots,
+            "context_used": s.context_used,
         }
         for name, mib in s.device_used_mib.items():
             values[f"mem:{name}"] = mib

@@ -90,7 +90,7 @@ class Spawned:
 
     popen: subprocess.Popen
     guard: str
-    pgid: int | None = None                       # POSIX: the child's own process group
+    pgid: int | None = None  # POSIX: the child's own process group
     watchdog: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -170,12 +170,13 @@ def _windows_job() -> Any:
         kernel32.SetInformationJobObject.restype = wintypes.BOOL
         job = kernel32.CreateJobObjectW(None, None)
         if not job:
-            raise OSError(ctypes.get_last_error(), "CreateJobObjectW failed")
+            raise OSError(ctypes.get_last_error(), "CreateJobObjectW failed")  # type: ignore[attr-defined]  # Windows-only API
         info = JobObjectExtendedLimitInformation()
         info.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
-        if not kernel32.SetInformationJobObject(job, JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS,
-                                                ctypes.byref(info), ctypes.sizeof(info)):
-            raise OSError(ctypes.get_last_error(), "SetInformationJobObject failed")
+        if not kernel32.SetInformationJobObject(
+            job, JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS, ctypes.byref(info), ctypes.sizeof(info)
+        ):
+            raise OSError(ctypes.get_last_error(), "SetInformationJobObject failed")  # type: ignore[attr-defined]  # Windows-only API
         _job_handle = job
         return job
 
@@ -190,7 +191,7 @@ def _assign_to_job(popen: subprocess.Popen) -> None:
     if handle is None:
         raise OSError("the process handle is not available")
     if not kernel32.AssignProcessToJobObject(_windows_job(), wintypes.HANDLE(int(handle))):
-        raise OSError(ctypes.get_last_error(), "AssignProcessToJobObject failed")
+        raise OSError(ctypes.get_last_error(), "AssignProcessToJobObject failed")  # type: ignore[attr-defined]  # Windows-only API
 
 
 JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x2000
@@ -212,9 +213,17 @@ class _BasicLimit(ctypes.Structure):
 
 
 class _IoCounters(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint64) for name in (
-        "ReadOperationCount", "WriteOperationCount", "OtherOperationCount",
-        "ReadTransferCount", "WriteTransferCount", "OtherTransferCount")]
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "ReadOperationCount",
+            "WriteOperationCount",
+            "OtherOperationCount",
+            "ReadTransferCount",
+            "WriteTransferCount",
+            "OtherTransferCount",
+        )
+    ]
 
 
 class JobObjectExtendedLimitInformation(ctypes.Structure):
@@ -233,8 +242,15 @@ class JobObjectExtendedLimitInformation(ctypes.Structure):
 # --------------------------------------------------------------------------- spawning
 
 
-def spawn(argv: Sequence[str], env: Mapping[str, str] | None, *, cwd: str | None = None, guard: str = "auto",
-          stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE) -> Spawned:
+def spawn(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None,
+    *,
+    cwd: str | None = None,
+    guard: str = "auto",
+    stdout: Any = subprocess.PIPE,
+    stderr: Any = subprocess.PIPE,
+) -> Spawned:
     """Start ``argv`` (no shell) with ``env``, guarded against outliving this process."""
     kind = resolve_guard(guard)
     if kind == "pdeathsig" and not sys.platform.startswith("linux"):
@@ -244,8 +260,14 @@ def spawn(argv: Sequence[str], env: Mapping[str, str] | None, *, cwd: str | None
     if kind == "watchdog" and sys.platform == "win32":
         raise ValueError("the watchdog guard needs POSIX process groups")
     posix = sys.platform != "win32"
-    kwargs: dict[str, Any] = dict(stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=dict(env) if env is not None else None,
-                                  cwd=cwd, close_fds=True)
+    kwargs: dict[str, Any] = dict(
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        close_fds=True,
+    )
     if posix:
         kwargs["start_new_session"] = True
     else:
@@ -262,17 +284,25 @@ def spawn(argv: Sequence[str], env: Mapping[str, str] | None, *, cwd: str | None
         try:
             _assign_to_job(popen)
         except OSError as exc:
-            log.warning("could not put llama.cpp (pid %d) in a kill-on-close job: %s; it is stopped at a normal "
-                        "exit only", popen.pid, exc)
+            log.warning(
+                "could not put llama.cpp (pid %d) in a kill-on-close job: %s; it is stopped at a normal exit only",
+                popen.pid,
+                exc,
+            )
     elif kind == "watchdog":
         try:
             spawned.watchdog = subprocess.Popen(
                 ["/bin/sh", "-c", WATCHDOG_SCRIPT, "layerdeck-watchdog", str(popen.pid)],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True)
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
         except OSError as exc:
-            log.warning("could not start the watchdog for pid %d: %s; it is stopped at a normal exit only",
-                        popen.pid, exc)
+            log.warning(
+                "could not start the watchdog for pid %d: %s; it is stopped at a normal exit only", popen.pid, exc
+            )
     return spawned
 
 

@@ -38,9 +38,18 @@ from collections.abc import Callable, Mapping, Sequence
 from app.errors import LaunchError as _LaunchErrorBase
 from app.llamacpp.binaries import LlamaCppNotFound, find_tool
 
+from ..command.argv import (
+    API_KEY_FLAGS,
+    HOST_FLAGS,
+    METRICS_FLAGS,
+    PORT_FLAGS,
+    VERBOSE_SWITCHES,
+    VERBOSITY_FLAGS,
+    flag_value,
+    has_flag,
+    rpc_endpoints,
+)
 from . import orphans
-from ..command.argv import (API_KEY_FLAGS, HOST_FLAGS, METRICS_FLAGS, PORT_FLAGS, VERBOSE_SWITCHES, VERBOSITY_FLAGS,
-                   flag_value, has_flag, rpc_endpoints)
 from .buffers import DeviceBuffers, logged_buffers
 from .client import OPENER, LlamaClient
 from .diagnose import Diagnosis, DiagnosisKind, diagnose, preflight_rpc_diagnosis, timeout_diagnosis
@@ -58,12 +67,12 @@ PORT_RETRIES = 3
 
 
 class State(str, enum.Enum):
-    STARTING = "starting"   # process started, HTTP socket not answering yet
-    LOADING = "loading"     # /health answers 503: the model is loading
-    READY = "ready"         # /health answers 200
-    STOPPING = "stopping"   # SIGTERM sent
-    STOPPED = "stopped"     # ended after Layerdeck asked (or never started)
-    FAILED = "failed"       # ended on its own, or could not start; see .diagnosis
+    STARTING = "starting"  # process started, HTTP socket not answering yet
+    LOADING = "loading"  # /health answers 503: the model is loading
+    READY = "ready"  # /health answers 200
+    STOPPING = "stopping"  # SIGTERM sent
+    STOPPED = "stopped"  # ended after Layerdeck asked (or never started)
+    FAILED = "failed"  # ended on its own, or could not start; see .diagnosis
 
     def __str__(self) -> str:
         return self.value
@@ -127,11 +136,23 @@ class ServerProcess:
         max_log_lines: size of the log buffer.
     """
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None, *,
-                 llama_dir: str | os.PathLike | None = None, host: str = "127.0.0.1", port: int | None = None,
-                 guard: str = "auto", inherit_env: bool = True, check_rpc: bool = True, rpc_timeout: float = 2.0,
-                 load_timeout: float | None = None, max_log_lines: int = 5000, poll_interval: float = 0.2,
-                 cwd: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        llama_dir: str | os.PathLike | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        guard: str = "auto",
+        inherit_env: bool = True,
+        check_rpc: bool = True,
+        rpc_timeout: float = 2.0,
+        load_timeout: float | None = None,
+        max_log_lines: int = 5000,
+        poll_interval: float = 0.2,
+        cwd: str | os.PathLike | None = None,
+    ):
         if not argv:
             raise ValueError("empty command")
         self._argv_in = list(argv)
@@ -175,7 +196,7 @@ class ServerProcess:
         self._stop_requested = False
         self._signals: list[int] = []
         self._load_lines: list[str] = []
-        self._loaded_seen = threading.Event()   # the reader has passed "model loaded" / "listening on"
+        self._loaded_seen = threading.Event()  # the reader has passed "model loaded" / "listening on"
         self._first_seq = -1
         self._port_auto = False
         self._port_attempts = 0
@@ -300,8 +321,10 @@ class ServerProcess:
                 else:
                     env[k] = v
         if self.dropped_env:
-            log.info("not passing inherited %s to llama-server (they would change the placement)",
-                     ", ".join(self.dropped_env))
+            log.info(
+                "not passing inherited %s to llama-server (they would change the placement)",
+                ", ".join(self.dropped_env),
+            )
         env.update(self._env_in)
 
         argv = [self._resolve_program(self._argv_in[0]), *self._argv_in[1:]]
@@ -310,8 +333,10 @@ class ServerProcess:
             host = self.default_host
             argv += ["--host", host]
         if host.endswith(".sock"):
-            raise LaunchError(f"--host {host} is a Unix socket; Layerdeck follows the server over TCP, "
-                              "so give an IP address (127.0.0.1 for this machine only).")
+            raise LaunchError(
+                f"--host {host} is a Unix socket; Layerdeck follows the server over TCP, "
+                "so give an IP address (127.0.0.1 for this machine only)."
+            )
         self.host = host
         port_text = flag_value(argv, *PORT_FLAGS) or env.get("LLAMA_ARG_PORT")
         if port_text is None:
@@ -325,7 +350,11 @@ class ServerProcess:
                 raise LaunchError(f"--port {port_text} is not a number") from None
         self.port = port or None  # 0: read it from the "listening on" line
         if not has_flag(argv, *METRICS_FLAGS) and env.get("LLAMA_ARG_ENDPOINT_METRICS", "").lower() not in (
-                "1", "true", "on", "enabled"):
+            "1",
+            "true",
+            "on",
+            "enabled",
+        ):
             argv.append("--metrics")
         if not has_flag(argv, *VERBOSITY_FLAGS, *VERBOSE_SWITCHES) and "LLAMA_ARG_LOG_VERBOSITY" not in env:
             argv += ["-lv", "4"]  # buffer-size lines are INFO from the library: verbosity 4 (common/log.cpp)
@@ -355,8 +384,9 @@ class ServerProcess:
                 if problems:
                     raise RpcUnreachable(problems)
         except LaunchError as exc:
-            self.diagnosis = exc.diagnosis or Diagnosis(DiagnosisKind.NOT_STARTED, "llama-server was not started",
-                                                        str(exc), "", (str(exc),))
+            self.diagnosis = exc.diagnosis or Diagnosis(
+                DiagnosisKind.NOT_STARTED, "llama-server was not started", str(exc), "", (str(exc),)
+            )
             self._note(f"not started: {exc}")
             self._set_state(State.FAILED)
             raise
@@ -370,10 +400,13 @@ class ServerProcess:
             spawned = orphans.spawn(self.argv, self.env, cwd=self.cwd, guard=self.guard)
         except OSError as exc:
             self._done.set()
-            self.diagnosis = Diagnosis(DiagnosisKind.NOT_STARTED, "llama-server could not be started",
-                                       f"The system refused to run {self.argv[0]}: {exc}.",
-                                       "Check that the file is a llama-server for this system and is executable.",
-                                       (str(exc),))
+            self.diagnosis = Diagnosis(
+                DiagnosisKind.NOT_STARTED,
+                "llama-server could not be started",
+                f"The system refused to run {self.argv[0]}: {exc}.",
+                "Check that the file is a llama-server for this system and is executable.",
+                (str(exc),),
+            )
             self._set_state(State.FAILED)
             raise LaunchError(str(exc), self.diagnosis) from exc
         with self._lock:
@@ -383,12 +416,26 @@ class ServerProcess:
             run = self._run
         orphans.register(self)
         self._set_state(State.STARTING)
-        readers = [threading.Thread(target=self._read, args=(spawned.popen.stdout, "stdout", run),
-                                    name=f"llama-server-{spawned.pid}-stdout", daemon=True),
-                   threading.Thread(target=self._read, args=(spawned.popen.stderr, "stderr", run),
-                                    name=f"llama-server-{spawned.pid}-stderr", daemon=True)]
-        supervisor = threading.Thread(target=self._supervise, args=(spawned, readers, run),
-                                      name=f"llama-server-{spawned.pid}-supervisor", daemon=True)
+        readers = [
+            threading.Thread(
+                target=self._read,
+                args=(spawned.popen.stdout, "stdout", run),
+                name=f"llama-server-{spawned.pid}-stdout",
+                daemon=True,
+            ),
+            threading.Thread(
+                target=self._read,
+                args=(spawned.popen.stderr, "stderr", run),
+                name=f"llama-server-{spawned.pid}-stderr",
+                daemon=True,
+            ),
+        ]
+        supervisor = threading.Thread(
+            target=self._supervise,
+            args=(spawned, readers, run),
+            name=f"llama-server-{spawned.pid}-supervisor",
+            daemon=True,
+        )
         self._threads = [*readers, supervisor]
         for t in self._threads:
             t.start()
@@ -428,8 +475,9 @@ class ServerProcess:
             self._done.wait(kill_timeout)
         return self._state
 
-    def restart(self, argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
-                timeout: float = 10.0) -> None:
+    def restart(
+        self, argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None, timeout: float = 10.0
+    ) -> None:
         """Stop (waiting for the exit: an RPC server serves one client at a time), then start ``argv``."""
         self.stop(timeout)
         self._done.wait(timeout)
@@ -495,8 +543,10 @@ class ServerProcess:
             self._loaded_seen.set()
 
     def _health(self) -> int | None:
+        url = self.base_url
+        assert url is not None  # _supervise asks only once the port is known
         try:
-            with OPENER.open(self.base_url + "/health", timeout=1.0) as resp:
+            with OPENER.open(url + "/health", timeout=1.0) as resp:
                 return resp.status
         except urllib.error.HTTPError as exc:
             return exc.code
@@ -520,8 +570,12 @@ class ServerProcess:
                     self._become_ready()
                 elif status == 503 and state == State.STARTING:
                     self._set_state(State.LOADING, only_from=(State.STARTING,))
-            if (self.load_timeout is not None and self._state in (State.STARTING, State.LOADING)
-                    and time.monotonic() - (self.started_at or 0) > self.load_timeout and not self._stop_requested):
+            if (
+                self.load_timeout is not None
+                and self._state in (State.STARTING, State.LOADING)
+                and time.monotonic() - (self.started_at or 0) > self.load_timeout
+                and not self._stop_requested
+            ):
                 self._timed_out = True
                 self._note(f"not ready after {self.load_timeout:g} s: stopping")
                 with self._lock:
@@ -561,14 +615,25 @@ class ServerProcess:
         lines = [ln.text for ln in self.run_lines()]
         with self._lock:
             load = list(self._load_lines)
+        diag: Diagnosis | None
         if self._timed_out:
             diag = timeout_diagnosis(self.load_timeout or 0, lines, self.rpc_endpoints)
         else:
-            diag = diagnose(load + lines, returncode, signals_sent=self._signals,
-                            stop_requested=self._stop_requested, argv=self.argv)
+            diag = diagnose(
+                load + lines,
+                returncode,
+                signals_sent=self._signals,
+                stop_requested=self._stop_requested,
+                argv=self.argv,
+            )
         self._note(f"exited: {returncode}" + (f" ({diag.title})" if diag else ""))
-        if (diag is not None and diag.kind == DiagnosisKind.PORT_IN_USE and self._port_auto
-                and self._port_attempts < PORT_RETRIES and not self._stop_requested):
+        if (
+            diag is not None
+            and diag.kind == DiagnosisKind.PORT_IN_USE
+            and self._port_auto
+            and self._port_attempts < PORT_RETRIES
+            and not self._stop_requested
+        ):
             # Another program took the free port between our check and llama-server's bind: pick another.
             self._port_attempts += 1
             port = free_port(_bind_host(self.host))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ToolError
+
 log = logging.getLogger(__name__)
 
 ENV_DIR = "LAYERDECK_LLAMA_CPP_DIR"

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ToolError
+
 #: The llama-cpp-python release whose vendored llama.cpp we build and test against.
 PINNED_VERSION = "0.3.36"
 
@@ -51,8 +52,11 @@ CMAKE_OPTIONS = (
     # ldtilecfg) on quantized mat-muls in the VMs we test on. AVX2 is what
     # every CPU that matters for Layerdeck's users and CI has.
     "-DGGML_NATIVE=OFF",
-    *(("-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON")
-      if platform.machine().lower() in ("x86_64", "amd64") else ()),
+    *(
+        ("-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON")
+        if platform.machine().lower() in ("x86_64", "amd64")
+        else ()
+    ),
 )
 
 ENV_DIR = "LAYERDECK_LLAMA_CPP_DIR"
@@ -139,8 +143,21 @@ def _build(version: str, root: Path, bin_dir: Path, jobs: int) -> Path:
         src = root / "src"
         if not (src / "CMakeLists.txt").is_file():
             with tempfile.TemporaryDirectory(dir=root) as tmp:
-                _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                      f"llama-cpp-python=={version}", "-d", tmp], log)
+                _run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pip",
+                        "download",
+                        "--no-deps",
+                        "--no-binary",
+                        ":all:",
+                        f"llama-cpp-python=={version}",
+                        "-d",
+                        tmp,
+                    ],
+                    log,
+                )
                 archives = list(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
                 if not archives:
                     raise BuildError(f"pip did not fetch the llama-cpp-python {version} sdist (see {log_path})")
@@ -148,7 +165,7 @@ def _build(version: str, root: Path, bin_dir: Path, jobs: int) -> Path:
                 with tarfile.open(archives[0]) as tar:
                     members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
                     for m in members:
-                        m.name = m.name[len(prefix):]
+                        m.name = m.name[len(prefix) :]
                     members = [m for m in members if m.name]
                     staging = Path(tmp) / "llama.cpp"
                     tar.extractall(staging, members=members, filter="data")
@@ -157,14 +174,17 @@ def _build(version: str, root: Path, bin_dir: Path, jobs: int) -> Path:
                 staging.rename(src)
         build = root / "build"
         _run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_OPTIONS], log)
-        _run(["cmake", "--build", str(build), "--config", "Release", "-j", str(jobs),
-              "--target", *TARGETS.values()], log)
+        _run(
+            ["cmake", "--build", str(build), "--config", "Release", "-j", str(jobs), "--target", *TARGETS.values()], log
+        )
         staging_bin = root / "bin.tmp"
         if staging_bin.exists():
             shutil.rmtree(staging_bin)
         staging_bin.mkdir()
         for tool in TARGETS:
-            found = next(iter(list(build.glob(f"bin/{exe_name(tool)}")) + list(build.glob(f"**/{exe_name(tool)}"))), None)
+            found = next(
+                iter(list(build.glob(f"bin/{exe_name(tool)}")) + list(build.glob(f"**/{exe_name(tool)}"))), None
+            )
             if found is None:
                 raise BuildError(f"the build finished but produced no {tool} (see {log_path})")
             shutil.copy2(found, staging_bin / exe_name(tool))

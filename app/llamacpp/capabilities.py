@@ -83,8 +83,14 @@ def capabilities(binary: str | os.PathLike, timeout: float = 20.0) -> Capabiliti
     except (OSError, ValueError):
         cache = {}
     try:
-        proc = subprocess.run([str(path), "--help"], capture_output=True, text=True, errors="replace",
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [str(path), "--help"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.warning("could not read %s --help: %s", path, exc)
         return UNKNOWN

@@ -8,15 +8,14 @@ compute`` in MiB, then ``Host ...`` (``common_fit_print`` in
 
 from __future__ import annotations
 
-from ..errors import ToolError
-from ..lanes import CPU, from_llama_name
-
 import logging
 import os
 import re
 import subprocess
 from dataclasses import dataclass
 
+from ..errors import ToolError
+from ..lanes import CPU, from_llama_name
 from .binaries import LlamaCppNotFound, find_tool
 
 log = logging.getLogger(__name__)
@@ -30,8 +29,8 @@ class FitPrintError(ToolError, RuntimeError):
 
 @dataclass(frozen=True)
 class FitRow:
-    name: str       # device name as llama.cpp prints it; its "Host" row is read as CPU
-    model: int      # MiB (floored, as llama.cpp prints)
+    name: str  # device name as llama.cpp prints it; its "Host" row is read as CPU
+    model: int  # MiB (floored, as llama.cpp prints)
     context: int
     compute: int
 
@@ -50,8 +49,14 @@ def tail_lines(text: str, n: int = 6) -> str:
     return "\n".join(lines[-n:])
 
 
-def run_fit_print(model: str | os.PathLike, args: list[str], *, llama_dir: str | os.PathLike | None = None,
-                  timeout: float = 60.0, env: dict[str, str] | None = None) -> list[FitRow]:
+def run_fit_print(
+    model: str | os.PathLike,
+    args: list[str],
+    *,
+    llama_dir: str | os.PathLike | None = None,
+    timeout: float = 60.0,
+    env: dict[str, str] | None = None,
+) -> list[FitRow]:
     """Run the dry run for ``-m model`` plus ``args`` (llama.cpp flags, no ``-m``) and return its rows."""
     try:
         tool = find_tool("llama-fit-params", llama_dir)
@@ -59,16 +64,26 @@ def run_fit_print(model: str | os.PathLike, args: list[str], *, llama_dir: str |
         raise FitPrintError(str(exc)) from None
     argv = [str(tool.path), "-m", os.fspath(model), *args, "--fit-print", "on"]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                              env=env if env is not None else dict(os.environ), stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env=env if env is not None else dict(os.environ),
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        raise FitPrintError(f"llama-fit-params did not finish within {timeout:.0f} s (an unreachable RPC host "
-                            "can cause this); check the RPC hosts and try again.") from None
+        raise FitPrintError(
+            f"llama-fit-params did not finish within {timeout:.0f} s (an unreachable RPC host "
+            "can cause this); check the RPC hosts and try again."
+        ) from None
     except OSError as exc:
         raise FitPrintError(f"could not run {tool.path}: {exc}") from None
     if "invalid argument: --fit-print" in proc.stderr or "invalid argument: -fitp" in proc.stderr:
-        raise FitPrintError(f"{tool.path} is too old for --fit-print (added in late 2025): update llama.cpp "
-                            "to get its exact estimate.")
+        raise FitPrintError(
+            f"{tool.path} is too old for --fit-print (added in late 2025): update llama.cpp to get its exact estimate."
+        )
     rows = parse_fit_print(proc.stdout)
     if proc.returncode != 0 or not rows or rows[-1].name != CPU:
         raise FitPrintError(f"llama-fit-params failed (exit status {proc.returncode}):\n{tail_lines(proc.stderr)}")

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 _ASSIGNED = re.compile(r"load_tensors: layer\s+(\d+) assigned to device (\S+?),")
 _OVERRIDDEN = re.compile(r"tensor (\S+) \([^)]*\) buffer type overridden to (\S+)")
-_BUFFER = re.compile(r"(load_tensors|llama_context|llama_kv_cache|llama_memory_recurrent|sched_reserve):\s+(\S+)\s+"
-                     r"(model|output|KV|RS|compute) buffer size =\s+([\d.]+) MiB")
+_BUFFER = re.compile(
+    r"(load_tensors|llama_context|llama_kv_cache|llama_memory_recurrent|sched_reserve):\s+(\S+)\s+"
+    r"(model|output|KV|RS|compute) buffer size =\s+([\d.]+) MiB"
+)
 _FIT_DONE = re.compile(r"fitting params to (?:free )?(?:device )?memory took")
 
 
@@ -26,7 +28,7 @@ def real_load(text: str) -> str:
     last = None
     for m in _FIT_DONE.finditer(text):
         last = m
-    return text[last.end():] if last else text
+    return text[last.end() :] if last else text
 
 
 def layer_devices(text: str) -> dict[int, str]:
@@ -44,12 +46,13 @@ def overridden(text: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class BufferLine:
-    phase: str      # load_tensors, llama_context, llama_kv_cache, sched_reserve
-    buft: str       # CPU, CPU_Mapped, CUDA0, RPC0[127.0.0.1:50052] ...
-    kind: str       # model, output, KV, RS, compute
+    phase: str  # load_tensors, llama_context, llama_kv_cache, sched_reserve
+    buft: str  # CPU, CPU_Mapped, CUDA0, RPC0[127.0.0.1:50052] ...
+    kind: str  # model, output, KV, RS, compute
     mib: float
 
 
 def buffer_sizes(text: str) -> list[BufferLine]:
-    return [BufferLine(m.group(1), m.group(2), m.group(3), float(m.group(4)))
-            for m in _BUFFER.finditer(real_load(text))]
+    return [
+        BufferLine(m.group(1), m.group(2), m.group(3), float(m.group(4))) for m in _BUFFER.finditer(real_load(text))
+    ]

@@ -58,10 +58,10 @@ import logging
 from collections import OrderedDict
 from operator import itemgetter
 
+from ..lanes import CPU
 from ..model import Model
 from .kv import CACHE_TYPE_BLOCKS, ContextShape
 from .layout import WeightPlacement
-from ..lanes import CPU
 from .settings import NGL_ALL, NGL_AUTO, LlamaSettings
 
 log = logging.getLogger(__name__)
@@ -78,15 +78,55 @@ NONE = "NONE"
 #: ops that only re-describe memory (``ggml_is_view_op``): skipped by the scheduler's passes.
 _VIEW_OPS = frozenset(("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"))
 #: ``ggml_op_can_inplace``: the allocator may give the result its parent's memory.
-_INPLACE = frozenset(("FILL", "SCALE", "DIAG_MASK_ZERO", "DIAG_MASK_INF", "ADD", "ADD_ID", "ADD1", "SUB", "MUL",
-                      "DIV", "SQR", "SQRT", "LOG", "UNARY", "ROPE", "RMS_NORM", "CLAMP", "SOFT_MAX"))
+_INPLACE = frozenset(
+    (
+        "FILL",
+        "SCALE",
+        "DIAG_MASK_ZERO",
+        "DIAG_MASK_INF",
+        "ADD",
+        "ADD_ID",
+        "ADD1",
+        "SUB",
+        "MUL",
+        "DIV",
+        "SQR",
+        "SQRT",
+        "LOG",
+        "UNARY",
+        "ROPE",
+        "RMS_NORM",
+        "CLAMP",
+        "SOFT_MAX",
+    )
+)
 
 
 class T:
     """A ggml tensor as far as scheduling and allocation care."""
 
-    __slots__ = ("ne", "nb", "ty", "op", "src", "vs", "flags", "wbe", "host", "size", "be", "force", "name",
-                 "nch", "nvw", "addr", "abe", "asz", "cs", "fl0")
+    __slots__ = (
+        "ne",
+        "nb",
+        "ty",
+        "op",
+        "src",
+        "vs",
+        "flags",
+        "wbe",
+        "host",
+        "size",
+        "be",
+        "force",
+        "name",
+        "nch",
+        "nvw",
+        "addr",
+        "abe",
+        "asz",
+        "cs",
+        "fl0",
+    )
 
     def __init__(self, ty, ne, nb, op, src, vs=None):
         self.ty = ty
@@ -94,21 +134,21 @@ class T:
         self.nb = nb
         self.op = op
         self.src = src
-        self.cs = src         # sources as the scheduler leaves them (inputs from other backends -> their copies)
-        self.vs = vs          # view source (always the base tensor, as in ggml_new_tensor_impl)
+        self.cs = src  # sources as the scheduler leaves them (inputs from other backends -> their copies)
+        self.vs = vs  # view source (always the base tensor, as in ggml_new_tensor_impl)
         self.flags = 0
-        self.fl0 = 0          # flags as built (pipeline parallelism adds OUTPUT to inputs for one run)
-        self.wbe = -1         # backend of the buffer holding a pre-allocated tensor (weights, KV, states)
-        self.host = False     # that buffer is a host buffer (op offload candidates)
-        self.size = 0         # ggml_nbytes for tensors the allocator places
-        self.be = -1          # backend chosen by the scheduler
-        self.force = -1       # backend pinned by the graph callback
+        self.fl0 = 0  # flags as built (pipeline parallelism adds OUTPUT to inputs for one run)
+        self.wbe = -1  # backend of the buffer holding a pre-allocated tensor (weights, KV, states)
+        self.host = False  # that buffer is a host buffer (op offload candidates)
+        self.size = 0  # ggml_nbytes for tensors the allocator places
+        self.be = -1  # backend chosen by the scheduler
+        self.force = -1  # backend pinned by the graph callback
         self.name = ""
-        self.nch = 0          # allocator: children not yet computed
-        self.nvw = 0          # allocator: views not yet done with
-        self.addr = -1        # allocator: offset while allocated by the graph allocator, else -1
-        self.abe = -1         # allocator: buffer it was allocated in
-        self.asz = 0          # allocator: bytes it was allocated with
+        self.nch = 0  # allocator: children not yet computed
+        self.nvw = 0  # allocator: views not yet done with
+        self.addr = -1  # allocator: offset while allocated by the graph allocator, else -1
+        self.abe = -1  # allocator: buffer it was allocated in
+        self.asz = 0  # allocator: bytes it was allocated with
 
 
 def _contig(ty, ne):
@@ -205,6 +245,7 @@ def nelements(t):
 
 # ops (output shapes and types as in ggml/src/ggml.c)
 
+
 def mul_mat(a, b):
     return new("f32", (a.ne[1], b.ne[1], b.ne[2], b.ne[3]), "MUL_MAT", (a, b))
 
@@ -297,21 +338,23 @@ class _Graph:
 class _Builder:
     """What the architecture builders need: weights with their backends, inputs, KV views, helpers."""
 
+    all: list[T]  # nodes then leafs, set by compute_buffers once the graph is built
+
     def __init__(self, ctx, layers):
         self.c = ctx
         self.p = ctx.p
         self.g = _Graph()
-        self.layers = layers                  # the layer indices to build (a compressed run keeps a few)
+        self.layers = layers  # the layer indices to build (a compressed run keeps a few)
         self.pos = {il: k for k, il in enumerate(layers)}
         self.last = ctx.p.n_layer - 1 - ctx.n_nextn
         self.nt = ctx.n_tokens
         self.inputs = {}
         self.wcache = {}
         # placement-dependent parts, filled in per call by _run
-        self.wrefs = []      # (tensor, kept-layer position or -1, name suffix or full name)
-        self.crefs = []      # (cache tensor, kept-layer position)
-        self.pins = []       # (norm tensor, kept-layer position): graph_get_cb pins
-        self.cpu_pins = []   # attention outputs run on the CPU with -nkvo
+        self.wrefs = []  # (tensor, kept-layer position or -1, name suffix or full name)
+        self.crefs = []  # (cache tensor, kept-layer position)
+        self.pins = []  # (norm tensor, kept-layer position): graph_get_cb pins
+        self.cpu_pins = []  # attention outputs run on the CPU with -nkvo
 
     # leafs -------------------------------------------------------------
 
@@ -389,7 +432,7 @@ class _Builder:
         embd = self.inp("inp_embd", "f32", (p.n_embd, nt))
         cur = get_rows(self.w("token_embd.weight"), tokens)
         self.g.expand(cur)
-        self.g.expand(embd)        # the vector-embeddings path: a leaf that is never used
+        self.g.expand(embd)  # the vector-embeddings path: a leaf that is never used
         if self.c.embedding_scale:
             cur = unary("SCALE", cur)
         self.g.expand(cur)
@@ -422,7 +465,7 @@ class _Builder:
         ns = c.n_stream
         mask = self.inp("kq_mask" + sfx, "f16" if c.fa else "f32", (n_kv, nt // ns, 1, ns))
         k_rot = v_rot = None
-        if c.rot_k and not c.mla:   # build_attn_inp_k (MLA) makes no rotation inputs
+        if c.rot_k and not c.mla:  # build_attn_inp_k (MLA) makes no rotation inputs
             k_rot = self.inp("k_rot" + sfx, "f32", (c.rot_k, c.rot_k))
         if c.rot_v and not c.mla:
             v_rot = self.inp("v_rot" + sfx, "f32", (64, 64))
@@ -463,8 +506,11 @@ class _Builder:
         dst = reshape(kc, n_embd_k, kv_size * ns) if ns > 1 else kc
         g.expand(set_rows(dst, k2, k_idxs))
         if c.mla:
-            kview = view(kc, (hk, n_head_kv, n_kv, ns),
-                         (row_size(c.type_k, hk), row_size(c.type_k, n_embd_k), row_size(c.type_k, n_embd_k * kv_size)))
+            kview = view(
+                kc,
+                (hk, n_head_kv, n_kv, ns),
+                (row_size(c.type_k, hk), row_size(c.type_k, n_embd_k), row_size(c.type_k, n_embd_k * kv_size)),
+            )
             vview = view(kview, (v.ne[0], kview.ne[1], kview.ne[2], kview.ne[3]), kview.nb[1:])
         else:
             n_embd_v = c.n_embd_v_gqa_max if not c.fa else hv * n_head_kv
@@ -484,15 +530,27 @@ class _Builder:
                 vdst = reshape(vc, 1, nelements(vc))
                 v2 = reshape(v2, 1, nelements(v2))
                 g.expand(set_rows(vdst, v2, v_idxs))
-            kview = view(kc, (hk, n_head_kv, n_kv, ns),
-                         (row_size(c.type_k, hk), row_size(c.type_k, n_embd_k), row_size(c.type_k, n_embd_k * kv_size)))
+            kview = view(
+                kc,
+                (hk, n_head_kv, n_kv, ns),
+                (row_size(c.type_k, hk), row_size(c.type_k, n_embd_k), row_size(c.type_k, n_embd_k * kv_size)),
+            )
             if c.fa:
-                vview = view(vc, (hv, n_head_kv, n_kv, ns),
-                             (row_size(c.type_v, hv), row_size(c.type_v, n_embd_v), row_size(c.type_v, n_embd_v * kv_size)))
+                vview = view(
+                    vc,
+                    (hv, n_head_kv, n_kv, ns),
+                    (row_size(c.type_v, hv), row_size(c.type_v, n_embd_v), row_size(c.type_v, n_embd_v * kv_size)),
+                )
             else:
-                vview = view(vc, (n_kv, n_head_kv, hv, ns),
-                             (row_size(c.type_v, kv_size * hv), row_size(c.type_v, kv_size),
-                              row_size(c.type_v, kv_size * n_embd_v)))
+                vview = view(
+                    vc,
+                    (n_kv, n_head_kv, hv, ns),
+                    (
+                        row_size(c.type_v, kv_size * hv),
+                        row_size(c.type_v, kv_size),
+                        row_size(c.type_v, kv_size * n_embd_v),
+                    ),
+                )
         cur = self.mha(q, kview, vview, mask, sinks, v_mla, il)
         if v_rot is not None:
             cur = self.hadamard(cur, v_rot)
@@ -644,7 +702,7 @@ class _Builder:
             experts = binary("MUL", experts, weights)
         g.expand(experts)
         views = []
-        for i in range(k):
+        for _ in range(k):
             v = view(experts, (n_embd, nt), (experts.nb[2],))
             g.expand(v)
             views.append(v)
@@ -682,7 +740,7 @@ class _Builder:
         if not norm_first and out_ids is not None:
             cur = get_rows(cur, out_ids)
         cur = self.norm(cur, "output_norm.weight", -1, mb=self.w("output_norm.bias"))
-        cur.flags = cur.fl0 = OUTPUT              # t_embd
+        cur.flags = cur.fl0 = OUTPUT  # t_embd
         out = self.w("output.weight") or self.w("token_embd.weight@output")
         logits = mul_mat(out, cur)
         if self.c.logit_scale:
@@ -749,8 +807,16 @@ def _build_standard(b):
             if kn is not None:
                 k = b.norm(k, kn, il)
             k = _rope(k, pos, freqs)
-            cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), b.w(f"blk.{il}.attn_output.bias"),
-                         sinks=b.w(f"blk.{il}.attn_sinks.weight"), iswa_order=iswa)
+            cur = b.attn(
+                il,
+                q,
+                k,
+                v,
+                b.w(f"blk.{il}.attn_output.weight"),
+                b.w(f"blk.{il}.attn_output.bias"),
+                sinks=b.w(f"blk.{il}.attn_sinks.weight"),
+                iswa_order=iswa,
+            )
         if il == b.last:
             cur = get_rows(cur, out_ids)
             inpSA = get_rows(inpSA, out_ids)
@@ -759,8 +825,14 @@ def _build_standard(b):
         ffn_inp = binary("ADD", cur, inpSA)
         cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il, mb=b.w(f"blk.{il}.ffn_norm.bias"))
         if f"blk.{il}.ffn_gate_inp.weight" in c.names:
-            moe_out = b.moe(cur, il, gating=c.gating, norm_w=c.expert_weights_norm, w_scale=c.expert_weights_scale,
-                            probs_b=b.w(f"blk.{il}.exp_probs_b.bias"))
+            moe_out = b.moe(
+                cur,
+                il,
+                gating=c.gating,
+                norm_w=c.expert_weights_norm,
+                w_scale=c.expert_weights_scale,
+                probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
+            )
             cur = b.shexp(cur, moe_out, il)
         else:
             cur = b.ffn(cur, "ffn", il)
@@ -809,8 +881,7 @@ def _build_deepseek2(b):
             kv_cmpr = reshape(kv_cmpr, kv_lora, 1, nt)
             K = concat(kv_cmpr, k_pe, 0)
             V = kv_cmpr
-            cur = b.attn(il, Q, K, V, b.w(f"blk.{il}.attn_output.weight"), None,
-                         v_mla=b.w(f"blk.{il}.attn_v_b.weight"))
+            cur = b.attn(il, Q, K, V, b.w(f"blk.{il}.attn_output.weight"), None, v_mla=b.w(f"blk.{il}.attn_v_b.weight"))
         else:
             kv = b.mm(f"blk.{il}.attn_kv_b.weight", kv_cmpr)
             rs = kv.nb[0] * (n_nope + hv_mla)
@@ -828,8 +899,14 @@ def _build_deepseek2(b):
         if il < p.n_layer_dense_lead:
             cur = b.ffn(cur, "ffn", il)
         else:
-            moe_out = b.moe(cur, il, gating=c.gating, norm_w=c.expert_weights_norm, w_scale=c.expert_weights_scale,
-                            probs_b=b.w(f"blk.{il}.exp_probs_b.bias"))
+            moe_out = b.moe(
+                cur,
+                il,
+                gating=c.gating,
+                norm_w=c.expert_weights_norm,
+                w_scale=c.expert_weights_scale,
+                probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
+            )
             sh = b._ffn_named(cur, il, "shexp")
             cur = binary("ADD", moe_out, sh)
         cur = binary("ADD", cur, ffn_inp)
@@ -850,14 +927,22 @@ def _build_gpt_oss(b):
         q, k, v = _qkv(b, il, cur, hd, hd, hd)
         q = _rope(q, pos)
         k = _rope(k, pos)
-        cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), b.w(f"blk.{il}.attn_output.bias"),
-                     sinks=b.w(f"blk.{il}.attn_sinks.weight"), iswa_order=True)
+        cur = b.attn(
+            il,
+            q,
+            k,
+            v,
+            b.w(f"blk.{il}.attn_output.weight"),
+            b.w(f"blk.{il}.attn_output.bias"),
+            sinks=b.w(f"blk.{il}.attn_sinks.weight"),
+            iswa_order=True,
+        )
         ffn_inp = binary("ADD", cur, inpSA)
         cur = b.norm(ffn_inp, f"blk.{il}.post_attention_norm.weight", il)
         cur = b.moe(cur, il, gating="softmax_weight", norm_w=False, w_scale=c.expert_weights_scale)
         cur = binary("ADD", cur, ffn_inp)
         inpL = cur
-    inpL.flags = inpL.fl0 = OUTPUT          # t_h_nextn
+    inpL.flags = inpL.fl0 = OUTPUT  # t_h_nextn
     return b.output(inpL, out_ids, norm_first=False)
 
 
@@ -867,7 +952,7 @@ def _build_llama4(b):
     # hparams.n_no_rope_layer_step: 4, or n_layer when the GGUF says sliding_window = 0 (then only the last
     # layer skips rope, a quirk kept as is)
     no_rope_step = p.n_layer if c.meta.get("llama4.attention.sliding_window") == 0 else 4
-    use_kq_norm = c.n_expert != 128         # LLM_TYPE_17B_128E has no Q/K L2 norm
+    use_kq_norm = c.n_expert != 128  # LLM_TYPE_17B_128E has no Q/K L2 norm
     inpL = b.inp_embd()
     pos = b.inp_pos()
     attn_scale = b.inp("inp_attn_scale", "f32", (1, 1, b.nt))
@@ -886,8 +971,9 @@ def _build_llama4(b):
         if use_rope and use_kq_norm:
             q = unary("RMS_NORM", q)
             k = unary("RMS_NORM", k)
-        cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), b.w(f"blk.{il}.attn_output.bias"),
-                     iswa_order=c.has_swa)
+        cur = b.attn(
+            il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), b.w(f"blk.{il}.attn_output.bias"), iswa_order=c.has_swa
+        )
         if il == b.last:
             cur = get_rows(cur, out_ids)
             inpSA = get_rows(inpSA, out_ids)
@@ -915,7 +1001,7 @@ def _mamba2(b, cur, il):
     n_seq_tokens = nt // ns
     n_rs = c.n_rs
     s_copy = b.inp("rs_s_copy", "i32", (n_rs,))
-    if "rs_views" not in b.inputs:     # build_rs_inp: one pair of views shared by every recurrent layer
+    if "rs_views" not in b.inputs:  # build_rs_inp: one pair of views shared by every recurrent layer
         b.inputs["rs_views"] = (view(s_copy, (ns,), ()), view(s_copy, (n_rs - ns,), ()))
     s_main, s_extra = b.inputs["rs_views"]
     conv_dim = d_inner + 2 * n_group * d_state
@@ -958,8 +1044,12 @@ def _mamba2(b, cur, il):
         return new("f32", (nelements(x) + n_embd_s * ids.ne[0],), "SSM_SCAN", (ssm, x, dt, A, B, C, ids))
 
     y_ssm = rs(s_all, n_embd_s, scan)
-    g.expand(cpy(view(y_ssm, (n_embd_s, ns, 1), (n_embd_s * 4, n_embd_s * 4 * ns)),
-                 view(s_all, (n_embd_s, ns, 1), (s_all.nb[1], s_all.nb[1] * n_rs))))
+    g.expand(
+        cpy(
+            view(y_ssm, (n_embd_s, ns, 1), (n_embd_s * 4, n_embd_s * 4 * ns)),
+            view(s_all, (n_embd_s, ns, 1), (s_all.nb[1], s_all.nb[1] * n_rs)),
+        )
+    )
     y = view(y_ssm, (head_dim, n_head, n_seq_tokens, ns), (x.nb[1], n_head * x.nb[1], n_seq_tokens * n_head * x.nb[1]))
     y = binary("ADD", y, binary("MUL", x, b.w(f"blk.{il}.ssm_d")))
     y = glu_split(cont(z), y)
@@ -974,8 +1064,9 @@ _ARCH_BUILDERS = {"deepseek2": _build_deepseek2, "gpt-oss": _build_gpt_oss, "lla
 
 #: Architectures whose compute buffers were checked against llama.cpp's own numbers (tests/memory, the
 #: calibration runs in docs/memory-model.md); others use the llama-style graph and may be approximate.
-CHECKED_ARCHS = frozenset({"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "glm4moe", "granitehybrid",
-                           "deepseek2", "gpt-oss", "llama4"})
+CHECKED_ARCHS = frozenset(
+    {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "glm4moe", "granitehybrid", "deepseek2", "gpt-oss", "llama4"}
+)
 
 
 # --------------------------------------------------------------------------- per-model facts
@@ -998,14 +1089,14 @@ class _Ctx:
         self.shapes = facts["shapes"]
         self.n_nextn = p.nextn_layers
         n_seqs = max(1, shape.n_seq)
-        nt = min(shape.n_ctx, shape.n_ubatch)          # sched_reserve: n_tokens = min(n_ctx, n_ubatch)
+        nt = min(shape.n_ctx, shape.n_ubatch)  # sched_reserve: n_tokens = min(n_ctx, n_ubatch)
         if nt % n_seqs:
             nt = (nt + n_seqs - 1) // n_seqs * n_seqs  # graph_reserve rounds to a multiple of n_seqs
         self.n_tokens = nt
         self.n_seqs = n_seqs
         self.n_outputs = max(1, min(nt, shape.n_outputs_max))
         self.n_stream = 1 if shape.unified else max(1, shape.n_stream)
-        self.n_kv = shape.n_ctx_seq                    # the reserve uses the full cache: n_kv = kv_size
+        self.n_kv = shape.n_ctx_seq  # the reserve uses the full cache: n_kv = kv_size
         self.fa = shape.flash_attn
         self.type_k = settings.type_k
         self.type_v = settings.type_v
@@ -1025,7 +1116,9 @@ class _Ctx:
         self.mla = p.is_mla and bool(meta.get(f"{a}.attention.key_length_mla"))
         self.hk_mla = int(meta.get(f"{a}.attention.key_length_mla", 0) or p.head_dim_k)
         self.hv_mla = int(meta.get(f"{a}.attention.value_length_mla", 0) or p.head_dim_v)
-        kv_layers = [il for il in range(p.n_layer - p.nextn_layers) if not p.recurrent_layers[il] and p.n_head_kv[il] > 0]
+        kv_layers = [
+            il for il in range(p.n_layer - p.nextn_layers) if not p.recurrent_layers[il] and p.n_head_kv[il] > 0
+        ]
         dims_v = [(p.head_dim_v_swa if self.is_swa(il) else p.head_dim_v) * p.n_head_kv[il] for il in kv_layers]
         self.n_embd_v_gqa_max = max(dims_v, default=0)
         heads_k = {(p.head_dim_k_swa if self.is_swa(il) else p.head_dim_k) for il in kv_layers}
@@ -1041,8 +1134,12 @@ class _Ctx:
                 if hk_all % n:
                     break
             self.rot_k = n // 2
-        self.rot_v = (CACHE_TYPE_BLOCKS.get(settings.type_v, (1, 2))[0] > 1 and hv_all > 0
-                      and p.head_dim_v % 64 == 0 and not p.is_mla)
+        self.rot_v = (
+            CACHE_TYPE_BLOCKS.get(settings.type_v, (1, 2))[0] > 1
+            and hv_all > 0
+            and p.head_dim_v % 64 == 0
+            and not p.is_mla
+        )
         self.softcap = bool(meta.get(f"{a}.attn_logit_softcapping"))
         self.embedding_scale = bool(meta.get(f"{a}.embedding_scale"))
         self.residual_scale = bool(meta.get(f"{a}.residual_scale"))
@@ -1135,7 +1232,7 @@ def _schedule(nodes, leafs, cpu, offload_to):
             t.be = cpu
     # pass 5: splits and the copies of inputs that live on another backend
     splits = []
-    copies = {}          # (src, backend) -> copy tensor (tensor_id_copy: one per backend for the whole graph)
+    copies = {}  # (src, backend) -> copy tensor (tensor_id_copy: one per backend for the whole graph)
     cur_be = None
     inputs = None
     start = 0
@@ -1260,7 +1357,7 @@ def _allocate(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size):
     allocs = [_Alloc(aligns[b]) for b in range(n_be)]
     # graph_copy (end of ggml_backend_sched_split_graph): per split, [input_dep, input_copy] per input, then its nodes
     gnodes = []
-    for be, i0, i1, inputs in splits:
+    for _be, i0, i1, inputs in splits:
         for s, cp in inputs:
             dep = T(s.ty, s.ne, s.nb, NONE, [s], s.vs if s.vs is not None else s)
             dep.be = s.be
@@ -1278,8 +1375,8 @@ def _allocate(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size):
                     cp = T(t.ty, t.ne, t.nb, NONE, [])
                     cp.size, cp.be, cp.flags = t.size, t.be, INPUT | OUTPUT
                     gleafs.append(cp)
-        for be, i0, i1, inputs in splits:
-            for s, cp in inputs:
+        for _be, _i0, _i1, inputs in splits:
+            for _s, cp in inputs:
                 cp.flags |= INPUT | OUTPUT
                 gleafs.append(cp)
                 for _ in range(1, n_copies):
@@ -1294,8 +1391,15 @@ def _allocate(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size):
             return
         if t.op in _INPLACE:
             for p in t.cs:
-                if (p.addr != -1 and p.nch == 1 and p.nvw == 0 and not p.flags & OUTPUT
-                        and p.ty == t.ty and p.ne == t.ne and p.nb == t.nb):
+                if (
+                    p.addr != -1
+                    and p.nch == 1
+                    and p.nvw == 0
+                    and not p.flags & OUTPUT
+                    and p.ty == t.ty
+                    and p.ne == t.ne
+                    and p.nb == t.nb
+                ):
                     pbe = p.abe
                     al = aligns[pbe]
                     ps = (p.asz + al - 1) // al * al
@@ -1350,12 +1454,12 @@ def _allocate(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size):
 
 # --------------------------------------------------------------------------- layer compression
 
-_KEEP = 2      # periods of a repeating run simulated before jumping to its last period
+_KEEP = 2  # periods of a repeating run simulated before jumping to its last period
 _KEEP_HOOD = 1  # copies of a repeated neighbourhood (previous, own, next layer) simulated
 _MAX_PERIOD = 8
 
 
-def _compress(sigs):
+def _compress(sigs: list[tuple]) -> list[int]:
     """Indices of the layers to build.
 
     Periodic runs are cut to ``_KEEP`` periods plus their last one. Then any layer whose neighbourhood
@@ -1421,8 +1525,8 @@ def _pad(keep: list[int], n: int) -> list[int]:
 # --------------------------------------------------------------------------- public entry
 
 
-_CACHE_SIZE = 256      # results per model (a drag revisits the same placements)
-_GRAPHS = 16           # built graphs per model (one per context shape and layer structure)
+_CACHE_SIZE = 256  # results per model (a drag revisits the same placements)
+_GRAPHS = 16  # built graphs per model (one per context shape and layer structure)
 
 
 def _getter(idx):
@@ -1439,8 +1543,8 @@ def model_facts(model: Model) -> dict:
     caches of built graphs and results; :class:`app.memory.estimator.Estimator` keeps one per model."""
     p = model.params
     names = {}
-    per_layer = [[] for _ in range(p.n_layer)]
-    suffixes = [[] for _ in range(p.n_layer)]
+    per_layer: list[list[int]] = [[] for _ in range(p.n_layer)]
+    suffixes: list[list[tuple[str, tuple[int, ...]]]] = [[] for _ in range(p.n_layer)]
     for i, t in enumerate(model.tensors):
         names[t.name] = i
         b = model.block_of(t.name)
@@ -1448,20 +1552,42 @@ def model_facts(model: Model) -> dict:
             per_layer[b.layer].append(i)
             suffixes[b.layer].append((t.name.split(".", 2)[-1], t.shape))
     n_main = p.n_layer - p.nextn_layers
-    kinds, kind_ids = [], {}
+    kinds: list[int] = []
+    kind_ids: dict[tuple, int] = {}
     for il in range(n_main):
-        k = (p.swa_layers[il] if p.has_swa else False, p.recurrent_layers[il], p.n_head[il], p.n_head_kv[il],
-             p.n_ff[il], il < p.n_layer_dense_lead, il == n_main - 1, tuple(suffixes[il]))
+        k = (
+            p.swa_layers[il] if p.has_swa else False,
+            p.recurrent_layers[il],
+            p.n_head[il],
+            p.n_head_kv[il],
+            p.n_ff[il],
+            il < p.n_layer_dense_lead,
+            il == n_main - 1,
+            tuple(suffixes[il]),
+        )
         kinds.append(kind_ids.setdefault(k, len(kind_ids)))
     getters = [_getter(idx) for idx in per_layer[:n_main]]
     glob = [i for i, t in enumerate(model.tensors) if model.block_of(t.name).layer is None]
-    f = {"names": names, "getters": getters, "kinds": kinds, "glob": _getter(glob),
-         "shapes": [_ne4(t.shape) for t in model.tensors], "results": OrderedDict(), "graphs": OrderedDict()}
+    f = {
+        "names": names,
+        "getters": getters,
+        "kinds": kinds,
+        "glob": _getter(glob),
+        "shapes": [_ne4(t.shape) for t in model.tensors],
+        "results": OrderedDict(),
+        "graphs": OrderedDict(),
+    }
     return f
 
 
-def compute_buffers(model: Model, placement: WeightPlacement, settings: LlamaSettings, shape: ContextShape,
-                    pipeline: bool, facts: dict | None = None) -> dict[str, int]:
+def compute_buffers(
+    model: Model,
+    placement: WeightPlacement,
+    settings: LlamaSettings,
+    shape: ContextShape,
+    pipeline: bool,
+    facts: dict | None = None,
+) -> dict[str, int]:
     """Compute buffer bytes per device name (``Host`` for the CPU backend's buffer).
 
     ``pipeline``: pipeline parallelism is on (the scheduler keeps 4 copies of every input).
@@ -1495,8 +1621,21 @@ def compute_buffers(model: Model, placement: WeightPlacement, settings: LlamaSet
     pin_cpu = real_run and settings.no_kv_offload
     offload = settings.op_offload and any(d.kind in ("gpu", "igpu") for d in devs)
     host_weights = not (settings.repack and not settings.use_host)
-    key = (shape, settings.type_k, settings.type_v, settings.no_kv_offload, offload, host_weights, pin, pin_cpu, pipeline,
-           tuple((d.name, d.kind) for d in devs), tuple(sigs), glob, placement.duplicated_output)
+    key = (
+        shape,
+        settings.type_k,
+        settings.type_v,
+        settings.no_kv_offload,
+        offload,
+        host_weights,
+        pin,
+        pin_cpu,
+        pipeline,
+        tuple((d.name, d.kind) for d in devs),
+        tuple(sigs),
+        glob,
+        placement.duplicated_output,
+    )
     results = facts["results"]
     hit = results.get(key)
     if hit is not None:
@@ -1516,12 +1655,13 @@ def compute_buffers(model: Model, placement: WeightPlacement, settings: LlamaSet
                 graphs.popitem(last=False)
         else:
             graphs.move_to_end(gkey)
-        peaks = _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload,
-                     host_weights, pipeline)
+        peaks = _run(
+            model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline
+        )
     except Exception:  # an architecture whose tensors the generic graph cannot follow
         log.debug("compute graph for %s failed; using the approximate formula", p.arch, exc_info=True)
         peaks = _approx(p, shape, layer_be, cpu, pipeline)
-    out = {}
+    out: dict[str, int] = {}
     for i, size in enumerate(peaks):
         name = CPU if i == cpu else devs[i].name
         out[name] = out.get(name, 0) + size
@@ -1531,8 +1671,7 @@ def compute_buffers(model: Model, placement: WeightPlacement, settings: LlamaSet
     return dict(out)
 
 
-def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights,
-         pipeline):
+def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline):
     """Bind a built graph to this placement, then schedule and allocate it."""
     names = b.c.names
     tensors = model.tensors
@@ -1545,7 +1684,7 @@ def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_
         if k >= 0:
             i = names[f"blk.{layers[k]}.{sfx}"]
             be = tbe[i]
-        elif sfx == "token_embd.weight@output":   # tied embeddings: the output's copy of token_embd
+        elif sfx == "token_embd.weight@output":  # tied embeddings: the output's copy of token_embd
             i = names["token_embd.weight"]
             dup_dev = placement.duplicated_output
             be = next((j for j, d in enumerate(devs) if d.name == dup_dev), tbe[i]) if dup_dev else tbe[i]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ..errors import DetectError
-from ..lanes import Lane, rpc_buffer_type
+from ..lanes import DeviceKind, Lane, rpc_buffer_type
 from ..units import MiB
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\d*$")
@@ -31,8 +31,7 @@ def from_detected(devices) -> list[Lane]:
             buft = d.name
         total = d.total_bytes or 0
         free = d.free_bytes if d.free_bytes is not None else total
-        out.append(Lane(d.name, buft, free, total, d.kind,
-                        endpoint=d.rpc_endpoint if d.kind == "rpc" else None))
+        out.append(Lane(d.name, buft, free, total, d.kind, endpoint=d.rpc_endpoint if d.kind == "rpc" else None))
     return out
 
 
@@ -57,5 +56,5 @@ def parse_device_spec(spec: str) -> list[Lane]:
         if mib <= 0:
             raise DeviceSpecError(f"--devices item {item!r}: the capacity must be positive.")
         nbytes = int(mib * MiB)
-        out.append(Lane(name, name, nbytes, nbytes, "planned", bandwidth))
+        out.append(Lane(name, name, nbytes, nbytes, DeviceKind.PLANNED, bandwidth))
     return out

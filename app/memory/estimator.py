@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..lanes import CPU, Lane
 from ..model import Model
 from .compute import CHECKED_ARCHS, compute_buffers, model_facts
 from .kv import ContextShape, context_shape, kv_bytes_per_layer, output_buffer_bytes, recurrent_bytes_per_layer
 from .layout import OverrideMatcher, WeightPlacement, place_weights
-from ..lanes import CPU, Lane
 from .settings import LlamaSettings
 
 
@@ -26,7 +26,7 @@ class DeviceMemory:
     kv: int = 0
     recurrent: int = 0
     compute: int = 0
-    output: int = 0          # logits buffer (host memory only)
+    output: int = 0  # logits buffer (host memory only)
     capacity: int | None = None
 
     @property
@@ -40,7 +40,7 @@ class DeviceMemory:
 
 @dataclass
 class Estimate:
-    devices: list[DeviceMemory]          # model devices in llama.cpp order, Host last
+    devices: list[DeviceMemory]  # model devices in llama.cpp order, Host last
     shape: ContextShape
     placement: WeightPlacement
     pipeline_parallel: bool
@@ -70,20 +70,31 @@ class Estimator:
     def place(self, devices: list[Lane], settings: LlamaSettings) -> WeightPlacement:
         return place_weights(self.model, devices, settings, self.matcher)
 
-    def estimate(self, devices: list[Lane], settings: LlamaSettings,
-                 placement: WeightPlacement | None = None) -> Estimate:
+    def estimate(
+        self, devices: list[Lane], settings: LlamaSettings, placement: WeightPlacement | None = None
+    ) -> Estimate:
         return _estimate(self.model, devices, settings, placement, self)
 
 
-def estimate(model: Model, devices: list[Lane], settings: LlamaSettings,
-             placement: WeightPlacement | None = None, estimator: Estimator | None = None) -> Estimate:
+def estimate(
+    model: Model,
+    devices: list[Lane],
+    settings: LlamaSettings,
+    placement: WeightPlacement | None = None,
+    estimator: Estimator | None = None,
+) -> Estimate:
     """Estimate memory per device for ``model`` launched with ``settings`` on ``devices`` (see
     :func:`_estimate`); pass an :class:`Estimator` of the same model to reuse its caches."""
     return _estimate(model, devices, settings, placement, estimator)
 
 
-def _estimate(model: Model, devices: list[Lane], settings: LlamaSettings,
-              placement: WeightPlacement | None, estimator: Estimator | None) -> Estimate:
+def _estimate(
+    model: Model,
+    devices: list[Lane],
+    settings: LlamaSettings,
+    placement: WeightPlacement | None,
+    estimator: Estimator | None,
+) -> Estimate:
     """Estimate memory per device for ``model`` launched with ``settings`` on ``devices``.
 
     ``devices`` are the non-CPU devices llama.cpp sees (RPC first, then GPUs),
@@ -107,20 +118,28 @@ def _estimate(model: Model, devices: list[Lane], settings: LlamaSettings,
         mem[dev].kv += kv[il]
         mem[dev].recurrent += rs[il]
     mem[CPU].output = output_buffer_bytes(p, shape)
-    pipeline = (len(placement.devices) > 1 and settings.split_mode == "layer" and not settings.no_kv_offload
-                and not placement.has_overrides
-                and all(d != CPU for d in placement.layer_device))
-    for dev, nbytes in compute_buffers(model, placement, settings, shape, pipeline,
-                                         estimator.compute_facts if estimator else None).items():
+    pipeline = (
+        len(placement.devices) > 1
+        and settings.split_mode == "layer"
+        and not settings.no_kv_offload
+        and not placement.has_overrides
+        and all(d != CPU for d in placement.layer_device)
+    )
+    for dev, nbytes in compute_buffers(
+        model, placement, settings, shape, pipeline, estimator.compute_facts if estimator else None
+    ).items():
         mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes
     notes = []
     if p.arch not in CHECKED_ARCHS:
-        notes.append(f"compute buffers for '{p.arch}' follow a llama-style graph that was not checked against "
-                     "llama.cpp for this architecture: weights and KV are exact, compute may be off; use Verify")
+        notes.append(
+            f"compute buffers for '{p.arch}' follow a llama-style graph that was not checked against "
+            "llama.cpp for this architecture: weights and KV are exact, compute may be off; use Verify"
+        )
     if p.tied_embeddings and placement.duplicated_output:
         notes.append(f"tied embeddings: token_embd is loaded twice (host and {placement.duplicated_output})")
     if pipeline:
-        notes.append("pipeline parallelism is on (all layers on 2+ devices, no overrides): compute buffers hold 4 input copies")
+        notes.append(
+            "pipeline parallelism is on (all layers on 2+ devices, no overrides): compute buffers hold 4 input copies"
+        )
     ordered = [mem[n] for n in names] + [mem[CPU]]
     return Estimate(ordered, shape, placement, pipeline, notes)
-

@@ -16,8 +16,15 @@ from .settings import LlamaSettings
 
 #: (elements per block, bytes per block) of the KV cache types (ggml/src/ggml-common.h).
 CACHE_TYPE_BLOCKS = {
-    "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q5_1": (32, 24), "q5_0": (32, 22),
-    "q4_1": (32, 20), "q4_0": (32, 18), "iq4_nl": (32, 18),
+    "f32": (1, 4),
+    "f16": (1, 2),
+    "bf16": (1, 2),
+    "q8_0": (32, 34),
+    "q5_1": (32, 24),
+    "q5_0": (32, 22),
+    "q4_1": (32, 20),
+    "q4_0": (32, 18),
+    "iq4_nl": (32, 18),
 }
 
 
@@ -36,14 +43,14 @@ def pad(x: int, n: int) -> int:
 
 @dataclass(frozen=True)
 class ContextShape:
-    n_ctx: int          # total cells over all streams
-    n_ctx_seq: int      # cells per stream (kv_size)
+    n_ctx: int  # total cells over all streams
+    n_ctx_seq: int  # cells per stream (kv_size)
     n_stream: int
     n_seq: int
     unified: bool
     n_batch: int
     n_ubatch: int
-    size_swa: int       # cells per stream of the SWA cache (0 when the model has no SWA)
+    size_swa: int  # cells per stream of the SWA cache (0 when the model has no SWA)
     flash_attn: bool
     n_outputs_max: int
 

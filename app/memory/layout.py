@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import EstimateError
-from ..model import Model
 from ..lanes import CPU, Lane
+from ..model import Model
 from .settings import NGL_ALL, NGL_AUTO, LlamaSettings
+
 
 class PlacementError(EstimateError, ValueError):
     """The settings name something llama.cpp would reject (an unknown device or buffer type)."""
@@ -45,8 +46,10 @@ def model_devices(devices: list[Lane], settings: LlamaSettings) -> list[Lane]:
             if name.lower() == "cpu":
                 raise PlacementError("-dev does not accept CPU: leave it out (the CPU is always used).")
             if name.lower() not in by_name:
-                raise PlacementError(f"-dev names {name}, which is not among the devices "
-                                     f"({', '.join(d.name for d in devices) or 'none'}).")
+                raise PlacementError(
+                    f"-dev names {name}, which is not among the devices "
+                    f"({', '.join(d.name for d in devices) or 'none'})."
+                )
             chosen.append(by_name[name.lower()])
         devs = chosen
     if settings.split_mode == "none":
@@ -132,11 +135,11 @@ class OverrideMatcher:
 class WeightPlacement:
     """Per-tensor device (``CPU`` for host buffers) and the layer devices behind it."""
 
-    tensor_device: list[str]        # parallel to model.tensors; "" for skipped tensors
-    layer_device: list[str]         # n_layer_all + 1 entries; last is the output layer
-    duplicated_output: str | None   # device holding a second copy of token_embd (tied embeddings)
-    devices: list[Lane]        # the model devices, in llama.cpp's order
-    has_overrides: bool = False     # any -ot/-cmoe/-ncmoe in effect (turns pipeline parallelism off)
+    tensor_device: list[str]  # parallel to model.tensors; "" for skipped tensors
+    layer_device: list[str]  # n_layer_all + 1 entries; last is the output layer
+    duplicated_output: str | None  # device holding a second copy of token_embd (tied embeddings)
+    devices: list[Lane]  # the model devices, in llama.cpp's order
+    has_overrides: bool = False  # any -ot/-cmoe/-ncmoe in effect (turns pipeline parallelism off)
 
     def bytes_by_device(self, model: Model) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -149,8 +152,9 @@ class WeightPlacement:
         return out
 
 
-def place_weights(model: Model, devices: list[Lane], settings: LlamaSettings,
-                  matcher: OverrideMatcher | None = None) -> WeightPlacement:
+def place_weights(
+    model: Model, devices: list[Lane], settings: LlamaSettings, matcher: OverrideMatcher | None = None
+) -> WeightPlacement:
     """Where llama.cpp puts each tensor for ``settings``; ``matcher`` (one per model) caches override matches."""
     devs = model_devices(devices, settings)
     n_all = model.params.n_layer
@@ -163,8 +167,10 @@ def place_weights(model: Model, devices: list[Lane], settings: LlamaSettings,
     over = matcher.resolve(settings.overrides) if matcher is not None and settings.overrides else {}
     for _, buft in settings.overrides:
         if buft not in buft_to_dev:
-            raise PlacementError(f"override target {buft!r} is not a buffer type llama.cpp knows here "
-                                 f"(available: {', '.join(buft_to_dev)}).")
+            raise PlacementError(
+                f"override target {buft!r} is not a buffer type llama.cpp knows here "
+                f"(available: {', '.join(buft_to_dev)})."
+            )
     tl = model.index.tensor_layer
     skipped = model.index.skipped
     tensor_device = []
@@ -180,6 +186,7 @@ def place_weights(model: Model, devices: list[Lane], settings: LlamaSettings,
     if model.params.tied_embeddings:
         out_dev = layers[n_all]
         te = model.index.token_embd
+        assert te is not None  # tied embeddings are detected from token_embd.weight, so the file has it
         if te in over:
             out_dev = buft_to_dev[over[te]]
         if out_dev != tensor_device[te]:

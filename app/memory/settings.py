@@ -22,30 +22,30 @@ NGL_ALL = -2
 class LlamaSettings:
     """Memory-relevant llama.cpp arguments. ``None`` means "not given: llama.cpp's default"."""
 
-    n_ctx: int = 0                      # -c; 0 = the model's training context
-    n_parallel: int = -1                # -np; -1 = server auto (4, unified)
-    kv_unified: bool | None = None      # -kvu / -no-kvu
-    type_k: str = "f16"                 # -ctk
-    type_v: str = "f16"                 # -ctv
-    flash_attn: str = "auto"            # -fa on|off|auto
-    n_batch: int = 2048                 # -b
-    n_ubatch: int = 512                 # -ub
-    swa_full: bool = False              # --swa-full
-    no_kv_offload: bool = False         # -nkvo
-    n_gpu_layers: int = NGL_AUTO        # -ngl N | auto (-1) | all (-2)
+    n_ctx: int = 0  # -c; 0 = the model's training context
+    n_parallel: int = -1  # -np; -1 = server auto (4, unified)
+    kv_unified: bool | None = None  # -kvu / -no-kvu
+    type_k: str = "f16"  # -ctk
+    type_v: str = "f16"  # -ctv
+    flash_attn: str = "auto"  # -fa on|off|auto
+    n_batch: int = 2048  # -b
+    n_ubatch: int = 512  # -ub
+    swa_full: bool = False  # --swa-full
+    no_kv_offload: bool = False  # -nkvo
+    n_gpu_layers: int = NGL_AUTO  # -ngl N | auto (-1) | all (-2)
     tensor_split: list[float] | None = None  # -ts
-    devices: list[str] | None = None    # -dev; ["none"] = CPU only
-    split_mode: str = "layer"           # -sm
-    main_gpu: int = 0                   # -mg
+    devices: list[str] | None = None  # -dev; ["none"] = CPU only
+    split_mode: str = "layer"  # -sm
+    main_gpu: int = 0  # -mg
     overrides: list[tuple[str, str]] = field(default_factory=list)  # -ot, -cmoe, -ncmoe in order
-    repack: bool = True                 # --no-repack turns it off
-    use_host: bool = True               # --no-host turns it off
-    op_offload: bool = True             # --no-op-offload
-    n_threads: int | None = None        # -t (no memory effect; kept for export)
-    load_mode: str | None = None        # -lm none|mmap|mlock|... (None: llama.cpp's auto)
+    repack: bool = True  # --no-repack turns it off
+    use_host: bool = True  # --no-host turns it off
+    op_offload: bool = True  # --no-op-offload
+    n_threads: int | None = None  # -t (no memory effect; kept for export)
+    load_mode: str | None = None  # -lm none|mmap|mlock|... (None: llama.cpp's auto)
     tool: str = "server"
 
-    def copy(self, **changes) -> "LlamaSettings":
+    def copy(self, **changes) -> LlamaSettings:
         changes.setdefault("overrides", list(self.overrides))
         return replace(self, **changes)
 

@@ -36,8 +36,15 @@ LAYER_ROLES = (Role.ATTN, Role.FFN, Role.EXPERTS, Role.SSM, Role.OTHER)
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.(.+)$")
 # Same family as llama.cpp's LLM_FFN_EXPS_REGEX: \.ffn_(up|down|gate|gate_up)_(ch|)exps
 _EXPS_RE = re.compile(r"^ffn_(gate_up|gate|up|down)_(?:ch)?exps(?:\.|$)")
-_INPUT_NAMES = ("token_embd.", "token_embd_norm.", "per_layer_token_embd.", "per_layer_model_proj.",
-                "per_layer_proj_norm.", "token_types.", "pos_embd.")
+_INPUT_NAMES = (
+    "token_embd.",
+    "token_embd_norm.",
+    "per_layer_token_embd.",
+    "per_layer_model_proj.",
+    "per_layer_proj_norm.",
+    "token_types.",
+    "pos_embd.",
+)
 _OUTPUT_NAMES = ("output.", "output_norm.")
 _SSM_PREFIXES = ("ssm_", "time_mix_", "channel_mix_", "shortconv", "conv1d")
 EXPERT_PARTS = ("gate", "up", "down", "gate_up")
@@ -58,7 +65,11 @@ def classify(name: str) -> tuple[int | None, Role, str | None]:
         return layer, Role.EXPERTS, e.group(1)
     if suffix.startswith("nextn."):
         return layer, Role.OTHER, None
-    if suffix.startswith("attn_") or "norm" in suffix.split(".")[0] or suffix.startswith(("rope_", "wq", "wk", "wv", "wo")):
+    if (
+        suffix.startswith("attn_")
+        or "norm" in suffix.split(".")[0]
+        or suffix.startswith(("rope_", "wq", "wk", "wv", "wo"))
+    ):
         return layer, Role.ATTN, None
     if suffix.startswith(("ffn_", "exp_probs_b")):
         return layer, Role.FFN, None
@@ -106,8 +117,9 @@ def build_blocks(tensors: list[TensorInfo], params: ModelParams) -> list[Block]:
         bid = block_id(layer, role)
         blk = by_id.get(bid)
         if blk is None:
-            blk = by_id[bid] = Block(bid, layer, role,
-                                     nextn=first_nextn is not None and layer is not None and layer >= first_nextn)
+            blk = by_id[bid] = Block(
+                bid, layer, role, nextn=first_nextn is not None and layer is not None and layer >= first_nextn
+            )
         blk.tensors.append(t)
         if part is not None:
             blk.parts.setdefault(part, []).append(t)

@@ -41,5 +41,15 @@ def load_demo() -> Model:
         offset += (nbytes + 31) // 32 * 32
     meta = doc["metadata"]
     params = extract_params(meta, {t.name for t in tensors})
-    return Model([Path(doc["file_name"])], offset, 3, meta, params, tensors, build_blocks(tensors, params),
-                 warnings=[], is_demo=True, title=doc["title"])
+    return Model(
+        [Path(doc["file_name"])],
+        offset,
+        3,
+        meta,
+        params,
+        tensors,
+        build_blocks(tensors, params),
+        warnings=[],
+        is_demo=True,
+        title=doc["title"],
+    )

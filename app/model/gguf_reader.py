@@ -42,22 +42,62 @@ MAX_KV = 1_000_000
 MAX_ARRAY = 1 << 32
 
 # GGUF value types (gguf.h enum gguf_type)
-T_UINT8, T_INT8, T_UINT16, T_INT16, T_UINT32, T_INT32, T_FLOAT32, T_BOOL, T_STRING, T_ARRAY, T_UINT64, T_INT64, T_FLOAT64 = range(13)
+(
+    T_UINT8,
+    T_INT8,
+    T_UINT16,
+    T_INT16,
+    T_UINT32,
+    T_INT32,
+    T_FLOAT32,
+    T_BOOL,
+    T_STRING,
+    T_ARRAY,
+    T_UINT64,
+    T_INT64,
+    T_FLOAT64,
+) = range(13)
 
 _SCALAR = {
-    T_UINT8: struct.Struct("<B"), T_INT8: struct.Struct("<b"), T_UINT16: struct.Struct("<H"),
-    T_INT16: struct.Struct("<h"), T_UINT32: struct.Struct("<I"), T_INT32: struct.Struct("<i"),
-    T_FLOAT32: struct.Struct("<f"), T_BOOL: struct.Struct("<?"), T_UINT64: struct.Struct("<Q"),
-    T_INT64: struct.Struct("<q"), T_FLOAT64: struct.Struct("<d"),
+    T_UINT8: struct.Struct("<B"),
+    T_INT8: struct.Struct("<b"),
+    T_UINT16: struct.Struct("<H"),
+    T_INT16: struct.Struct("<h"),
+    T_UINT32: struct.Struct("<I"),
+    T_INT32: struct.Struct("<i"),
+    T_FLOAT32: struct.Struct("<f"),
+    T_BOOL: struct.Struct("<?"),
+    T_UINT64: struct.Struct("<Q"),
+    T_INT64: struct.Struct("<q"),
+    T_FLOAT64: struct.Struct("<d"),
 }
 _NUMPY_DTYPE = {
-    T_UINT8: "<u1", T_INT8: "<i1", T_UINT16: "<u2", T_INT16: "<i2", T_UINT32: "<u4", T_INT32: "<i4",
-    T_FLOAT32: "<f4", T_BOOL: "?", T_UINT64: "<u8", T_INT64: "<i8", T_FLOAT64: "<f8",
+    T_UINT8: "<u1",
+    T_INT8: "<i1",
+    T_UINT16: "<u2",
+    T_INT16: "<i2",
+    T_UINT32: "<u4",
+    T_INT32: "<i4",
+    T_FLOAT32: "<f4",
+    T_BOOL: "?",
+    T_UINT64: "<u8",
+    T_INT64: "<i8",
+    T_FLOAT64: "<f8",
 }
 TYPE_NAMES = {
-    T_UINT8: "uint8", T_INT8: "int8", T_UINT16: "uint16", T_INT16: "int16", T_UINT32: "uint32",
-    T_INT32: "int32", T_FLOAT32: "float32", T_BOOL: "bool", T_STRING: "string", T_ARRAY: "array",
-    T_UINT64: "uint64", T_INT64: "int64", T_FLOAT64: "float64",
+    T_UINT8: "uint8",
+    T_INT8: "int8",
+    T_UINT16: "uint16",
+    T_INT16: "int16",
+    T_UINT32: "uint32",
+    T_INT32: "int32",
+    T_FLOAT32: "float32",
+    T_BOOL: "bool",
+    T_STRING: "string",
+    T_ARRAY: "array",
+    T_UINT64: "uint64",
+    T_INT64: "int64",
+    T_FLOAT64: "float64",
 }
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -89,7 +129,7 @@ class LazyArray:
             out, pos, unpack = [], 0, _U64.unpack_from
             for _ in range(self.count):
                 (n,) = unpack(data, pos)
-                out.append(data[pos + 8: pos + 8 + n].decode("utf-8", errors="replace"))
+                out.append(data[pos + 8 : pos + 8 + n].decode("utf-8", errors="replace"))
                 pos += 8 + n
             return out
         import numpy as np
@@ -142,7 +182,8 @@ class _Cursor:
             f"{os.path.basename(self.path)}: the file ends inside the {self.section} at byte {self.size:,} "
             f"(needed {need:,} more bytes at byte {self.pos:,}): the download is probably incomplete; "
             "download the file again.",
-            self.path, self.pos,
+            self.path,
+            self.pos,
         )
 
     def need(self, n: int) -> None:
@@ -167,9 +208,12 @@ class _Cursor:
         if n > MAX_STRING:
             raise CorruptGGUFError(
                 f"{os.path.basename(self.path)}: {what} at byte {start:,} claims a length of {n:,} bytes, "
-                "which cannot be right: the file is corrupt.", self.path, start)
+                "which cannot be right: the file is corrupt.",
+                self.path,
+                start,
+            )
         self.need(n)
-        raw = self.buf[self.pos:self.pos + n]
+        raw = self.buf[self.pos : self.pos + n]
         self.pos += n
         return raw.decode("utf-8", errors="replace")
 
@@ -187,13 +231,20 @@ def _read_value(cur: _Cursor, vtype: int, key: str, depth: int = 0) -> Any:
         return _read_array(cur, key, depth)
     raise CorruptGGUFError(
         f"{os.path.basename(cur.path)}: metadata key {key!r} at byte {cur.pos - 4:,} has unknown value type {vtype}: "
-        "the file is corrupt or was written by a newer tool than this Layerdeck understands.", cur.path, cur.pos)
+        "the file is corrupt or was written by a newer tool than this Layerdeck understands.",
+        cur.path,
+        cur.pos,
+    )
 
 
 def _read_array(cur: _Cursor, key: str, depth: int) -> Any:
     if depth >= MAX_NESTING:
-        raise CorruptGGUFError(f"{os.path.basename(cur.path)}: metadata key {key!r} nests arrays more than "
-                               f"{MAX_NESTING} deep: the file is corrupt.", cur.path, cur.pos)
+        raise CorruptGGUFError(
+            f"{os.path.basename(cur.path)}: metadata key {key!r} nests arrays more than "
+            f"{MAX_NESTING} deep: the file is corrupt.",
+            cur.path,
+            cur.pos,
+        )
     start = cur.pos
     item_type = cur.u32()
     count = cur.u64()
@@ -205,7 +256,10 @@ def _read_array(cur: _Cursor, key: str, depth: int) -> Any:
             if count > MAX_ARRAY:
                 raise CorruptGGUFError(
                     f"{os.path.basename(cur.path)}: array {key!r} at byte {start:,} claims {count:,} elements, "
-                    "more than any model has: the file is corrupt.", cur.path, start)
+                    "more than any model has: the file is corrupt.",
+                    cur.path,
+                    start,
+                )
             raise cur.truncated(nbytes - remaining)
         first = cur.pos
         cur.pos += nbytes
@@ -220,7 +274,10 @@ def _read_array(cur: _Cursor, key: str, depth: int) -> Any:
             if count > MAX_ARRAY:
                 raise CorruptGGUFError(
                     f"{os.path.basename(cur.path)}: string array {key!r} at byte {start:,} claims {count:,} "
-                    "strings, more than any model has: the file is corrupt.", cur.path, start)
+                    "strings, more than any model has: the file is corrupt.",
+                    cur.path,
+                    start,
+                )
             raise cur.truncated(count * 8 - remaining)
         first = cur.pos
         if count > EAGER_ARRAY_LIMIT:
@@ -241,19 +298,27 @@ def _read_array(cur: _Cursor, key: str, depth: int) -> Any:
         if count > MAX_ARRAY:
             raise CorruptGGUFError(
                 f"{os.path.basename(cur.path)}: nested array {key!r} at byte {start:,} claims {count:,} "
-                "elements, more than any model has: the file is corrupt.", cur.path, start)
+                "elements, more than any model has: the file is corrupt.",
+                cur.path,
+                start,
+            )
         if count * 12 > remaining:
             raise cur.truncated(count * 12 - remaining)
         return [_read_array(cur, key, depth + 1) for _ in range(count)]
     raise CorruptGGUFError(
         f"{os.path.basename(cur.path)}: array {key!r} at byte {start:,} has unknown element type {item_type}: "
-        "the file is corrupt or was written by a newer tool than this Layerdeck understands.", cur.path, start)
+        "the file is corrupt or was written by a newer tool than this Layerdeck understands.",
+        cur.path,
+        start,
+    )
 
 
 def _identify_other_format(head: bytes) -> str:
     if head[:4] in (b"lmgg", b"fmgg", b"tjgg", b"ggml", b"ggmf", b"ggjt"):
-        return ("it is an old GGML/GGJT model from before GGUF existed; convert it with llama.cpp's "
-                "convert scripts or download a GGUF version")
+        return (
+            "it is an old GGML/GGJT model from before GGUF existed; convert it with llama.cpp's "
+            "convert scripts or download a GGUF version"
+        )
     if head[:4] == b"FUGG":
         return "it is a big-endian GGUF file, which Layerdeck and most llama.cpp builds cannot read"
     if head[:2] == b"PK":
@@ -278,8 +343,11 @@ def read_header(path: str | os.PathLike, shard: int = 0) -> GGUFHeader:
         size = os.fstat(fh.fileno()).st_size
         name = os.path.basename(path)
         if size < 4:
-            raise TruncatedGGUFError(f"{name} is {size} bytes long, too short to be a GGUF model: "
-                                     "the download is probably incomplete.", path, 0)
+            raise TruncatedGGUFError(
+                f"{name} is {size} bytes long, too short to be a GGUF model: the download is probably incomplete.",
+                path,
+                0,
+            )
         head = fh.read(16)
         if head[:4] != GGUF_MAGIC:
             raise NotGGUFError(f"{name} is not a GGUF model: {_identify_other_format(head)}.", path, 0)
@@ -308,11 +376,15 @@ def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
     # A tensor entry takes at least 8+4+8+4+8 bytes and a key/value pair at least 8+4+1.
     # Counts beyond any real model are corruption; plausible counts that don't fit mean a cut file.
     if n_tensors > MAX_TENSORS:
-        raise CorruptGGUFError(f"{name}: the header claims {n_tensors:,} tensors, more than any model has: "
-                               "the file is corrupt.", path, 8)
+        raise CorruptGGUFError(
+            f"{name}: the header claims {n_tensors:,} tensors, more than any model has: the file is corrupt.", path, 8
+        )
     if n_kv > MAX_KV:
-        raise CorruptGGUFError(f"{name}: the header claims {n_kv:,} metadata entries, more than any model has: "
-                               "the file is corrupt.", path, 16)
+        raise CorruptGGUFError(
+            f"{name}: the header claims {n_kv:,} metadata entries, more than any model has: the file is corrupt.",
+            path,
+            16,
+        )
     if n_tensors * 32 + n_kv * 13 > size - cur.pos:
         cur.section = "metadata" if n_kv else "tensor table"
         raise cur.truncated(n_tensors * 32 + n_kv * 13 - (size - cur.pos))
@@ -332,7 +404,9 @@ def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
 
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-        raise CorruptGGUFError(f"{name}: general.alignment is {alignment!r}, not a power of two: the file is corrupt.", path)
+        raise CorruptGGUFError(
+            f"{name}: general.alignment is {alignment!r}, not a power of two: the file is corrupt.", path
+        )
 
     cur.section = "tensor table"
     raw: list[tuple[str, tuple[int, ...], int, int]] = []
@@ -342,16 +416,24 @@ def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
         tname = cur.string("a tensor name")
         n_dims = cur.u32()
         if n_dims == 0 or n_dims > GGML_MAX_DIMS:
-            raise CorruptGGUFError(f"{name}: tensor {tname!r} at byte {entry_at:,} has {n_dims} dimensions "
-                                   f"(ggml allows 1 to {GGML_MAX_DIMS}): the file is corrupt.", path, entry_at)
+            raise CorruptGGUFError(
+                f"{name}: tensor {tname!r} at byte {entry_at:,} has {n_dims} dimensions "
+                f"(ggml allows 1 to {GGML_MAX_DIMS}): the file is corrupt.",
+                path,
+                entry_at,
+            )
         cur.need(8 * n_dims)
         shape = struct.unpack_from(f"<{n_dims}Q", mm, cur.pos)
         cur.pos += 8 * n_dims
         type_id = cur.u32()
         offset = cur.u64()
         if tname in seen:
-            raise CorruptGGUFError(f"{name}: tensor {tname!r} appears twice in the tensor table: the file is corrupt "
-                                   "(a bad conversion or merge); convert or download it again.", path, entry_at)
+            raise CorruptGGUFError(
+                f"{name}: tensor {tname!r} appears twice in the tensor table: the file is corrupt "
+                "(a bad conversion or merge); convert or download it again.",
+                path,
+                entry_at,
+            )
         seen.add(tname)
         raw.append((tname, shape, type_id, offset))
     header_size = cur.pos
@@ -364,24 +446,35 @@ def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
         if info is None:
             raise CorruptGGUFError(
                 f"{name}: tensor {tname!r} uses ggml type {type_id}, which this Layerdeck does not know: "
-                "the file is corrupt or uses a newer quantization; update Layerdeck.", path)
+                "the file is corrupt or uses a newer quantization; update Layerdeck.",
+                path,
+            )
         tname_type, block, type_size = info
         n_el = 1
         for d in shape:
             n_el *= d
         if shape[0] % block:
-            raise CorruptGGUFError(f"{name}: tensor {tname!r} has rows of {shape[0]} elements, not a multiple of "
-                                   f"the {tname_type} block size {block}: the file is corrupt.", path)
+            raise CorruptGGUFError(
+                f"{name}: tensor {tname!r} has rows of {shape[0]} elements, not a multiple of "
+                f"the {tname_type} block size {block}: the file is corrupt.",
+                path,
+            )
         nbytes = n_el // block * type_size
         if nbytes > (1 << 48):
             raise CorruptGGUFError(f"{name}: tensor {tname!r} claims {nbytes:,} bytes: the file is corrupt.", path)
         if offset % alignment:
-            raise CorruptGGUFError(f"{name}: tensor {tname!r} starts at data offset {offset:,}, not aligned to "
-                                   f"{alignment} bytes: the file is corrupt.", path)
+            raise CorruptGGUFError(
+                f"{name}: tensor {tname!r} starts at data offset {offset:,}, not aligned to "
+                f"{alignment} bytes: the file is corrupt.",
+                path,
+            )
         if offset + nbytes > data_size:
             raise TruncatedGGUFError(
                 f"{name}: the data region is shorter than the tensor table says: tensor {tname!r} needs bytes up to "
                 f"{data_offset + offset + nbytes:,} but the file ends at byte {size:,}: the download is probably "
-                "incomplete; download the file again.", path, size)
+                "incomplete; download the file again.",
+                path,
+                size,
+            )
         tensors.append(TensorInfo(tname, type_id, tname_type, tuple(shape), n_el, nbytes, data_offset + offset, shard))
     return GGUFHeader(path, size, version, metadata, types, tensors, alignment, data_offset, header_size, warnings)

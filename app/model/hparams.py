@@ -14,17 +14,57 @@ from .gguf_reader import LazyArray
 
 #: general.file_type values (llama.h ``llama_ftype``) to their usual names.
 FILE_TYPES = {
-    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
-    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
-    19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
-    26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
-    36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE",
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    19: "IQ2_XXS",
+    20: "IQ2_XS",
+    21: "Q2_K_S",
+    22: "IQ3_XS",
+    23: "IQ3_XXS",
+    24: "IQ1_S",
+    25: "IQ4_NL",
+    26: "IQ3_S",
+    27: "IQ3_M",
+    28: "IQ2_S",
+    29: "IQ2_M",
+    30: "IQ4_XS",
+    31: "IQ1_M",
+    32: "BF16",
+    36: "TQ1_0",
+    37: "TQ2_0",
+    38: "MXFP4_MOE",
 }
 
 #: Architectures llama.cpp treats as recurrent or hybrid (llm_arch_is_recurrent / llm_arch_is_hybrid).
 RECURRENT_ARCHS = {"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"}
-HYBRID_ARCHS = {"jamba", "falcon-h1", "granitehybrid", "nemotron_h", "nemotron_h_moe", "lfm2", "lfm2moe",
-                "qwen3next", "plamo2", "kimi-linear", "qwen35", "qwen35moe"}
+HYBRID_ARCHS = {
+    "jamba",
+    "falcon-h1",
+    "granitehybrid",
+    "nemotron_h",
+    "nemotron_h_moe",
+    "lfm2",
+    "lfm2moe",
+    "qwen3next",
+    "plamo2",
+    "kimi-linear",
+    "qwen35",
+    "qwen35moe",
+}
 
 
 def _per_layer(value: Any, n_layer: int, default: int = 0) -> list[int]:
@@ -65,7 +105,7 @@ class ModelParams:
     swa_layers: list[bool] = field(default_factory=list)
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
-    key_length_mla: int = 0   # llama.cpp treats a model as MLA only when both *_mla lengths are present
+    key_length_mla: int = 0  # llama.cpp treats a model as MLA only when both *_mla lengths are present
     value_length_mla: int = 0
     n_rot: int = 0
     ssm_d_conv: int = 0
@@ -110,7 +150,9 @@ def _swa_pattern(arch: str, meta: dict[str, Any], n_layer: int, n_swa: int) -> l
         vals = [bool(v) for v in pattern[:n_layer]]
         return vals + [False] * (n_layer - len(vals))
     # Period form: layer il is SWA iff il % p < p-1 (llama_hparams::set_swa_pattern).
-    period = int(pattern) if pattern is not None else {"gemma3": 6, "gpt-oss": 2, "gemma2": 2, "cohere2": 4}.get(arch, 0)
+    period = (
+        int(pattern) if pattern is not None else {"gemma3": 6, "gpt-oss": 2, "gemma2": 2, "cohere2": 4}.get(arch, 0)
+    )
     if period <= 0:
         # A window without pattern: every layer uses it (e.g. Mistral-style sliding window).
         return [True] * n_layer

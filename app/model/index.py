@@ -39,7 +39,7 @@ class BlockId:
     part: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "BlockId":
+    def parse(cls, text: str) -> BlockId:
         pieces = text.split(":")
         if len(pieces) == 1 and pieces[0] in _GLOBAL_ROLES:
             return cls(None, _GLOBAL_ROLES[pieces[0]])
@@ -52,7 +52,7 @@ class BlockId:
         raise BlockIdError(f"{text!r} is not a block id (like 12:attn, 12:experts:gate, input or output).")
 
     @property
-    def block(self) -> "BlockId":
+    def block(self) -> BlockId:
         """The block this id belongs to (itself for a whole block)."""
         return self if self.part is None else BlockId(self.layer, self.role)
 
@@ -73,7 +73,7 @@ def tensor_base(name: str) -> tuple[int | None, str]:
 class ModelIndex:
     """Lookups over one model's tensor table; built once per model (``model.index``)."""
 
-    def __init__(self, model: "Model"):
+    def __init__(self, model: Model):
         n = model.params.n_layer
         self.tensor_pos: dict[str, int] = {t.name: i for i, t in enumerate(model.tensors)}
         self.blocks: dict[str, Block] = {b.id: b for b in model.blocks}
@@ -96,7 +96,8 @@ class ModelIndex:
         #: (0 for other global tensors such as rope_freqs, created with layer 0)
         self.tensor_layer: list[int] = [
             -1 if b.role is Role.INPUT else n if b.role is Role.OUTPUT else 0 if b.layer is None else b.layer
-            for b in self.tensor_block]
+            for b in self.tensor_block
+        ]
         #: tensors llama.cpp does not load in a normal context (NextN/MTP layers: ``TENSOR_SKIP``)
         self.skipped: list[bool] = [b.nextn for b in self.tensor_block]
         self.token_embd: int | None = self.tensor_pos.get("token_embd.weight")
@@ -107,7 +108,8 @@ class ModelIndex:
         #: base names (no ``blk.N.``) of tensors whose name has no weight suffix (``ssm_a``): an ``-ot``
         #: pattern for them must end at the end of the name instead of at a dot
         self.suffixless_bases: frozenset[str] = frozenset(
-            tensor_base(t.name)[1] for t in model.tensors if not t.name.endswith(WEIGHT_SUFFIXES))
+            tensor_base(t.name)[1] for t in model.tensors if not t.name.endswith(WEIGHT_SUFFIXES)
+        )
 
     def block_id(self, item: str) -> BlockId:
         """The parsed id of a block or part of this model (raises KeyError for an id it does not have)."""

@@ -40,7 +40,7 @@ class Model:
     tensors: list[TensorInfo]
     blocks: list[Block]
     warnings: list[str] = field(default_factory=list)
-    is_demo: bool = False       # the built-in demo: no file behind it, launching is disabled
+    is_demo: bool = False  # the built-in demo: no file behind it, launching is disabled
     title: str = ""
 
     @property
@@ -120,7 +120,9 @@ def open_model(path: str | os.PathLike, progress=None) -> Model:
             raise MissingShardError(
                 f"{path.name} is shard {int(headers[0].metadata.get('split.no', 0)) + 1} of a {count}-part model, but "
                 "its name does not follow the NAME-00001-of-0000N.gguf pattern, so the other parts cannot be found; "
-                "restore the original file names.", str(path))
+                "restore the original file names.",
+                str(path),
+            )
     else:
         missing = [p for p in shards if not p.is_file()]
         if missing:
@@ -128,7 +130,9 @@ def open_model(path: str | os.PathLike, progress=None) -> Model:
             raise MissingShardError(
                 f"{path.name} is part of a {len(shards)}-part model, but {names} "
                 f"{'is' if len(missing) == 1 else 'are'} missing from {path.parent}: download the missing "
-                f"part{'s' if len(missing) > 1 else ''} into the same folder.", str(missing[0]))
+                f"part{'s' if len(missing) > 1 else ''} into the same folder.",
+                str(missing[0]),
+            )
         for i, shard in enumerate(shards):
             headers.append(read_header(shard, shard=i))
             if progress is not None:
@@ -136,20 +140,31 @@ def open_model(path: str | os.PathLike, progress=None) -> Model:
         for i, h in enumerate(headers):
             no = h.metadata.get("split.no")
             if no is not None and int(no) != i:
-                raise CorruptGGUFError(f"{Path(h.path).name} says it is part {int(no) + 1}, but its name says part "
-                                       f"{i + 1}: the files were renamed or mixed up.", h.path)
+                raise CorruptGGUFError(
+                    f"{Path(h.path).name} says it is part {int(no) + 1}, but its name says part "
+                    f"{i + 1}: the files were renamed or mixed up.",
+                    h.path,
+                )
     first = headers[0]
     tensors: list[TensorInfo] = [t for h in headers for t in h.tensors]
-    names = {t.name for t in tensors}
-    if len(names) != len(tensors):
+    tensor_names = {t.name for t in tensors}
+    if len(tensor_names) != len(tensors):
         seen: set[str] = set()
-        dup = next(t.name for t in tensors if t.name in seen or seen.add(t.name))
+        dup = ""
+        for t in tensors:  # the first name seen a second time
+            if t.name in seen:
+                dup = t.name
+                break
+            seen.add(t.name)
         raise CorruptGGUFError(f"tensor {dup!r} appears in more than one shard: the split set is mixed up.", str(path))
     expected = first.metadata.get("split.tensors.count")
     if expected is not None and int(expected) != len(tensors):
-        raise CorruptGGUFError(f"the split set should hold {int(expected)} tensors but its parts hold {len(tensors)}: "
-                               "a part is from a different download.", str(path))
-    params = extract_params(first.metadata, names)
+        raise CorruptGGUFError(
+            f"the split set should hold {int(expected)} tensors but its parts hold {len(tensors)}: "
+            "a part is from a different download.",
+            str(path),
+        )
+    params = extract_params(first.metadata, tensor_names)
     blocks = build_blocks(tensors, params)
     warnings = [w for h in headers for w in h.warnings]
     if params.arch == "unknown":

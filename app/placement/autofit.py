@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ExportError
-from ..memory.estimator import Estimate, Estimator
 from ..lanes import Lane
+from ..memory.estimator import Estimate, Estimator
 from ..memory.settings import LlamaSettings
 from ..model import BlockId, Model, Role
 from ..units import GiB
@@ -45,8 +45,15 @@ def budget(d: Lane, margin: int) -> int:
 
 
 class _Fitter:
-    def __init__(self, model: Model, devices: list[Lane], settings: LlamaSettings, margin: int,
-                 host_budget: int | None, pinned_from: Placement | None):
+    def __init__(
+        self,
+        model: Model,
+        devices: list[Lane],
+        settings: LlamaSettings,
+        margin: int,
+        host_budget: int | None,
+        pinned_from: Placement | None,
+    ):
         self.model = model
         self.settings = settings
         self.margin = margin
@@ -55,7 +62,7 @@ class _Fitter:
         self.devices = list(devices)
         self.pinned: dict[int, str] = {}
         self.pinned_ids: set[str] = set()
-        self.pinned_layers: dict[int, str] = {}   # pinned attention/output blocks fix their layer (and its KV)
+        self.pinned_layers: dict[int, str] = {}  # pinned attention/output blocks fix their layer (and its KV)
         if pinned_from is not None:
             self.pinned_ids = set(pinned_from.pinned)
             for item in pinned_from.pinned:
@@ -67,8 +74,11 @@ class _Fitter:
                 elif block.role is Role.OUTPUT:
                     self.pinned_layers[model.params.n_layer] = pinned_from.layer_device[model.params.n_layer]
         self.n = model.params.n_layer
-        self.exp_blocks = {b.layer: b for b in model.blocks if b.role is Role.EXPERTS and not b.nextn}
+        self.exp_blocks = {
+            b.layer: b for b in model.blocks if b.role is Role.EXPERTS and not b.nextn and b.layer is not None
+        }
         self.calls = 0
+        self.estimator = Estimator(model)  # auto_fit() may hand in a session's instead
 
     def make(self, layer_device: list[str], experts_on: dict[str, str]) -> Placement:
         """Placement with given layer devices; expert blocks/parts in ``experts_on`` go there, other experts to CPU."""
@@ -111,21 +121,23 @@ class _Fitter:
             lo, hi = 0, remaining
             while lo < hi:  # largest c such that the last c unassigned layers fit on dev
                 c = (lo + hi + 1) // 2
-                trial = layers[:remaining - c] + [dev.name] * c + layers[remaining:]
-                if self.fits(self.est(self.make(trial, {})), [dev.name]):
+                trial_layers = layers[: remaining - c] + [dev.name] * c + layers[remaining:]
+                if self.fits(self.est(self.make(trial_layers, {})), [dev.name]):
                     lo = c
                 else:
                     hi = c - 1
             if lo == 0 and remaining == n + 1:
                 continue  # nothing fits here, not even the output layer; try the next device
-            layers = layers[:remaining - lo] + [dev.name] * lo + layers[remaining:]
+            layers = layers[: remaining - lo] + [dev.name] * lo + layers[remaining:]
             remaining -= lo
             if remaining == 0:
                 break
         if all(d == CPU for d in layers) and self.devices:
-            raise FitError("not even the output layer fits on any device with a margin of "
-                           f"{self.margin / GiB:.1f} GiB: use a shorter context, fewer slots, a smaller quantization "
-                           "or a smaller margin.")
+            raise FitError(
+                "not even the output layer fits on any device with a margin of "
+                f"{self.margin / GiB:.1f} GiB: use a shorter context, fewer slots, a smaller quantization "
+                "or a smaller margin."
+            )
         experts: dict[str, str] = {}
         # 3. expert pass: each device's own layers, fastest device first, highest layer first
         for dev in reversed(self.order):
@@ -143,9 +155,15 @@ class _Fitter:
                 self._parts(own[lo], dev.name, layers, experts)
         # 4. overflow: experts still on the CPU go to any device with room, highest layer first
         for dev in reversed(self.order):
-            left = sorted((il for il in self.exp_blocks if self.exp_blocks[il].id not in experts
-                           and not any(self.model.index.block_id(k).block == BlockId(il, Role.EXPERTS)
-                                       for k in experts)), reverse=True)
+            left = sorted(
+                (
+                    il
+                    for il in self.exp_blocks
+                    if self.exp_blocks[il].id not in experts
+                    and not any(self.model.index.block_id(k).block == BlockId(il, Role.EXPERTS) for k in experts)
+                ),
+                reverse=True,
+            )
             for il in left:
                 trial = dict(experts, **{self.exp_blocks[il].id: dev.name})
                 if self.fits(self.est(self.make(layers, trial)), [dev.name, CPU]):
@@ -156,10 +174,15 @@ class _Fitter:
         final = self.make(layers, experts)
         e = self.est(final)
         if not self.fits(e):
-            over = [d.name for d in e.devices if d.name != CPU and d.total > budget(
-                next(x for x in self.devices if x.name == d.name), self.margin)]
-            raise FitError(f"no placement fits: {', '.join(over) or 'host memory'} would still be over budget "
-                           "(pinned blocks may hold too much); unpin blocks, shorten the context or lower the margin.")
+            over = [
+                d.name
+                for d in e.devices
+                if d.name != CPU and d.total > budget(next(x for x in self.devices if x.name == d.name), self.margin)
+            ]
+            raise FitError(
+                f"no placement fits: {', '.join(over) or 'host memory'} would still be over budget "
+                "(pinned blocks may hold too much); unpin blocks, shorten the context or lower the margin."
+            )
         return FitResult(final, e, self._report(final, e))
 
     def _parts(self, il: int, dev: str, layers: list[str], experts: dict[str, str]) -> None:
@@ -177,18 +200,29 @@ class _Fitter:
                 continue
             n_layers = sum(1 for d in p.layer_device if d == dm.name)
             n_exp = sum(1 for b in self.exp_blocks.values() if p.device_of(b.id) == dm.name)
-            out.append(f"{dm.name}: {n_layers} layers, experts of {n_exp} layers, {dm.total / GiB:.2f} GiB "
-                       f"(weights {dm.model / GiB:.2f}, KV {dm.context / GiB:.2f}, compute {dm.compute / GiB:.2f})")
+            out.append(
+                f"{dm.name}: {n_layers} layers, experts of {n_exp} layers, {dm.total / GiB:.2f} GiB "
+                f"(weights {dm.model / GiB:.2f}, KV {dm.context / GiB:.2f}, compute {dm.compute / GiB:.2f})"
+            )
         cpu_exp = sum(1 for b in self.exp_blocks.values() if p.device_of(b.id) == CPU)
-        out.append(f"CPU: {sum(1 for d in p.layer_device if d == CPU)} layers, experts of {cpu_exp} layers, "
-                   f"{e.host.total / GiB:.2f} GiB host memory")
+        out.append(
+            f"CPU: {sum(1 for d in p.layer_device if d == CPU)} layers, experts of {cpu_exp} layers, "
+            f"{e.host.total / GiB:.2f} GiB host memory"
+        )
         out.append(f"({self.calls} estimates)")
         return out
 
 
-def auto_fit(model: Model, devices: list[Lane], settings: LlamaSettings, *, margin: int = GiB,
-             host_budget: int | None = None, pinned_from: Placement | None = None,
-             estimator: Estimator | None = None) -> FitResult:
+def auto_fit(
+    model: Model,
+    devices: list[Lane],
+    settings: LlamaSettings,
+    *,
+    margin: int = GiB,
+    host_budget: int | None = None,
+    pinned_from: Placement | None = None,
+    estimator: Estimator | None = None,
+) -> FitResult:
     """Fit ``model`` on ``devices`` (non-CPU, llama.cpp names) leaving ``margin`` bytes free on each.
 
     ``estimator``: an :class:`~app.memory.estimator.Estimator` of ``model`` whose caches to reuse."""

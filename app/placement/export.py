@@ -21,8 +21,8 @@ from collections import OrderedDict, defaultdict
 
 from ..command.ot_patterns import int_set_regex
 from ..command.spec import InexpressibleError, PlacementArgs
-from ..memory.layout import OverrideMatcher, place_weights
 from ..lanes import CPU
+from ..memory.layout import OverrideMatcher, place_weights
 from ..memory.settings import LlamaSettings
 from ..model import Model, Role
 from ..model.index import tensor_base
@@ -43,7 +43,8 @@ def _layer_runs(p: Placement) -> tuple[list[str], int, list[int]]:
                 raise InexpressibleError(
                     f"{what} is on the CPU after layer {first_gpu} went to {seq[first_gpu]}: llama.cpp keeps CPU "
                     f"layers at the start (-ngl offloads the last layers). Move layers 0-{il - 1 if il else 0} to "
-                    f"the CPU as well, or move only {what}'s FFN/experts (not its attention) to the CPU.")
+                    f"the CPU as well, or move only {what}'s FFN/experts (not its attention) to the CPU."
+                )
             continue
         seen_gpu = True
         if order and order[-1] == dev:
@@ -53,12 +54,15 @@ def _layer_runs(p: Placement) -> tuple[list[str], int, list[int]]:
             raise InexpressibleError(
                 f"{dev} holds layers before and after {order[-1]} (again at {what}): llama.cpp gives each device "
                 f"one contiguous range of layers (-ts). Keep {dev}'s layers together, or move only the FFN/experts "
-                f"of the layers in between.")
+                f"of the layers in between."
+            )
         order.append(dev)
         counts.append(1)
     if order and seq[n] == CPU:
-        raise InexpressibleError("the output layer is on the CPU while other layers are on GPUs: llama.cpp puts "
-                                 "the output layer on the last GPU device; move the output head to a GPU lane.")
+        raise InexpressibleError(
+            "the output layer is on the CPU while other layers are on GPUs: llama.cpp puts "
+            "the output layer on the last GPU device; move the output head to a GPU lane."
+        )
     return order, sum(counts), counts
 
 
@@ -68,8 +72,8 @@ def _factor(names: list[str]) -> str:
     if len(names) == 1:
         return names[0]
     pre = os.path.commonprefix(names)
-    suf = os.path.commonprefix([n[len(pre):][::-1] for n in names])[::-1]
-    mids = [n[len(pre):len(n) - len(suf)] for n in names]
+    suf = os.path.commonprefix([n[len(pre) :][::-1] for n in names])[::-1]
+    mids = [n[len(pre) : len(n) - len(suf)] for n in names]
     if any(m == "" for m in mids):
         return "(" + "|".join(names) + ")"
     return f"{pre}({'|'.join(mids)}){suf}"
@@ -109,8 +113,15 @@ class ExportCache:
                 self._results.popitem(last=False)
         if isinstance(hit, InexpressibleError):
             raise hit
-        return PlacementArgs(list(hit.devices), hit.n_gpu_layers, list(hit.tensor_split), list(hit.overrides),
-                             hit.cpu_moe, hit.n_cpu_moe, list(hit.notes))
+        return PlacementArgs(
+            list(hit.devices),
+            hit.n_gpu_layers,
+            list(hit.tensor_split),
+            list(hit.overrides),
+            hit.cpu_moe,
+            hit.n_cpu_moe,
+            list(hit.notes),
+        )
 
 
 def placement_args(p: Placement, cache: ExportCache | None = None) -> PlacementArgs:
@@ -150,22 +161,26 @@ def _placement_args(p: Placement, matcher: OverrideMatcher | None) -> PlacementA
         groups[want][frozenset(bases)].add(layer)
     # exact --cpu-moe / --n-cpu-moe equivalents (llama.cpp appends them after the -ot list, as we emit them)
     cpu = groups.get(CPU, {})
-    exps_layers = {b.layer for b in model.blocks if b.role is Role.EXPERTS and not b.nextn}
+    exps_layers = {b.layer for b in model.blocks if b.role is Role.EXPERTS and not b.nextn and b.layer is not None}
     cpu_by_default = {il for il in exps_layers if p.layer_device[il] == CPU}
-    for bases, layers in list(cpu.items()):
-        want = {tensor_base(t.name)[1] for b in model.blocks if b.role is Role.EXPERTS and b.layer in layers
-                for t in b.tensors}
-        if set(bases) != want or not layers <= exps_layers:
+    for cpu_bases, cpu_layers in list(cpu.items()):
+        expert_bases = {
+            tensor_base(t.name)[1]
+            for b in model.blocks
+            if b.role is Role.EXPERTS and b.layer in cpu_layers
+            for t in b.tensors
+        }
+        if set(cpu_bases) != expert_bases or not cpu_layers <= exps_layers:
             continue
-        full = layers | cpu_by_default
+        full = cpu_layers | cpu_by_default
         n = max(full) + 1
         if full == exps_layers and len(exps_layers) > 1:
             base.cpu_moe = True
-            del cpu[bases]
+            del cpu[cpu_bases]
         elif full == {il for il in exps_layers if il < n}:
             # -ncmoe N covers layers 0..N-1; dense leading layers (DeepSeek, GLM) have no experts to move
             base.n_cpu_moe = n
-            del cpu[bases]
+            del cpu[cpu_bases]
     suffixless = model.index.suffixless_bases
 
     def end(bases) -> str:
@@ -176,15 +191,17 @@ def _placement_args(p: Placement, matcher: OverrideMatcher | None) -> PlacementA
         buft = buffer_type(p, want)
         # merge base-sets that share a layer set, so one pattern covers e.g. ffn and experts of layers 10-19
         by_layers: dict[frozenset[int], set[str]] = defaultdict(set)
-        for bases, layers in by_bases.items():
-            by_layers[frozenset(layers)] |= set(bases)
-        for layers, bases in sorted(by_layers.items(), key=lambda kv: min(kv[0])):
-            rx_layers = int_set_regex(set(layers))
+        for group_bases, group_layers in by_bases.items():
+            by_layers[frozenset(group_layers)] |= set(group_bases)
+        for merged_layers, merged_bases in sorted(by_layers.items(), key=lambda kv: min(kv[0])):
+            rx_layers = int_set_regex(set(merged_layers))
             if "|" in rx_layers:
                 rx_layers = f"({rx_layers})"
-            base.overrides.append((rf"blk\.{rx_layers}\.{_escape(_factor(sorted(bases)))}{end(bases)}", buft))
-    for want, bases in globals_.items():
-        for b in sorted(set(bases)):
+            base.overrides.append(
+                (rf"blk\.{rx_layers}\.{_escape(_factor(sorted(merged_bases)))}{end(merged_bases)}", buft)
+            )
+    for want, global_bases in globals_.items():
+        for b in sorted(set(global_bases)):
             base.overrides.append((rf"^{_escape(b)}{end([b])}", buffer_type(p, want)))
     _verify(p, base, matcher)
     return base
@@ -196,10 +213,14 @@ def _verify(p: Placement, args: PlacementArgs, matcher: OverrideMatcher | None) 
     got_layers = wp.layer_device
     if got_layers != p.layer_device:
         bad = next(i for i, (a, b) in enumerate(zip(got_layers, p.layer_device)) if a != b)
-        raise InexpressibleError(f"internal check failed: layer {bad} would land on {got_layers[bad]} instead of "
-                                 f"{p.layer_device[bad]}; the command was not exported (please report this).")
+        raise InexpressibleError(
+            f"internal check failed: layer {bad} would land on {got_layers[bad]} instead of "
+            f"{p.layer_device[bad]}; the command was not exported (please report this)."
+        )
     for i, d in enumerate(wp.tensor_device):
         got = d
         if got != p.tensor_device[i]:
-            raise InexpressibleError(f"internal check failed: {p.model.tensors[i].name} would land on {got} instead "
-                                     f"of {p.tensor_device[i]}; the command was not exported (please report this).")
+            raise InexpressibleError(
+                f"internal check failed: {p.model.tensors[i].name} would land on {got} instead "
+                f"of {p.tensor_device[i]}; the command was not exported (please report this)."
+            )

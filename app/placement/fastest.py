@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..memory.estimator import Estimate, Estimator
 from ..lanes import Lane
+from ..memory.estimator import Estimate, Estimator
 from ..memory.settings import LlamaSettings
 from ..model import Model, Role
 from ..speed.model import DecodePrediction, SpeedFacts, SpeedParams, predict_decode
 from ..units import GiB
-from .autofit import FitError, budget, auto_fit
+from .autofit import FitError, auto_fit, budget
 from .export import ExportCache, InexpressibleError, placement_args
 from .placement import CPU, Placement
 
@@ -36,17 +36,29 @@ def _fits(e: Estimate, devices: list[Lane], margin: int) -> bool:
     return all(m.total <= budgets[m.name] for m in e.devices if m.name in budgets)
 
 
-def fastest(model: Model, devices: list[Lane], settings: LlamaSettings, params: SpeedParams, *,
-            margin: int = GiB, pinned_from: Placement | None = None, max_rounds: int = 60,
-            estimator: Estimator | None = None, facts: SpeedFacts | None = None,
-            export_cache: ExportCache | None = None) -> FastestResult:
+def fastest(
+    model: Model,
+    devices: list[Lane],
+    settings: LlamaSettings,
+    params: SpeedParams,
+    *,
+    margin: int = GiB,
+    pinned_from: Placement | None = None,
+    max_rounds: int = 60,
+    estimator: Estimator | None = None,
+    facts: SpeedFacts | None = None,
+    export_cache: ExportCache | None = None,
+) -> FastestResult:
     """The placement with the best predicted decode speed that fits, by local search from auto-fit.
 
     ``estimator``, ``facts`` and ``export_cache`` (all of ``model``) are reused when given."""
     estimator = estimator if estimator is not None and estimator.model is model else Estimator(model)
     facts = facts if facts is not None and facts.model is model else SpeedFacts(model)
-    export_cache = export_cache if export_cache is not None and export_cache.model is model else \
-        ExportCache(model, estimator.matcher)
+    export_cache = (
+        export_cache
+        if export_cache is not None and export_cache.model is model
+        else ExportCache(model, estimator.matcher)
+    )
     start = auto_fit(model, devices, settings, margin=margin, pinned_from=pinned_from, estimator=estimator)
     p = start.placement
     pinned = set(p.pinned)
@@ -67,17 +79,28 @@ def fastest(model: Model, devices: list[Lane], settings: LlamaSettings, params: 
     steps: list[str] = []
     speed = {d.name: params.get(d.name).bandwidth * params.get(d.name).eff_bandwidth for d in devices}
     by_speed = sorted(devices, key=lambda d: -speed[d.name])
+
     def is_pinned(block_id: str) -> bool:  # a pinned block, or any pinned part of it
         return block_id in pinned or any(x.startswith(block_id + ":") for x in pinned)
 
-    exps = [b for b in model.blocks if b.role is Role.EXPERTS and not b.nextn and not is_pinned(b.id)]
+    exps = [
+        b
+        for b in model.blocks
+        if b.role is Role.EXPERTS and not b.nextn and b.layer is not None and not is_pinned(b.id)
+    ]
     for _ in range(max_rounds):
         improved = False
         # 1. experts (whole blocks, then parts) from a slower place to a faster device with room
         for dev in by_speed:
-            movable = sorted((b for b in exps if p.device_of(b.id) not in (dev.name,)
-                              and (p.device_of(b.id) == CPU or speed.get(p.device_of(b.id), 0) < speed[dev.name])),
-                             key=lambda b: (p.layer_device[b.layer] != dev.name, -b.layer))
+            movable = sorted(
+                (
+                    b
+                    for b in exps
+                    if p.device_of(b.id) not in (dev.name,)
+                    and (p.device_of(b.id) == CPU or speed.get(p.device_of(b.id), 0) < speed[dev.name])
+                ),
+                key=lambda b: (p.layer_device[b.layer or 0] != dev.name, -(b.layer or 0)),
+            )
             for b in movable:
                 for item in [b.id] + [f"{b.id}:{part}" for part in sorted(b.parts, key=lambda x: -b.part_bytes(x))]:
                     if p.device_of(item) == dev.name:
@@ -94,15 +117,17 @@ def fastest(model: Model, devices: list[Lane], settings: LlamaSettings, params: 
                     continue
                 break
         # 2. shift a layer boundary between two devices toward the faster one
-        runs = [(dev, [il for il, x in enumerate(p.layer_device) if x == dev]) for dev in dict.fromkeys(
-            x for x in p.layer_device if x != CPU)]
-        for (a, la), (b, lb) in zip(runs, runs[1:]):
+        runs = [
+            (dev, [il for il, x in enumerate(p.layer_device) if x == dev])
+            for dev in dict.fromkeys(x for x in p.layer_device if x != CPU)
+        ]
+        for (dev_a, la), (dev_b, lb) in zip(runs, runs[1:]):
             if not la or not lb:
                 continue
-            if speed.get(a, 0) < speed.get(b, 0):
-                il, to = la[-1], b   # a's last layer moves to the faster b
+            if speed.get(dev_a, 0) < speed.get(dev_b, 0):
+                il, to = la[-1], dev_b  # a's last layer moves to the faster b
             else:
-                il, to = lb[0], a
+                il, to = lb[0], dev_a
             if il >= model.params.n_layer:
                 continue
             layer_blocks = model.layer_blocks(il)
@@ -119,6 +144,6 @@ def fastest(model: Model, devices: list[Lane], settings: LlamaSettings, params: 
                 improved = True
         if not improved:
             break
-    if best_d is None:
+    if best_d is None or best_e is None or start_d is None:
         raise FitError("no placement fits with this margin")
     return FastestResult(p, best_e, best_d, start_d, steps)

@@ -28,7 +28,7 @@ class Edit:
     label: str
     before: PlacementState
     after: PlacementState
-    merge_key: str | None = None   # edits with the same key merge when pushed one after another
+    merge_key: str | None = None  # edits with the same key merge when pushed one after another
 
     def do(self, placement: Placement) -> None:
         placement.restore(self.after)
@@ -78,8 +78,13 @@ class History:
     def push(self, cmd: Edit) -> None:
         cmd.do(self.placement)
         last = self.undo_stack[-1] if self.undo_stack else None
-        if (cmd.merge_key is not None and last is not None and last.merge_key == cmd.merge_key
-                and not self.redo_stack and self.clean_index != len(self.undo_stack)):
+        if (
+            cmd.merge_key is not None
+            and last is not None
+            and last.merge_key == cmd.merge_key
+            and not self.redo_stack
+            and self.clean_index != len(self.undo_stack)
+        ):
             last.after, last.label = cmd.after, cmd.label
             if last.before == last.after:  # stepped back to where it started: no edit left
                 self.undo_stack.pop()

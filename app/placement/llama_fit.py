@@ -10,20 +10,28 @@ from __future__ import annotations
 import os
 import subprocess
 
-from ..llamacpp.binaries import LlamaCppNotFound, find_tool
-from ..llamacpp.fit_print import FitPrintError, tail_lines
+from ..command.formats import parse_command_text
 from ..command.parse import parse_llama_args
 from ..lanes import Lane
+from ..llamacpp.binaries import LlamaCppNotFound, find_tool
+from ..llamacpp.fit_print import FitPrintError, tail_lines
 from ..memory.settings import LlamaSettings
 from ..model import Model
 from ..units import MiB
-from ..command.formats import parse_command_text
 from .placement import Placement
 
 
-def llama_fit(model: Model, model_path: str | os.PathLike, devices: list[Lane], settings: LlamaSettings, *,
-              rpc: list[str] | None = None, margin: int = 1024 * MiB, llama_dir: str | os.PathLike | None = None,
-              timeout: float = 120.0) -> tuple[list[str], Placement]:
+def llama_fit(
+    model: Model,
+    model_path: str | os.PathLike,
+    devices: list[Lane],
+    settings: LlamaSettings,
+    *,
+    rpc: list[str] | None = None,
+    margin: int = 1024 * MiB,
+    llama_dir: str | os.PathLike | None = None,
+    timeout: float = 120.0,
+) -> tuple[list[str], Placement]:
     """Run llama.cpp's fit for these devices and context; return its arguments and the placement they mean."""
     try:
         tool = find_tool("llama-fit-params", llama_dir)
@@ -34,17 +42,28 @@ def llama_fit(model: Model, model_path: str | os.PathLike, devices: list[Lane], 
         argv += ["--rpc", ",".join(rpc)]
     if devices:
         argv += ["-dev", ",".join(d.name for d in devices)]
-    argv += ["-c", str(settings.n_ctx or 0), "-ctk", settings.type_k, "-ctv", settings.type_v,
-             "--fit-target", str(max(0, margin // MiB))]
+    argv += [
+        "-c",
+        str(settings.n_ctx or 0),
+        "-ctk",
+        settings.type_k,
+        "-ctv",
+        settings.type_v,
+        "--fit-target",
+        str(max(0, margin // MiB)),
+    ]
     if settings.flash_attn in ("on", "off"):
         argv += ["-fa", settings.flash_attn]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=timeout, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         raise FitPrintError(f"llama-fit-params did not finish within {timeout:.0f} s.") from None
     if proc.returncode != 0 or not proc.stdout.strip().startswith("-"):
-        raise FitPrintError(f"llama-fit-params could not fit (exit status {proc.returncode}):\n{tail_lines(proc.stderr)}")
+        raise FitPrintError(
+            f"llama-fit-params could not fit (exit status {proc.returncode}):\n{tail_lines(proc.stderr)}"
+        )
     _env, fitted = parse_command_text(proc.stdout.strip())
     parsed = parse_llama_args(fitted, tool=settings.tool)
     placement = Placement.from_settings(model, devices, parsed.settings)

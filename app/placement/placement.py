@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..memory.layout import WeightPlacement, place_weights
 from ..lanes import CPU, Lane
+from ..memory.layout import WeightPlacement, place_weights
 from ..memory.settings import LlamaSettings
 from ..model import Block, Model, Role
 
@@ -25,29 +25,35 @@ MIXED = "mixed"
 @dataclass
 class Placement:
     model: Model
-    devices: list[Lane]                 # lanes other than the CPU, in llama.cpp's order
-    layer_device: list[str]                  # n_layer + 1 entries (last: output layer); CPU or a device name
-    tensor_device: list[str]                 # parallel to model.tensors; "" for tensors llama.cpp skips
+    devices: list[Lane]  # lanes other than the CPU, in llama.cpp's order
+    layer_device: list[str]  # n_layer + 1 entries (last: output layer); CPU or a device name
+    tensor_device: list[str]  # parallel to model.tensors; "" for tensors llama.cpp skips
     settings: LlamaSettings = field(default_factory=LlamaSettings)
-    pinned: set[str] = field(default_factory=set)   # block or part ids auto-fit must not move
+    pinned: set[str] = field(default_factory=set)  # block or part ids auto-fit must not move
 
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_settings(cls, model: Model, devices: list[Lane], settings: LlamaSettings) -> "Placement":
+    def from_settings(cls, model: Model, devices: list[Lane], settings: LlamaSettings) -> Placement:
         """The placement llama.cpp would make for these settings (what importing a command gives)."""
         wp = place_weights(model, devices, settings)
         mem = settings.copy(n_gpu_layers=-1, tensor_split=None, devices=None, overrides=[])
         return cls(model, list(devices), list(wp.layer_device), list(wp.tensor_device), mem)
 
-    def with_settings(self, settings: LlamaSettings) -> "Placement":
+    def with_settings(self, settings: LlamaSettings) -> Placement:
         """This placement with the memory settings (context, slots, cache types...) of ``settings``."""
         self.settings = settings.copy(n_gpu_layers=-1, tensor_split=None, devices=None, overrides=[])
         return self
 
-    def copy(self) -> "Placement":
-        return Placement(self.model, list(self.devices), list(self.layer_device), list(self.tensor_device),
-                         self.settings.copy(), set(self.pinned))
+    def copy(self) -> Placement:
+        return Placement(
+            self.model,
+            list(self.devices),
+            list(self.layer_device),
+            list(self.tensor_device),
+            self.settings.copy(),
+            set(self.pinned),
+        )
 
     # ------------------------------------------------------------------ queries
 
@@ -115,12 +121,17 @@ class Placement:
         elif block.layer is not None and not any(b.role is Role.ATTN for b in self.model.layer_blocks(block.layer)):
             self.layer_device[block.layer] = device  # layers without attention (pure SSM) follow their weights
 
-    def snapshot(self) -> "PlacementState":
+    def snapshot(self) -> PlacementState:
         """Everything an undo step restores: layer and tensor devices, the device list, settings and pins."""
-        return PlacementState(tuple(self.layer_device), tuple(self.tensor_device), tuple(self.devices),
-                              self.settings.copy(), frozenset(self.pinned))
+        return PlacementState(
+            tuple(self.layer_device),
+            tuple(self.tensor_device),
+            tuple(self.devices),
+            self.settings.copy(),
+            frozenset(self.pinned),
+        )
 
-    def restore(self, state: "PlacementState") -> None:
+    def restore(self, state: PlacementState) -> None:
         self.layer_device, self.tensor_device = list(state.layer_device), list(state.tensor_device)
         self.devices = list(state.devices)
         self.settings = state.settings.copy()
@@ -134,9 +145,9 @@ class PlacementState:
     layer_device: tuple[str, ...]
     tensor_device: tuple[str, ...]
     devices: tuple[Lane, ...]
-    settings: LlamaSettings         # a private copy: restore() copies it again
+    settings: LlamaSettings  # a private copy: restore() copies it again
     pinned: frozenset[str]
 
-    def same_assignment(self, other: "PlacementState") -> bool:
+    def same_assignment(self, other: PlacementState) -> bool:
         """Same layer and tensor devices (settings, device capacities and pins aside)."""
         return self.layer_device == other.layer_device and self.tensor_device == other.tensor_device

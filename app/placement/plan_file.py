@@ -12,8 +12,8 @@ import json
 import os
 from pathlib import Path
 
-from ..errors import ReadError
 from .. import __version__
+from ..errors import ReadError
 from ..lanes import Lane
 from ..memory.settings import LlamaSettings
 from ..model import Model
@@ -48,8 +48,13 @@ def to_dict(p: Placement) -> dict:
         "format": FORMAT,
         "version": VERSION,
         "saved_by": f"layerdeck {__version__}",
-        "model": {"path": str(p.model.path), "size": p.model.file_size, "fingerprint": fingerprint(p.model),
-                  "architecture": p.model.params.arch, "tensors": len(p.model.tensors)},
+        "model": {
+            "path": str(p.model.path),
+            "size": p.model.file_size,
+            "fingerprint": fingerprint(p.model),
+            "architecture": p.model.params.arch,
+            "tensors": len(p.model.tensors),
+        },
         "devices": [dataclasses.asdict(d) for d in p.devices],
         "settings": settings,
         "layers": list(p.layer_device),
@@ -75,7 +80,9 @@ def read_plan(path: str | os.PathLike) -> dict:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise PlanError(f"{path} is not a Layerdeck plan.")
     if not isinstance(data.get("version"), int) or data["version"] > VERSION:
-        raise PlanError(f"{path} was saved by a newer Layerdeck (plan version {data.get('version')}); update Layerdeck.")
+        raise PlanError(
+            f"{path} was saved by a newer Layerdeck (plan version {data.get('version')}); update Layerdeck."
+        )
     return data
 
 
@@ -86,7 +93,8 @@ def from_dict(data: dict, model: Model, *, check: bool = True) -> Placement:
             f"this plan was made for {Path(m.get('path', '?')).name} ({m.get('architecture', '?')}, "
             f"{m.get('tensors', '?')} tensors, {m.get('size', 0) / 2**30:.1f} GiB), but the open model is "
             f"{model.path.name} ({model.params.arch}, {len(model.tensors)} tensors, {model.file_size / 2**30:.1f} GiB): "
-            "its tensors differ, so the placement would not mean the same. Open the model the plan was made for.")
+            "its tensors differ, so the placement would not mean the same. Open the model the plan was made for."
+        )
     fields = {f.name for f in dataclasses.fields(LlamaSettings)}
     raw = {k: v for k, v in data.get("settings", {}).items() if k in fields}
     raw["overrides"] = [tuple(x) for x in raw.get("overrides", [])]

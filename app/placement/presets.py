@@ -11,8 +11,9 @@ from .placement import CPU, Placement
 
 def _gpu_settings(p_settings: LlamaSettings, devices: list[Lane]) -> LlamaSettings:
     # spread layers by capacity, as llama.cpp does without -ts
-    return p_settings.copy(n_gpu_layers=-2, tensor_split=[float(d.free or d.total) for d in devices] or None,
-                           overrides=[], devices=None)
+    return p_settings.copy(
+        n_gpu_layers=-2, tensor_split=[float(d.free or d.total) for d in devices] or None, overrides=[], devices=None
+    )
 
 
 def all_on_gpus(model: Model, devices: list[Lane], settings: LlamaSettings) -> Placement:

@@ -51,9 +51,11 @@ def fit_params_args(p: Placement, rpc: list[str] | None = None) -> tuple[list[st
     if n_par > 1 and not s.eff_kv_unified:
         argv += ["-np", str(n_par)]
     elif n_par > 1:
-        notes.append("llama-fit-params has no unified-KV flag: it sizes the cache for one stream, as a unified "
-                     "server cache is sized; its output buffer is reserved for a full batch (compute on the "
-                     "output device is larger than the server's)")
+        notes.append(
+            "llama-fit-params has no unified-KV flag: it sizes the cache for one stream, as a unified "
+            "server cache is sized; its output buffer is reserved for a full batch (compute on the "
+            "output device is larger than the server's)"
+        )
     if s.swa_full:
         argv.append("--swa-full")
     if s.no_kv_offload:
@@ -63,8 +65,14 @@ def fit_params_args(p: Placement, rpc: list[str] | None = None) -> tuple[list[st
     return argv, notes
 
 
-def second_opinion(p: Placement, model_path: str | os.PathLike, *, rpc: list[str] | None = None,
-                   llama_dir: str | os.PathLike | None = None, timeout: float = 60.0) -> Opinion:
+def second_opinion(
+    p: Placement,
+    model_path: str | os.PathLike,
+    *,
+    rpc: list[str] | None = None,
+    llama_dir: str | os.PathLike | None = None,
+    timeout: float = 60.0,
+) -> Opinion:
     """Run the dry run; raises :class:`FitPrintError` with a clear message when it cannot."""
     if p.model.is_demo:
         raise FitPrintError("the demo model has no file for llama.cpp to read: open a real GGUF to verify.")
@@ -81,6 +89,9 @@ def compare(est: Estimate, op: Opinion) -> list[tuple[str, str, float, float]]:
             d = est.device(r.name)
         except KeyError:
             continue
-        out += [(r.name, "model", d.model / MiB, float(r.model)), (r.name, "context", d.context / MiB, float(r.context)),
-                (r.name, "compute", d.compute / MiB, float(r.compute))]
+        out += [
+            (r.name, "model", d.model / MiB, float(r.model)),
+            (r.name, "context", d.context / MiB, float(r.context)),
+            (r.name, "compute", d.compute / MiB, float(r.compute)),
+        ]
     return out

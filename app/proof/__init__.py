@@ -13,8 +13,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..launch.bench import BenchError, BenchHistory, bench_args, run_bench
 from ..lanes import Lane
+from ..launch.bench import BenchError, BenchHistory, bench_args, run_bench
 from ..model import Model
 from ..placement.command import build_command
 from ..placement.placement import Placement
@@ -42,11 +42,22 @@ class ProofResult:
     notes: list[str] = field(default_factory=list)
 
 
-def run_proof(model: Model, model_path: str | os.PathLike, devices: list[Lane],
-              candidates: list[tuple[str, Placement]], params: SpeedParams, *, rpc: list[str] | None = None,
-              llama_dir: str | os.PathLike | None = None, n_prompt: int = 512, n_gen: int = 64, repetitions: int = 2,
-              history: BenchHistory | None = None, progress: Callable[[int, int, str], None] | None = None,
-              calibrate: bool = True) -> ProofResult:
+def run_proof(
+    model: Model,
+    model_path: str | os.PathLike,
+    devices: list[Lane],
+    candidates: list[tuple[str, Placement]],
+    params: SpeedParams,
+    *,
+    rpc: list[str] | None = None,
+    llama_dir: str | os.PathLike | None = None,
+    n_prompt: int = 512,
+    n_gen: int = 64,
+    repetitions: int = 2,
+    history: BenchHistory | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    calibrate: bool = True,
+) -> ProofResult:
     """Benchmark every candidate (label, placement); returns predicted and measured speeds, and a calibration."""
     rows: list[ProofRow] = []
     notes: list[str] = []
@@ -56,8 +67,12 @@ def run_proof(model: Model, model_path: str | os.PathLike, devices: list[Lane],
             progress(i, len(candidates), label)
         wp = p.weight_placement()
         n_ub = min(p.settings.n_ubatch, n_prompt)
-        row = ProofRow(label, p, predict_decode(model, wp, params).tokens_per_s,
-                       predict_prompt(model, wp, params, n_ub, p.settings.op_offload).tokens_per_s)
+        row = ProofRow(
+            label,
+            p,
+            predict_decode(model, wp, params).tokens_per_s,
+            predict_prompt(model, wp, params, n_ub, p.settings.op_offload).tokens_per_s,
+        )
         try:
             argv = build_command(p, model_path, rpc=rpc).argv
             args, bnotes = bench_args(argv, n_prompt=n_prompt, n_gen=n_gen, repetitions=repetitions)

@@ -29,7 +29,7 @@ class Measurement:
 @dataclass
 class FitReport:
     params: SpeedParams
-    rows: list[tuple[str, str, float, float]]   # label, "tg"/"pp", predicted, measured
+    rows: list[tuple[str, str, float, float]]  # label, "tg"/"pp", predicted, measured
     fitted: dict[str, dict]
 
     @property
@@ -71,20 +71,22 @@ def fit(model: Model, measurements: list[Measurement], params: SpeedParams, prio
     """Fit efficiencies, hop latencies and overheads so the model's times match the measurements."""
     names = sorted({d for m in measurements for d in read_bytes_per_token(model, m.placement)})
     fitted: dict[str, dict] = {}
-    tg = [m for m in measurements if m.tg_tokens_per_s]
+    tg = [(m, m.tg_tokens_per_s) for m in measurements if m.tg_tokens_per_s]
     if tg:
         k = len(names)
         rows, rhs = [], []
-        for m in tg:
+        for m, tg_rate in tg:
             per = read_bytes_per_token(model, m.placement)
             local, rpc, payload = _hop_counts(model, m.placement, params)
             rows.append([per.get(n, 0.0) / params.get(n).bandwidth for n in names] + [local, rpc, 1.0])
-            rhs.append(1.0 / m.tg_tokens_per_s - payload)
+            rhs.append(1.0 / tg_rate - payload)
         rpc_dev = next((d for d in params.devices.values() if d.kind == "rpc"), None)
         local_dev = next((d for d in params.devices.values() if d.kind == "gpu"), None)
         x0 = [1.0 / params.get(n).eff_bandwidth for n in names] + [
-            local_dev.link_latency if local_dev else 60e-6, rpc_dev.link_latency if rpc_dev else 1.5e-3,
-            params.token_overhead]
+            local_dev.link_latency if local_dev else 60e-6,
+            rpc_dev.link_latency if rpc_dev else 1.5e-3,
+            params.token_overhead,
+        ]
         x = _solve(rows, rhs, x0, prior_weight)
         for n, xi in zip(names, x[:k]):
             eff = float(np.clip(1.0 / max(xi, 1e-6), 0.02, 1.0))
@@ -96,26 +98,27 @@ def fit(model: Model, measurements: list[Measurement], params: SpeedParams, prio
             fitted.setdefault(d.name, {})["link_latency"] = d.link_latency
         params.token_overhead = float(np.clip(x[k + 2], 0.0, 0.05))
         fitted["_overhead"] = {"token_overhead": params.token_overhead}
-    pp = [m for m in measurements if m.pp_tokens_per_s]
+    pp = [(m, m.pp_tokens_per_s) for m in measurements if m.pp_tokens_per_s]
     if pp:
-        works = [prompt_work(model, m.placement, params, m.n_ubatch) for m in pp]
+        works = [prompt_work(model, m.placement, params, m.n_ubatch) for m, _ in pp]
         devs = sorted({d for flops, _, _ in works for d in flops})
         rows, rhs = [], []
-        for m, (flops, host_bytes, target) in zip(pp, works):
+        for (m, pp_rate), (flops, host_bytes, target) in zip(pp, works):
             transfer = host_bytes / params.get(target).link_bandwidth if target else 0.0
             rows.append([flops.get(d, 0.0) / params.get(d).nominal_flops for d in devs] + [1.0])
-            rhs.append(m.n_ubatch / m.pp_tokens_per_s - transfer)
+            rhs.append(m.n_ubatch / pp_rate - transfer)
         x0 = [1.0 / params.get(d).eff_flops for d in devs] + [params.token_overhead]
         y = _solve(rows, rhs, x0, prior_weight)
-        for d, yi in zip(devs, y[:-1]):
+        for dev, yi in zip(devs, y[:-1]):
             eff = float(np.clip(1.0 / max(yi, 1e-6), 0.001, 1.0))
-            params.get(d).eff_flops = eff
-            fitted.setdefault(d, {})["eff_flops"] = eff
+            params.get(dev).eff_flops = eff
+            fitted.setdefault(dev, {})["eff_flops"] = eff
     rows_out = []
     for m in measurements:
         if m.tg_tokens_per_s:
             rows_out.append((m.label, "tg", predict_decode(model, m.placement, params).tokens_per_s, m.tg_tokens_per_s))
         if m.pp_tokens_per_s:
-            rows_out.append((m.label, "pp", predict_prompt(model, m.placement, params, m.n_ubatch).tokens_per_s,
-                             m.pp_tokens_per_s))
+            rows_out.append(
+                (m.label, "pp", predict_prompt(model, m.placement, params, m.n_ubatch).tokens_per_s, m.pp_tokens_per_s)
+            )
     return FitReport(params, rows_out, fitted)

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..memory.layout import WeightPlacement
 from ..lanes import CPU
+from ..memory.layout import WeightPlacement
 from ..model import Model, Role
 
 GB = 1e9
@@ -41,14 +41,14 @@ class DeviceSpeed:
     """What the speed model knows about one device (``CPU`` for the host)."""
 
     name: str
-    kind: str = "gpu"                 # gpu | cpu | rpc
-    bandwidth: float = 500 * GB       # bytes/s, memory
-    flops: float = 0.0                # FLOP/s usable for matmuls; 0 = derive from bandwidth
-    link_bandwidth: float = 25 * GB   # bytes/s to the host (PCIe) or over the network (RPC)
-    link_latency: float = 60e-6       # s per crossing (sync + launch; network round trip for RPC)
-    eff_bandwidth: float = 0.70       # fitted by calibration; 0.5 for host RAM (see docs/speed-model.md)
+    kind: str = "gpu"  # gpu | cpu | rpc
+    bandwidth: float = 500 * GB  # bytes/s, memory
+    flops: float = 0.0  # FLOP/s usable for matmuls; 0 = derive from bandwidth
+    link_bandwidth: float = 25 * GB  # bytes/s to the host (PCIe) or over the network (RPC)
+    link_latency: float = 60e-6  # s per crossing (sync + launch; network round trip for RPC)
+    eff_bandwidth: float = 0.70  # fitted by calibration; 0.5 for host RAM (see docs/speed-model.md)
     eff_flops: float = 0.45
-    flops_per_byte: float = 0.0       # compute per byte of bandwidth when flops is unknown; 0 = by kind
+    flops_per_byte: float = 0.0  # compute per byte of bandwidth when flops is unknown; 0 = by kind
 
     @property
     def nominal_flops(self) -> float:
@@ -63,13 +63,14 @@ class DeviceSpeed:
 @dataclass
 class SpeedParams:
     devices: dict[str, DeviceSpeed]
-    token_overhead: float = 1.5e-3    # s per token: graph launch, sampling, host work
+    token_overhead: float = 1.5e-3  # s per token: graph launch, sampling, host work
 
     def get(self, name: str) -> DeviceSpeed:
         d = self.devices.get(name)
         if d is None:
-            d = self.devices[name] = (DeviceSpeed(name, "cpu", 60 * GB, eff_bandwidth=0.5) if name == CPU
-                                      else DeviceSpeed(name, "gpu"))
+            d = self.devices[name] = (
+                DeviceSpeed(name, "cpu", 60 * GB, eff_bandwidth=0.5) if name == CPU else DeviceSpeed(name, "gpu")
+            )
         return d
 
 
@@ -77,8 +78,8 @@ class SpeedParams:
 class DecodePrediction:
     tokens_per_s: float
     seconds_per_token: float
-    device_seconds: dict[str, float]      # reading weights + KV, per device
-    device_bytes: dict[str, float]        # bytes read per token, per device
+    device_seconds: dict[str, float]  # reading weights + KV, per device
+    device_bytes: dict[str, float]  # bytes read per token, per device
     hops: int
     hop_seconds: float
     notes: list[str] = field(default_factory=list)
@@ -169,14 +170,21 @@ def hop_cost(a: DeviceSpeed, b: DeviceSpeed, n_embd: int, tokens: int = 1) -> fl
     return gpu.link_latency + payload / gpu.link_bandwidth
 
 
-def predict_decode(model: Model, wp: WeightPlacement, params: SpeedParams, kv_bytes: dict[str, float] | None = None,
-                   depth: int = 0, kv_cells: int = 1, facts: SpeedFacts | None = None) -> DecodePrediction:
+def predict_decode(
+    model: Model,
+    wp: WeightPlacement,
+    params: SpeedParams,
+    kv_bytes: dict[str, float] | None = None,
+    depth: int = 0,
+    kv_cells: int = 1,
+    facts: SpeedFacts | None = None,
+) -> DecodePrediction:
     """Tokens/s at batch 1. ``kv_bytes`` per device and ``depth``/``kv_cells`` give the KV share read per token."""
     facts = _facts(model, facts)
     per_dev = read_bytes_per_token(model, wp, facts)
     if kv_bytes and depth > 0:
-        for dev, b in kv_bytes.items():
-            per_dev[dev] = per_dev.get(dev, 0.0) + b * min(1.0, depth / max(kv_cells, 1))
+        for dev, kv in kv_bytes.items():
+            per_dev[dev] = per_dev.get(dev, 0.0) + kv * min(1.0, depth / max(kv_cells, 1))
     secs = {dev: b / (params.get(dev).bandwidth * params.get(dev).eff_bandwidth) for dev, b in per_dev.items()}
     path = layer_path(model, wp, facts)
     hops, hop_s = 0, 0.0
@@ -188,8 +196,14 @@ def predict_decode(model: Model, wp: WeightPlacement, params: SpeedParams, kv_by
     return DecodePrediction(1.0 / total, total, secs, per_dev, hops, hop_s)
 
 
-def prompt_work(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch: int = 512,
-                op_offload: bool = True, facts: SpeedFacts | None = None) -> tuple[dict[str, float], float, str | None]:
+def prompt_work(
+    model: Model,
+    wp: WeightPlacement,
+    params: SpeedParams,
+    n_ubatch: int = 512,
+    op_offload: bool = True,
+    facts: SpeedFacts | None = None,
+) -> tuple[dict[str, float], float, str | None]:
     """FLOPs per device for one micro-batch, host bytes copied to the GPU, and the GPU they go to."""
     gpus = [d for d in wp.devices if params.get(d.name).kind == "gpu"]
     offload = op_offload and bool(gpus) and n_ubatch >= OP_OFFLOAD_MIN_BATCH
@@ -200,19 +214,25 @@ def prompt_work(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch
         if not dev or not f:
             continue
         run_on = dev
-        if dev == CPU and offload:
+        if dev == CPU and target is not None:  # target is set exactly when offloading
             run_on = target
             host_bytes += t.nbytes
         flops[run_on] = flops.get(run_on, 0.0) + f * n_ubatch
     return flops, host_bytes, target
 
 
-def predict_prompt(model: Model, wp: WeightPlacement, params: SpeedParams, n_ubatch: int = 512,
-                   op_offload: bool = True, facts: SpeedFacts | None = None) -> PromptPrediction:
+def predict_prompt(
+    model: Model,
+    wp: WeightPlacement,
+    params: SpeedParams,
+    n_ubatch: int = 512,
+    op_offload: bool = True,
+    facts: SpeedFacts | None = None,
+) -> PromptPrediction:
     """Prompt-processing tokens/s for full micro-batches of ``n_ubatch`` tokens."""
     flops, host_bytes, target = prompt_work(model, wp, params, n_ubatch, op_offload, facts)
     offload = target is not None
     secs = {dev: f / params.get(dev).effective_flops for dev, f in flops.items()}
-    transfer = host_bytes / params.get(target).link_bandwidth if offload and host_bytes else 0.0
+    transfer = host_bytes / params.get(target).link_bandwidth if target is not None and host_bytes else 0.0
     total = sum(secs.values()) + transfer + params.token_overhead
     return PromptPrediction(n_ubatch / total, total, secs, transfer, offload)

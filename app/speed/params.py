@@ -13,26 +13,33 @@ from .model import GB, DeviceSpeed, SpeedParams
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HOST_BW = 60 * GB        # dual-channel DDR5, sustained, when nothing was measured
+DEFAULT_HOST_BW = 60 * GB  # dual-channel DDR5, sustained, when nothing was measured
 DEFAULT_GPU_BW = 500 * GB
 # An RPC crossing is several synchronous requests (inputs, graph, outputs), not one round trip: about 1.5 ms
 # per crossing measured on loopback here (tests/speed/test_proof.py), more over a LAN.
-RPC_LINK = (1.25 * GB, 2.0e-3)   # 10 GbE, unless the user says otherwise
+RPC_LINK = (1.25 * GB, 2.0e-3)  # 10 GbE, unless the user says otherwise
 LOOPBACK_LINK = (5 * GB, 1.5e-3)
 
 
-def speed_params(devices: list[Lane], host_bandwidth: float | None = None,
-                 calibration: dict[str, dict] | None = None) -> SpeedParams:
-    out: dict[str, DeviceSpeed] = {CPU: DeviceSpeed(CPU, "cpu", host_bandwidth or DEFAULT_HOST_BW,
-                                                     eff_bandwidth=0.5)}
+def speed_params(
+    devices: list[Lane], host_bandwidth: float | None = None, calibration: dict[str, dict] | None = None
+) -> SpeedParams:
+    out: dict[str, DeviceSpeed] = {CPU: DeviceSpeed(CPU, "cpu", host_bandwidth or DEFAULT_HOST_BW, eff_bandwidth=0.5)}
     for d in devices:
         if d.kind == "rpc":
             link_bw, lat = LOOPBACK_LINK if d.is_loopback else RPC_LINK
             # a CPU-backed RPC server reads from host RAM; a GPU one reports its own bandwidth
             bw = d.bandwidth or (host_bandwidth or DEFAULT_HOST_BW)
             cpu_backed = not d.bandwidth
-            out[d.name] = DeviceSpeed(d.name, "rpc", bw, link_bandwidth=link_bw, link_latency=lat,
-                                      eff_bandwidth=0.5 if cpu_backed else 0.7, flops_per_byte=8.0 if cpu_backed else 0.0)
+            out[d.name] = DeviceSpeed(
+                d.name,
+                "rpc",
+                bw,
+                link_bandwidth=link_bw,
+                link_latency=lat,
+                eff_bandwidth=0.5 if cpu_backed else 0.7,
+                flops_per_byte=8.0 if cpu_backed else 0.0,
+            )
         else:
             out[d.name] = DeviceSpeed(d.name, "gpu", d.bandwidth or DEFAULT_GPU_BW)
     for name, fitted in (calibration or {}).items():
@@ -40,7 +47,9 @@ def speed_params(devices: list[Lane], host_bandwidth: float | None = None,
             for k in ("eff_bandwidth", "eff_flops", "link_latency"):
                 if k in fitted:
                     setattr(out[name], k, float(fitted[k]))
-    return SpeedParams(out, token_overhead=float((calibration or {}).get("_overhead", {}).get("token_overhead", 1.5e-3)))
+    return SpeedParams(
+        out, token_overhead=float((calibration or {}).get("_overhead", {}).get("token_overhead", 1.5e-3))
+    )
 
 
 def calibration_file() -> Path:
@@ -69,4 +78,3 @@ def save_calibration(devices: list[Lane], fitted: dict[str, dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1))
     return path
-

@@ -80,7 +80,9 @@ def _cmd_arg_seq(a: str, delayed: bool) -> list[tuple[str, str | None]]:
     return seq
 
 
-def _cmd_encode(seq: list[tuple[str, str | None]], *, batch: bool, break_at: set[int] = frozenset()) -> str:
+def _cmd_encode(
+    seq: list[tuple[str, str | None]], *, batch: bool, break_at: set[int] | frozenset[int] = frozenset()
+) -> str:
     """Phase-2 (and phase-1) input whose output is the characters of ``seq``; see the module docstring."""
     n = len(seq)
     pct_after = [False] * n  # for each quote: is there a % before the next quote?
@@ -128,8 +130,14 @@ def _cmd_encode(seq: list[tuple[str, str | None]], *, batch: bool, break_at: set
     return "".join(out)
 
 
-def quote_cmd(argv: Sequence[str], *, env: Mapping[str, str] | None = None, batch_file: bool = False,
-              delayed_expansion: bool = False, multiline: bool = False) -> str:
+def quote_cmd(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    batch_file: bool = False,
+    delayed_expansion: bool = False,
+    multiline: bool = False,
+) -> str:
     """``argv`` as a cmd.exe command line (``batch_file=True``: a line of a .bat/.cmd file); see the module docstring.
 
     Raises ValueError for what cmd.exe cannot carry: newlines, carriage
@@ -153,23 +161,24 @@ def quote_cmd(argv: Sequence[str], *, env: Mapping[str, str] | None = None, batc
             raise ValueError(f"cmd.exe cannot set {name} to an empty string (set {name}= deletes it)")
         token = f"{name}={value}"
         delayed = delayed_expansion and "!" in token
-        seq = [(c, None) for c in token]
+        chars: list[tuple[str, str | None]] = [(c, None) for c in token]
         if delayed:
-            seq = [(x, None) for c in token for x in (("^", c) if c in "^!" else (c,))]
-        lines.append("set " + _cmd_encode(seq, batch=batch_file))
+            chars = [(x, None) for c in token for x in (("^", c) if c in "^!" else (c,))]
+        lines.append("set " + _cmd_encode(chars, batch=batch_file))
     seq: list[tuple[str, str | None]]
     if _CMD_BARE_PROGRAM.fullmatch(prog) and not prog.startswith("-"):
         seq = [(c, None) for c in prog]
     else:
         if not batch_file and "%" in prog:
             if any(c.isspace() or c in ",;=" for c in prog):
-                raise ValueError(f"program {prog!r} has '%' and spaces: cmd.exe's prompt cannot quote that "
-                                 "(use batch_file=True)")
+                raise ValueError(
+                    f"program {prog!r} has '%' and spaces: cmd.exe's prompt cannot quote that (use batch_file=True)"
+                )
             seq = [(c, None) for c in prog]
         else:
-            seq = [('"', "open")] + [(c, None) for c in prog] + [('"', "close")]
+            seq = [('"', "open"), *((c, None) for c in prog), ('"', "close")]
     delayed = delayed_expansion and any("!" in a for a in argv[1:])
-    break_at = set()
+    break_at: set[int] = set()
     for a in argv[1:]:
         if multiline and (is_option(a) or len(break_at) == 0):
             break_at.add(len(seq))
@@ -195,7 +204,7 @@ def _cmd_percent(line: str, *, batch: bool, environ: Mapping[str, str] | None) -
             i += 2
             continue
         if batch and i + 1 < n and (line[i + 1].isdigit() or line[i + 1] in "*~"):
-            raise CommandSyntaxError(f"batch argument reference {line[i:i + 2]!r} at offset {i} is not supported")
+            raise CommandSyntaxError(f"batch argument reference {line[i : i + 2]!r} at offset {i} is not supported")
         j = line.find("%", i + 1)
         if j < 0:
             if batch and lookup is not None:
@@ -203,13 +212,13 @@ def _cmd_percent(line: str, *, batch: bool, environ: Mapping[str, str] | None) -
                 continue
             out.append(line[i:])
             break
-        var = line[i + 1:j].split(":", 1)[0]
+        var = line[i + 1 : j].split(":", 1)[0]
         if lookup is not None and var and var.upper() in lookup:
             out.append(lookup[var.upper()])  # (substring/replace modifiers are not modelled)
             i = j + 1
         elif batch:
             if lookup is None:
-                out.append(line[i:j + 1])  # unknown environment: keep the reference as typed
+                out.append(line[i : j + 1])  # unknown environment: keep the reference as typed
             i = j + 1
         else:
             out.append("%")  # the prompt leaves an undefined variable alone; rescan after this %
@@ -235,7 +244,7 @@ def _cmd_delayed(token: str, environ: Mapping[str, str] | None) -> str:
             if j < 0:
                 i += 1  # a lone ! is removed
             else:
-                out.append(lookup.get(token[i + 1:j].upper(), ""))
+                out.append(lookup.get(token[i + 1 : j].upper(), ""))
                 i = j + 1
         else:
             out.append(c)
@@ -292,8 +301,9 @@ def _cmd_phase2(text: str) -> list[str]:
     return cmds
 
 
-def parse_cmd_command(text: str, *, batch_file: bool = False, delayed_expansion: bool = False,
-                      environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+def parse_cmd_command(
+    text: str, *, batch_file: bool = False, delayed_expansion: bool = False, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
     """``(env, argv)`` of a pasted cmd.exe command (or batch-file lines with ``batch_file=True``).
 
     Models cmd's phases: percent expansion per physical line (``%%`` -> ``%``
@@ -315,13 +325,13 @@ def parse_cmd_command(text: str, *, batch_file: bool = False, delayed_expansion:
             continue
         m = re.match(r"set(?:[ \t]+|(?=\"))", cmd, re.I)
         if m:
-            rest = cmd[m.end():]
+            rest = cmd[m.end() :]
             if delayed_expansion:
                 rest = _cmd_delayed(rest, environ)
             if rest.startswith("/"):
                 raise CommandSyntaxError(f"'set {rest[:2]}' is not supported")
             if rest.startswith('"'):
-                rest = rest[1:rest.rfind('"')] if rest.count('"') > 1 else rest[1:]
+                rest = rest[1 : rest.rfind('"')] if rest.count('"') > 1 else rest[1:]
             if "=" not in rest:
                 raise CommandSyntaxError(f"'set {rest}' does not set a variable")
             name, value = rest.split("=", 1)

@@ -54,4 +54,3 @@ def option_lines(words: list[str], raw: list[str]) -> list[list[str]]:
         else:
             lines[-1].append(w)
     return lines
-

@@ -62,7 +62,7 @@ def quote_posix_word(s: str, *, command: bool = False) -> str:
         return _ansi_c_quote(s)
     if "'" not in s:
         return f"'{s}'"
-    if not any(c in s for c in "$`\\\"!"):
+    if not any(c in s for c in '$`\\"!'):
         return f'"{s}"'
     return "\\'".join(f"'{part}'" if part else "" for part in s.split("'"))
 
@@ -90,13 +90,26 @@ class _Word:
     lit: int  # how many leading characters came from plain (unquoted, unescaped) input
 
 
-_ANSI_C_ESC = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
-               "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+_ANSI_C_ESC = {
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
 
 
 def _read_ansi_c(text: str, i: int) -> tuple[str, int]:
     """Body of ``$'...'`` starting at ``i`` (just after the opening quote); returns (value, index after the closing quote)."""
-    out = []
+    out: list[str] = []
     n = len(text)
     while True:
         if i >= n:
@@ -116,6 +129,7 @@ def _read_ansi_c(text: str, i: int) -> tuple[str, int]:
             out.append(_ANSI_C_ESC[e])
         elif e in "01234567":
             m = re.match(r"[0-7]{0,2}", text[i:])
+            assert m is not None  # matches the empty string at least
             out.append(chr(int(e + m.group(0), 8) & 0xFF))
             i += m.end()
         elif e in "xuU":
@@ -192,7 +206,7 @@ def _posix_tokens(text: str) -> list[_Word | str]:
             if j < 0:
                 raise CommandSyntaxError(f"unterminated single quote at offset {i}")
             quoted()
-            buf.append(text[i + 1:j])
+            buf.append(text[i + 1 : j])
             i = j + 1
             continue
         if c == "$" and text.startswith("'", i + 1):
@@ -237,7 +251,7 @@ def _posix_tokens(text: str) -> list[_Word | str]:
                 out.append(";")
                 i += 1
                 continue
-            op = text[i:i + 2] if text[i:i + 2] in ("||", ">>", "<<", ">&", "<&", "&>") else c
+            op = text[i : i + 2] if text[i : i + 2] in ("||", ">>", "<<", ">&", "<&", "&>") else c
             raise CommandSyntaxError(f"shell operator {op!r} at offset {i} is not supported (one plain command only)")
         if c == "{":
             m = re.match(r"\{[^\s{}'\"]*(?:,|\.\.)[^\s{}'\"]*\}", text[i:])
@@ -269,7 +283,7 @@ def split_posix(text: str) -> list[str]:
 def _assignment(w: _Word) -> tuple[str, str] | None:
     m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", w.text, re.ASCII)
     if m and m.end() <= w.lit:
-        return m.group(1), w.text[m.end():]
+        return m.group(1), w.text[m.end() :]
     return None
 
 

@@ -102,8 +102,18 @@ def _ps_literal(s: str) -> str:
     return "'" + "".join(c + c if c in _PS_SQ else c for c in s) + "'"
 
 
-_PS_DQ_ESC = {"\a": "`a", "\b": "`b", "\f": "`f", "\n": "`n", "\r": "`r", "\t": "`t", "\v": "`v",
-              "`": "``", "$": "`$", **{q: "`" + q for q in _PS_DQ}}
+_PS_DQ_ESC = {
+    "\a": "`a",
+    "\b": "`b",
+    "\f": "`f",
+    "\n": "`n",
+    "\r": "`r",
+    "\t": "`t",
+    "\v": "`v",
+    "`": "``",
+    "$": "`$",
+    **{q: "`" + q for q in _PS_DQ},
+}
 
 
 def quote_powershell_word(s: str) -> str:
@@ -133,8 +143,9 @@ def _ps_legacy_value(a: str) -> str:
     return a
 
 
-def quote_powershell(argv: Sequence[str], *, env: Mapping[str, str] | None = None, legacy: bool = False,
-                     multiline: bool = False) -> str:
+def quote_powershell(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, legacy: bool = False, multiline: bool = False
+) -> str:
     """``argv`` as a PowerShell command: ``& 'program' args``; see the module docstring for ``legacy``.
 
     ``env`` becomes ``$env:NAME = 'value';`` statements first (they stay set
@@ -187,7 +198,7 @@ class _PSReader:
             if _ps_space(c):
                 self.i += 1
             elif c == "`":
-                m = re.match(r"`[ \t]*\r?\n", self.t[self.i:])
+                m = re.match(r"`[ \t]*\r?\n", self.t[self.i :])
                 if not m:
                     return
                 self.i += m.end()
@@ -198,6 +209,7 @@ class _PSReader:
                 self.i = j + 2
             elif c == "#":
                 m = re.compile(r"[^\r\n]*").match(self.t, self.i)
+                assert m is not None  # matches the empty string at least
                 self.i = m.end()
             else:
                 return
@@ -228,7 +240,7 @@ class _PSReader:
         if e == "":
             raise CommandSyntaxError("a backtick ends the text")
         if e == "u" and self.peek(2) == "{":
-            m = re.match(r"`u\{([0-9A-Fa-f]{1,6})\}", self.t[self.i:])
+            m = re.match(r"`u\{([0-9A-Fa-f]{1,6})\}", self.t[self.i :])
             if not m:
                 raise self.error("bad `u{...} escape")
             self.i += m.end()
@@ -270,7 +282,7 @@ class _PSReader:
             if _ps_space(c) or c in ";\r\n":
                 break
             if c == "`":
-                if re.match(r"`[ \t]*\r?\n", self.t[self.i:]):
+                if re.match(r"`[ \t]*\r?\n", self.t[self.i :]):
                     break
                 out.append(self.backtick())
                 continue
@@ -298,14 +310,15 @@ class _PSReader:
             return self.array()
         if c == "@" or c in "|&<>(){},":
             raise self.error(f"{c!r} at the start of an argument")
-        if self.t.startswith("--%", self.i) and (self.i + 3 >= len(self.t) or _ps_space(self.t[self.i + 3])
-                                                  or self.t[self.i + 3] in "\r\n;"):
+        if self.t.startswith("--%", self.i) and (
+            self.i + 3 >= len(self.t) or _ps_space(self.t[self.i + 3]) or self.t[self.i + 3] in "\r\n;"
+        ):
             raise self.error("the stop-parsing token --%")
         return [self.bare()]
 
     def array(self) -> list[str]:
         self.i += 2
-        items = []
+        items: list[str] = []
         while True:
             self.skip_space()
             c = self.peek()
@@ -325,7 +338,7 @@ class _PSReader:
                 raise self.error("expected ',' or ')' in @(...)")
 
     def env_assignment(self) -> tuple[str, str] | None:
-        m = re.match(r"\$(?:env:([A-Za-z_][A-Za-z0-9_]*)|\{env:([A-Za-z_][A-Za-z0-9_]*)\})", self.t[self.i:], re.I)
+        m = re.match(r"\$(?:env:([A-Za-z_][A-Za-z0-9_]*)|\{env:([A-Za-z_][A-Za-z0-9_]*)\})", self.t[self.i :], re.I)
         if not m:
             return None
         self.i += m.end()
@@ -341,7 +354,7 @@ class _PSReader:
         elif c and c in _PS_DQ:
             value = self.double_quoted()
         else:
-            m = re.match(r"[0-9]+(?![^\s;])", self.t[self.i:])
+            m = re.match(r"[0-9]+(?![^\s;])", self.t[self.i :])
             if not m:
                 raise self.error(f"the value of $env:{name} (use a quoted string)")
             value = m.group(0)
