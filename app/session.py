@@ -19,7 +19,7 @@ into signals, and the CLI drives the same object from a script::
     print(s.export("bash"))
 
 The session owns the per-model caches that make re-estimation fast (an
-:class:`~app.memory.estimator.Estimator`, :class:`~app.speed.model.SpeedFacts`
+:class:`~app.memory.estimator.Estimator`, :class:`~app.speed.predict.SpeedFacts`
 and an :class:`~app.placement.export.ExportCache`); they die with it.
 """
 
@@ -44,7 +44,7 @@ from .placement.export import ExportCache, InexpressibleError, PlacementArgs, pl
 from .placement.history import History, edit_to, move_command, pin_command
 from .placement.plan_file import load_plan, save_plan
 from .placement.second_opinion import Opinion
-from .speed.model import DecodePrediction, PromptPrediction, SpeedFacts, SpeedParams, predict_decode, predict_prompt
+from .speed.predict import DecodePrediction, PromptPrediction, SpeedFacts, SpeedParams, predict_decode, predict_prompt
 
 log = logging.getLogger(__name__)
 

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         )
         host = result.host.total_bytes if result is not None and getattr(result.host, "total_bytes", None) else None
         from ..speed.membench import measure_host_bandwidth
-        from ..speed.model import predict_decode, predict_prompt
+        from ..speed.predict import predict_decode, predict_prompt
 
         host_bw = args.host_bw * 1e9 if args.host_bw else measure_host_bandwidth()
         session = Session(

@@ -6,7 +6,8 @@ user does not own yet.  Nothing here imports Qt.
 """
 
 from app.devices.detect import detect
-from app.devices.model import (
+from app.devices.planned import PlannedDeviceError, planned_device, planned_from_catalogue
+from app.devices.records import (
     DetectionResult,
     Device,
     DeviceKind,
@@ -17,7 +18,6 @@ from app.devices.model import (
     RpcHostStatus,
     SourceError,
 )
-from app.devices.planned import PlannedDeviceError, planned_device, planned_from_catalogue
 from app.devices.rpc import rpc_server_command, rpc_server_note
 
 __all__ = [

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from app.devices import catalogue
 from app.devices.gpu import PhysicalGpu, normalise_bus_id, pcie_warnings, read_text
-from app.devices.model import GiB, PcieLink
+from app.devices.records import GiB, PcieLink
 
 log = logging.getLogger(__name__)
 

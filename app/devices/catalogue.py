@@ -16,7 +16,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from app.devices.model import GiB
+from app.devices.records import GiB
 
 log = logging.getLogger(__name__)
 

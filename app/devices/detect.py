@@ -25,8 +25,8 @@ from app.devices.gpu import PhysicalGpu
 from app.devices.host import cpu_device, read_host
 from app.devices.listing import DEFAULT_TIMEOUT_S, ListedDevice, Listing, ListingError, run_list_devices
 from app.devices.match import Match, match_by_name, match_cuda
-from app.devices.model import DetectionResult, Device, DeviceKind, HostInfo, SourceError
 from app.devices.nvidia import read_nvidia
+from app.devices.records import DetectionResult, Device, DeviceKind, HostInfo, SourceError
 from app.devices.rpc import CONNECT_TIMEOUT_S, PROBE_TIMEOUT_S, RpcProbe, probe_rpc_hosts
 from app.llamacpp.binaries import LlamaCppNotFound, find_tool
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.devices.model import GpuProcess, PcieLink
+from app.devices.records import GpuProcess, PcieLink
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 
 from app.devices.gpu import read_text
-from app.devices.model import Device, DeviceKind, HostInfo, NumaNode
+from app.devices.records import Device, DeviceKind, HostInfo, NumaNode
 
 log = logging.getLogger(__name__)
 

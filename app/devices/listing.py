@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.devices.model import MiB
+from app.devices.records import MiB
 from app.errors import DetectError
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.devices.gpu import PhysicalGpu, normalise_bus_id, numa_node, pcie_warnings
-from app.devices.model import GpuProcess, PcieLink
+from app.devices.records import GpuProcess, PcieLink
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import re
 
 from app.devices import catalogue
 from app.devices.catalogue import CatalogueEntry
-from app.devices.model import Device, DeviceKind, GiB, MiB
+from app.devices.records import Device, DeviceKind, GiB, MiB
 from app.errors import DetectError
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.devices.listing import ListedDevice, Listing, ListingError, last_error_line, run_list_devices
-from app.devices.model import RpcHostStatus, SourceError
+from app.devices.records import RpcHostStatus, SourceError
 
 log = logging.getLogger(__name__)
 

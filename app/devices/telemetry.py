@@ -23,8 +23,8 @@ import psutil
 
 from app.devices.amd import AMD_VENDOR, card_number
 from app.devices.gpu import normalise_bus_id, read_text
-from app.devices.model import DetectionResult
 from app.devices.nvidia import bus_id_of, load_nvml, nvml_error_message
+from app.devices.records import DetectionResult
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from ..lanes import Lane
 from ..memory.estimator import Estimate, Estimator
 from ..memory.settings import LlamaSettings
 from ..model import Model, Role
-from ..speed.model import DecodePrediction, SpeedFacts, SpeedParams, predict_decode
+from ..speed.predict import DecodePrediction, SpeedFacts, SpeedParams, predict_decode
 from ..units import GiB
 from .autofit import FitError, auto_fit, budget
 from .export import ExportCache, InexpressibleError, placement_args

@@ -19,7 +19,7 @@ from ..model import Model
 from ..placement.command import build_command
 from ..placement.placement import Placement
 from ..speed.calibrate import FitReport, Measurement, fit
-from ..speed.model import SpeedParams, predict_decode, predict_prompt
+from ..speed.predict import SpeedParams, predict_decode, predict_prompt
 
 log = logging.getLogger(__name__)
 

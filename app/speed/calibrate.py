@@ -14,7 +14,15 @@ import numpy as np
 
 from ..memory.layout import WeightPlacement
 from ..model import Model
-from .model import SpeedParams, hop_cost, layer_path, predict_decode, predict_prompt, prompt_work, read_bytes_per_token
+from .predict import (
+    SpeedParams,
+    hop_cost,
+    layer_path,
+    predict_decode,
+    predict_prompt,
+    prompt_work,
+    read_bytes_per_token,
+)
 
 
 @dataclass

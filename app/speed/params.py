@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..lanes import CPU, Lane
 from ..paths import data_dir
-from .model import GB, DeviceSpeed, SpeedParams
+from .predict import GB, DeviceSpeed, SpeedParams
 
 log = logging.getLogger(__name__)
 

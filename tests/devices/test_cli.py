@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from app.cli import devices as cli
-from app.devices.model import DetectionResult, Device, HostInfo, PcieLink, RpcHostStatus, SourceError
+from app.devices.records import DetectionResult, Device, HostInfo, PcieLink, RpcHostStatus, SourceError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE_KEYS = {

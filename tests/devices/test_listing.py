@@ -12,7 +12,7 @@ from app.devices.listing import (
     parse_list_devices,
     run_list_devices,
 )
-from app.devices.model import MiB
+from app.devices.records import MiB
 
 from .helpers import sample
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.devices import DeviceKind, detect, rpc_server_command
 from app.devices.listing import run_list_devices
-from app.devices.model import MiB
+from app.devices.records import MiB
 
 from .fake_nvml import FakeNvml
 

@@ -8,7 +8,7 @@ import time
 
 import psutil
 
-from app.devices.model import DetectionResult, Device, HostInfo
+from app.devices.records import DetectionResult, Device, HostInfo
 from app.devices.telemetry import TelemetrySampler, names_from
 
 from .helpers import amd_card, write_tree

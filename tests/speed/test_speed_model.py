@@ -13,7 +13,7 @@ from app.placement.autofit import auto_fit
 from app.placement.fastest import fastest
 from app.placement.presets import all_on_gpus, experts_to_cpu, n_cpu_moe
 from app.speed.calibrate import Measurement, fit
-from app.speed.model import GB, predict_decode, predict_prompt, read_bytes_per_token
+from app.speed.predict import GB, predict_decode, predict_prompt, read_bytes_per_token
 from app.speed.params import speed_params
 from tests.gguf_factory import write_sparse_model
 
