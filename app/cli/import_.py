@@ -11,7 +11,7 @@ from collections import Counter
 from ..command.parse import parse_llama_args
 from ..errors import CommandError
 from ..lanes import CPU
-from ..model import Role
+from ..model import BlockId, Role
 from ..placement import Placement
 from .common import ERRORS, device_options, devices, fail, fmt_mib, llama_args, load_model, print_json
 
@@ -40,7 +40,7 @@ def placement_json(p: Placement) -> dict:
     for b in p.model.blocks:
         entry = {"id": b.id, "device": p.device_of(b.id), "bytes": b.nbytes}
         if b.role is Role.EXPERTS:
-            entry["parts"] = {part: p.device_of(f"{b.id}:{part}") for part in b.parts}
+            entry["parts"] = {part: p.device_of(str(BlockId(b.layer, b.role, part))) for part in b.parts}
         blocks.append(entry)
     return {
         "schema": SCHEMA,

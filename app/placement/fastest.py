@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..lanes import Lane
 from ..memory.estimator import Estimate, Estimator
 from ..memory.settings import LlamaSettings
-from ..model import Model, Role
+from ..model import BlockId, Model, Role
 from ..speed.predict import DecodePrediction, SpeedFacts, SpeedParams, predict_decode
 from ..units import GiB
 from .autofit import FitError, auto_fit, budget
@@ -81,7 +81,8 @@ def fastest(
     by_speed = sorted(devices, key=lambda d: -speed[d.name])
 
     def is_pinned(block_id: str) -> bool:  # a pinned block, or any pinned part of it
-        return block_id in pinned or any(x.startswith(block_id + ":") for x in pinned)
+        ids = model.index.ids
+        return block_id in pinned or any(ids[x].block == ids[block_id] for x in pinned if x in ids)
 
     exps = [
         b
@@ -102,7 +103,9 @@ def fastest(
                 key=lambda b: (p.layer_device[b.layer or 0] != dev.name, -(b.layer or 0)),
             )
             for b in movable:
-                for item in [b.id] + [f"{b.id}:{part}" for part in sorted(b.parts, key=lambda x: -b.part_bytes(x))]:
+                for item in [b.id] + [
+                    str(BlockId(b.layer, b.role, part)) for part in sorted(b.parts, key=lambda x: -b.part_bytes(x))
+                ]:
                     if p.device_of(item) == dev.name:
                         continue
                     q = p.copy()

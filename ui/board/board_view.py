@@ -18,7 +18,7 @@ from PySide6.QtGui import QAction, QBrush, QColor, QFont, QKeySequence, QPainter
 from PySide6.QtWidgets import (QApplication, QGraphicsEllipseItem, QGraphicsItem, QGraphicsRectItem, QGraphicsScene,
                                QGraphicsSimpleTextItem, QGraphicsView, QMenu, QToolTip)
 
-from app.model import Role
+from app.model import BlockId, Role
 from app.placement import CPU, MIXED
 from app.units import fmt_bytes
 
@@ -158,7 +158,7 @@ class BoardView(QGraphicsView):
             label = short if b.layer is None else f"{b.layer} {short}"
             if b.role is Role.EXPERTS and b.id in self.opened:
                 for part in sorted(b.parts, key=["gate", "up", "down", "gate_up"].index):
-                    out.append(ItemInfo(f"{b.id}:{part}", b.layer, b.role, part, b.part_bytes(part),
+                    out.append(ItemInfo(str(BlockId(b.layer, b.role, part)), b.layer, b.role, part, b.part_bytes(part),
                                         f"{b.layer} {part}", b.nextn))
             else:
                 out.append(ItemInfo(b.id, b.layer, b.role, None, b.nbytes, label, b.nextn))
