@@ -336,7 +336,7 @@ class ComparisonRow:
     predicted_mib: float | None
     logged_mib: float | None
     measured_mib: float | None = None
-    difference_pct: float | None = None  # (logged - predicted) / predicted
+    difference_pct: float | None = None  # 100 * (logged - predicted) / predicted, in percent
     flagged: bool = False
 
 

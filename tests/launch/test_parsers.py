@@ -124,6 +124,8 @@ def test_predicted_vs_actual_on_the_captured_load(tmp_path):
     flagged = [r for r in predicted_vs_actual(est, logged_buffers(log)) if r.flagged]
     assert {(r.device, r.quantity) for r in flagged} == {("RPC0", "compute"), ("RPC0", "total")}
     assert all(not math.isnan(r.difference_pct) for r in flagged)
+    # the difference is in percent: a prediction 10 % high reads about -9.1 %, not -909 %
+    assert next(r for r in flagged if r.quantity == "compute").difference_pct == pytest.approx(-100 / 11, abs=0.2)
 
 
 def test_bench_json():

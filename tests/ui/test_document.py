@@ -68,3 +68,19 @@ def test_reads_and_edits_go_to_the_session(doc):
     assert doc.placement is doc.session.placement and doc.estimate is doc.session.estimate
     with pytest.raises(AttributeError):
         doc.no_such_thing  # noqa: B018 - the adapter must not invent attributes
+
+
+def test_the_comparison_tab_shows_percent_once(qapp):
+    """Regression: 9.6 logged vs 9.6 predicted showed -3.4 %, 32.2 vs 41.1 showed +2751.5 % (x100 twice)."""
+    from types import SimpleNamespace
+
+    from ui.launch_panel import ComparisonTab
+
+    est = SimpleNamespace(devices=[SimpleNamespace(name="RPC0")],
+                          device=lambda name: SimpleNamespace(model=int(32.2 * (1 << 20)), context=0, compute=0,
+                                                              output=0, total=int(32.2 * (1 << 20))))
+    logged = {"RPC0": SimpleNamespace(model=41.1, context=0.0, compute=0.0, output=0.0, total=41.1)}
+    tab = ComparisonTab()
+    tab.fill(est, logged, {})
+    cells = {tab.item(r, 1).text(): tab.item(r, 5).text() for r in range(tab.rowCount())}
+    assert cells["model"] == "+27.6%" and cells["total"] == "+27.6%"
