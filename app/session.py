@@ -170,6 +170,8 @@ class Session:
         self.opinion_error: str | None = None
         self.preview_state: Preview | None = None
         self._speed_params: SpeedParams | None = None
+        #: what the machine figures could not use (a calibration file of the wrong shape...), for the user
+        self.machine_notes: list[str] = []
         self._derived = _Derived()
         self._state = self.placement.snapshot()
         self._recompute()
@@ -258,7 +260,9 @@ class Session:
         if self._speed_params is None:
             from .speed.params import load_calibration, speed_params
 
-            self._speed_params = speed_params(self.devices, self.host_bandwidth, load_calibration(self.devices))
+            notes: list[str] = []
+            self._speed_params = speed_params(self.devices, self.host_bandwidth, load_calibration(self.devices, notes))
+            self.machine_notes = notes
         return self._speed_params
 
     def estimate_settings(self, settings: LlamaSettings) -> Estimate:
@@ -291,6 +295,8 @@ class Session:
         except (LayerdeckError, ValueError) as exc:
             d.error = str(exc)
         d.decode, d.prompt = self.speed_for(self.placement)
+        if d.estimate is not None:
+            d.estimate.notes.extend(n for n in self.machine_notes if n not in d.estimate.notes)
         d.ms = (time.perf_counter() - t0) * 1000
         self._derived = d
 

@@ -179,3 +179,12 @@ def test_caches_belong_to_the_session_not_the_model(session):
     assert other.estimator is not session.estimator
     assert other.estimate.devices[0].total == session.estimate_for(other.placement).devices[0].total
     assert MiB < session.estimate.devices[0].total
+
+
+def test_a_calibration_file_of_the_wrong_shape_is_a_note_not_a_traceback(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYERDECK_DATA_DIR", str(tmp_path))
+    (tmp_path / "speed-calibration.json").write_text('["not", "a", "calibration"]', encoding="utf-8")
+    s = Session(load_demo(), parse_device_spec("CUDA0=24576"), host_capacity=64 * GiB)
+    assert s.decode is not None and s.decode.tokens_per_s > 0
+    assert any("calibration" in n for n in s.machine_notes)
+    assert any("calibration" in n for n in s.estimate.notes)

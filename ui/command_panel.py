@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from PySide6.QtGui import QFontDatabase, QGuiApplication
@@ -65,15 +66,15 @@ class CommandPanel(QWidget):
         return self.doc.command(model_path=model_path, rpc=self._rpc(), program=self.program, caps=self.caps).argv
 
     def refresh(self) -> None:
+        fmt = self.shell.currentData()
         try:
             cmd = self.doc.command(rpc=self._rpc(), program=self.program, caps=self.caps)
-        except InexpressibleError as exc:
+            text = render(cmd.argv, fmt, name=self.doc.model.path.stem, n_layers=self.doc.model.params.n_layer)
+        except (InexpressibleError, LayerdeckError) as exc:  # LayerdeckError: a path this format cannot carry
             self.text.setPlainText(f"# cannot export: {exc}")
             self.notes.setText("")
             return
-        fmt = self.shell.currentData()
-        self.text.setPlainText(render(cmd.argv, fmt, name=self.doc.model.path.stem,
-                                      n_layers=self.doc.model.params.n_layer))
+        self.text.setPlainText(text)
         notes = list(cmd.notes)
         if self.doc.model.is_demo:
             notes.insert(0, "Demo model: the path is a placeholder; open a real GGUF to launch it.")
@@ -84,7 +85,23 @@ class CommandPanel(QWidget):
         ext = {"bash": "sh", "powershell": "ps1", "cmd": "cmd", "yaml": "yaml", "env": "sh", "ollama": "Modelfile"}[fmt]
         path, _ = QFileDialog.getSaveFileName(self, "Save command", f"run-{self.doc.model.path.stem}.{ext}")
         if path:
-            Path(path).write_text(self.text.toPlainText() + "\n", encoding="utf-8")
+            self.save_to(path, fmt)
+
+    def save_to(self, path: str, fmt: str) -> None:
+        """Write the command as a file: a .cmd file in cmd's batch-file form (``%`` doubled, ``!`` literal), not
+        the prompt's; a shell script with its shebang and the run bit."""
+        text = self.text.toPlainText()
+        if fmt == "cmd":
+            try:
+                cmd = self.doc.command(rpc=self._rpc(), program=self.program, caps=self.caps)
+                text = render(cmd.argv, "cmd-batch", env=cmd.env or None)
+            except (InexpressibleError, LayerdeckError) as exc:
+                text = f"rem cannot export: {exc}"
+        elif fmt in ("bash", "env"):
+            text = "#!/usr/bin/env bash\n" + text
+        Path(path).write_text(text + "\n", encoding="utf-8")
+        if fmt in ("bash", "env"):
+            os.chmod(path, 0o755)
 
     def import_text(self, text: str) -> str | None:
         """Load the placement a pasted command means. Returns an error sentence, or None on success."""

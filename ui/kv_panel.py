@@ -6,12 +6,18 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QSlider, QSpinBox, QVBoxLayout,
                                QWidget)
 
+from app.memory.compute import APPROXIMATE
 from app.memory.kv import CACHE_TYPE_BLOCKS
 from app.units import fmt_bytes
 
 from .document import Document
 
 CTX_STOPS = [512, 1024, 2048, 4096, 8192, 12288, 16384, 24576, 32768, 49152, 65536, 98304, 131072, 196608, 262144]
+
+
+def _uncertain(note: str) -> bool:
+    """A note that says part of the estimate is assumed or approximate, not just explained."""
+    return note.startswith(APPROXIMATE) or (note.startswith("memory of ") and " is unknown" in note)
 
 
 class KvPanel(QWidget):
@@ -92,7 +98,9 @@ class KvPanel(QWidget):
             sh = est.shape
             from html import escape
 
-            notes = "".join(f"<br><span style='color:gray'>{escape(n)}</span>" for n in est.notes)
+            # what the estimate could not know exactly (approximate compute, RPC memory unknown) stands out
+            notes = "".join(f"<br><span style='color:{'#C98A00' if _uncertain(n) else 'gray'}'>{escape(n)}</span>"
+                            for n in est.notes)
             self.info.setText(f"KV cache {fmt_bytes(kv)} for {sh.n_ctx:,} cells"
                               + (f" ({sh.n_stream} streams)" if sh.n_stream > 1 else "")
                               + (f"; sliding-window layers keep {sh.size_swa:,}" if sh.size_swa else "") + notes)

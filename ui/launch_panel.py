@@ -143,7 +143,7 @@ class ComparisonTab(QTableWidget):
         self.setRowCount(len(rows))
         for r, row in enumerate(rows):
             cells = [row.device, row.quantity, _f(row.predicted_mib), _f(row.logged_mib), _f(row.measured_mib),
-                     "" if row.difference_pct is None else f"{row.difference_pct * 100:+.1f}%"]
+                     "" if row.difference_pct is None else f"{row.difference_pct:+.1f}%"]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if row.flagged:
@@ -356,17 +356,20 @@ class LaunchPanel(QWidget):
     def _update_buttons(self) -> None:
         demo = self.doc.model.is_demo
         running = self.server is not None and self.server.state in (State.STARTING, State.LOADING, State.READY)
-        self.launch_btn.setEnabled(not demo and not running)
+        checking = getattr(self, "_checking", False)  # launch() is checking RPC hosts in the background
+        self.launch_btn.setEnabled(not demo and not running and not checking)
         self.launch_btn.setToolTip("The demo model has no weights: open a GGUF to launch it." if demo else
                                    "Start llama-server with this placement on 127.0.0.1")
         self.stop_btn.setEnabled(running)
-        self.restart_btn.setEnabled(not demo and self.server is not None)
+        self.restart_btn.setEnabled(not demo and self.server is not None and not checking)
         self.send_btn.setEnabled(self.server is not None and self.server.state == State.READY)
         self.bench_btn.setEnabled(not demo)
         self.proof_btn.setEnabled(not demo)
         self.copy_api.setEnabled(self.server is not None and self.server.state == State.READY)
 
     def launch(self) -> bool:
+        """Start llama-server for this placement. False when it cannot start (the panel says why); True once
+        the start is under way: the RPC check and the start itself finish in the background."""
         if self.doc.model.is_demo:
             return False
         used = set(self.doc.placement.layer_device) | set(self.doc.placement.tensor_device)
@@ -388,14 +391,27 @@ class LaunchPanel(QWidget):
         server.add_state_listener(self.bridge.state.emit)
         server.add_log_listener(self.bridge.line.emit)
         self.server = server
-        try:
-            server.start()
-        except LaunchError as exc:
-            self._show_problem("Cannot launch", str(exc))
-            self._update_buttons()
-            return False
-        self._start_monitor()
+        # ServerProcess.start blocks on the RPC preflight (a TCP connect per --rpc host, up to 2 s, and name
+        # resolution): it runs in the thread pool, the panel says "checking…" and the window stays responsive.
+        self._checking = True
+        self.state_label.setText("checking RPC hosts…" if "--rpc" in argv else "checking…")
         self._update_buttons()
+
+        def started(_result) -> None:
+            self._checking = False
+            if self.server is server and not getattr(self, "_closing", False):
+                self._start_monitor()
+            elif server.running:  # the panel was shut down or relaunched while this one was checked
+                run_in_background(server.stop, lambda _s: None, lambda exc: None)
+            self._update_buttons()
+
+        def failed(exc: Exception) -> None:
+            self._checking = False
+            if self.server is server:
+                self._show_problem("Cannot launch", str(exc) if isinstance(exc, LaunchError) else repr(exc))
+            self._update_buttons()
+
+        run_in_background(server.start, started, failed)
         return True
 
     def stop(self) -> None:
@@ -416,6 +432,7 @@ class LaunchPanel(QWidget):
 
     def shutdown(self) -> None:
         """Stop the server and the monitor now (the window is closing or the app quits)."""
+        self._closing = True  # a launch still being checked stops as soon as it starts
         if self.monitor is not None:
             self.monitor.stop()
             self.monitor = None

@@ -17,7 +17,8 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, Q
 
 from app.memory.device_adapter import from_detected
 from app.lanes import Lane
-from app.model import GGUFError, Model, open_model
+from app.errors import LayerdeckError
+from app.model import Model, open_model
 from app.model.demo import load_demo
 from app.placement.autofit import FitError
 from app.placement.plan_file import PlanError
@@ -81,6 +82,9 @@ class MainWindow(QMainWindow):
         self.quit_act = act("&Quit", self.close, QKeySequence.StandardKey.Quit)
         self.undo_act = act("&Undo", lambda: self.doc and self.doc.undo(), QKeySequence.StandardKey.Undo)
         self.redo_act = act("&Redo", lambda: self.doc and self.doc.redo(), QKeySequence.StandardKey.Redo)
+        # Ctrl+Y as well as the platform's own redo key (Ctrl+Shift+Z on Linux and macOS)
+        self.redo_act.setShortcuts(list(dict.fromkeys(QKeySequence.keyBindings(QKeySequence.StandardKey.Redo)
+                                                      + [QKeySequence("Ctrl+Y")])))
         self.all_gpu_act = act("All on GPU", lambda: self._preset("all"), tip="Every layer on the GPUs, split by capacity")
         self.experts_cpu_act = act("Experts → CPU", lambda: self._preset("experts"),
                                    tip="Attention, shared experts and KV on the GPUs; routed experts in RAM (--cpu-moe)")
@@ -257,23 +261,43 @@ class MainWindow(QMainWindow):
         run_in_background(measure_host_bandwidth, done, lambda exc: None)
 
     def _load_capabilities(self) -> None:
-        """Ask the configured llama-server which flags it accepts (cached on disk), off the GUI thread."""
+        """Ask the configured llama-server which flags it accepts, off the GUI thread (finding it, and ``--help``
+        with its 20 s limit when not cached). Only the latest request updates the command panel. Without a
+        llama-server, or when ``--help`` cannot be read, the panel checks nothing and the status bar says so."""
         from app.llamacpp.binaries import LlamaCppNotFound, find_tool
-        from app.llamacpp.capabilities import capabilities
+        from app.llamacpp.capabilities import UNKNOWN, capabilities
 
-        try:
-            tool = find_tool("llama-server", self.settings.value("llama_dir") or None)
-        except LlamaCppNotFound:
-            return
+        llama_dir = self.settings.value("llama_dir") or None
+        self._caps_seq = seq = getattr(self, "_caps_seq", 0) + 1
         panel = self.command
 
-        def done(caps) -> None:
-            if panel is self.command:
-                panel.caps = caps
-                panel.program = str(tool.path)
-                panel.refresh()
+        def job():
+            tool = find_tool("llama-server", llama_dir)
+            return tool, capabilities(tool.path)
 
-        run_in_background(lambda: capabilities(tool.path), done, lambda exc: None)
+        def current() -> bool:
+            return seq == self._caps_seq and panel is self.command
+
+        def done(result) -> None:
+            tool, caps = result
+            if not current():
+                return
+            panel.caps, panel.program = caps, str(tool.path)
+            panel.refresh()
+            if not caps.known:
+                self.statusBar().showMessage(f"{tool.path} --help could not be read: the command is not checked "
+                                             "against the flags it accepts", 10000)
+
+        def failed(exc) -> None:
+            if not current():
+                return
+            panel.caps, panel.program = UNKNOWN, None  # not the flags of a llama-server that is not configured
+            panel.refresh()
+            why = str(exc) if isinstance(exc, LlamaCppNotFound) else f"its flags could not be read ({exc})"
+            self.statusBar().showMessage(f"llama.cpp: {why} The command is not checked against a llama-server.",
+                                         10000)
+
+        run_in_background(job, done, failed)
 
     def rpc_hosts(self) -> list[str]:
         return [x.strip() for x in str(self.settings.value("rpc_hosts", "") or "").split(",") if x.strip()]
@@ -324,9 +348,12 @@ class MainWindow(QMainWindow):
             self.devices = devices
             if self.doc is not None:
                 self.doc.set_devices(devices, self.host_capacity)
-            self.statusBar().showMessage(f"Found {', '.join(d.name for d in devices)}", 6000)
+            text = f"Found {', '.join(d.name for d in devices)}"
         else:
-            self.statusBar().showMessage("No GPU found: showing two planned GPUs (24 GB + 12 GB) to plan with", 8000)
+            text = "No GPU found: showing two planned GPUs (24 GB + 12 GB) to plan with"
+        # what detection could not learn or assumed (llama.cpp or NVML missing, names guessed, RPC devices assumed)
+        problems = [f"{e.source}: {e.message}" for e in getattr(result, "errors", ())]
+        self.statusBar().showMessage(" · ".join([text, *problems]), 30000 if problems else 8000)
 
     # ------------------------------------------------------------------ files
 
@@ -344,25 +371,36 @@ class MainWindow(QMainWindow):
                           lambda done, total: self.statusBar().showMessage(f"Reading part {done} of {total}…"))
 
     def open_path_sync(self, path: str) -> bool:
-        """The same as :meth:`open_path`, on the calling thread (command line start-up, tests)."""
+        """The same as :meth:`open_path`, on the calling thread (command line start-up, tests).
+
+        True when the model is shown; False when it could not be opened (a message box says why and the
+        model on screen stays)."""
         try:
             model = open_model(path)
-        except GGUFError as exc:
+        except Exception as exc:  # noqa: BLE001 - typed errors and bugs alike end in the message box
             self._open_failed(path, exc)
             return False
-        self._opened(path, model)
-        return True
+        return self._opened(path, model)
 
-    def _opened(self, path: str, model: Model) -> None:
-        self.show_model(model)
+    def _opened(self, path: str, model: Model) -> bool:
+        try:
+            self.show_model(model)
+        except Exception as exc:  # noqa: BLE001 - a slot must not raise; the old model stays on screen
+            self._open_failed(path, exc)
+            return False
         self.settings.setValue("last_dir", str(Path(path).parent))
         recent = [p for p in (self.settings.value("recent", []) or []) if p != path]
         self.settings.setValue("recent", [path] + recent[:9])
         self._fill_recent()
         self.statusBar().showMessage(f"Opened {Path(path).name}", 5000)
+        return True
 
     def _open_failed(self, path: str, exc: Exception) -> None:
-        text = str(exc) if isinstance(exc, GGUFError) else f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, LayerdeckError):
+            text = exc.message + (f"\n\n{exc.hint}" if exc.hint else "")
+        else:  # not a typed error: a bug, with its traceback in the log
+            log.error("opening %s failed", path, exc_info=exc)
+            text = f"{Path(path).name} could not be opened because of an internal error ({type(exc).__name__}: {exc})."
         self.statusBar().showMessage(f"Could not open {Path(path).name}", 8000)
         QMessageBox.warning(self, "Cannot open model", text)
 
@@ -479,42 +517,75 @@ class MainWindow(QMainWindow):
     def _autosave(self) -> None:
         if self.doc is None or self.doc.model.is_demo:
             return
+        from app.errors import LayerdeckError
+
         try:
             path = self.autosave_path()
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.doc.save_plan(path, as_document=False)
-        except OSError as exc:
+            self.doc.save_plan(path, as_document=False)  # written in one step (app.paths.atomic_write_text)
+        except (OSError, LayerdeckError) as exc:
             log.warning("autosave failed: %s", exc)
 
+    def _keep_autosave(self, path: Path, why: str, *, corrupt: bool) -> None:
+        """Set an autosave that cannot be restored aside (never delete one the user was not offered) and say so.
+
+        A corrupt one becomes ``autosave.layerdeck.json.corrupt-<time>``; a readable one whose model is
+        missing or different stays openable as a plan (``autosave.unrestored-<time>.layerdeck.json``).
+        """
+        from app.paths import set_aside
+
+        tag, keep_extension = ("corrupt", False) if corrupt else ("unrestored", True)
+        try:
+            kept = set_aside(path, tag, keep_extension=keep_extension)
+        except OSError as exc:
+            text = f"{why}\n\nThe file could not be set aside ({exc}); it is still {path}."
+        else:
+            text = (f"{why}\n\nThe file was kept as {kept}." if corrupt else
+                    f"{why}\n\nThe placement was kept as {kept}: open the model, then Open plan… with that "
+                    "file to get it back.")
+        log.warning("%s", text.replace("\n\n", " "))
+        QMessageBox.warning(self, "Cannot restore the unsaved placement", text)
+
     def offer_restore(self) -> bool:
-        """After a crash, offer the placement that was being edited. Returns True if it was restored."""
+        """After a crash, offer the placement that was being edited. Returns True if it was restored.
+
+        An autosave that cannot be offered (unreadable, or its model is gone) is set aside with a message,
+        never deleted; only one the user was offered and declined is removed.
+        """
+        from app.errors import LayerdeckError
         from app.placement.plan_file import read_plan
 
         path = self.autosave_path()
-        if not path.is_file():
+        if not (path.exists() or path.is_symlink()):
             return False
         try:
-            data = read_plan(path)
-            model_path = data["model"]["path"]
-        except (PlanError, KeyError, TypeError):
-            path.unlink(missing_ok=True)
+            data = read_plan(path)  # checked against the plan schema: model.path is a usable path
+        except PlanError as exc:
+            self._keep_autosave(path, f"Layerdeck did not close normally last time, but the placement it "
+                                      f"saved cannot be read: {exc}", corrupt=True)
             return False
-        if not Path(model_path).is_file():
-            path.unlink(missing_ok=True)
+        model_path = Path(data["model"]["path"])
+        if not model_path.is_file():
+            self._keep_autosave(path, f"Layerdeck did not close normally while you were placing "
+                                      f"{model_path.name}, but the model is no longer at {model_path} (moved, "
+                                      "renamed, or on a drive that is not connected).", corrupt=False)
             return False
         answer = QMessageBox.question(
             self, "Restore unsaved placement?",
-            f"Layerdeck did not close normally while you were placing {Path(model_path).name}. "
+            f"Layerdeck did not close normally while you were placing {model_path.name}. "
             "Restore that placement?", QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No)
         if answer != QMessageBox.StandardButton.Yes:
-            path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)  # offered and declined
             return False
-        if not self.open_path_sync(model_path):
+        if not self.open_path_sync(str(model_path)):  # it said why
+            self._keep_autosave(path, f"{model_path.name} could not be opened, so its placement was not "
+                                      "restored.", corrupt=False)
             return False
         try:
             self.doc.open_plan(path, label="Restore unsaved placement")
-        except PlanError as exc:
-            QMessageBox.warning(self, "Cannot restore", str(exc))
+        except LayerdeckError as exc:
+            self._keep_autosave(path, f"The unsaved placement does not fit {model_path.name} any more: {exc}",
+                                corrupt=False)
             return False
         self.statusBar().showMessage("Restored the placement from before the crash", 8000)
         return True

@@ -13,9 +13,13 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QSpinBox, QVBoxLayout)
 
+from shiboken6 import isValid
+
 from app import units
 from app.llamacpp.binaries import LlamaCppNotFound, find_tool
 from app.llamacpp.capabilities import capabilities
+
+from .worker import run_in_background
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,9 @@ def apply_appearance(settings: QSettings) -> None:
 
 
 def describe_llama(folder: str) -> str:
-    """One line about the llama.cpp found for ``folder``: where, which version, what it supports."""
+    """One line about the llama.cpp found for ``folder``: where, which version, what it supports.
+
+    Runs ``llama-server --version`` and (uncached) ``--help``: call it off the GUI thread."""
     try:
         tool = find_tool("llama-server", folder or None)
     except LlamaCppNotFound as exc:
@@ -96,8 +102,10 @@ def describe_llama(folder: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{tool.path} could not run: {exc}"
     caps = capabilities(tool.path)
+    if not caps.known:  # --help did not run: what it supports is unknown, not "nothing"
+        return f"{tool.path} ({tool.source}) — {version}; its --help could not be read, so its flags are unknown"
     have = [f for f in ("--fit", "-ot", "--n-cpu-moe", "--load-mode", "--rpc", "-kvu") if caps.has(f)]
-    return f"{tool.path} ({tool.source}) — {version}; supports {', '.join(have)}"
+    return f"{tool.path} ({tool.source}) — {version}; supports {', '.join(have) or 'none of --fit, -ot, --rpc'}"
 
 
 class SettingsDialog(QDialog):
@@ -139,6 +147,7 @@ class SettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
         self.resize(640, 260)
+        self._check_seq = 0
         self._check()
 
     def _browse(self) -> None:
@@ -148,7 +157,18 @@ class SettingsDialog(QDialog):
             self._check()
 
     def _check(self) -> None:
-        self.llama_info.setText(describe_llama(self.llama_dir.text().strip()))
+        """Describe the llama.cpp of the folder field off the GUI thread: ``--version`` and ``--help`` may take
+        up to 20 s each (a slow disk, a hung binary); the dialog says "checking…" and stays usable."""
+        folder = self.llama_dir.text().strip()
+        self._check_seq += 1
+        seq = self._check_seq
+        self.llama_info.setText("checking llama.cpp…")
+
+        def show(text) -> None:
+            if seq == self._check_seq and isValid(self.llama_info):  # only the latest check, while the dialog is there
+                self.llama_info.setText(str(text))
+
+        run_in_background(lambda: describe_llama(folder), show, lambda exc: show(f"could not check llama.cpp: {exc}"))
 
     def _save(self) -> None:
         self.settings.setValue("llama_dir", self.llama_dir.text().strip())

@@ -39,7 +39,16 @@ def subcommands() -> set[str]:
     return set()
 
 
+def _tolerant_stdout() -> None:
+    """A strict stdout (``PYTHONIOENCODING=utf-8:strict``) writes what it cannot encode (a file name that is not
+    UTF-8, read with surrogateescape) as a backslash escape instead of failing; commands quote such bytes
+    themselves (``$'\\xff'``), so only display text is affected."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _tolerant_stdout()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

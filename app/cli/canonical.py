@@ -25,12 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        parsed, model, p = imported(llama_args(args.llama_args), args.devices, args.llama_dir)
+        parsed, model, p, notes = imported(llama_args(args.llama_args), args.devices, args.llama_dir)
         p.settings = parsed.settings.copy(n_gpu_layers=-1, tensor_split=None, devices=None, overrides=[])
         cmd = build_command(p, parsed.model, rpc=parsed.rpc, program=parsed.program or "llama-server")
     except ERRORS as exc:
         return fail(exc)
     print(quote_posix(cmd.argv))
-    for w in parsed.warnings + cmd.notes:
+    for w in parsed.warnings + cmd.notes + notes:
         print(f"# {w}", file=sys.stderr)
     return 0

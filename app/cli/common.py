@@ -14,8 +14,11 @@ import sys
 from typing import TextIO
 
 from ..command.parse import ArgsError
-from ..errors import LayerdeckError
+from ..errors import DetectError, EstimateError, LayerdeckError
+from ..lanes import DeviceKind, Lane
 from ..memory.device_adapter import from_detected, parse_device_spec
+from ..memory.layout import model_devices
+from ..memory.settings import NGL_AUTO, LlamaSettings
 from ..model import Model, open_model
 from ..units import MiB, fmt_bytes
 
@@ -57,21 +60,89 @@ def load_model(path: str) -> Model:
     return open_model(path)
 
 
-def devices(spec: str | None, rpc: list[str], llama_dir: str | None):
+def devices(
+    spec: str | None,
+    rpc: list[str],
+    llama_dir: str | None,
+    settings: LlamaSettings | None = None,
+    fit: str | None = None,
+):
     """``(lanes, detection)``: the ``--devices`` spec when given, else what detection finds (with ``--rpc``).
 
-    ``detection`` is the :class:`app.devices.model.DetectionResult`, or None for a typed spec.
+    ``detection`` is the :class:`app.devices.records.DetectionResult`, or None for a typed spec.
+
+    An ``--rpc`` host whose devices llama.cpp did not list (llama-server missing, the host down) stands for
+    one RPC device of unknown memory (:data:`app.devices.rpc.ASSUMED`, said in the detection's errors). That
+    answer is kept only where it does not depend on the memory: ``settings`` (the command's, ``fit`` its
+    ``--fit``) split the layers with ``-ts`` or put them on one device. Otherwise (or with no ``settings``:
+    the caller needs capacities), and for an ``--rpc`` entry that is not ``host:port`` or names the same
+    server twice, a :class:`app.errors.DetectError` stops with what is missing and how to fix it.
     """
     if spec:
         return parse_device_spec(spec), None
     from ..devices.detect import detect  # detection starts llama.cpp; only when asked
 
     result = detect(llama_dir=llama_dir, rpc=rpc)
-    return from_detected(result.devices), result
+    seen: set[str] = set()
+    for h in result.rpc_hosts:
+        text = h.endpoint.strip()
+        if h.status == "invalid" or (h.status == "duplicate" and text not in seen):
+            raise DetectError(f"--rpc: {h.error}. Give each RPC server once, as host:port, separated by commas.")
+        seen.add(text)
+    lanes = from_detected(result.devices)
+    unknown = [d for d in lanes if d.kind is DeviceKind.RPC and not d.capacity]
+    if unknown:
+        used = {d.name for d in _model_devices(lanes, settings)} if settings is not None else None
+        unknown = [d for d in unknown if used is None or d.name in used]
+    if unknown and (settings is None or _needs_capacity(lanes, settings, fit)):
+        status = {h.endpoint.strip(): h.status for h in result.rpc_hosts}
+        why = ", ".join(
+            f"{d.name} = {d.endpoint}: "
+            + (
+                "llama-server not found"
+                if status.get(d.endpoint or "") == "not probed"
+                else status.get(d.endpoint or "", "?")
+            )
+            for d in unknown
+        )
+        fix = "split the layers yourself with -ngl N -ts A,B,..., or " if settings is not None else ""
+        raise DetectError(
+            f"the placement depends on the memory of RPC devices llama.cpp did not list ({why}). "
+            f"To fix it, {fix}start ggml-rpc-server on those hosts and make llama-server available "
+            "(--llama-dir or LAYERDECK_LLAMA_CPP_DIR)."
+        )
+    return lanes, result
+
+
+def _model_devices(lanes: list[Lane], settings: LlamaSettings) -> list[Lane]:
+    try:
+        return model_devices(lanes, settings)
+    except EstimateError:  # a -dev name that is not there: the placement reports it
+        return []
+
+
+def _needs_capacity(lanes: list[Lane], settings: LlamaSettings, fit: str | None) -> bool:
+    """Whether llama.cpp's layer placement for ``settings`` depends on the devices' memory.
+
+    It does when ``--fit`` is on and nothing pins the layers (llama.cpp fits them to the free memory), and
+    when the layers go to two or more devices without ``-ts`` (split by free memory, ``load_tensors``).
+    """
+    devs = _model_devices(lanes, settings)
+    ngl = settings.n_gpu_layers
+    if not devs or ngl == 0:
+        return False
+    ts = settings.tensor_split
+    if fit in (None, "on") and ngl in (None, NGL_AUTO) and not ts and not settings.overrides:
+        return True
+    return len(devs) > 1 and not (ts and any(x != 0 for x in ts[: len(devs)]))
 
 
 def detection_problems(result) -> list[str]:
-    """``source: message`` for each detection source that failed as a whole (none for a typed spec)."""
+    """``source: message`` for each detection source that failed or was assumed (none for a typed spec).
+
+    The lines every placement subcommand shows as notes (text, JSON ``notes``): llama.cpp or NVML missing,
+    device names guessed, RPC devices assumed.
+    """
     return [f"{e.source}: {e.message}" for e in getattr(result, "errors", None) or []]
 
 

@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from app.devices.detect import detect
-from app.devices.model import DetectionResult, Device, GiB
+from app.devices.records import DetectionResult, Device, GiB
 
 from .common import ERRORS, fail, print_json
 
@@ -91,7 +91,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def _endpoints(values: Sequence[str] | None) -> list[str] | None:
     if values is None:
         return None
-    return [e.strip() for v in values for e in v.split(",") if e.strip()]
+    return [e.strip() for v in values for e in v.split(",")]  # an empty entry stays: it is reported as invalid
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("give the model with -m after --, e.g. layerdeck estimate -- -m model.gguf -c 8192")
     try:
         model = load_model(parsed.model)
-        lanes, detection = devices(args.devices, parsed.rpc, args.llama_dir)
+        lanes, detection = devices(args.devices, parsed.rpc, args.llama_dir, parsed.settings, parsed.fit)
         est = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings)).estimate_settings(
             parsed.settings
         )

@@ -13,7 +13,17 @@ from ..errors import CommandError
 from ..lanes import CPU
 from ..model import BlockId, Role
 from ..placement import Placement
-from .common import ERRORS, device_options, devices, fail, fmt_mib, llama_args, load_model, print_json
+from .common import (
+    ERRORS,
+    detection_problems,
+    device_options,
+    devices,
+    fail,
+    fmt_mib,
+    llama_args,
+    load_model,
+    print_json,
+)
 
 SCHEMA = "layerdeck.placement/1"
 
@@ -26,13 +36,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def imported(argv: list[str], devices_spec: str | None, llama_dir: str | None):
-    """``(parsed, model, placement)`` for a llama.cpp command line (shared with ``canonical``)."""
+    """``(parsed, model, placement, notes)`` for a llama.cpp command line (shared with ``canonical``).
+
+    ``notes`` say where detection failed or assumed something (:func:`app.cli.common.detection_problems`).
+    """
     parsed = parse_llama_args(argv)
     if not parsed.model:
         raise CommandError("the command has no -m MODEL.")
     model = load_model(parsed.model)
-    lanes, _ = devices(devices_spec, parsed.rpc, llama_dir)
-    return parsed, model, Placement.from_settings(model, lanes, parsed.settings)
+    lanes, detection = devices(devices_spec, parsed.rpc, llama_dir, parsed.settings, parsed.fit)
+    return parsed, model, Placement.from_settings(model, lanes, parsed.settings), detection_problems(detection)
 
 
 def placement_json(p: Placement) -> dict:
@@ -75,15 +88,18 @@ def placement_text(p: Placement) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        parsed, model, p = imported(llama_args(args.llama_args), args.devices, args.llama_dir)
+        parsed, model, p, notes = imported(llama_args(args.llama_args), args.devices, args.llama_dir)
     except ERRORS as exc:
         return fail(exc)
     if args.json:
         doc = placement_json(p)
         doc["warnings"] = parsed.warnings
+        doc["notes"] = notes
         print_json(doc)
     else:
         print(placement_text(p))
         for w in parsed.warnings:
             print(f"warning: {w}")
+        for n in notes:
+            print(f"note: {n}")
     return 0

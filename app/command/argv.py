@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from .flags import lookup, spellings
+from .flags import FLAGS, lookup, spellings
 
 __all__ = [
     "HOST_FLAGS",
@@ -33,6 +33,10 @@ __all__ = [
     "flag_value",
     "rpc_endpoints",
     "model_path",
+    "MASK",
+    "SECRET_ENV",
+    "mask_secrets",
+    "mask_env",
 ]
 
 HOST_FLAGS = spellings("--host")
@@ -43,6 +47,11 @@ API_KEY_FLAGS = spellings("--api-key")
 VERBOSITY_FLAGS = spellings("-lv")
 VERBOSE_SWITCHES = spellings("-v")
 METRICS_FLAGS = spellings("--metrics")
+#: What a secret value is shown as.
+MASK = "***"
+#: Variables whose value is a credential: the secret flags' variables (the table's ``secret`` rows), and
+#: ``LLAMA_ARG_API_KEY`` (llama.cpp reads ``LLAMA_API_KEY``; the ``LLAMA_ARG_`` spelling is masked too).
+SECRET_ENV = frozenset({f.env for f in FLAGS if f.secret and f.env} | {"LLAMA_ARG_API_KEY"})
 
 
 def _flags(argv: Sequence[str], tool: str) -> Iterator[int]:
@@ -101,3 +110,28 @@ def model_path(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str
     if value is None and env:
         value = env.get("LLAMA_ARG_MODEL")
     return value
+
+
+def mask_secrets(argv: Sequence[str], tool: str = "server") -> list[str]:
+    """``argv`` with the value of every secret flag (the table's ``secret`` rows: ``--api-key``, ``--hf-token``)
+    replaced by :data:`MASK`, for logs and displays. ``--api-key=KEY`` is masked too; nothing else changes
+    (``--api-key-file`` and ``--ssl-key-file`` are paths, shown as they are)."""
+    out = list(argv)
+    flags = set(_flags(out, tool))
+    for i, a in enumerate(out):
+        if a.startswith("--") and "=" in a:
+            hit = lookup(a.partition("=")[0])
+            if hit is not None and hit[0].secret:
+                out[i] = a.partition("=")[0] + "=" + MASK
+            continue
+        if i not in flags:
+            continue
+        hit = lookup(a)
+        if hit is not None and hit[0].secret and hit[0].nargs and i + 1 < len(out):
+            out[i + 1] = MASK
+    return out
+
+
+def mask_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """``env`` with the value of every :data:`SECRET_ENV` variable replaced by :data:`MASK`."""
+    return {k: (MASK if k in SECRET_ENV else v) for k, v in (env or {}).items()}

@@ -44,6 +44,10 @@ One row per option (:class:`Flag`):
 ``removed`` / ``legacy``
     llama.cpp still knows the spelling but refuses it (``removed``: what to
     use instead), or only older builds had it (``legacy``).
+``secret``
+    The value (and its variable) is a credential (``--api-key``,
+    ``--hf-token``): logs and displays show it masked
+    (:func:`app.command.argv.mask_secrets`).
 
 Spellings are matched as llama.cpp does: exactly, except that in a ``--``
 spelling ``_`` reads as ``-``.
@@ -65,9 +69,12 @@ from .values import (
     load_mode,
     n_gpu_layers,
     n_parallel,
+    non_negative,
     on_off,
     on_off_auto,
     overrides,
+    positive,
+    rpc_list,
     split_mode,
     tensor_split,
     text,
@@ -113,6 +120,7 @@ class Flag:
     joins: bool = False
     removed: str | None = None
     legacy: str | None = None
+    secret: bool = False
 
     @property
     def positive(self) -> tuple[str, ...]:
@@ -170,6 +178,7 @@ def F(
     joins: bool = False,
     removed: str | None = None,
     legacy: str | None = None,
+    secret: bool = False,
 ) -> Flag:
     """A table row: ``names`` and ``neg`` are space-separated spellings, ``tools`` letters of s(erver), c(li),
     b(ench), f(it-params); a ``metavar`` makes it a valued flag."""
@@ -196,6 +205,7 @@ def F(
         joins,
         removed,
         legacy,
+        secret,
     )
 
 
@@ -225,12 +235,14 @@ FLAGS: tuple[Flag, ...] = (
     F("--poll-batch", "<0|1>", tools="scf"),
     F("-lcs --lookup-cache-static", "FNAME", tools="s"),
     F("-lcd --lookup-cache-dynamic", "FNAME", tools="s"),
-    F("-c --ctx-size", "N", env="LLAMA_ARG_CTX_SIZE", tools="scf", effect=MEMORY, setting="n_ctx", convert=whole),
+    F("-c --ctx-size", "N", env="LLAMA_ARG_CTX_SIZE", tools="scf", effect=MEMORY, setting="n_ctx",
+      convert=non_negative),
     F("--kv-unified-per-slot", "N", env="LLAMA_ARG_KV_UNIFIED_PER_SLOT", tools="s", effect=MEMORY),
     F("-n --predict --n-predict --n-gen", "N", env="LLAMA_ARG_N_PREDICT", tools="scbf"),
-    F("-b --batch-size", "N", env="LLAMA_ARG_BATCH", tools="scbf", effect=MEMORY, setting="n_batch", convert=whole),
+    F("-b --batch-size", "N", env="LLAMA_ARG_BATCH", tools="scbf", effect=MEMORY, setting="n_batch",
+      convert=positive),
     F("-ub --ubatch-size", "N", env="LLAMA_ARG_UBATCH", tools="scbf", effect=MEMORY, setting="n_ubatch",
-      convert=whole),
+      convert=non_negative),
     F("--keep", "N", tools="scf"),
     F("--swa-full", env="LLAMA_ARG_SWA_FULL", tools="scf", effect=MEMORY, setting="swa_full"),
     F("-ctxcp --ctx-checkpoints --swa-checkpoints", "N", env="LLAMA_ARG_CTX_CHECKPOINTS", tools="sc", effect=MEMORY),
@@ -352,7 +364,7 @@ FLAGS: tuple[Flag, ...] = (
     F("--video-fps", "N", env="LLAMA_ARG_VIDEO_FPS", tools="sc"),
     F("--video-timestamp-interval", "N", env="LLAMA_ARG_VIDEO_TIMESTAMP_INTERVAL", tools="sc"),
     F("--video-ffmpeg-dir", "DIR", env="LLAMA_ARG_VIDEO_FFMPEG_DIR", tools="sc"),
-    F("--rpc -rpc", "SERVERS", env="LLAMA_ARG_RPC", tools="scbf", effect=PLACEMENT, setting="rpc", convert=csv),
+    F("--rpc -rpc", "SERVERS", env="LLAMA_ARG_RPC", tools="scbf", effect=PLACEMENT, setting="rpc", convert=rpc_list),
     F("-lm --load-mode", "MODE", env="LLAMA_ARG_LOAD_MODE", tools="scbf", effect=MEMORY, setting="load_mode",
       convert=load_mode),
     F("-lzm --lazy-mode", "MODE", env="LLAMA_ARG_LAZY_MODE", tools="scbf", effect=MEMORY),
@@ -396,7 +408,7 @@ FLAGS: tuple[Flag, ...] = (
     F("-dr --docker-repo", "[<repo>/]<model>[:quant]", env="LLAMA_ARG_DOCKER_REPO", tools="scf", effect=MEMORY),
     F("-hf -hfr --hf-repo", "<user>/<model>[:quant]", env="LLAMA_ARG_HF_REPO", tools="scbf", effect=MEMORY),
     F("-hff --hf-file", "FILE", env="LLAMA_ARG_HF_FILE", tools="scbf", effect=MEMORY),
-    F("-hft --hf-token", "TOKEN", env="HF_TOKEN", tools="scbf"),
+    F("-hft --hf-token", "TOKEN", env="HF_TOKEN", tools="scbf", secret=True),
     F("--mtp", tools=""),
     F("--dflash", tools=""),
     F("--eagle3", tools=""),
@@ -449,7 +461,7 @@ FLAGS: tuple[Flag, ...] = (
     F("--ui --webui", neg="--no-ui --no-webui", env="LLAMA_ARG_UI", tools="s"),
     F("--embedding --embeddings -embd", env="LLAMA_ARG_EMBEDDINGS", tools="sb", bench_value=True, effect=MEMORY),
     F("--rerank --reranking", env="LLAMA_ARG_RERANKING", tools="s", effect=MEMORY),
-    F("--api-key", "KEY", env="LLAMA_API_KEY", tools="s"),
+    F("--api-key", "KEY", env="LLAMA_API_KEY", tools="s", secret=True),
     F("--api-key-file", "FNAME", env="LLAMA_ARG_API_KEY_FILE", tools="s"),
     F("--ssl-key-file", "FNAME", env="LLAMA_ARG_SSL_KEY_FILE", tools="s"),
     F("--ssl-cert-file", "FNAME", env="LLAMA_ARG_SSL_CERT_FILE", tools="s"),

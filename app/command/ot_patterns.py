@@ -8,9 +8,10 @@ list order that is found in a tensor name wins (``-ot``, ``-cmoe``,
 ``-ncmoe`` all append to that one list).
 
 The patterns made here only use constructs that behave identically in
-ECMAScript ``std::regex`` and Python's ``re`` (so :func:`verify_patterns` can
-check them in Python): literal characters, ``\\.``, digit classes
-``[0-9]``/``[13-5]``, ``|``, ``(...)`` and ``^``.
+ECMAScript ``std::regex`` and Python (literal characters, ``\\.``, digit
+classes ``[0-9]``/``[13-5]``, ``|``, ``(...)`` and ``^``);
+:func:`verify_patterns` matches them as the estimator does
+(:mod:`app.memory.ecmascript`: ``std::regex``'s reading, time-bounded).
 
 Anchoring: llama.cpp's own patterns (``blk\\.<i>\\.ffn_...``) are not
 anchored, and ``blk.`` is not only found at the start of a name: T5 and
@@ -28,6 +29,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+
+from ..memory.layout import OverrideMatcher
 
 __all__ = [
     "int_set_regex",
@@ -204,19 +207,15 @@ def portability_problems(pattern: str) -> list[str]:
 def verify_patterns(patterns: list[tuple[str, str]], tensor_names: Iterable[str]) -> dict[str, str | None]:
     """Tensor name -> buffer type of the first pattern found in it (``regex_search``), or None: llama.cpp's rule.
 
-    Raises ValueError for a pattern that :func:`portability_problems` flags or
-    that does not compile.
+    Matches exactly as the estimator does (:class:`app.memory.layout.OverrideMatcher`: ``std::regex``
+    ECMAScript semantics, time-bounded). Raises ValueError for a pattern that :func:`portability_problems`
+    flags (stricter than llama.cpp: what Layerdeck writes must read the same everywhere), that llama.cpp
+    would refuse, or that takes too long to match (:class:`~app.memory.layout.PlacementError`).
     """
-    compiled = []
-    for pattern, buft in patterns:
+    for pattern, _ in patterns:
         problems = portability_problems(pattern)
         if problems:
             raise ValueError(f"pattern {pattern!r} is not portable to llama.cpp: {'; '.join(problems)}")
-        try:
-            compiled.append((re.compile(pattern, re.ASCII), buft))
-        except re.error as exc:
-            raise ValueError(f"pattern {pattern!r} does not compile: {exc}") from None
-    out: dict[str, str | None] = {}
-    for name in tensor_names:
-        out[name] = next((buft for rx, buft in compiled if rx.search(name)), None)
-    return out
+    names = list(dict.fromkeys(tensor_names))
+    hits = OverrideMatcher(names).resolve(list(patterns))
+    return {name: hits.get(i) for i, name in enumerate(names)}

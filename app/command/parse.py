@@ -28,6 +28,7 @@ from .values import (
     TRUE,
     ArgsError,
     boolean,
+    check_settings,
     n_cpu_ffn_patterns,
     n_cpu_moe_patterns,
     parse_overrides,
@@ -160,6 +161,9 @@ def _apply(out: ParsedArgs, flag: Flag, value: Any) -> None:
 def parse_llama_args(argv: list[str], tool: str = "server", env: Mapping[str, str] | None = None) -> ParsedArgs:
     """Parse llama.cpp arguments (program name optional). Raises :class:`ArgsError` on bad values.
 
+    Each value is read with llama.cpp's own limits (:mod:`app.command.values`) and the settings as a whole
+    pass :func:`~app.command.values.check_settings`, so every front end refuses the same commands.
+
     ``env`` (e.g. the ``LLAMA_ARG_*`` prefixes of a pasted command) is applied first, as llama.cpp does,
     so flags on the command line win. ``tool`` decides the llama-bench forms (``-nkvo 1``).
     """
@@ -222,6 +226,7 @@ def parse_llama_args(argv: list[str], tool: str = "server", env: Mapping[str, st
         else:
             value = flag.on if positive else flag.off
         _apply(out, flag, value)
+    check_settings(out.settings)
     return out
 
 

@@ -27,7 +27,7 @@ from app.devices.listing import DEFAULT_TIMEOUT_S, ListedDevice, Listing, Listin
 from app.devices.match import Match, match_by_name, match_cuda
 from app.devices.nvidia import read_nvidia
 from app.devices.records import DetectionResult, Device, DeviceKind, HostInfo, SourceError
-from app.devices.rpc import CONNECT_TIMEOUT_S, PROBE_TIMEOUT_S, RpcProbe, probe_rpc_hosts
+from app.devices.rpc import ASSUMED, CONNECT_TIMEOUT_S, PROBE_TIMEOUT_S, RpcProbe, probe_rpc_hosts
 from app.llamacpp.binaries import LlamaCppNotFound, find_tool
 
 log = logging.getLogger(__name__)
@@ -158,6 +158,25 @@ def _kind(dev: ListedDevice, gpu: PhysicalGpu | None) -> tuple[str, str]:
 def _rpc_devices(rpc_probe: RpcProbe | None) -> list[Device]:
     out = []
     for d in rpc_probe.devices if rpc_probe else ():
+        if d.assumed:
+            out.append(
+                Device(
+                    name=d.listed.name,
+                    kind=DeviceKind.RPC,
+                    description=d.endpoint,
+                    name_guessed=True,
+                    sources={
+                        "name": "assumed: one device on this host, numbered like llama.cpp "
+                        "(one RPC counter across the hosts in --rpc order)",
+                        "total": "unknown: llama.cpp did not list this host",
+                        "free": "unknown: llama.cpp did not list this host",
+                    },
+                    rpc_endpoint=d.endpoint,
+                    rpc_device_index=0,
+                    warnings=(ASSUMED,),
+                )
+            )
+            continue
         name_source = (
             "llama.cpp --rpc (all reachable hosts) --list-devices"
             if d.name_from_llama

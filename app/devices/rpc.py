@@ -30,6 +30,7 @@ from pathlib import Path
 
 from app.devices.listing import ListedDevice, Listing, ListingError, last_error_line, run_list_devices
 from app.devices.records import RpcHostStatus, SourceError
+from app.errors import DetectError
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,10 @@ DEFAULT_PORT = 50052  # tools/rpc/rpc-server.cpp rpc_server_params
 CONNECT_TIMEOUT_S = 2.0
 PROBE_TIMEOUT_S = 30.0
 RPC_SERVER_PROGRAM = "ggml-rpc-server"
+
+
+class EndpointError(DetectError, ValueError):
+    """An ``--rpc`` entry is not ``host:port`` as llama.cpp reads it; the message says which and what to give."""
 
 
 @dataclass(frozen=True)
@@ -48,23 +53,38 @@ class Endpoint:
     port: int
 
 
+_PORT = re.compile(r"[0-9]{1,5}")  # ASCII digits only: str's \d also matches digits llama.cpp's std::stoi refuses
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_HOST = re.compile(r"[A-Za-z0-9._-]+")
+
+
 def parse_endpoint(text: str) -> Endpoint:
     """Parse ``host:port`` the way llama.cpp does, but strictly.
 
-    Raises ValueError with a message the user can act on.
+    Raises :class:`EndpointError` (a ``ValueError``) with a message the user can act on.
     """
     value = text.strip()
+    example = f"for example 192.168.1.20:{DEFAULT_PORT}"
+    if not value:
+        raise EndpointError(f"{text!r} is empty: give host:port ({example})")
+    if _SCHEME.match(value):
+        raise EndpointError(f"{text!r}: give host:port without a scheme ({example}); --rpc takes no URL")
     if value.startswith("["):
-        raise ValueError(f"{text!r}: llama.cpp RPC connects over IPv4 only; give an IPv4 address or a host name")
+        raise EndpointError(f"{text!r}: llama.cpp RPC connects over IPv4 only; give an IPv4 address or a host name")
     host, sep, port_text = value.partition(":")
     if not sep or not host:
-        raise ValueError(f"{text!r} is not host:port (for example 192.168.1.20:{DEFAULT_PORT})")
+        raise EndpointError(f"{text!r} is not host:port ({example})")
     if ":" in port_text:
-        raise ValueError(f"{text!r}: llama.cpp RPC connects over IPv4 only; IPv6 addresses are not supported")
-    if not re.fullmatch(r"\d{1,5}", port_text) or not 0 < int(port_text) <= 65535:
-        raise ValueError(f"{text!r}: the port must be a number from 1 to 65535")
+        raise EndpointError(f"{text!r}: llama.cpp RPC connects over IPv4 only; IPv6 addresses are not supported")
+    if not _PORT.fullmatch(port_text) or not 0 < int(port_text) <= 65535:
+        raise EndpointError(f"{text!r}: the port must be a number from 1 to 65535")
     if any(c.isspace() for c in host) or "," in host:
-        raise ValueError(f"{text!r}: the host name contains a space or a comma")
+        raise EndpointError(f"{text!r}: the host name contains a space or a comma")
+    if not _HOST.fullmatch(host) or len(host) > 253 or any(len(label) > 63 for label in host.split(".")):
+        raise EndpointError(
+            f"{text!r}: the host must be an IPv4 address or a host name of ASCII letters, digits, '.', '-' and '_' "
+            "(at most 63 characters between dots)"
+        )
     return Endpoint(value, host, int(port_text))
 
 
@@ -151,6 +171,10 @@ def tcp_probe(host: str, port: int, timeout: float = CONNECT_TIMEOUT_S) -> TcpPr
         infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)
     except socket.gaierror as exc:
         return TcpProbe("unreachable", f"cannot resolve host name {host!r} to an IPv4 address ({exc.strerror})")
+    except (UnicodeError, ValueError, OSError) as exc:  # an empty label ("a..b"), a NUL: the resolver refuses it
+        return TcpProbe("unreachable", f"cannot resolve host name {host!r} to an IPv4 address ({exc})")
+    if not infos:
+        return TcpProbe("unreachable", f"host name {host!r} has no IPv4 address")
     address = str(infos[0][4][0])  # an AF_INET sockaddr is (host, port): the host is already a str
     try:
         with socket.create_connection((address, port), timeout=timeout):
@@ -209,7 +233,8 @@ class RpcDevice:
     listed: ListedDevice
     endpoint: str
     local_index: int  # index on that server (buffer type RPC<local_index>[endpoint])
-    name_from_llama: bool  # False when numbered here because the combined listing failed
+    name_from_llama: bool  # False when numbered here (the combined listing failed, or a host is assumed)
+    assumed: bool = False  # True: the host was not listed; one device of unknown memory stands in for it
 
 
 @dataclass(frozen=True)
@@ -239,7 +264,7 @@ def probe_rpc_hosts(
     for text in endpoints:
         try:
             parsed.append((text, parse_endpoint(text), None))
-        except ValueError as exc:
+        except EndpointError as exc:
             parsed.append((text, None, str(exc)))
     # The verbatim host:port of each entry that parsed: only those get a TCP probe and can reach status "ok".
     valid = {i: ep.text for i, (_, ep, _) in enumerate(parsed) if ep is not None}
@@ -291,9 +316,20 @@ def probe_rpc_hosts(
                     status[i] = classify_listing_error(failure, valid[i])
 
     ok = [i for i in range(len(parsed)) if i in listings]
-    devices, combined, combined_error = _name_devices(server, [valid[i] for i in ok], listings, ok, env, timeout)
-    if combined_error:
-        errors.append(SourceError("llama.cpp --rpc (all hosts)", combined_error))
+    unknown = [i for i in range(len(parsed)) if status[i][0] not in ("ok", "invalid", "duplicate")]
+    combined: Listing | None = None
+    if unknown:
+        # llama.cpp numbers RPC devices with one counter across every --rpc entry, so a host whose devices are
+        # unknown changes the names of the hosts after it: number them all here, one assumed device per such host.
+        devices = _numbered(
+            [i for i in range(len(parsed)) if status[i][0] not in ("invalid", "duplicate")], valid, listings
+        )
+        errors.append(SourceError("--rpc", _assumed_note(devices, unknown, valid, status)))
+        log.info("RPC devices assumed: %s", errors[-1].message)
+    else:
+        devices, combined, combined_error = _name_devices(server, [valid[i] for i in ok], listings, ok, env, timeout)
+        if combined_error:
+            errors.append(SourceError("llama.cpp --rpc (all hosts)", combined_error))
 
     hosts = []
     for i, (text, ep, _) in enumerate(parsed):
@@ -355,3 +391,51 @@ def _name_devices(
                 counter += 1
                 j += 1
     return out, None, error
+
+
+#: What each assumed RPC device says about itself (``Device.warnings``, the estimate's notes).
+ASSUMED = (
+    "assumed: llama.cpp did not list this RPC host, so one device with unknown memory stands in for it "
+    "(placement and command hold if the host has one device; the capacity check is skipped)"
+)
+
+
+def _numbered(indices: Sequence[int], valid: Mapping[int, str], listings: Mapping[int, Listing]) -> list[RpcDevice]:
+    """Every host's devices numbered like ``ggml_backend_rpc_add_server`` (one counter in --rpc order), with one
+    assumed device for each host that was not listed."""
+    out, counter = [], 0
+    for i in indices:
+        text = valid[i]
+        if i not in listings:
+            out.append(RpcDevice(ListedDevice(f"RPC{counter}", text, 0, 0), text, 0, False, assumed=True))
+            counter += 1
+            continue
+        j = 0
+        for dev in listings[i].devices:
+            if dev.backend == "RPC" and dev.description == text:
+                named = ListedDevice(f"RPC{counter}", dev.description, dev.total_mib, dev.free_mib)
+                out.append(RpcDevice(named, text, j, False))
+                counter += 1
+                j += 1
+    return out
+
+
+def _assumed_note(
+    devices: Sequence[RpcDevice],
+    unknown: Sequence[int],
+    valid: Mapping[int, str],
+    status: Mapping[int, tuple[str, str | None]],
+) -> str:
+    """One sentence: which hosts were not listed and why, which names stand in for them, what to do."""
+    parts = []
+    for i in unknown:
+        st, err = status[i]
+        why = "llama-server was not found to list it" if st == "not probed" else st
+        name = next(d.listed.name for d in devices if d.assumed and d.endpoint == valid[i])
+        parts.append(f"{name} = {valid[i]} ({why})")
+    return (
+        "devices of these RPC hosts are unknown, one device each is assumed, memory unknown: "
+        + "; ".join(parts)
+        + ". To list them: start ggml-rpc-server on each host and make llama-server available "
+        "(--llama-dir, Settings, or LAYERDECK_LLAMA_CPP_DIR)."
+    )

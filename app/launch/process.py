@@ -47,6 +47,7 @@ from ..command.argv import (
     VERBOSITY_FLAGS,
     flag_value,
     has_flag,
+    mask_secrets,
     rpc_endpoints,
 )
 from . import orphans
@@ -365,6 +366,9 @@ class ServerProcess:
     def start(self) -> None:
         """Check RPC hosts and launch; returns once the process exists (state ``starting``).
 
+        Blocks for the RPC check (a TCP connect per host, up to ``rpc_timeout`` s, hosts in parallel, plus
+        name resolution): a GUI calls it off its event thread (``ui.launch_panel.LaunchPanel.launch``).
+
         Raises:
             RpcUnreachable: an ``--rpc`` host did not accept a connection (state becomes ``failed``
                 with that diagnosis; nothing was launched).
@@ -380,7 +384,10 @@ class ServerProcess:
             argv, env = self._prepare()
             self.argv, self.env = argv, env
             if self.check_rpc:
-                problems = check_rpc_hosts(rpc_endpoints(argv, env), self.rpc_timeout)
+                endpoints = rpc_endpoints(argv, env)
+                if endpoints:
+                    self._note(f"checking RPC hosts: {', '.join(endpoints)}")
+                problems = check_rpc_hosts(endpoints, self.rpc_timeout)
                 if problems:
                     raise RpcUnreachable(problems)
         except LaunchError as exc:
@@ -395,7 +402,7 @@ class ServerProcess:
     def _launch(self) -> None:
         self._done.clear()
         self._first_seq = self.log.lines()[-1].seq if len(self.log) else -1
-        self._note("starting: " + " ".join(self.argv))
+        self._note("starting: " + " ".join(mask_secrets(self.argv)))  # --api-key values never reach the log
         try:
             spawned = orphans.spawn(self.argv, self.env, cwd=self.cwd, guard=self.guard)
         except OSError as exc:

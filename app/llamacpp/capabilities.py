@@ -20,6 +20,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..paths import atomic_write_text, read_small_file
+
 log = logging.getLogger(__name__)
 
 _FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?)")
@@ -66,8 +68,47 @@ def _cache_file() -> Path:
     return cache_root() / "capabilities.json"
 
 
-def capabilities(binary: str | os.PathLike, timeout: float = 20.0) -> Capabilities:
-    """Flags of ``binary --help``; cached by path, size and mtime. Returns ``UNKNOWN`` if it cannot run."""
+#: The largest cache file read (a few KiB per llama.cpp build seen).
+MAX_CACHE_BYTES = 4 << 20
+
+
+def _note(notes: list[str] | None, text: str) -> None:
+    log.warning("%s", text)
+    if notes is not None:
+        notes.append(text)
+
+
+def _read_cache(path: Path, notes: list[str] | None) -> dict:
+    """The cache as a dict; empty (with a note) when it is unreadable or not a JSON object."""
+    try:
+        data = json.loads(read_small_file(path, MAX_CACHE_BYTES).decode("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, RecursionError) as exc:
+        _note(notes, f"the capabilities cache {path} cannot be used ({str(exc)[:120]}); it will be rebuilt")
+        return {}
+    if not isinstance(data, dict):
+        _note(notes, f"the capabilities cache {path} has the wrong shape; it will be rebuilt")
+        return {}
+    return data
+
+
+def _cached(entry: object) -> Capabilities | None:
+    """A cache entry as :class:`Capabilities`, or None when it is not ``{"flags": [str...], "fa_value": bool}``."""
+    if not isinstance(entry, dict):
+        return None
+    flags, fa_value = entry.get("flags"), entry.get("fa_value")
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags) or not isinstance(fa_value, bool):
+        return None
+    return Capabilities(frozenset(flags), fa_value=fa_value)
+
+
+def capabilities(binary: str | os.PathLike, timeout: float = 20.0, notes: list[str] | None = None) -> Capabilities:
+    """Flags of ``binary --help``; cached by path, size and mtime. Returns ``UNKNOWN`` if it cannot run.
+
+    A cache file or entry of the wrong shape is ignored (logged, and appended to ``notes`` when given)
+    and rewritten; the cache is written in one step, so a crash never leaves half of it.
+    """
     path = Path(binary)
     try:
         st = path.stat()
@@ -75,13 +116,12 @@ def capabilities(binary: str | os.PathLike, timeout: float = 20.0) -> Capabiliti
         return UNKNOWN
     key = hashlib.sha1(f"{_PARSER}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
     cache_path = _cache_file()
-    cache: dict = {}
-    try:
-        cache = json.loads(cache_path.read_text())
-        if key in cache:
-            return Capabilities(frozenset(cache[key]["flags"]), fa_value=cache[key]["fa_value"])
-    except (OSError, ValueError):
-        cache = {}
+    cache = _read_cache(cache_path, notes)
+    if key in cache:
+        hit = _cached(cache[key])
+        if hit is not None:
+            return hit
+        _note(notes, f"the capabilities cache entry for {path} has the wrong shape; reading --help again")
     try:
         proc = subprocess.run(
             [str(path), "--help"],
@@ -99,7 +139,7 @@ def capabilities(binary: str | os.PathLike, timeout: float = 20.0) -> Capabiliti
         cache[key] = {"flags": sorted(caps.flags), "fa_value": caps.fa_value}
         try:
             cache_path.parent.mkdir(parents=True, exist_ok=True)
-            cache_path.write_text(json.dumps(cache))
-        except OSError:
-            pass
+            atomic_write_text(cache_path, json.dumps(cache))
+        except OSError as exc:
+            log.warning("could not write the capabilities cache %s: %s", cache_path, exc)
     return caps

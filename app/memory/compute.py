@@ -1587,10 +1587,13 @@ def compute_buffers(
     shape: ContextShape,
     pipeline: bool,
     facts: dict | None = None,
+    notes: list[str] | None = None,
 ) -> dict[str, int]:
     """Compute buffer bytes per device name (``Host`` for the CPU backend's buffer).
 
     ``pipeline``: pipeline parallelism is on (the scheduler keeps 4 copies of every input).
+    ``notes``: where the graph cannot be built and the sizes come from :func:`_approx` instead, the note
+    saying so is appended here (also logged as a warning, once per model); never silent.
     """
     p = model.params
     if p.n_layer <= 0 or p.n_embd <= 0:
@@ -1640,10 +1643,14 @@ def compute_buffers(
     hit = results.get(key)
     if hit is not None:
         results.move_to_end(key)
-        return dict(hit)
+        cached, cached_note = hit
+        if cached_note and notes is not None:
+            notes.append(cached_note)
+        return dict(cached)
     layers = _pad(_compress(sigs), len(sigs))
     gkey = (shape, settings.type_k, settings.type_v, tuple(facts["kinds"][il] for il in layers))
     graphs = facts["graphs"]
+    approximate: str | None = None
     try:
         b = graphs.get(gkey)
         if b is None:
@@ -1658,14 +1665,21 @@ def compute_buffers(
         peaks = _run(
             model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline
         )
-    except Exception:  # an architecture whose tensors the generic graph cannot follow
-        log.debug("compute graph for %s failed; using the approximate formula", p.arch, exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - an architecture whose tensors the generic graph cannot follow
+        approximate = approximate_note(p.arch, exc)
+        if not facts.get("approximate_logged"):
+            facts["approximate_logged"] = True
+            log.warning("%s", approximate, exc_info=True)
+        else:
+            log.debug("%s", approximate)
         peaks = _approx(p, shape, layer_be, cpu, pipeline)
+    if approximate and notes is not None:
+        notes.append(approximate)
     out: dict[str, int] = {}
     for i, size in enumerate(peaks):
         name = CPU if i == cpu else devs[i].name
         out[name] = out.get(name, 0) + size
-    results[key] = out
+    results[key] = (out, approximate)
     if len(results) > _CACHE_SIZE:
         results.popitem(last=False)
     return dict(out)
@@ -1722,6 +1736,19 @@ def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_
         return size
 
     return _allocate(g.nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size)
+
+
+#: How every note about the approximate compute path starts (tests look for it).
+APPROXIMATE = "compute buffers are approximate"
+
+
+def approximate_note(arch: str, exc: BaseException) -> str:
+    """The note for an estimate whose compute buffers come from :func:`_approx`."""
+    return (
+        f"{APPROXIMATE}: Layerdeck could not build llama.cpp's compute graph for '{arch}' "
+        f"({type(exc).__name__}: {exc}), so compute uses a rough per-layer formula; weights and KV are exact. "
+        "Use Verify (llama-fit-params) for the real compute sizes"
+    )
 
 
 def _approx(p, shape, layer_be, cpu, pipeline):

@@ -16,7 +16,7 @@ class DeviceSpecError(DetectError, ValueError):
 
 
 def from_detected(devices) -> list[Lane]:
-    """:class:`app.devices.model.Device` objects (non-CPU) to estimator devices, keeping llama.cpp's order."""
+    """:class:`app.devices.records.Device` objects (non-CPU) to estimator devices, keeping llama.cpp's order."""
     out = []
     per_endpoint: dict[str, int] = {}
     for d in devices:

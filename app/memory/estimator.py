@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..lanes import CPU, Lane
+from ..lanes import CPU, DeviceKind, Lane
 from ..model import Model
 from .compute import CHECKED_ARCHS, compute_buffers, model_facts
 from .kv import ContextShape, context_shape, kv_bytes_per_layer, output_buffer_bytes, recurrent_bytes_per_layer
@@ -107,7 +107,8 @@ def _estimate(
     if placement is None:
         placement = place_weights(model, devices, settings, estimator.matcher if estimator else None)
     names = [d.name for d in placement.devices]
-    mem = {n: DeviceMemory(n, capacity=next((d.total for d in devices if d.name == n), None)) for n in names}
+    # capacity None: unknown (an RPC host llama.cpp did not list); never 0, which would read as "full"
+    mem = {n: DeviceMemory(n, capacity=next((d.total or None for d in devices if d.name == n), None)) for n in names}
     mem[CPU] = DeviceMemory(CPU)
     for dev, nbytes in placement.bytes_by_device(model).items():
         mem.setdefault(dev, DeviceMemory(dev)).model += nbytes
@@ -125,11 +126,18 @@ def _estimate(
         and not placement.has_overrides
         and all(d != CPU for d in placement.layer_device)
     )
+    notes: list[str] = []
     for dev, nbytes in compute_buffers(
-        model, placement, settings, shape, pipeline, estimator.compute_facts if estimator else None
+        model, placement, settings, shape, pipeline, estimator.compute_facts if estimator else None, notes
     ).items():
         mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes
-    notes = []
+    unknown = [d for d in placement.devices if d.kind is DeviceKind.RPC and not (d.free or d.total)]
+    if unknown:
+        notes.append(
+            f"memory of {', '.join(f'{d.name} ({d.endpoint})' for d in unknown)} is unknown: llama.cpp did not "
+            "list that RPC host, so one device of unknown memory is assumed per host; per-device use is exact, "
+            "capacity and free space cannot be checked"
+        )
     if p.arch not in CHECKED_ARCHS:
         notes.append(
             f"compute buffers for '{p.arch}' follow a llama-style graph that was not checked against "

@@ -15,14 +15,15 @@
 
 from __future__ import annotations
 
-import re
 import struct
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import EstimateError
 from ..lanes import CPU, Lane
 from ..model import Model
+from .ecmascript import Compiled, PatternError, compile_pattern, name_bytes
 from .settings import NGL_ALL, NGL_AUTO, LlamaSettings
 
 
@@ -91,12 +92,21 @@ def layer_devices(n_layer_all: int, devs: list[Lane], settings: LlamaSettings) -
     return out
 
 
+#: Seconds one override pattern may spend searching all of a model's tensor names (then: PlacementError).
+MATCH_BUDGET_S = 0.5
+
+
+#: Names up to this many bytes let a simple pattern (:attr:`~app.memory.ecmascript.Compiled.simple`) use ``re``.
+_FAST_NAME_BYTES = 256
+
+
 @lru_cache(maxsize=4096)
-def _compiled(pattern: str) -> re.Pattern:
+def _compiled(pattern: str) -> Compiled:
+    """``pattern`` as llama.cpp's ``std::regex`` reads it (:mod:`app.memory.ecmascript`); PlacementError if it cannot."""
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise PlacementError(f"the override pattern {pattern!r} is not a valid regular expression: {exc}") from None
+        return compile_pattern(pattern)
+    except PatternError as exc:
+        raise PlacementError(str(exc)) from None
 
 
 class OverrideMatcher:
@@ -105,21 +115,53 @@ class OverrideMatcher:
     During a drag only one or two patterns change, so the sets of tensors each
     pattern matches are cached: resolving 40 patterns over 1,131 tensors costs
     set operations, not 45,000 regex searches.
+
+    Patterns are read as ``std::regex`` ECMAScript on the names' bytes, as
+    llama.cpp does (:mod:`app.memory.ecmascript`), and each gets
+    :data:`MATCH_BUDGET_S` seconds over all names: a pattern with catastrophic
+    backtracking (``(.+)+X$``-like) is a :class:`PlacementError`, never a hang.
     """
 
-    def __init__(self, names: list[str]):
+    def __init__(self, names: list[str], budget_s: float = MATCH_BUDGET_S):
         self.names = names
+        self.budget_s = budget_s
+        self._bytes = [name_bytes(n) for n in names]
+        self._short = max(map(len, self._bytes), default=0) <= _FAST_NAME_BYTES
         self._cache: dict[str, frozenset[int]] = {}
 
     def matches(self, pattern: str) -> frozenset[int]:
         hit = self._cache.get(pattern)
         if hit is None:
-            rx = _compiled(pattern)
-            hit = frozenset(i for i, n in enumerate(self.names) if rx.search(n))
+            hit = self._search(pattern)
             if len(self._cache) > 20000:
                 self._cache.clear()
             self._cache[pattern] = hit
         return hit
+
+    def _search(self, pattern: str) -> frozenset[int]:
+        c = _compiled(pattern)
+        if c.required is not None and not any(c.required in name for name in self._bytes):
+            return frozenset()  # no name has a literal every match needs (-ncmoe's layers beyond the model's)
+        if c.fast is not None and self._short:
+            search = c.fast.search
+            return frozenset(i for i, name in enumerate(self._bytes) if search(name))
+        rx = c.rx
+        deadline = time.monotonic() + self.budget_s
+        found = []
+        try:
+            for i, name in enumerate(self._bytes):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                if rx.search(name, timeout=left):
+                    found.append(i)
+        except TimeoutError:
+            raise PlacementError(
+                f"the override pattern {pattern!r} takes too long to match the model's tensor names "
+                f"(more than {self.budget_s:g} s; llama.cpp's std::regex would be as slow or slower): simplify it, "
+                "e.g. without a repeated group inside a repeat like (.+)+."
+            ) from None
+        return frozenset(found)
 
     def resolve(self, overrides: list[tuple[str, str]]) -> dict[int, str]:
         """Tensor index -> buffer type name of the first matching override."""

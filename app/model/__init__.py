@@ -3,7 +3,10 @@
 from .blocks import Block, Role
 from .errors import (
     CorruptGGUFError,
+    FileAccessError,
     GGUFError,
+    LayerCountError,
+    MetadataError,
     MissingShardError,
     NotGGUFError,
     TruncatedGGUFError,
@@ -26,6 +29,9 @@ __all__ = [
     "NotGGUFError",
     "TruncatedGGUFError",
     "CorruptGGUFError",
+    "FileAccessError",
+    "LayerCountError",
+    "MetadataError",
     "MissingShardError",
     "UnsupportedVersionError",
 ]

@@ -18,6 +18,11 @@ class NotGGUFError(GGUFError):
     """The file is not a GGUF file at all (wrong magic, another format)."""
 
 
+class FileAccessError(NotGGUFError):
+    """The path cannot be read as a file: missing, a folder, a FIFO or device, no permission, a symlink loop,
+    an I/O error, or the operating system refused to map it into memory."""
+
+
 class UnsupportedVersionError(GGUFError):
     """The GGUF version is one this reader does not handle."""
 
@@ -28,6 +33,20 @@ class TruncatedGGUFError(GGUFError):
 
 class CorruptGGUFError(GGUFError):
     """The file holds values that cannot be right (absurd counts, unknown types, duplicates)."""
+
+
+class MetadataError(CorruptGGUFError):
+    """A metadata value has the wrong type or an impossible value (``key``, what was ``found``, what is ``wanted``)."""
+
+    def __init__(self, message: str, path: str | None = None, key: str = "", found: str = "", wanted: str = "") -> None:
+        self.key = key
+        self.found = found
+        self.wanted = wanted
+        super().__init__(message, path)
+
+
+class LayerCountError(CorruptGGUFError):
+    """``{arch}.block_count`` does not match the layers in the tensor table (llama.cpp refuses such files)."""
 
 
 class MissingShardError(GGUFError):

@@ -9,21 +9,30 @@ readers, decodes small arrays eagerly and leaves large ones as
 count is checked against the bytes that remain, so corrupt or truncated files
 raise a typed :mod:`app.model.errors` error instead of hanging or allocating.
 
-Format reference: ``ggml/src/gguf.cpp`` and ``docs/gguf.md`` in llama.cpp.
+Format reference: ``ggml/src/gguf.cpp`` and ``docs/gguf.md`` in llama.cpp. What ``gguf.cpp``
+(``gguf_init_from_reader``) refuses, this reader refuses too, and its messages quote llama.cpp's reason:
+empty or duplicate keys, arrays of arrays, arrays over 2**30 elements, a ``general.alignment`` that is not
+a uint32 power of two, tensor names of 64 bytes or more, more than 4 dimensions, negative or overflowing
+dimensions, and tensor data offsets other than the running sum of the padded sizes before them (which is
+what rules out overlapping or misplaced data). What it accepts (a tensor with 0 dimensions, a dimension of 0
+elements), this reader accepts. Opening the path checks its file type first (a FIFO would block ``open``
+forever) and turns every operating-system error into a typed error naming the path.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from .errors import CorruptGGUFError, NotGGUFError, TruncatedGGUFError, UnsupportedVersionError
+from .errors import CorruptGGUFError, FileAccessError, NotGGUFError, TruncatedGGUFError, UnsupportedVersionError
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +42,15 @@ GGML_MAX_DIMS = 4
 DEFAULT_ALIGNMENT = 32
 #: Arrays with more elements than this are left undecoded (LazyArray).
 EAGER_ARRAY_LIMIT = 4096
-#: Longest string we accept anywhere in a header (keys, values, tensor names).
+#: Longest string we accept anywhere in a header (keys, values, tensor names): gguf.cpp's GGUF_MAX_STRING_LENGTH.
 MAX_STRING = 1 << 30
-MAX_NESTING = 8
 MAX_TENSORS = 1_000_000
 MAX_KV = 1_000_000
-#: No real metadata array comes near this many elements.
-MAX_ARRAY = 1 << 32
+#: Most elements one metadata array may hold: gguf.cpp's GGUF_MAX_ARRAY_ELEMENTS.
+MAX_ARRAY = 1 << 30
+#: ggml's GGML_MAX_NAME: a tensor name must be shorter than this many bytes.
+GGML_MAX_NAME = 64
+_INT64_MAX = (1 << 63) - 1
 
 # GGUF value types (gguf.h enum gguf_type)
 (
@@ -98,6 +109,22 @@ TYPE_NAMES = {
     T_UINT64: "uint64",
     T_INT64: "int64",
     T_FLOAT64: "float64",
+}
+#: gguf.cpp's ``gguf_type_name``: the names llama.cpp's messages use.
+LLAMA_TYPE_NAMES = {
+    T_UINT8: "u8",
+    T_INT8: "i8",
+    T_UINT16: "u16",
+    T_INT16: "i16",
+    T_UINT32: "u32",
+    T_INT32: "i32",
+    T_FLOAT32: "f32",
+    T_BOOL: "bool",
+    T_STRING: "str",
+    T_ARRAY: "arr",
+    T_UINT64: "u64",
+    T_INT64: "i64",
+    T_FLOAT64: "f64",
 }
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -163,6 +190,8 @@ class GGUFHeader:
     data_offset: int
     header_size: int = 0
     warnings: list[str] = field(default_factory=list)
+    #: the element type of each array-valued key (``metadata_types`` says only ``T_ARRAY``)
+    array_types: dict[str, int] = field(default_factory=dict)
 
 
 class _Cursor:
@@ -218,7 +247,7 @@ class _Cursor:
         return raw.decode("utf-8", errors="replace")
 
 
-def _read_value(cur: _Cursor, vtype: int, key: str, depth: int = 0) -> Any:
+def _read_value(cur: _Cursor, vtype: int, key: str) -> Any:
     sc = _SCALAR.get(vtype)
     if sc is not None:
         cur.need(sc.size)
@@ -228,38 +257,42 @@ def _read_value(cur: _Cursor, vtype: int, key: str, depth: int = 0) -> Any:
     if vtype == T_STRING:
         return cur.string(f"the value of {key!r}")
     if vtype == T_ARRAY:
-        return _read_array(cur, key, depth)
+        return _read_array(cur, key)
     raise CorruptGGUFError(
-        f"{os.path.basename(cur.path)}: metadata key {key!r} at byte {cur.pos - 4:,} has unknown value type {vtype}: "
-        "the file is corrupt or was written by a newer tool than this Layerdeck understands.",
+        f"{os.path.basename(cur.path)}: metadata key {key!r} at byte {cur.pos - 4:,} has unknown value type {vtype} "
+        f"(llama.cpp: \"key '{key}' has invalid GGUF type {vtype}\"): the file is corrupt or was written by a newer "
+        "tool than this Layerdeck understands.",
         cur.path,
         cur.pos,
     )
 
 
-def _read_array(cur: _Cursor, key: str, depth: int) -> Any:
-    if depth >= MAX_NESTING:
-        raise CorruptGGUFError(
-            f"{os.path.basename(cur.path)}: metadata key {key!r} nests arrays more than "
-            f"{MAX_NESTING} deep: the file is corrupt.",
-            cur.path,
-            cur.pos,
-        )
+def _read_array(cur: _Cursor, key: str) -> Any:
     start = cur.pos
     item_type = cur.u32()
     count = cur.u64()
+    name = os.path.basename(cur.path)
+    if item_type == T_ARRAY:
+        # gguf.cpp reads the element type and then refuses GGUF_TYPE_ARRAY like any unknown type.
+        raise CorruptGGUFError(
+            f"{name}: metadata key {key!r} at byte {start:,} is an array of arrays, which llama.cpp refuses "
+            f"(\"key '{key}' has invalid GGUF type {T_ARRAY}\"): the file is corrupt or was written by a broken "
+            "tool; convert or download it again.",
+            cur.path,
+            start,
+        )
+    if count > MAX_ARRAY:
+        raise CorruptGGUFError(
+            f"{name}: array {key!r} at byte {start:,} claims {count:,} elements, more than llama.cpp reads "
+            f"({MAX_ARRAY:,}, GGUF_MAX_ARRAY_ELEMENTS) and more than any model has: the file is corrupt.",
+            cur.path,
+            start,
+        )
     remaining = cur.size - cur.pos
     sc = _SCALAR.get(item_type)
     if sc is not None:
         nbytes = count * sc.size
         if nbytes > remaining:
-            if count > MAX_ARRAY:
-                raise CorruptGGUFError(
-                    f"{os.path.basename(cur.path)}: array {key!r} at byte {start:,} claims {count:,} elements, "
-                    "more than any model has: the file is corrupt.",
-                    cur.path,
-                    start,
-                )
             raise cur.truncated(nbytes - remaining)
         first = cur.pos
         cur.pos += nbytes
@@ -271,13 +304,6 @@ def _read_array(cur: _Cursor, key: str, depth: int) -> Any:
     if item_type == T_STRING:
         # Each string needs at least its 8-byte length.
         if count * 8 > remaining:
-            if count > MAX_ARRAY:
-                raise CorruptGGUFError(
-                    f"{os.path.basename(cur.path)}: string array {key!r} at byte {start:,} claims {count:,} "
-                    "strings, more than any model has: the file is corrupt.",
-                    cur.path,
-                    start,
-                )
             raise cur.truncated(count * 8 - remaining)
         first = cur.pos
         if count > EAGER_ARRAY_LIMIT:
@@ -287,27 +313,26 @@ def _read_array(cur: _Cursor, key: str, depth: int) -> Any:
                 if pos + 8 > size:
                     cur.pos = pos
                     raise cur.truncated(pos + 8 - size)
-                pos += 8 + unpack(buf, pos)[0]
+                n = unpack(buf, pos)[0]
+                if n > MAX_STRING:
+                    cur.pos = pos
+                    raise CorruptGGUFError(
+                        f"{name}: an element of {key!r} at byte {pos:,} claims a length of {n:,} bytes, "
+                        "which cannot be right: the file is corrupt.",
+                        cur.path,
+                        pos,
+                    )
+                pos += 8 + n
             if pos > size:
                 cur.pos = size
                 raise cur.truncated(pos - size)
             cur.pos = pos
             return LazyArray(cur.path, first, T_STRING, count, pos)
         return [cur.string(f"an element of {key!r}") for _ in range(count)]
-    if item_type == T_ARRAY:
-        if count > MAX_ARRAY:
-            raise CorruptGGUFError(
-                f"{os.path.basename(cur.path)}: nested array {key!r} at byte {start:,} claims {count:,} "
-                "elements, more than any model has: the file is corrupt.",
-                cur.path,
-                start,
-            )
-        if count * 12 > remaining:
-            raise cur.truncated(count * 12 - remaining)
-        return [_read_array(cur, key, depth + 1) for _ in range(count)]
     raise CorruptGGUFError(
-        f"{os.path.basename(cur.path)}: array {key!r} at byte {start:,} has unknown element type {item_type}: "
-        "the file is corrupt or was written by a newer tool than this Layerdeck understands.",
+        f"{name}: array {key!r} at byte {start:,} has unknown element type {item_type} "
+        f"(llama.cpp: \"key '{key}' has invalid GGUF type {item_type}\"): the file is corrupt or was written by a "
+        "newer tool than this Layerdeck understands.",
         cur.path,
         start,
     )
@@ -330,17 +355,65 @@ def _identify_other_format(head: bytes) -> str:
     return "it does not start with the GGUF magic bytes"
 
 
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "named pipe (FIFO)"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
+
+
+def _access_error(path: str, exc: OSError) -> FileAccessError:
+    """A typed error, naming ``path``, for an operating-system error while opening or reading it."""
+    if exc.errno == errno.ELOOP:
+        msg = (
+            f"{path} cannot be opened: it is a symbolic link that leads back to itself (a symlink loop); "
+            "point the link at the model file or open the file itself."
+        )
+    elif isinstance(exc, FileNotFoundError):
+        broken = os.path.islink(path)
+        msg = f"{path} is a symbolic link to a file that does not exist." if broken else f"{path} does not exist."
+    elif isinstance(exc, IsADirectoryError):
+        msg = f"{path} is a folder, not a GGUF file."
+    elif isinstance(exc, PermissionError):
+        msg = (
+            f"{path} cannot be read: permission denied; make the file readable for this user "
+            "(or copy it somewhere you may read)."
+        )
+    elif exc.errno == errno.ENAMETOOLONG:
+        msg = f"{path} cannot be opened: the file name is too long."
+    else:
+        msg = f"{path} cannot be read: {exc.strerror or exc}; check the disk, the network share or the file."
+    return FileAccessError(msg, path)
+
+
 def read_header(path: str | os.PathLike, shard: int = 0) -> GGUFHeader:
-    """Read metadata and tensor table of one GGUF file. Raises :class:`~app.model.errors.GGUFError`."""
+    """Read metadata and tensor table of one GGUF file. Raises :class:`~app.model.errors.GGUFError`.
+
+    The file type is checked before opening (a FIFO would block ``open``; a device or socket is no model),
+    and the file is opened non-blocking and checked again, so a swap between the two cannot hang either.
+    """
     path = os.fspath(path)
     try:
-        fh = open(path, "rb")
-    except IsADirectoryError:
-        raise NotGGUFError(f"{path} is a folder, not a GGUF file.", path) from None
-    except FileNotFoundError:
-        raise NotGGUFError(f"{path} does not exist.", path) from None
-    with fh:
-        size = os.fstat(fh.fileno()).st_size
+        st = os.stat(path)
+    except OSError as exc:
+        raise _access_error(path, exc) from None
+    except ValueError:  # a NUL byte in the name
+        raise FileAccessError(f"{path!r} is not a valid file name.", path) from None
+    _check_regular(path, st)
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise _access_error(path, exc) from None
+    try:
+        try:
+            st = os.fstat(fd)
+            _check_regular(path, st)
+            size = st.st_size
+            head = os.read(fd, 16) if size >= 4 else b""
+        except OSError as exc:
+            raise _access_error(path, exc) from None
         name = os.path.basename(path)
         if size < 4:
             raise TruncatedGGUFError(
@@ -348,14 +421,37 @@ def read_header(path: str | os.PathLike, shard: int = 0) -> GGUFHeader:
                 path,
                 0,
             )
-        head = fh.read(16)
         if head[:4] != GGUF_MAGIC:
             raise NotGGUFError(f"{name} is not a GGUF model: {_identify_other_format(head)}.", path, 0)
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError, OverflowError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise FileAccessError(
+                f"{path}: the operating system refused to map the file into memory ({reason}); free some memory "
+                "or raise the address-space limit (ulimit -v): llama.cpp maps model files the same way.",
+                path,
+            ) from None
         try:
             return _parse(mm, size, path, shard)
         finally:
             mm.close()
+    finally:
+        os.close(fd)
+
+
+def _check_regular(path: str, st: os.stat_result) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise FileAccessError(f"{path} is a folder, not a GGUF file.", path)
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((k for test, k in _FILE_KINDS if test(st.st_mode)), "special file")
+        raise FileAccessError(
+            f"{path} is a {kind}, not a regular file: open the model file itself (a GGUF file on disk).", path
+        )
+
+
+def _pad(n: int, alignment: int) -> int:
+    return (n + alignment - 1) // alignment * alignment
 
 
 def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
@@ -373,7 +469,7 @@ def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
         raise UnsupportedVersionError(f"{name}: {msg}.", path, 4)
     n_tensors = cur.u64()
     n_kv = cur.u64()
-    # A tensor entry takes at least 8+4+8+4+8 bytes and a key/value pair at least 8+4+1.
+    # A tensor entry takes at least 8+4+4+8 bytes and a key/value pair at least 8+1+4+1.
     # Counts beyond any real model are corruption; plausible counts that don't fit mean a cut file.
     if n_tensors > MAX_TENSORS:
         raise CorruptGGUFError(
@@ -385,69 +481,134 @@ def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
             path,
             16,
         )
-    if n_tensors * 32 + n_kv * 13 > size - cur.pos:
+    if n_tensors * 24 + n_kv * 13 > size - cur.pos:
         cur.section = "metadata" if n_kv else "tensor table"
-        raise cur.truncated(n_tensors * 32 + n_kv * 13 - (size - cur.pos))
+        raise cur.truncated(n_tensors * 24 + n_kv * 13 - (size - cur.pos))
 
     cur.section = "metadata"
     metadata: dict[str, Any] = {}
     types: dict[str, int] = {}
+    array_types: dict[str, int] = {}
     warnings: list[str] = []
-    for _ in range(n_kv):
+    for i in range(n_kv):
+        key_at = cur.pos
         key = cur.string("a metadata key")
-        vtype = cur.u32()
-        value = _read_value(cur, vtype, key)
+        if not key:
+            raise CorruptGGUFError(
+                f"{name}: metadata entry {i} at byte {key_at:,} has an empty key, which llama.cpp refuses "
+                f'("key {i} is empty"): the file is corrupt.',
+                path,
+                key_at,
+            )
         if key in metadata:
-            warnings.append(f"metadata key {key!r} appears twice; the last value is used")
-        metadata[key] = value
+            raise CorruptGGUFError(
+                f"{name}: metadata key {key!r} appears twice (again at byte {key_at:,}), which llama.cpp refuses "
+                f"(\"duplicate key '{key}' for KV pair {i}\"): the file is corrupt or was edited by a broken tool; "
+                "convert or download it again.",
+                path,
+                key_at,
+            )
+        vtype = cur.u32()
+        if vtype == T_ARRAY:
+            cur.need(4)
+            array_types[key] = _U32.unpack_from(mm, cur.pos)[0]
+        metadata[key] = _read_value(cur, vtype, key)
         types[key] = vtype
 
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if "general.alignment" in types and types["general.alignment"] != T_UINT32:
+        found = LLAMA_TYPE_NAMES.get(types["general.alignment"], str(types["general.alignment"]))
+        raise CorruptGGUFError(
+            f"{name}: general.alignment is stored as {found}, but llama.cpp requires a u32 "
+            f"(\"key 'general.alignment' must be of type u32 but is {found}\"): the file is corrupt.",
+            path,
+        )
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
         raise CorruptGGUFError(
-            f"{name}: general.alignment is {alignment!r}, not a power of two: the file is corrupt.", path
+            f"{name}: general.alignment is {alignment!r}, not a power of two "
+            f'(llama.cpp: "alignment {alignment} is not a power of 2"): the file is corrupt.',
+            path,
         )
 
     cur.section = "tensor table"
-    raw: list[tuple[str, tuple[int, ...], int, int]] = []
+    raw: list[tuple[str, tuple[int, ...], int, int, int]] = []
     seen: set[str] = set()
-    for _ in range(n_tensors):
+    for i in range(n_tensors):
         entry_at = cur.pos
         tname = cur.string("a tensor name")
-        n_dims = cur.u32()
-        if n_dims == 0 or n_dims > GGML_MAX_DIMS:
+        if len(tname.encode("utf-8", errors="surrogateescape")) >= GGML_MAX_NAME:
             raise CorruptGGUFError(
-                f"{name}: tensor {tname!r} at byte {entry_at:,} has {n_dims} dimensions "
-                f"(ggml allows 1 to {GGML_MAX_DIMS}): the file is corrupt.",
+                f"{name}: tensor {i} at byte {entry_at:,} has a name of {len(tname.encode()):,} bytes "
+                f"({tname[:80]!r}{'...' if len(tname) > 80 else ''}); llama.cpp allows fewer than {GGML_MAX_NAME} "
+                f'("tensor name {i} is too long"): the file is corrupt.',
                 path,
                 entry_at,
             )
-        cur.need(8 * n_dims)
-        shape = struct.unpack_from(f"<{n_dims}Q", mm, cur.pos)
-        cur.pos += 8 * n_dims
-        type_id = cur.u32()
-        offset = cur.u64()
         if tname in seen:
             raise CorruptGGUFError(
-                f"{name}: tensor {tname!r} appears twice in the tensor table: the file is corrupt "
+                f"{name}: tensor {tname!r} appears twice in the tensor table "
+                f"(llama.cpp: \"duplicate tensor name '{tname}' for tensor {i}\"): the file is corrupt "
                 "(a bad conversion or merge); convert or download it again.",
                 path,
                 entry_at,
             )
         seen.add(tname)
-        raw.append((tname, shape, type_id, offset))
+        n_dims = cur.u32()
+        if n_dims > GGML_MAX_DIMS:
+            raise CorruptGGUFError(
+                f"{name}: tensor {tname!r} at byte {entry_at:,} has {n_dims} dimensions "
+                f"(ggml allows at most {GGML_MAX_DIMS}; llama.cpp: \"tensor '{tname}' has invalid number of "
+                f'dimensions: {n_dims} > {GGML_MAX_DIMS}"): the file is corrupt.',
+                path,
+                entry_at,
+            )
+        cur.need(8 * n_dims)
+        dims = struct.unpack_from(f"<{n_dims}Q", mm, cur.pos)
+        cur.pos += 8 * n_dims
+        for j, d in enumerate(dims):
+            if d > _INT64_MAX:  # gguf.cpp reads int64: this is negative
+                raise CorruptGGUFError(
+                    f"{name}: tensor {tname!r} at byte {entry_at:,} has a negative size in dimension {j} "
+                    f'({d - (1 << 64):,}; llama.cpp: "dimension {j} has invalid number of elements"): '
+                    "the file is corrupt.",
+                    path,
+                    entry_at,
+                )
+        n_el = 1
+        for d in dims:
+            n_el *= d
+        if n_el > _INT64_MAX:
+            raise CorruptGGUFError(
+                f"{name}: tensor {tname!r} at byte {entry_at:,} has shape {tuple(dims)}, more elements than fit "
+                f"in 64 bits (llama.cpp: \"incorrect shape for a tensor '{tname}' may cause overflow errors\"): "
+                "the file is corrupt.",
+                path,
+                entry_at,
+            )
+        type_id = cur.u32()
+        offset = cur.u64()
+        # ggml pads a tensor with fewer dimensions with 1s (a 0-dimensional tensor is one element)
+        shape = tuple(dims) if dims else (1,)
+        raw.append((tname, shape, type_id, offset, entry_at))
     header_size = cur.pos
-    data_offset = (cur.pos + alignment - 1) // alignment * alignment
+    data_offset = _pad(cur.pos, alignment)
+    if n_tensors and data_offset > size:
+        cur.section = "data region"
+        cur.pos = size
+        raise cur.truncated(data_offset - size)
 
     tensors: list[TensorInfo] = []
     data_size = size - data_offset
-    for tname, shape, type_id, offset in raw:
+    expected = 0  # gguf.cpp: each tensor's data starts where the previous one's padded data ended
+    for tname, shape, type_id, offset, entry_at in raw:
         info = _GGML_TYPES.get(type_id)
         if info is None:
             raise CorruptGGUFError(
-                f"{name}: tensor {tname!r} uses ggml type {type_id}, which this Layerdeck does not know: "
-                "the file is corrupt or uses a newer quantization; update Layerdeck.",
+                f"{name}: tensor {tname!r} uses ggml type {type_id}, which this Layerdeck does not know "
+                f"(llama.cpp: \"tensor '{tname}' has invalid ggml type {type_id}\"): the file is corrupt or uses "
+                "a newer quantization; update Layerdeck.",
                 path,
+                entry_at,
             )
         tname_type, block, type_size = info
         n_el = 1
@@ -458,16 +619,26 @@ def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
                 f"{name}: tensor {tname!r} has rows of {shape[0]} elements, not a multiple of "
                 f"the {tname_type} block size {block}: the file is corrupt.",
                 path,
+                entry_at,
             )
         nbytes = n_el // block * type_size
         if nbytes > (1 << 48):
-            raise CorruptGGUFError(f"{name}: tensor {tname!r} claims {nbytes:,} bytes: the file is corrupt.", path)
-        if offset % alignment:
             raise CorruptGGUFError(
-                f"{name}: tensor {tname!r} starts at data offset {offset:,}, not aligned to "
-                f"{alignment} bytes: the file is corrupt.",
-                path,
+                f"{name}: tensor {tname!r} claims {nbytes:,} bytes: the file is corrupt.", path, entry_at
             )
+        if offset != expected:
+            what = "overlaps the tensor before it" if offset < expected else "leaves a gap after the tensor before it"
+            if offset % alignment:
+                what = f"is not aligned to {alignment} bytes"
+            raise CorruptGGUFError(
+                f"{name}: tensor {tname!r} starts at data offset {offset:,} but llama.cpp expects {expected:,} "
+                f"(each tensor's data follows the one before, padded to {alignment} bytes): its data {what}, "
+                f"which llama.cpp refuses (\"tensor '{tname}' has offset {offset}, expected {expected}\"): the "
+                "tensor table is corrupt; convert or download the file again.",
+                path,
+                entry_at,
+            )
+        expected += _pad(nbytes, alignment)
         if offset + nbytes > data_size:
             raise TruncatedGGUFError(
                 f"{name}: the data region is shorter than the tensor table says: tensor {tname!r} needs bytes up to "
@@ -476,5 +647,7 @@ def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
                 path,
                 size,
             )
-        tensors.append(TensorInfo(tname, type_id, tname_type, tuple(shape), n_el, nbytes, data_offset + offset, shard))
-    return GGUFHeader(path, size, version, metadata, types, tensors, alignment, data_offset, header_size, warnings)
+        tensors.append(TensorInfo(tname, type_id, tname_type, shape, n_el, nbytes, data_offset + offset, shard))
+    return GGUFHeader(
+        path, size, version, metadata, types, tensors, alignment, data_offset, header_size, warnings, array_types
+    )

@@ -3,14 +3,49 @@
 Keys follow llama.cpp's ``src/llama-arch.cpp`` (``LLM_KV_*``): most are
 ``<arch>.<name>``; head counts and feed-forward sizes may be scalars or
 per-layer arrays (``llama_model_loader::get_key_or_arr``).
+
+Every value is read through :class:`Meta`, which checks it the way llama.cpp's
+``llama_model_loader::get_key`` does: a key llama.cpp reads as ``u32`` must be
+stored as ``u32`` (``key X has wrong type str but expected type u32``), a
+per-layer array must hold exactly ``block_count`` entries, and so on. A value
+of the wrong type or an impossible value raises :class:`MetadataError` naming
+the key, the type found and the type wanted, so a file llama.cpp refuses is
+refused here too, with its reason, instead of failing later with a
+``ValueError`` or ``IndexError`` (or silently planning a file that will not
+load). ``block_count`` must be 1..512 (``LLAMA_MAX_LAYERS``) and, given the
+tensor names, must match the ``blk.N`` layers of the tensor table.
 """
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .gguf_reader import LazyArray
+from . import llama_keys
+from .errors import LayerCountError, MetadataError
+from .gguf_reader import (
+    LLAMA_TYPE_NAMES,
+    T_ARRAY,
+    T_BOOL,
+    T_FLOAT32,
+    T_INT32,
+    T_STRING,
+    T_UINT16,
+    T_UINT32,
+    LazyArray,
+)
+
+#: llama.cpp's LLAMA_MAX_LAYERS and LLAMA_MAX_EXPERTS (src/llama-hparams.h).
+LLAMA_MAX_LAYERS = 512
+LLAMA_MAX_EXPERTS = 1024
+#: Architectures whose rope.dimension_count must equal the head size (llama_model_base::load_hparams).
+_N_ROT_EQUALS_HEAD = {"llama", "deci", "falcon", "llama-embed"}
+#: Element types llama.cpp accepts in a per-layer u32 array (get_arr into std::array<uint32_t, N>).
+_LAYER_ARRAY_ITEMS = (T_UINT32, T_INT32, T_BOOL)
+_LAYER_NAME_RE = re.compile(r"^blk\.([^.]*)\..")
 
 #: general.file_type values (llama.h ``llama_ftype``) to their usual names.
 FILE_TYPES = {
@@ -67,15 +102,266 @@ HYBRID_ARCHS = {
 }
 
 
-def _per_layer(value: Any, n_layer: int, default: int = 0) -> list[int]:
-    if value is None:
-        return [default] * n_layer
+def _describe(value: Any, vtype: int | None) -> str:
+    """What was found, in llama.cpp's type names, with the value when it is short."""
     if isinstance(value, LazyArray):
-        value = value.load()
+        return f"arr of {LLAMA_TYPE_NAMES.get(value.item_type, '?')} ({len(value):,} items)"
+    if vtype is None:
+        vtype = _infer_type(value)
+    name = LLAMA_TYPE_NAMES.get(vtype, f"type {vtype}") if vtype is not None else type(value).__name__
     if isinstance(value, list):
-        vals = [int(v) for v in value[:n_layer]]
-        return vals + [vals[-1] if vals else default] * (n_layer - len(vals))
-    return [int(value)] * n_layer
+        return f"arr ({len(value):,} items)"
+    text = repr(value)
+    return f"{name} ({text[:40]}{'...' if len(text) > 40 else ''})"
+
+
+def _infer_type(value: Any) -> int | None:
+    """The GGUF type a Python value stands for, for metadata without a type table (the demo's JSON)."""
+    if isinstance(value, bool):
+        return T_BOOL
+    if isinstance(value, int):
+        return T_UINT32 if 0 <= value < 1 << 32 else None
+    if isinstance(value, float):
+        return T_FLOAT32
+    if isinstance(value, str):
+        return T_STRING
+    if isinstance(value, (list, LazyArray)):
+        return T_ARRAY
+    return None
+
+
+class Meta:
+    """Typed reads of one model's metadata: each returns the value or raises :class:`MetadataError`.
+
+    ``types`` is the GGUF type of each key (``GGUFHeader.metadata_types``); without it (metadata from
+    JSON) a value's Python type stands in. ``arch`` fills ``{arch}`` in key names.
+    """
+
+    def __init__(
+        self,
+        meta: dict[str, Any],
+        types: dict[str, int] | None = None,
+        path: str | None = None,
+        array_types: dict[str, int] | None = None,
+    ):
+        self.meta = meta
+        self.types = types
+        self.array_types = array_types or {}
+        #: values ignored because they are unusable and llama.cpp never reads them for this architecture
+        self.warnings: list[str] = []
+        self.path = path
+        self.where = f"{os.path.basename(path)}: " if path else ""
+        self.arch = ""
+
+    def key(self, name: str) -> str:
+        return name.replace("{arch}", self.arch)
+
+    def type_of(self, key: str) -> int | None:
+        if self.types is not None and key in self.types:
+            return self.types[key]
+        return _infer_type(self.meta.get(key))
+
+    def has(self, name: str) -> bool:
+        return self.key(name) in self.meta
+
+    def error(self, key: str, problem: str, found: str = "", wanted: str = "", llama: str = "") -> MetadataError:
+        said = f' (llama.cpp: "{llama}")' if llama else ""
+        return MetadataError(
+            f"{self.where}metadata key {key} {problem}{said}: the file is corrupt or was written by a broken "
+            "converter; convert or download it again.",
+            self.path,
+            key=key,
+            found=found,
+            wanted=wanted,
+        )
+
+    def wrong_type(self, key: str, wanted: str) -> MetadataError:
+        value = self.meta[key]
+        vtype = self.type_of(key)
+        found = _describe(value, vtype)
+        short = LLAMA_TYPE_NAMES.get(vtype, "?") if vtype is not None else type(value).__name__
+        return self.error(
+            key,
+            f"holds {found}, but llama.cpp reads it as {wanted}",
+            found,
+            wanted,
+            f"key {key} has wrong type {short} but expected type {wanted}",
+        )
+
+    def missing(self, key: str) -> MetadataError:
+        return self.error(key, "is missing, and llama.cpp requires it", "nothing", "", f"key not found in model: {key}")
+
+    def _unread(self, name: str) -> bool:
+        """Whether llama.cpp never reads this architecture-specific key for this (known) architecture."""
+        if not name.startswith("{arch}."):
+            return False
+        readers = llama_keys.READERS.get(name[len("{arch}.") :])
+        return readers is not None and self.arch in llama_keys.KNOWN_ARCHS and self.arch not in readers
+
+    def _ignore(self, exc: MetadataError) -> None:
+        self.warnings.append(
+            f"metadata key {exc.key} holds {exc.found} instead of {exc.wanted}; llama.cpp does not read it for "
+            f"a {self.arch} model, so Layerdeck ignores it too"
+        )
+
+    def _scalar(self, name: str, vtype: int, wanted: str) -> Any:
+        key = self.key(name)
+        if self.type_of(key) != vtype:
+            raise self.wrong_type(key, wanted)
+        return self.meta[key]
+
+    def u32(self, name: str, default: int = 0, required: bool = False) -> int:
+        """An unsigned 32-bit value (llama.cpp's ``get_key`` into ``uint32_t``)."""
+        if not self.has(name):
+            if required:
+                raise self.missing(self.key(name))
+            return default
+        try:
+            return int(self._scalar(name, T_UINT32, "u32"))
+        except MetadataError as exc:
+            if not self._unread(name):
+                raise
+            self._ignore(exc)
+            return default
+
+    def u16(self, name: str, default: int = 0, required: bool = False) -> int:
+        if not self.has(name):
+            if required:
+                raise self.missing(self.key(name))
+            return default
+        return int(self._scalar(name, T_UINT16, "u16"))
+
+    def i32(self, name: str, default: int = 0, required: bool = False) -> int:
+        if not self.has(name):
+            if required:
+                raise self.missing(self.key(name))
+            return default
+        return int(self._scalar(name, T_INT32, "i32"))
+
+    def string(self, name: str, default: str = "") -> str:
+        if not self.has(name):
+            return default
+        return str(self._scalar(name, T_STRING, "str"))
+
+    def array_len(self, name: str) -> int | None:
+        """The length of an array (``get_arr_n``), or None when the key is absent."""
+        if not self.has(name):
+            return None
+        key = self.key(name)
+        if self.type_of(key) != T_ARRAY:
+            raise self.wrong_type(key, "arr")
+        return len(self.meta[key])
+
+    def _int_array(self, key: str, max_len: int, exact: int | None = None) -> list[int]:
+        value = self.meta[key]
+        if exact is not None and len(value) != exact:
+            raise self.error(
+                key,
+                f"holds {len(value):,} values, but block_count says {exact:,} layers",
+                f"arr ({len(value):,} items)",
+                f"{exact} values",
+                f"key {key} has wrong array length; expected {exact}, got {len(value)}",
+            )
+        if len(value) > max_len:
+            raise self.error(
+                key,
+                f"holds {len(value):,} values, more than llama.cpp reads ({max_len})",
+                f"arr ({len(value):,} items)",
+                f"at most {max_len} values",
+                f"array length {len(value)} for key {key} exceeds max {max_len}",
+            )
+        if isinstance(value, LazyArray):
+            item = value.item_type
+            if item not in _LAYER_ARRAY_ITEMS:
+                raise self.wrong_item(key, LLAMA_TYPE_NAMES.get(item, str(item)))
+            value = value.load()
+        vals = []
+        for v in value:
+            if isinstance(v, bool):
+                v = int(v)
+            if not isinstance(v, int):
+                raise self.wrong_item(key, _describe(v, None))
+            if v < 0:
+                raise self.error(key, f"holds a negative count ({v})", f"i32 ({v})", "u32")
+            vals.append(v)
+        return vals
+
+    def wrong_item(self, key: str, found: str) -> MetadataError:
+        return self.error(
+            key,
+            f"is an array of {found}, but llama.cpp reads it as u32 values",
+            f"arr of {found}",
+            "u32 or arr of u32/i32",
+            f"{key} has wrong array element type {found}",
+        )
+
+    def _check_items(self, key: str) -> None:
+        """The element type of a per-layer array: llama.cpp takes u32, i32 and bool elements only."""
+        item = self.array_types.get(key)
+        if item is not None and item not in _LAYER_ARRAY_ITEMS:
+            raise self.wrong_item(key, LLAMA_TYPE_NAMES.get(item, str(item)))
+
+    def per_layer(self, name: str, n_layer: int, default: list[int] | int = 0) -> list[int]:
+        """A u32 scalar for every layer or one u32 per layer (``get_key_or_arr``): always ``n_layer`` values."""
+        fallback = list(default) if isinstance(default, list) else [default] * n_layer
+        if not self.has(name):
+            return fallback
+        key = self.key(name)
+        try:
+            if self.type_of(key) == T_ARRAY:
+                self._check_items(key)
+                return self._int_array(key, LLAMA_MAX_LAYERS, exact=n_layer)
+            return [self.u32(name)] * n_layer
+        except MetadataError as exc:
+            if not self._unread(name):
+                raise
+            self._ignore(exc)
+            return fallback
+
+    def layer_flags(self, name: str) -> list[bool] | int | None:
+        """A per-layer bool/u32 array (``get_arr`` into ``std::array``) or a u32 scalar; None when absent."""
+        if not self.has(name):
+            return None
+        key = self.key(name)
+        try:
+            if self.type_of(key) == T_ARRAY:
+                self._check_items(key)
+                return [bool(v) for v in self._int_array(key, LLAMA_MAX_LAYERS)]
+            return self.u32(name)
+        except MetadataError as exc:
+            if not self._unread(name):
+                raise
+            self._ignore(exc)
+            return None
+
+
+def layer_numbers(tensor_names: Iterable[str], where: str = "", path: str | None = None) -> dict[str, int]:
+    """``{tensor name: layer}`` for the ``blk.N.`` tensors; a layer number llama.cpp never writes is corrupt.
+
+    llama.cpp names layer tensors ``blk.%d.``: a name like ``blk.03.x`` or ``blk.x.y`` matches no tensor it
+    creates, so it refuses the file (``done_getting_tensors: wrong number of tensors``).
+    """
+    out: dict[str, int] = {}
+    for name in tensor_names:
+        if not name.startswith("blk."):
+            continue
+        m = _LAYER_NAME_RE.match(name)
+        digits = m.group(1) if m is not None else ""
+        if (
+            m is None
+            or not digits.isascii()
+            or not digits.isdigit()
+            or (len(digits) > 1 and digits[0] == "0")
+            or len(digits) > 9
+        ):
+            raise LayerCountError(
+                f"{where}tensor {name!r} is not named like a layer tensor llama.cpp writes (blk.N.NAME with "
+                'N = 0, 1, 2, ...), so llama.cpp would not load it ("wrong number of tensors"): the tensor table '
+                "is corrupt; convert or download the file again.",
+                path,
+            )
+        out[name] = int(digits)
+    return out
 
 
 @dataclass
@@ -137,22 +423,18 @@ class ModelParams:
         return self.n_swa > 0 and any(self.swa_layers)
 
 
-def _swa_pattern(arch: str, meta: dict[str, Any], n_layer: int, n_swa: int) -> list[bool]:
+def _swa_pattern(arch: str, m: Meta, n_layer: int, n_swa: int) -> list[bool]:
     if n_swa <= 0:
         return [False] * n_layer
-    if arch == "llama4" and meta.get(f"{arch}.attention.sliding_window_pattern") is None:
+    pattern = m.layer_flags("{arch}.attention.sliding_window_pattern")
+    if arch == "llama4" and pattern is None:
         period = 4  # 3 chunked layers, then 1 full (src/models/llama4.cpp load_swa_pattern(ml, 4))
         return [(il % period) < (period - 1) for il in range(n_layer)]
-    pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
-    if isinstance(pattern, LazyArray):
-        pattern = pattern.load()
     if isinstance(pattern, list):
-        vals = [bool(v) for v in pattern[:n_layer]]
+        vals = pattern[:n_layer]
         return vals + [False] * (n_layer - len(vals))
     # Period form: layer il is SWA iff il % p < p-1 (llama_hparams::set_swa_pattern).
-    period = (
-        int(pattern) if pattern is not None else {"gemma3": 6, "gpt-oss": 2, "gemma2": 2, "cohere2": 4}.get(arch, 0)
-    )
+    period = pattern if pattern is not None else {"gemma3": 6, "gpt-oss": 2, "gemma2": 2, "cohere2": 4}.get(arch, 0)
     if period <= 0:
         # A window without pattern: every layer uses it (e.g. Mistral-style sliding window).
         return [True] * n_layer
@@ -161,76 +443,260 @@ def _swa_pattern(arch: str, meta: dict[str, Any], n_layer: int, n_swa: int) -> l
     return [(il % period) < (period - 1) for il in range(n_layer)]
 
 
-def extract_params(meta: dict[str, Any], tensor_names: set[str] | None = None) -> ModelParams:
-    arch = str(meta.get("general.architecture", "unknown"))
+def _architecture(m: Meta) -> str:
+    key = "general.architecture"
+    if key not in m.meta:
+        raise m.error(
+            key,
+            "is missing, so the file names no architecture and llama.cpp refuses it",
+            "nothing",
+            "str",
+            "unknown model architecture: ''",
+        )
+    arch = m.string(key)
+    if not arch:
+        raise m.error(
+            key, "is empty, so llama.cpp refuses the file", "str ('')", "str", "unknown model architecture: ''"
+        )
+    return arch
 
-    def g(key: str, default: Any = None) -> Any:
-        return meta.get(f"{arch}.{key}", default)
 
-    n_layer = int(g("block_count", 0) or 0)
-    n_embd = int(g("embedding_length", 0) or 0)
-    n_head = _per_layer(g("attention.head_count"), n_layer)
-    n_head_kv = _per_layer(g("attention.head_count_kv"), n_layer, default=0)
+def _block_count(m: Meta, arch: str) -> int:
+    key = f"{arch}.block_count"
+    if key not in m.meta:
+        others = sorted(k for k in m.meta if k.endswith(".block_count") and k.count(".") == 1)
+        if others:
+            raise m.error(
+                key,
+                f"is missing, but the file has {others[0]}: general.architecture ({arch!r}) does not match the "
+                "names of its other keys, so llama.cpp refuses it",
+                "nothing",
+                "u32",
+                f"key not found in model: {key}",
+            )
+        raise m.missing(key)
+    n = m.u32(key)
+    if not 1 <= n <= LLAMA_MAX_LAYERS:
+        raise LayerCountError(
+            f"{m.where}metadata key {key} is {n:,}, but llama.cpp loads 1 to {LLAMA_MAX_LAYERS} layers "
+            "(LLAMA_MAX_LAYERS; it aborts on anything else): the file is corrupt; convert or download it again.",
+            m.path,
+        )
+    return n
+
+
+def check_layers(m: Meta, arch: str, n_layer: int, nextn: int, tensor_names: Iterable[str]) -> None:
+    """``block_count`` against the tensor table: every ``blk.N`` below it, and no more layers than the table
+    holds (NextN/MTP layers may have been stripped from the file, so they may be missing)."""
+    key = f"{arch}.block_count"
+    layers = layer_numbers(tensor_names, m.where, m.path)
+    for name, layer in layers.items():  # the first such tensor in the table
+        if layer >= n_layer:
+            raise LayerCountError(
+                f"{m.where}tensor {name!r} belongs to layer {layer:,}, but {key} is {n_layer:,} (layers 0 to "
+                f'{n_layer - 1:,}): llama.cpp does not load such a file ("done_getting_tensors: wrong number of '
+                'tensors"): the file is corrupt; convert or download it again.',
+                m.path,
+            )
+    highest = max(layers.values(), default=-1)
+    if n_layer > highest + 1 + nextn:
+        holds = f"layers 0 to {highest:,}" if highest >= 0 else "no layer tensors (blk.N.*)"
+        raise LayerCountError(
+            f"{m.where}metadata key {key} is {n_layer:,}, but the tensor table holds {holds}"
+            + (f" (+ {nextn} NextN layer{'s' if nextn != 1 else ''})" if nextn else "")
+            + ": llama.cpp would miss the tensors of the other layers (\"missing tensor 'blk."
+            + f"{highest + 1}....'\"): the file is corrupt or incomplete; convert or download it again.",
+            m.path,
+        )
+
+
+def extract_params(
+    meta: dict[str, Any],
+    tensor_names: Iterable[str] | None = None,
+    types: dict[str, int] | None = None,
+    path: str | None = None,
+    array_types: dict[str, int] | None = None,
+    warnings: list[str] | None = None,
+) -> ModelParams:
+    """The model's parameters; raises :class:`MetadataError` / :class:`LayerCountError` for what llama.cpp
+    refuses (see the module docstring). ``tensor_names`` (when given) checks ``block_count`` against the
+    tensor table and decides tied embeddings. An unusable value of a key llama.cpp does not read for this
+    architecture (:mod:`app.model.llama_keys`) is ignored, with a sentence appended to ``warnings``."""
+    m = Meta(meta, types, path, array_types)
+    arch = m.arch = _architecture(m)
+    ordered = list(tensor_names) if tensor_names is not None else None  # table order, for messages
+    names = set(ordered) if ordered is not None else None
+
+    n_layer = _block_count(m, arch)
+    nextn = m.u32("{arch}.nextn_predict_layers")
+    if nextn > n_layer:
+        raise m.error(
+            f"{arch}.nextn_predict_layers",
+            f"is {nextn:,}, more than {arch}.block_count ({n_layer:,})",
+            f"u32 ({nextn})",
+            f"at most {n_layer}",
+            "GGML_ASSERT(hparams.n_layer_nextn <= hparams.n_layer_all) failed",
+        )
+    if ordered is not None:
+        check_layers(m, arch, n_layer, nextn, ordered)
+    n_ctx_train = m.u32("{arch}.context_length", required=True)
+    n_embd = m.u32("{arch}.embedding_length", required=True)
+    n_head = m.per_layer("{arch}.attention.head_count", n_layer)
+    n_head_kv = m.per_layer("{arch}.attention.head_count_kv", n_layer, default=n_head)
     if not any(n_head_kv):
         n_head_kv = list(n_head)
+    n_ff = m.per_layer("{arch}.feed_forward_length", n_layer)
+    _check_experts(m, arch, n_layer)
     max_head = max(n_head) if n_head else 0
-    head_dim_k = int(g("attention.key_length", 0) or (n_embd // max_head if max_head else 0))
-    head_dim_v = int(g("attention.value_length", 0) or (n_embd // max_head if max_head else 0))
-    tokens = meta.get("tokenizer.ggml.tokens")
-    n_vocab = int(g("vocab_size", 0) or (len(tokens) if tokens is not None else 0))
-    n_swa = int(g("attention.sliding_window", 0) or 0)
+    head_dim_k = m.u32("{arch}.attention.key_length") or (n_embd // max_head if max_head else 0)
+    head_dim_v = m.u32("{arch}.attention.value_length") or (n_embd // max_head if max_head else 0)
+    n_rot = m.u32("{arch}.rope.dimension_count")
+    if arch in _N_ROT_EQUALS_HEAD and n_head and n_head[0] > 0:
+        # llama_model_base::load_hparams: head size from layer 0's head count, n_rot defaults to it
+        head_k = m.u32("{arch}.attention.key_length", n_embd // n_head[0])
+        rot = m.u32("{arch}.rope.dimension_count", head_k)
+        if rot != head_k:
+            raise m.error(
+                f"{arch}.rope.dimension_count",
+                f"is {rot}, but a {arch} model's rotary dimensions must equal its head size ({head_k})",
+                f"u32 ({rot})",
+                f"u32 ({head_k})",
+                f"invalid n_rot: {rot}, expected {head_k}",
+            )
+    tokens = _check_vocab(m)
+    n_vocab = m.u32("{arch}.vocab_size") or (tokens or 0)
+    n_swa = m.u32("{arch}.attention.sliding_window")
     if arch == "llama4":
         # chunked attention with 8192-token chunks unless the file sets the window to 0 (src/models/llama4.cpp)
-        n_swa = 0 if g("attention.sliding_window") == 0 else 8192
+        n_swa = 0 if m.has("{arch}.attention.sliding_window") and n_swa == 0 else 8192
+    n_expert_used = m.per_layer("{arch}.expert_used_count", n_layer)
+    n_ff_exp = m.per_layer("{arch}.expert_feed_forward_length", n_layer)
+    file_type = m.u32("general.file_type") if m.has("general.file_type") else None
     p = ModelParams(
         arch=arch,
-        name=str(meta.get("general.name", "")),
+        name=m.string("general.name"),
         n_layer=n_layer,
-        n_ctx_train=int(g("context_length", 0) or 0),
+        n_ctx_train=n_ctx_train,
         n_embd=n_embd,
         n_vocab=n_vocab,
         n_head=n_head,
         n_head_kv=n_head_kv,
-        n_ff=_per_layer(g("feed_forward_length"), n_layer),
+        n_ff=n_ff,
         head_dim_k=head_dim_k,
         head_dim_v=head_dim_v,
-        head_dim_k_swa=int(g("attention.key_length_swa", 0) or head_dim_k),
-        head_dim_v_swa=int(g("attention.value_length_swa", 0) or head_dim_v),
-        n_expert=int(g("expert_count", 0) or 0),
-        n_expert_used=int(g("expert_used_count", 0) or 0),
-        n_expert_shared=int(g("expert_shared_count", 0) or 0),
-        n_ff_exp=int(g("expert_feed_forward_length", 0) or 0),
-        n_ff_shexp=int(g("expert_shared_feed_forward_length", 0) or 0),
-        n_layer_dense_lead=int(g("leading_dense_block_count", 0) or 0),
+        head_dim_k_swa=m.u32("{arch}.attention.key_length_swa") or head_dim_k,
+        head_dim_v_swa=m.u32("{arch}.attention.value_length_swa") or head_dim_v,
+        n_expert=m.u32("{arch}.expert_count"),
+        n_expert_used=max(n_expert_used, default=0),
+        n_expert_shared=m.u32("{arch}.expert_shared_count"),
+        n_ff_exp=max(n_ff_exp, default=0),
+        n_ff_shexp=m.u32("{arch}.expert_shared_feed_forward_length"),
+        n_layer_dense_lead=m.u32("{arch}.leading_dense_block_count"),
         n_swa=n_swa,
-        swa_layers=_swa_pattern(arch, meta, n_layer, n_swa),
-        kv_lora_rank=int(g("attention.kv_lora_rank", 0) or 0),
-        q_lora_rank=int(g("attention.q_lora_rank", 0) or 0),
-        key_length_mla=int(g("attention.key_length_mla", 0) or 0),
-        value_length_mla=int(g("attention.value_length_mla", 0) or 0),
-        n_rot=int(g("rope.dimension_count", 0) or 0),
-        ssm_d_conv=int(g("ssm.conv_kernel", 0) or 0),
-        ssm_d_inner=int(g("ssm.inner_size", 0) or 0),
-        ssm_d_state=int(g("ssm.state_size", 0) or 0),
-        ssm_dt_rank=int(g("ssm.time_step_rank", 0) or 0),
-        ssm_n_group=int(g("ssm.group_count", 0) or 0),
-        nextn_layers=int(g("nextn_predict_layers", 0) or 0),
-        file_type=meta.get("general.file_type"),
+        swa_layers=_swa_pattern(arch, m, n_layer, n_swa),
+        kv_lora_rank=m.u32("{arch}.attention.kv_lora_rank"),
+        q_lora_rank=m.u32("{arch}.attention.q_lora_rank"),
+        key_length_mla=m.u32("{arch}.attention.key_length_mla"),
+        value_length_mla=m.u32("{arch}.attention.value_length_mla"),
+        n_rot=n_rot,
+        ssm_d_conv=m.u32("{arch}.ssm.conv_kernel"),
+        ssm_d_inner=m.u32("{arch}.ssm.inner_size"),
+        ssm_d_state=m.u32("{arch}.ssm.state_size"),
+        ssm_dt_rank=m.u32("{arch}.ssm.time_step_rank"),
+        ssm_n_group=m.u32("{arch}.ssm.group_count"),
+        nextn_layers=nextn,
+        file_type=file_type,
     )
-    p.recurrent_layers = _recurrent_layers(p, meta)
-    if tensor_names is not None:
-        p.tied_embeddings = "output.weight" not in tensor_names and "token_embd.weight" in tensor_names
+    p.recurrent_layers = _recurrent_layers(p, m)
+    if warnings is not None:
+        warnings.extend(m.warnings)
+    if names is not None:
+        p.tied_embeddings = "output.weight" not in names and "token_embd.weight" in names
     return p
 
 
-def _recurrent_layers(p: ModelParams, meta: dict[str, Any]) -> list[bool]:
+def _check_vocab(m: Meta) -> int | None:
+    """The vocabulary keys as llama_vocab::impl::load checks them; returns the number of tokens (or None).
+
+    Unless ``tokenizer.ggml.model`` is ``no_vocab``/``none``, the tokens must be an array of strings, the
+    scores an array of f32 or i32 and the token types an array of i32, each at least as long as the tokens.
+    (llama.cpp also requires ``tokenizer.ggml.model`` and the tokens; test files without a vocabulary are
+    still read, so their absence is not refused. Metadata without a type table, the demo's, is not checked.)
+    """
+    tokens_key = "tokenizer.ggml.tokens"
+    if m.types is None:
+        return m.array_len(tokens_key)
+    model = m.string("tokenizer.ggml.model")
+    if model in ("no_vocab", "none") or tokens_key not in m.meta:
+        return len(m.meta[tokens_key]) if m.type_of(tokens_key) == T_ARRAY else None
+    n_tokens = 0
+    for key, items in (
+        (tokens_key, (T_STRING,)),
+        ("tokenizer.ggml.scores", (T_FLOAT32, T_INT32)),
+        ("tokenizer.ggml.token_type", (T_INT32,)),
+    ):
+        if key not in m.meta:
+            continue
+        item = m.array_types.get(key) if m.type_of(key) == T_ARRAY else None
+        wanted = " or ".join(f"arr of {LLAMA_TYPE_NAMES[i]}" for i in items)
+        if item not in items:
+            found = (
+                _describe(m.meta[key], m.type_of(key)) if item is None else f"arr of {LLAMA_TYPE_NAMES.get(item, '?')}"
+            )
+            raise m.error(
+                key, f"holds {found}, but llama.cpp reads {wanted}", found, wanted, f"invalid gguf type for {key}"
+            )
+        n = len(m.meta[key])
+        if key == tokens_key:
+            n_tokens = n
+        elif n < n_tokens:
+            raise m.error(
+                key,
+                f"holds {n:,} values for {n_tokens:,} tokens",
+                f"arr ({n:,} items)",
+                f"{n_tokens:,} values",
+                f"Index out of array bounds for {key.rsplit('.', 1)[1]} ({n} < {n_tokens})",
+            )
+    return n_tokens
+
+
+def _check_experts(m: Meta, arch: str, n_layer: int) -> None:
+    """llama.cpp's expert asserts (llama_model_base::load_hparams): a file that fails them aborts llama.cpp."""
+    n_expert = m.u32("{arch}.expert_count")
+    used = max(m.per_layer("{arch}.expert_used_count", n_layer), default=0)
+    groups = m.u32("{arch}.expert_group_count")
+    group_used = m.u32("{arch}.expert_group_used_count")
+    problem = ""
+    if n_expert > LLAMA_MAX_EXPERTS:
+        problem = f"{arch}.expert_count is {n_expert:,}, more than llama.cpp's {LLAMA_MAX_EXPERTS} (LLAMA_MAX_EXPERTS)"
+    elif used > n_expert:
+        problem = f"{arch}.expert_used_count is {used:,}, more than the {n_expert:,} experts ({arch}.expert_count)"
+    elif n_expert > 0 and used == 0:
+        problem = f"the model has {n_expert:,} experts but {arch}.expert_used_count is 0 or missing"
+    elif n_expert > 0 and groups >= n_expert:
+        problem = f"{arch}.expert_group_count ({groups:,}) is not below the number of experts ({n_expert:,})"
+    elif n_expert > 0 and groups > 1 and (n_expert % groups or group_used == 0 or group_used >= groups):
+        problem = (
+            f"{arch}.expert_count ({n_expert:,}), expert_group_count ({groups:,}) and expert_group_used_count "
+            f"({group_used:,}) do not fit together"
+        )
+    elif n_expert == 0 and (used or groups):
+        problem = f"the model has no experts ({arch}.expert_count) but sets expert_used_count or expert_group_count"
+    if problem:
+        raise LayerCountError(
+            f"{m.where}{problem}: llama.cpp aborts on such a file (its expert checks in load_hparams fail): "
+            "the file is corrupt; convert or download it again.",
+            m.path,
+        )
+
+
+def _recurrent_layers(p: ModelParams, m: Meta) -> list[bool]:
     if p.arch in RECURRENT_ARCHS:
         return [True] * p.n_layer
     if p.arch not in HYBRID_ARCHS:
         return [False] * p.n_layer
     # Hybrids mark attention layers by a zero KV-head count per layer, or by a fixed interval.
-    interval = meta.get(f"{p.arch}.full_attention_interval")
-    if interval:
-        k = int(interval)
+    k = m.u32("{arch}.full_attention_interval")
+    if k:
         return [((il + 1) % k) != 0 for il in range(p.n_layer)]
     return [h == 0 for h in p.n_head_kv]

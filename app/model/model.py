@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from .blocks import Block, Role, build_blocks
-from .errors import CorruptGGUFError, MissingShardError
+from .errors import CorruptGGUFError, LayerCountError, MissingShardError
 from .gguf_reader import GGUFHeader, TensorInfo, read_header
-from .hparams import ModelParams, extract_params
+from .hparams import Meta, ModelParams, extract_params
 from .index import ModelIndex
 
 log = logging.getLogger(__name__)
@@ -104,47 +104,135 @@ def split_siblings(path: Path) -> list[Path] | None:
     return [path.with_name(f"{m.group('prefix')}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
 
 
+#: How many missing shard names a message lists before it says "and N more".
+MISSING_NAMES_SHOWN = 3
+
+
+def _missing_message(path: Path, count: int, missing: list[Path]) -> str:
+    shown = ", ".join(p.name for p in missing[:MISSING_NAMES_SHOWN])
+    more = len(missing) - MISSING_NAMES_SHOWN
+    if len(missing) == 1:
+        what = f"{shown} is missing"
+    elif more > 0:
+        what = f"{len(missing):,} parts are missing ({shown} and {more:,} more)"
+    else:
+        what = f"{len(missing)} parts are missing ({shown})"
+    return (
+        f"{path.name} is part of a {count:,}-part model, but {what} from {path.parent}: download the missing "
+        f"part{'s' if len(missing) > 1 else ''} into the same folder."
+    )
+
+
+def _split_count(h: GGUFHeader) -> int:
+    """``split.count`` as llama.cpp reads it (u16, optional; 0 or 1 is a single file)."""
+    return Meta(h.metadata, h.metadata_types, h.path).u16("split.count")
+
+
+def _read_split_set(path: Path, given: GGUFHeader, count: int, progress) -> list[GGUFHeader]:
+    """All shards of the split set ``given`` belongs to, checked the way llama-model-loader checks them."""
+    m = SPLIT_RE.match(path.name)
+    if m is None:
+        raise MissingShardError(
+            f"{path.name} is part {Meta(given.metadata, given.metadata_types).u16('split.no') + 1} of a "
+            f"{count}-part model, but its name does not follow the NAME-00001-of-0000N.gguf pattern, so the other "
+            "parts cannot be found; restore the original file names.",
+            str(path),
+        )
+    if int(m.group("count")) != count:
+        raise CorruptGGUFError(
+            f"{path.name}: its name says {int(m.group('count')):,} parts, but its split.count says {count}: "
+            f'the file was renamed (llama.cpp: "invalid split file name"); restore the original file name.',
+            str(path),
+        )
+    shards = [path.with_name(f"{m.group('prefix')}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+    missing = [p for p in shards if p != path and not os.path.lexists(p)]
+    if missing:
+        raise MissingShardError(_missing_message(path, count, missing), str(missing[0]))
+    headers: list[GGUFHeader] = []
+    for i, shard in enumerate(shards):
+        # the given file was read as shard 0; its tensors need their shard number, so read it again unless it is 0
+        h = given if shard == path and i == 0 else read_header(shard, shard=i)
+        meta = Meta(h.metadata, h.metadata_types, h.path)
+        if "split.no" not in h.metadata:
+            raise CorruptGGUFError(
+                f"{shard.name} has no split.no, so it is not a part of this split model (llama.cpp: "
+                f'"missing key split.no in GGUF split {shard.name}"): the parts are mixed up; download them again.',
+                h.path,
+            )
+        no = meta.u16("split.no")
+        if no != i:
+            raise CorruptGGUFError(
+                f"{shard.name} says it is part {no + 1}, but its name says part {i + 1}: the files were renamed "
+                f'or mixed up (llama.cpp: "invalid split file idx: {no} (file: {shard.name}), expected {i}").',
+                h.path,
+            )
+        headers.append(h)
+        if progress is not None:
+            progress(i + 1, len(shards))
+    first_count = _split_count(headers[0])
+    if first_count != count:
+        raise CorruptGGUFError(
+            f"{shards[0].name} says the model has {first_count} parts but {path.name} says {count}: "
+            "the parts come from different downloads; download them again.",
+            headers[0].path,
+        )
+    return headers
+
+
+#: Architectures whose K/V projections llama.cpp creates as ``{n_embd, n_head_kv * head size}`` through
+#: ``create_tensor_qkv`` (src/models/*.cpp), using layer 0's head counts for every layer except where noted.
+_QKV_ARCHS = {"llama", "qwen3moe", "qwen2moe", "llama4", "glm4moe", "gpt-oss", "granitehybrid"}
+_PER_LAYER_HEADS = {"granitehybrid"}  # n_embd_k_gqa_i: each layer its own head count
+
+
+def _check_attention_shapes(p: ModelParams, m: Meta, tensors: list[TensorInfo]) -> None:
+    """The K/V projections against the head counts the KV cache is sized from.
+
+    llama.cpp checks every tensor's shape against the hyperparameters (``check_tensor_dims``) and refuses a
+    file where they disagree; for the K and V projections that disagreement would also make the KV-cache
+    estimate wrong, so the architectures above are checked here the way llama.cpp checks them.
+    """
+    if p.arch not in _QKV_ARCHS or not p.n_head:
+        return
+    m.arch = p.arch
+    # llama_model_base::load_hparams: with no heads, no head size (and then no K/V projection fits)
+    head = p.n_embd // p.n_head[0] if p.n_head[0] else 0
+    full_k = m.u32("{arch}.attention.key_length", head) if p.n_head[0] else 0
+    full_v = m.u32("{arch}.attention.value_length", head) if p.n_head[0] else 0
+    swa_k = m.u32("{arch}.attention.key_length_swa", full_k)
+    swa_v = m.u32("{arch}.attention.value_length_swa", full_v)
+    for t in tensors:
+        if not t.name.startswith("blk.") or len(t.shape) != 2:
+            continue
+        layer, _, rest = t.name[4:].partition(".")
+        if rest not in ("attn_k.weight", "attn_v.weight"):
+            continue
+        il = int(layer)
+        ref = il if p.arch in _PER_LAYER_HEADS else 0
+        swa = bool(p.swa_layers[ref]) if p.n_swa else False
+        head = (swa_k if swa else full_k) if rest == "attn_k.weight" else (swa_v if swa else full_v)
+        want = (p.n_embd, p.n_head_kv[ref] * head)
+        if t.shape != want:
+            raise LayerCountError(
+                f"{os.path.basename(m.path or '')}: tensor {t.name!r} has shape {t.shape}, but the metadata gives "
+                f"{want} ({p.arch}.embedding_length, and {p.arch}.attention.head_count_kv times the head size): "
+                f"llama.cpp refuses the file (\"check_tensor_dims: tensor '{t.name}' has wrong shape\"), and the "
+                "KV cache could not be sized from it; convert or download it again.",
+                m.path,
+            )
+
+
 def open_model(path: str | os.PathLike, progress=None) -> Model:
     """Read a GGUF model's header(s). Opening any shard of a split set opens the whole set.
 
     ``progress(done, total)`` is called after each shard when given.
-    Raises :class:`~app.model.errors.GGUFError` subclasses with actionable messages.
+    Raises :class:`~app.model.errors.GGUFError` subclasses with actionable messages for every file
+    llama.cpp would refuse to load for a reason the header shows (see :mod:`app.model.hparams`).
     """
-    path = Path(path)
-    shards = split_siblings(path)
-    headers: list[GGUFHeader] = []
-    if shards is None:
-        headers.append(read_header(path))
-        count = int(headers[0].metadata.get("split.count", 1) or 1)
-        if count > 1:
-            raise MissingShardError(
-                f"{path.name} is shard {int(headers[0].metadata.get('split.no', 0)) + 1} of a {count}-part model, but "
-                "its name does not follow the NAME-00001-of-0000N.gguf pattern, so the other parts cannot be found; "
-                "restore the original file names.",
-                str(path),
-            )
-    else:
-        missing = [p for p in shards if not p.is_file()]
-        if missing:
-            names = ", ".join(p.name for p in missing)
-            raise MissingShardError(
-                f"{path.name} is part of a {len(shards)}-part model, but {names} "
-                f"{'is' if len(missing) == 1 else 'are'} missing from {path.parent}: download the missing "
-                f"part{'s' if len(missing) > 1 else ''} into the same folder.",
-                str(missing[0]),
-            )
-        for i, shard in enumerate(shards):
-            headers.append(read_header(shard, shard=i))
-            if progress is not None:
-                progress(i + 1, len(shards))
-        for i, h in enumerate(headers):
-            no = h.metadata.get("split.no")
-            if no is not None and int(no) != i:
-                raise CorruptGGUFError(
-                    f"{Path(h.path).name} says it is part {int(no) + 1}, but its name says part "
-                    f"{i + 1}: the files were renamed or mixed up.",
-                    h.path,
-                )
+    path = Path(path).absolute()  # plans and autosaves name the model from any working folder
+    given = read_header(path)
+    count = _split_count(given)
+    headers = [given] if count <= 1 else _read_split_set(path, given, count, progress)
     first = headers[0]
     tensors: list[TensorInfo] = [t for h in headers for t in h.tensors]
     tensor_names = {t.name for t in tensors}
@@ -156,21 +244,42 @@ def open_model(path: str | os.PathLike, progress=None) -> Model:
                 dup = t.name
                 break
             seen.add(t.name)
-        raise CorruptGGUFError(f"tensor {dup!r} appears in more than one shard: the split set is mixed up.", str(path))
-    expected = first.metadata.get("split.tensors.count")
-    if expected is not None and int(expected) != len(tensors):
         raise CorruptGGUFError(
-            f"the split set should hold {int(expected)} tensors but its parts hold {len(tensors)}: "
-            "a part is from a different download.",
+            f"tensor {dup!r} appears in more than one shard (llama.cpp: \"invalid model: tensor '{dup}' is "
+            'duplicated"): the split set is mixed up.',
             str(path),
         )
-    params = extract_params(first.metadata, tensor_names)
-    blocks = build_blocks(tensors, params)
+    if len(headers) > 1:
+        expected = Meta(first.metadata, first.metadata_types, first.path).i32("split.tensors.count", required=True)
+        if expected != len(tensors):
+            raise CorruptGGUFError(
+                f"the split set should hold {expected} tensors but its parts hold {len(tensors)} (llama.cpp: "
+                f'"corrupted model: {expected} tensors expected but {len(tensors)} found"): a part is from a '
+                "different download.",
+                str(path),
+            )
+    for t in tensors:
+        if not t.name:
+            raise CorruptGGUFError(
+                f"{Path(headers[t.shard].path).name}: a tensor has an empty name; llama.cpp looks tensors up by "
+                'name and refuses a file with one it does not use ("done_getting_tensors: wrong number of '
+                'tensors"): the tensor table is corrupt; convert or download it again.',
+                headers[t.shard].path,
+            )
+        if t.n_elements == 0:
+            raise CorruptGGUFError(
+                f"{Path(headers[t.shard].path).name}: tensor {t.name!r} has shape {t.shape}, with a dimension of "
+                f"0 elements: llama.cpp checks every tensor against the shape the model needs and refuses the file "
+                f"(\"check_tensor_dims: tensor '{t.name}' has wrong shape\"); convert or download it again.",
+                headers[t.shard].path,
+            )
+    names = [t.name for t in tensors]  # in table order, so messages name the first offending tensor
     warnings = [w for h in headers for w in h.warnings]
-    if params.arch == "unknown":
-        warnings.append("the file does not name its architecture (general.architecture)")
-    if params.n_layer == 0:
-        warnings.append(f"no {params.arch}.block_count in the metadata: layer placement cannot be computed")
+    params = extract_params(
+        first.metadata, names, first.metadata_types, first.path, first.array_types, warnings=warnings
+    )
+    _check_attention_shapes(params, Meta(first.metadata, first.metadata_types, first.path), tensors)
+    blocks = build_blocks(tensors, params)
     return Model(
         paths=[Path(h.path) for h in headers],
         file_size=sum(h.file_size for h in headers),

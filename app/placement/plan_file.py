@@ -1,7 +1,14 @@
 """Save and load plans (a placement plus its settings) as versioned JSON.
 
-A plan records the model file (path, size and a fingerprint of its tensor
-table) so that opening it against another file is detected and explained.
+A plan records the model file (absolute path, size and a fingerprint of its tensor table) so that
+opening it against another file is detected and explained.
+
+Reading is defensive, because a plan is a file the user hands us: :func:`read_plan` refuses folders,
+pipes (a FIFO would block ``open`` forever) and anything larger than :data:`MAX_PLAN_BYTES` without
+reading it, and :func:`check_plan` -- the schema, as code -- checks every field's type, range and
+allowed values before any of it reaches a :class:`Placement`, raising :class:`PlanError` with the JSON
+path of the first bad field (``settings.n_ctx: -5 is not a context size (0 or more)``). What depends on
+the model (layer count, tensor names, block ids) is checked by :func:`from_dict`.
 """
 
 from __future__ import annotations
@@ -9,26 +16,70 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
-from ..errors import ReadError
-from ..lanes import Lane
-from ..memory.settings import LlamaSettings
+from ..errors import ExportError, ReadError
+from ..lanes import DeviceKind, Lane
+from ..memory.settings import CACHE_TYPES, TOOLS, LlamaSettings
 from ..model import Model
+from ..paths import FileTooLarge, NotARegularFile, atomic_write_text, read_small_file
+from ..units import fmt_bytes
 from .placement import CPU, Placement
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "MAX_PLAN_BYTES",
+    "PlanError",
+    "PlanMismatch",
+    "PlanSaveError",
+    "fingerprint",
+    "to_dict",
+    "save_plan",
+    "read_plan",
+    "check_plan",
+    "from_dict",
+    "load_plan",
+]
 
 FORMAT = "layerdeck-plan"
 VERSION = 1
+#: The largest file :func:`read_plan` reads. A plan for the largest models is well under 1 MiB (one
+#: device name per layer plus the tensors that differ from their layer's device).
+MAX_PLAN_BYTES = 4 << 20
+
+#: llama.cpp reads numeric arguments with ``std::stoi`` (a 32-bit int).
+_INT_MAX = 2**31 - 1
+_BYTES_MAX = 2**62
+FLASH_ATTN = ("on", "off", "auto")
+#: ``-sm`` and ``-lm`` values (the converters of :mod:`app.command.values`; a test keeps them equal).
+SPLIT_MODES = ("none", "layer", "row", "tensor")
+LOAD_MODES = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")
+#: What a device name or buffer type may contain: what llama.cpp names devices with (``CUDA0``,
+#: ``RPC0[10.0.0.2:50052]``, ``RPC0[[::1]:50052]``), and nothing that would split a ``-dev``, ``-ts``
+#: or ``-ot`` list (``,`` ``/`` ``=`` ``;`` or spaces).
+_DEVICE_NAME = re.compile(r"[A-Za-z0-9_.:\[\]@%-]{1,128}", re.ASCII)
+_LANE_FIELDS = tuple(f.name for f in dataclasses.fields(Lane))
+_MAX_PATTERN = 4096
 
 
 class PlanError(ReadError, ValueError):
-    """The plan file cannot be used; the message says why."""
+    """The plan file cannot be used; the message says why. ``where`` is the JSON path of the bad field."""
+
+    where: str | None = None
 
 
 class PlanMismatch(PlanError):
     """The plan was made for a different model file."""
+
+
+class PlanSaveError(ExportError, ValueError):
+    """The placement cannot be written as a plan (a value JSON cannot hold)."""
 
 
 def fingerprint(model: Model) -> str:
@@ -49,7 +100,8 @@ def to_dict(p: Placement) -> dict:
         "version": VERSION,
         "saved_by": f"layerdeck {__version__}",
         "model": {
-            "path": str(p.model.path),
+            # absolute, so that the plan (and the autosave) finds the model from any working folder
+            "path": str(Path(p.model.path).absolute()),
             "size": p.model.file_size,
             "fingerprint": fingerprint(p.model),
             "architecture": p.model.params.arch,
@@ -64,34 +116,318 @@ def to_dict(p: Placement) -> dict:
 
 
 def save_plan(p: Placement, path: str | os.PathLike) -> None:
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(to_dict(p), indent=1), encoding="utf-8")
-    os.replace(tmp, path)  # never leave a half-written plan behind
+    """Write the plan in one step (never half a file). Raises ``OSError`` or :class:`PlanSaveError`."""
+    try:
+        text = json.dumps(to_dict(p), indent=1, allow_nan=False)
+    except ValueError as exc:
+        raise PlanSaveError(
+            f"the placement cannot be saved as a plan ({exc}): a setting or device figure is not a finite "
+            "number. Correct it (the device list or the settings) and save again."
+        ) from None
+    atomic_write_text(path, text)
+
+
+# --------------------------------------------------------------------------- reading
 
 
 def read_plan(path: str | os.PathLike) -> dict:
+    """The plan at ``path``, read (at most :data:`MAX_PLAN_BYTES`) and checked by :func:`check_plan`.
+
+    Raises :class:`PlanError` for anything that is not a usable plan file.
+    """
+    name = os.fspath(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = read_small_file(path, MAX_PLAN_BYTES)
     except FileNotFoundError:
-        raise PlanError(f"{path} does not exist.") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanError(f"{path} is not a Layerdeck plan (not valid JSON: {exc}).") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise PlanError(f"{path} is not a Layerdeck plan.")
-    if not isinstance(data.get("version"), int) or data["version"] > VERSION:
+        raise PlanError(f"{name} does not exist.") from None
+    except IsADirectoryError:
+        raise PlanError(f"{name} is a folder, not a plan: choose the .layerdeck.json file.") from None
+    except NotARegularFile:
         raise PlanError(
-            f"{path} was saved by a newer Layerdeck (plan version {data.get('version')}); update Layerdeck."
-        )
+            f"{name} is not a regular file (a pipe, socket or device), so it is not a plan: choose a "
+            ".layerdeck.json file."
+        ) from None
+    except FileTooLarge as exc:
+        raise PlanError(
+            f"{name} is {fmt_bytes(exc.size)}; a Layerdeck plan is at most {fmt_bytes(MAX_PLAN_BYTES)}, so "
+            "this is not one (a model file?). Choose the .layerdeck.json file that Save plan wrote."
+        ) from None
+    except (OSError, ValueError) as exc:  # permissions, I/O errors; ValueError: a NUL in the name
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise PlanError(f"{name} cannot be read ({reason}); check the path and that you may read the file.") from None
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise PlanError(f"{name} is not a Layerdeck plan (not text: a plan is UTF-8 JSON).") from None
+    except RecursionError:
+        raise PlanError(f"{name} is not a Layerdeck plan (its JSON is nested far too deeply).") from None
+    except ValueError as exc:  # JSONDecodeError, or a number with thousands of digits
+        raise PlanError(f"{name} is not a Layerdeck plan (not valid JSON: {_clip(str(exc), 160)}).") from None
+    try:
+        check_plan(data)
+    except PlanError as exc:
+        raise _in_file(exc, name) from None
     return data
 
 
+def _in_file(exc: PlanError, name: str) -> PlanError:
+    out = type(exc)(f"{name}: {exc}")
+    out.where = exc.where
+    return out
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _show(v: Any) -> str:
+    """A short, ASCII, non-recursive picture of a JSON value for a message."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        digits = len(str(abs(v))) if v.bit_length() < 14000 else None
+        if digits is None or digits > 20:
+            return f"a {'negative ' if v < 0 else ''}number of {digits or 'thousands of'} digits"
+        return str(v)
+    if isinstance(v, float):
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity") if math.isinf(v) else repr(v)
+    if isinstance(v, str):
+        return _clip(json.dumps(v), 60)
+    if isinstance(v, list):
+        return f"a list of {len(v)} item{'s' if len(v) > 1 else ''}" if v else "an empty list"
+    if isinstance(v, dict):
+        return f"an object with {len(v)} keys" if v else "an empty object"
+    return type(v).__name__
+
+
+def _key(k: str) -> str:
+    return _clip(json.dumps(k), 80)
+
+
+class _Checker:
+    """One pass over a parsed plan; the first problem raises :class:`PlanError` naming its JSON path."""
+
+    def bad(self, where: str, problem: str) -> PlanError:
+        exc = PlanError(f"{where}: {problem}. Correct it in the plan file, or open the model and save the plan again.")
+        exc.where = where
+        return exc
+
+    def obj(self, parent: dict, key: str, where: str, *, required: bool = True) -> dict | None:
+        if key not in parent:
+            if required:
+                raise self.bad(where, "missing (an object)")
+            return None
+        v = parent[key]
+        if not isinstance(v, dict):
+            raise self.bad(where, f"{_show(v)} is not an object")
+        return v
+
+    def list_(self, parent: dict, key: str, where: str, *, required: bool = False) -> list | None:
+        if key not in parent:
+            if required:
+                raise self.bad(where, "missing (a list)")
+            return None
+        v = parent[key]
+        if not isinstance(v, list):
+            raise self.bad(where, f"{_show(v)} is not a list")
+        return v
+
+    def string(self, v: Any, where: str, what: str = "a text", *, nonempty: bool = True) -> str:
+        if not isinstance(v, str) or (nonempty and not v):
+            raise self.bad(where, f"{_show(v)} is not {what}")
+        return v
+
+    def whole(self, v: Any, where: str, what: str, lo: int, hi: int = _INT_MAX, *, also: tuple = ()) -> None:
+        if v in also and not isinstance(v, bool) and (v is None or type(v) is int):
+            return
+        if type(v) is not int or not lo <= v <= hi:
+            raise self.bad(where, f"{_show(v)} is not {what}")
+
+    def number(self, v: Any, where: str, what: str) -> None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1e30:
+            raise self.bad(where, f"{_show(v)} is not {what}")
+
+    def flag(self, v: Any, where: str, *, nullable: bool = False) -> None:
+        if not isinstance(v, bool) and not (nullable and v is None):
+            raise self.bad(where, f"{_show(v)} is not true or false{' (or null)' if nullable else ''}")
+
+    def one_of(self, v: Any, where: str, what: str, allowed: tuple[str, ...], *, nullable: bool = False) -> None:
+        if (nullable and v is None) or (isinstance(v, str) and v in allowed):
+            return
+        raise self.bad(where, f"{_show(v)} is not {what} ({', '.join(allowed)}{' or null' if nullable else ''})")
+
+    # ------------------------------------------------------------------ sections
+
+    def plan(self, data: Any) -> None:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise PlanError(
+                f'not a Layerdeck plan (it has no "format": "{FORMAT}"); choose a file that Save plan wrote.'
+            )
+        version = data.get("version")
+        if type(version) is not int or version < 1:
+            raise self.bad("version", f"{_show(version)} is not a plan version (a whole number, 1 or more)")
+        if version > VERSION:
+            raise PlanError(
+                f"this plan was saved by a newer Layerdeck (plan version {version}; this one reads up to "
+                f"{VERSION}): update Layerdeck."
+            )
+        if "saved_by" in data and not isinstance(data["saved_by"], str):
+            raise self.bad("saved_by", f"{_show(data['saved_by'])} is not a text")
+        self.model(self.obj(data, "model", "model") or {})
+        lanes = self.devices(self.list_(data, "devices", "devices") or [])
+        self.settings(self.obj(data, "settings", "settings", required=False) or {})
+        layers = self.list_(data, "layers", "layers", required=True) or []
+        for i, dev in enumerate(layers):
+            self.lane(dev, f"layers[{i}]", lanes)
+        tensors = self.obj(data, "tensors", "tensors", required=False) or {}
+        for name, dev in tensors.items():
+            self.lane(dev, f"tensors[{_key(name)}]", lanes)
+        for i, item in enumerate(self.list_(data, "pinned", "pinned") or []):
+            self.string(item, f"pinned[{i}]", "a block or part id (such as 12:experts)")
+
+    def model(self, m: dict) -> None:
+        path = self.string(m.get("path"), "model.path", "the model's file path")
+        if "\0" in path:
+            raise self.bad("model.path", "contains a NUL character, so it is not a file path")
+        try:
+            os.fsencode(path)
+        except UnicodeEncodeError:
+            raise self.bad("model.path", f"{_show(path)} cannot be a file name on this system") from None
+        self.string(m.get("fingerprint"), "model.fingerprint", "a model fingerprint")
+        if "architecture" in m:
+            self.string(m["architecture"], "model.architecture", "an architecture name", nonempty=False)
+        for key in ("size", "tensors"):
+            if key in m:
+                self.whole(m[key], f"model.{key}", "a count (0 or more)", 0, _BYTES_MAX)
+
+    def devices(self, devices: list) -> set[str]:
+        lanes = {CPU}
+        for i, d in enumerate(devices):
+            where = f"devices[{i}]"
+            if not isinstance(d, dict):
+                raise self.bad(where, f"{_show(d)} is not a device (an object with name and buft)")
+            for key in d:
+                if key not in _LANE_FIELDS:
+                    raise self.bad(f"{where}.{_clip(key, 40)}", f"not a device field ({', '.join(_LANE_FIELDS)})")
+            for key in ("name", "buft"):
+                if key not in d:
+                    raise self.bad(f"{where}.{key}", "missing")
+                v = d[key]
+                if not isinstance(v, str) or not _DEVICE_NAME.fullmatch(v):
+                    raise self.bad(
+                        f"{where}.{key}",
+                        f"{_show(v)} is not a llama.cpp device name (letters, digits and . _ : - [ ] @ %)",
+                    )
+            name = d["name"]
+            if name == CPU or name in lanes:
+                raise self.bad(f"{where}.name", f"{_show(name)} is {'the host' if name == CPU else 'listed twice'}")
+            lanes.add(name)
+            for key in ("free", "total"):
+                if key in d:
+                    self.whole(d[key], f"{where}.{key}", "a size in bytes (0 or more)", 0, _BYTES_MAX)
+            if "kind" in d:
+                self.one_of(d["kind"], f"{where}.kind", "a device kind", tuple(k.value for k in DeviceKind))
+            if "bandwidth" in d:
+                self.number(d["bandwidth"], f"{where}.bandwidth", "a bandwidth in bytes per second (0 or more)")
+            ep = d.get("endpoint")
+            if ep is not None and (not isinstance(ep, str) or not _DEVICE_NAME.fullmatch(ep)):
+                raise self.bad(f"{where}.endpoint", f"{_show(ep)} is not an RPC endpoint (host:port) or null")
+        return lanes
+
+    def settings(self, s: dict) -> None:
+        def at(key: str) -> str:
+            return f"settings.{key}"
+
+        # keys Layerdeck does not know (a newer minor release) are ignored, like llama.cpp's defaults
+        for key, v in s.items():
+            w = at(key)
+            if key == "n_ctx":
+                self.whole(v, w, "a context size (0 or more)", 0)
+            elif key == "n_parallel":
+                self.whole(v, w, "a number of slots (-1 for auto, or 1 or more)", 1, also=(-1, None))
+            elif key in ("n_batch", "n_ubatch"):
+                self.whole(v, w, "a batch size (1 or more)", 1)
+            elif key == "n_gpu_layers":
+                self.whole(v, w, "a number of layers (-1 auto, -2 all, or 0 or more)", -2)
+            elif key == "main_gpu":
+                self.whole(v, w, "a device index (0 or more)", 0)
+            elif key == "n_threads":
+                self.whole(v, w, "a number of threads (-1 for the default, or 0 or more) or null", -1, also=(None,))
+            elif key in ("type_k", "type_v"):
+                self.one_of(v, w, "a KV cache type", CACHE_TYPES)
+            elif key == "flash_attn":
+                self.one_of(v, w, "a flash-attention mode", FLASH_ATTN)
+            elif key == "split_mode":
+                self.one_of(v, w, "a split mode", SPLIT_MODES)
+            elif key == "load_mode":
+                self.one_of(v, w, "a load mode", LOAD_MODES, nullable=True)
+            elif key == "tool":
+                self.one_of(v, w, "a llama.cpp tool", TOOLS)
+            elif key == "kv_unified":
+                self.flag(v, w, nullable=True)
+            elif key in ("swa_full", "no_kv_offload", "repack", "use_host", "op_offload"):
+                self.flag(v, w)
+            elif key == "tensor_split":
+                if v is not None:
+                    if not isinstance(v, list) or len(v) > 256:
+                        raise self.bad(w, f"{_show(v)} is not a list of proportions (or null)")
+                    for i, x in enumerate(v):
+                        self.number(x, f"{w}[{i}]", "a proportion (0 or more)")
+            elif key == "devices":
+                if v is not None:
+                    if not isinstance(v, list):
+                        raise self.bad(w, f"{_show(v)} is not a list of device names (or null)")
+                    for i, x in enumerate(v):
+                        if not isinstance(x, str) or not _DEVICE_NAME.fullmatch(x):
+                            raise self.bad(f"{w}[{i}]", f"{_show(x)} is not a llama.cpp device name")
+            elif key == "overrides":
+                if not isinstance(v, list):
+                    raise self.bad(w, f"{_show(v)} is not a list of [pattern, buffer type] pairs")
+                for i, pair in enumerate(v):
+                    self.override(pair, f"{w}[{i}]")
+
+    def override(self, pair: Any, where: str) -> None:
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise self.bad(where, f"{_show(pair)} is not a [pattern, buffer type] pair")
+        pattern, buft = pair
+        if not isinstance(pattern, str) or not pattern or len(pattern) > _MAX_PATTERN:
+            raise self.bad(f"{where}[0]", f"{_show(pattern)} is not a tensor name pattern")
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError, ValueError):
+            raise self.bad(f"{where}[0]", f"{_show(pattern)} is not a regular expression") from None
+        if not isinstance(buft, str) or not _DEVICE_NAME.fullmatch(buft):
+            raise self.bad(f"{where}[1]", f"{_show(buft)} is not a buffer type (such as CPU or CUDA0)")
+
+    def lane(self, dev: Any, where: str, lanes: set[str]) -> None:
+        if not isinstance(dev, str) or dev not in lanes:
+            raise self.bad(where, f"{_show(dev)} is not CPU or one of the plan's devices ({', '.join(sorted(lanes))})")
+
+
+def check_plan(data: Any) -> None:
+    """The plan schema (version 1): every field's type, range and allowed values; raises :class:`PlanError`.
+
+    Checks what a plan says on its own; :func:`from_dict` checks it against the model.
+    """
+    _Checker().plan(data)
+
+
 def from_dict(data: dict, model: Model, *, check: bool = True) -> Placement:
-    m = data.get("model", {})
-    if check and m.get("fingerprint") != fingerprint(model):
+    """The placement a plan describes, on ``model``. ``check``: refuse a plan made for another model file.
+
+    Raises :class:`PlanError` (:class:`PlanMismatch` for another model).
+    """
+    check_plan(data)
+    c = _Checker()
+    m = data["model"]
+    if check and m["fingerprint"] != fingerprint(model):
+        size = m.get("size")
+        gib = f"{size / 2**30:.1f} GiB" if isinstance(size, int) and not isinstance(size, bool) else "? GiB"
         raise PlanMismatch(
-            f"this plan was made for {Path(m.get('path', '?')).name} ({m.get('architecture', '?')}, "
-            f"{m.get('tensors', '?')} tensors, {m.get('size', 0) / 2**30:.1f} GiB), but the open model is "
+            f"this plan was made for {Path(m['path']).name} ({m.get('architecture', '?')}, "
+            f"{m.get('tensors', '?')} tensors, {gib}), but the open model is "
             f"{model.path.name} ({model.params.arch}, {len(model.tensors)} tensors, {model.file_size / 2**30:.1f} GiB): "
             "its tensors differ, so the placement would not mean the same. Open the model the plan was made for."
         )
@@ -100,19 +436,35 @@ def from_dict(data: dict, model: Model, *, check: bool = True) -> Placement:
     raw["overrides"] = [tuple(x) for x in raw.get("overrides", [])]
     settings = LlamaSettings(**raw)
     devices = [Lane(**d) for d in data.get("devices", [])]
-    lanes = {d.name for d in devices} | {CPU}
-    layers = list(data.get("layers", []))
-    if len(layers) != model.params.n_layer + 1 or not set(layers) <= lanes:
-        raise PlanError("the plan's layer list does not fit this model or names devices the plan does not list.")
-    p = Placement(model, devices, layers, [], settings, set(data.get("pinned", [])))
+    layers = list(data["layers"])
+    want = model.params.n_layer + 1
+    if len(layers) != want:
+        raise c.bad(
+            "layers",
+            f"{len(layers)} entries, but this model has {model.params.n_layer} layers and the output layer "
+            f"({want} entries)",
+        )
+    index = model.index
+    pinned = data.get("pinned", [])
+    for i, item in enumerate(pinned):
+        if item not in index.ids:
+            raise c.bad(f"pinned[{i}]", f"{_show(item)} is not a block or part of this model (such as 3:experts)")
+    p = Placement(model, devices, layers, [], settings, set(pinned))
     p.tensor_device = p.default_tensor_devices()
-    index = {t.name: i for i, t in enumerate(model.tensors)}
     for name, dev in data.get("tensors", {}).items():
-        if name not in index or dev not in lanes:
-            raise PlanError(f"the plan places {name} on {dev}, which this model or device list does not have.")
-        p.tensor_device[index[name]] = dev
+        pos = index.tensor_pos.get(name)
+        if pos is None:
+            raise c.bad(f"tensors[{_key(name)}]", "this model has no tensor of that name")
+        if p.tensor_device[pos] == "":
+            raise c.bad(f"tensors[{_key(name)}]", "llama.cpp does not load this tensor, so it has no device")
+        p.tensor_device[pos] = dev
     return p
 
 
 def load_plan(path: str | os.PathLike, model: Model, *, check: bool = True) -> Placement:
-    return from_dict(read_plan(path), model, check=check)
+    """Read, check and apply the plan at ``path`` to ``model``; raises :class:`PlanError` naming the file."""
+    data = read_plan(path)
+    try:
+        return from_dict(data, model, check=check)
+    except PlanError as exc:
+        raise _in_file(exc, os.fspath(path)) from None

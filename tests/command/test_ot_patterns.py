@@ -190,3 +190,154 @@ def test_cpp_std_regex_ecmascript_agrees(tmp_path):
     for pattern, bits in zip(patterns, rows, strict=True):
         py = "".join("1" if verify_patterns([(pattern, "X")], [n])[n] else "0" for n in names)
         assert bits == py, pattern
+
+
+# --------------------------------------------------------------------------- user-written patterns vs std::regex
+
+_CPP_EACH = r"""
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <regex>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+// Line 1: number of patterns; then the patterns; then the names. For each pattern one line: the match bits
+// (llama.cpp's std::regex(pattern) + regex_search), ERR (regex_error), HANG (over 2 s) or CRASH. Each
+// pattern runs in a child process, so a catastrophic one cannot stop the others.
+int main() {
+    std::string line;
+    std::getline(std::cin, line);
+    int np = std::stoi(line);
+    std::vector<std::string> pats, names;
+    for (int i = 0; i < np; i++) { std::getline(std::cin, line); pats.push_back(line); }
+    while (std::getline(std::cin, line)) names.push_back(line);
+    for (auto &ps : pats) {
+        int fd[2];
+        if (pipe(fd) != 0) return 2;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fd[0]);
+            alarm(2);
+            std::string out;
+            try {
+                std::regex p(ps);
+                for (auto &n : names) out += std::regex_search(n, p) ? '1' : '0';
+            } catch (std::regex_error &) { out = "ERR"; }
+            if (write(fd[1], out.data(), out.size()) < 0) _exit(3);
+            _exit(0);
+        }
+        close(fd[1]);
+        std::string out;
+        char buf[4096];
+        ssize_t k;
+        while ((k = read(fd[0], buf, sizeof buf)) > 0) out.append(buf, k);
+        close(fd[0]);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        if (WIFSIGNALED(status)) out = WTERMSIG(status) == SIGALRM ? "HANG" : "CRASH";
+        std::cout << (out.empty() ? "-" : out) << '\n';
+    }
+}
+"""
+
+#: Pieces of -ot patterns as people write them (and worse): concatenations of these are compared with std::regex.
+_PIECES = ['a', 'b', 'l', 'k', '.', '\\.', '_', '0', '1', '2', '[0-9]', '[a-z]', '[^.]', '[^a-z_]', '\\d', '\\D',
+           '\\w', '\\W', '\\s', '\\b', '\\B', '^', '$', '(', ')', '(?:', '(?=', '(?!', '|', '*', '+', '?', '{2}',
+           '{1,}', '{0,2}', '{3,5}', '*?', '+?', '??', '\\1', '\\2', 'exps', 'blk', 'ffn_', 'up', '[[:alpha:]]',
+           '[[:digit:]]', '[-a]', ']', '}', 'é', '\\x2e', '[\\.\\d]', '[a-c-e]', 'x', 't', 'weight', 'output',
+           '.*', '.+', '(.*)', '(\\w+)', '\\A', '[]', '[^]', '\\cA', '(?i)', '(?<=b)', '\\u0041', '[[.a.]]']
+#: Written out: what users put in -ot, llama.cpp's own patterns, and each construct the dialects read differently.
+_WRITTEN = [r"exps", r"\.ffn_(up|down|gate|gate_up)_(ch|)exps", r"blk\.[0-9]+\.ffn_.*_exps", r"ffn_.*=",
+            r"blk\.(1[0-9]|2[0-3])\.ffn_(up|down)_exps", r"^blk\.\d+\.ffn_(?:up|gate)_exps\.weight$",
+            r"blk\.[2-9][0-9]\.", r"(?!blk\.0\.)blk\.\d+\.ffn_up", r"\bup\b", r"[[:upper:]]", r"a++", r"a**",
+            r"a{2}{3}", r"(.+)+X$", r"^(.*?){10}\.w$", r"(.*.*){12}\.w$", r"[]a]", r"[^]", r"\Ablk", r"blk\Z",
+            r"\p{L}", r"(?P<n>x)", r"(?>a)", r"a{3", r"{", r"}", r"]", r"^*", r"\1", r"(a)\1", r"(a\1)", r"\8",
+            r"\01", r"\0", r"é+", r"^.+$", r"[z-a]", r"[\d-z]", r"[a-\d]", r"\cA", r"[[=a=]]", r"\e", r"\k<n>"]
+_MATCH_NAMES = ([f"blk.{i}.ffn_{k}_exps.weight" for i in (0, 1, 2, 10, 12, 47) for k in ("up", "down", "gate", "gate_up")]
+                + ["blk.3.attn_q.weight", "blk.3.attn_k_norm.weight", "output.weight", "output_norm.weight",
+                   "token_embd.weight", "enc.blk.1.ffn_down.weight", "v.blk.0.attn_out.bias",
+                   "blk.5.ffn_down_chexps.weight", "blk.7.ffn_gate_inp.weight", "blk.7.ffn_up_shexp.weight",
+                   "rope_freqs.weight", "é.blk.1", "a_b", "x", "", "blk.10.ffn_up.weight", "blk.1.ffn_up.weight",
+                   "ab", "aab", "ba", "Blk.3.x", "a-b", "a]b", "a/b", "AAA"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+def test_user_patterns_match_as_std_regex_or_are_refused(tmp_path):
+    """Every pattern the estimator accepts finds exactly the names llama.cpp's std::regex finds (with either
+    engine of a compiled pattern); every pattern std::regex refuses, hangs or crashes on is refused too."""
+    from app.memory.ecmascript import PatternError, compile_pattern, name_bytes
+    from app.memory.layout import OverrideMatcher
+
+    src = tmp_path / "each.cpp"
+    src.write_text(_CPP_EACH)
+    exe = tmp_path / "each"
+    subprocess.run(["g++", "-O1", "-std=c++17", "-o", str(exe), str(src)], check=True, timeout=300)
+    rng = random.Random(7)
+    patterns = _WRITTEN + ["".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 8))) for _ in range(400)]
+    stdin = "\n".join([str(len(patterns)), *patterns, *_MATCH_NAMES]) + "\n"
+    proc = subprocess.run([str(exe)], input=stdin.encode(), capture_output=True, timeout=600, check=True)
+    rows = proc.stdout.decode().split("\n")[: len(patterns)]
+    names = [name_bytes(n) for n in _MATCH_NAMES]
+    accepted = refused_only_by_us = 0
+    for pattern, cpp in zip(patterns, rows, strict=True):
+        try:
+            c = compile_pattern(pattern)
+        except PatternError:
+            refused_only_by_us += cpp not in ("ERR", "HANG", "CRASH")
+            continue
+        accepted += 1
+        assert cpp not in ("ERR", "HANG", "CRASH"), (pattern, cpp)
+        assert "".join("1" if c.rx.search(n) else "0" for n in names) == cpp, pattern
+        if c.fast is not None:
+            assert "".join("1" if c.fast.search(n) else "0" for n in names) == cpp, pattern
+        hits = OverrideMatcher(_MATCH_NAMES).matches(pattern)  # with its literal prefilter
+        assert "".join("1" if i in hits else "0" for i in range(len(names))) == cpp, pattern
+    # refused although std::regex reads them: [] / [^], \A-like and \c escapes, [.a.], loops over loops
+    assert accepted >= 130 and refused_only_by_us <= 70, (accepted, refused_only_by_us)
+    for pattern in _WRITTEN[:9]:  # what people write is read, not refused
+        compile_pattern(pattern)
+
+
+def test_catastrophic_patterns_end_in_a_typed_error_quickly():
+    """-ot '(.+)+X$=CPU' hung import, estimate and the window's paste (Python's re backtracked for ever)."""
+    import time
+
+    from app.memory.layout import OverrideMatcher, PlacementError
+
+    names = [f"blk.{i}.ffn_{k}_exps.weight" for i in range(94) for k in ("up", "down", "gate")]
+    slow = [r"(.+)+X$", r"^(.*?){10}\.w$", r"(a*)*b", r"(\w+\.)+\w+X$", r".**exps.+{3,5}", r"(.*.*){12}\.w$",
+            r"(.|\w)+X", r"(ab|a)*X", r"(?:[a-z]?){40}blk", r"(?:[a-z_.0-9]?){80}\.w$", r".*.*.*.*.*.*X",
+            r"(?:[a-z_.0-9]?){16}(?:[a-z_.0-9]?){16}(?:[a-z_.0-9]?){16}\.w$"]
+    for pattern in slow:  # each hangs (or takes minutes in) llama.cpp's std::regex
+        t0 = time.monotonic()
+        with pytest.raises(PlacementError, match="llama-server would hang loading the model"):
+            OverrideMatcher(names).matches(pattern)
+        assert time.monotonic() - t0 < 0.5, pattern
+    for pattern in (r"(a|b)+X", r"(a?){10}X", r".*.*.*X", r"blk\.\d+\.ffn_.*_exps.*X"):  # slow at worst: read
+        assert OverrideMatcher(names).matches(pattern) == frozenset()
+    # what no rule sees is ended by the time budget (here: none left for a pattern the fast path cannot take)
+    with pytest.raises(PlacementError, match=r"takes too long to match the model's tensor names .*simplify it"):
+        OverrideMatcher(names, budget_s=0.0).matches(r"(a|b)+weight")
+    # and an enormous automaton is refused before it is built (libstdc++'s limit is 100000 states)
+    with pytest.raises(PlacementError, match="more than 100000 states"):
+        OverrideMatcher(names).matches(r"((?:a{1000}){1000}){100}")
+    with pytest.raises(PlacementError, match="more than 100000 states"):
+        OverrideMatcher(names).matches("x" * 200_000)
+    with pytest.raises(PlacementError, match="nests groups more than 100 deep"):
+        OverrideMatcher(names).matches("(" * 5000 + ")" * 5000)
+
+
+def test_std_regex_readings_that_python_reads_otherwise():
+    from app.memory.layout import OverrideMatcher
+
+    names = ["blk.0.ffn_up_exps.weight", "a\nb", "é", "aa", "xy"]
+    m = OverrideMatcher(names)
+    assert m.matches(r"b$") == frozenset({1})  # $: the end of the name, not before a final newline
+    assert m.matches(r"^a.b$") == frozenset()  # . is not \n
+    assert m.matches(r"^a{1}{2}$") == frozenset({3})  # a quantifier after a quantifier repeats the quantified atom
+    assert m.matches(r"[[:alpha:]]{2}") == frozenset({0, 3, 4})  # POSIX classes, ASCII letters only
+    assert m.matches("^\xc3$") == frozenset()  # bytes: é is two of them
+    assert m.matches("^.{2}$") == frozenset({2, 3, 4})

@@ -18,7 +18,7 @@ def test_cont_batching_is_a_switch_and_keeps_the_next_flag():
 
 
 def test_values_are_checked_with_llama_cpp_limits():
-    with pytest.raises(ArgsError, match="-np 0 is not valid"):
+    with pytest.raises(ArgsError, match="-np 0: invalid value for n_parallel"):
         parse_llama_args(["-np", "0"])
     with pytest.raises(ArgsError, match="--n-cpu-moe -1: invalid value"):
         parse_llama_args(["--n-cpu-moe", "-1"])

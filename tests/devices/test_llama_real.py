@@ -69,12 +69,18 @@ def test_dead_endpoint_gets_its_own_error_and_live_hosts_still_list(llama_bin, r
     assert hosts[dead].status == "refused"
     assert "nothing listens" in hosts[dead].error
     assert hosts[dead].devices == ()
-    # Numbered as llama.cpp numbers the reachable hosts passed together.
+    # llama.cpp numbers RPC devices with one counter across every --rpc entry: the dead host stands for one
+    # assumed device (memory unknown) so the live host after it is RPC2, as it will be once the dead one is up.
     assert hosts[live1.endpoint].devices == ("RPC0",)
-    assert hosts[live2.endpoint].devices == ("RPC1",)
-    rpc = {d.name: d for d in result.devices if d.kind == DeviceKind.RPC}
-    assert rpc["RPC1"].rpc_endpoint == live2.endpoint and rpc["RPC1"].total_bytes == 2000 * MiB
-    assert result.errors == ()  # the combined listing of the reachable hosts worked
+    assert hosts[live2.endpoint].devices == ("RPC2",)
+    rpc = [(d.name, d.rpc_endpoint, d.total_bytes, d.name_guessed) for d in result.devices if d.kind == DeviceKind.RPC]
+    assert rpc == [
+        ("RPC0", live1.endpoint, 1000 * MiB, True),
+        ("RPC1", dead, None, True),
+        ("RPC2", live2.endpoint, 2000 * MiB, True),
+    ]
+    assert [e.source for e in result.errors] == ["--rpc"]
+    assert f"RPC1 = {dead} (refused)" in result.errors[0].message
 
 
 def test_busy_server_is_reported_as_no_answer(llama_bin, rpc_servers):
@@ -89,7 +95,11 @@ def test_busy_server_is_reported_as_no_answer(llama_bin, rpc_servers):
     (host,) = result.rpc_hosts
     assert host.status == "no answer"
     assert "one client at a time" in host.error
-    assert [d.name for d in result.devices] == ["CPU"]
+    # its devices are unknown: one assumed device of unknown memory stands for it, never a CPU-only machine
+    assert [(d.name, d.rpc_endpoint, d.total_bytes) for d in result.devices] == [
+        ("RPC0", server.endpoint, None),
+        ("CPU", None, result.host.ram_total_bytes),
+    ]
 
 
 def test_the_suggested_server_command_starts_a_working_server(llama_bin, tmp_path):

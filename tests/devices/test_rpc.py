@@ -147,4 +147,12 @@ def test_probe_without_llama_server_checks_tcp_and_flags_duplicates():
     assert "listed twice" in probe.hosts[2].error
     assert probe.hosts[3].server_command == ("ggml-rpc-server", "-H", "127.0.0.1", "-p", str(dead))
     assert probe.hosts[4].server_command == ()
-    assert probe.devices == ()
+    # the two hosts whose devices are unknown (not listed, refused) each stand for one assumed device, numbered
+    # like llama.cpp across the --rpc entries; the duplicates and the invalid entry give none
+    assert [(d.listed.name, d.endpoint, d.local_index, d.assumed) for d in probe.devices] == [
+        ("RPC0", f"127.0.0.1:{port}", 0, True),
+        ("RPC1", f"127.0.0.1:{dead}", 0, True),
+    ]
+    assert [e.source for e in probe.errors] == ["--rpc"]
+    assert f"RPC0 = 127.0.0.1:{port} (llama-server was not found to list it)" in probe.errors[0].message
+    assert f"RPC1 = 127.0.0.1:{dead} (refused)" in probe.errors[0].message

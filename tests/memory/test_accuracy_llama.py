@@ -12,6 +12,7 @@ import re
 import pytest
 
 from app.command.parse import settings_from_args
+from app.memory.compute import APPROXIMATE
 from app.memory.estimator import estimate
 from app.model import open_model
 
@@ -31,6 +32,7 @@ def test_estimate_matches_fit_print(case, llama_bin, rpc_servers, tiny_models, s
     servers = rpc_servers(case.n_rpc) if case.n_rpc else []
     result = run_case(case, _model_path(case, tiny_models, sparse_models), llama_bin, [s.endpoint for s in servers])
     rows = errors(result)
+    assert not [n for n in result.ours.notes if n.startswith(APPROXIMATE)], "the compute graph was built"
     assert {r[0] for r in rows} == {d.name for d in result.ours.devices}, "device names and order follow llama.cpp"
     assert [r.name for r in result.theirs] == [d.name for d in result.ours.devices]
     misses = [f"{dev} {q}: ours {o:.1f} MiB vs llama.cpp {t:.0f} MiB" for dev, q, o, t, ok in rows if not ok]
@@ -64,6 +66,7 @@ def test_server_mode_matches_logged_buffers(arch, n_rpc, args, llama_bin, rpc_se
     assert logged, srv.output()[-3000:]
     srv.stop()
     est = estimate(open_model(tiny_models[arch]), devices, settings_from_args(args.split(), tool="server"))
+    assert not [n for n in est.notes if n.startswith(APPROXIMATE)], "the compute graph was built"
     by_buft = {d.buft: d.name for d in devices}
     for (buft, kind), mib in logged.items():
         dev = est.device(by_buft.get(buft, "CPU"))

@@ -26,6 +26,7 @@ def write(tmp_path, data: bytes, name: str = "m.gguf"):
 def writer_model(path, n_vocab=10, n_layer=2, quant=True):
     w = GGUFWriter(str(path), "llama")
     w.add_block_count(n_layer)
+    w.add_context_length(2048)
     w.add_embedding_length(64)
     w.add_head_count(4)
     w.add_head_count_kv([2] * n_layer)
@@ -208,6 +209,7 @@ def test_random_corruption_only_raises_typed_errors(tmp_path):
 def write_split(tmp_path, n_layer=6):
     w = GGUFWriter(str(tmp_path / "big.gguf"), "llama", split_max_tensors=5)
     w.add_block_count(n_layer)
+    w.add_context_length(2048)
     w.add_embedding_length(64)
     w.add_head_count(4)
     for i in range(n_layer):

@@ -98,6 +98,20 @@ def test_drop_of_a_selection_is_one_undo_step(window):
     assert all(doc.placement.device_of(i) == CPU for i in ids)
 
 
+def test_ctrl_y_redoes_as_well(window, qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QKeySequence
+
+    assert QKeySequence("Ctrl+Y") in window.redo_act.shortcuts()
+    window.board.select_ids(["4:experts"])
+    window.board.move_selection(CPU)
+    window.undo_act.trigger()
+    assert window.doc.placement.device_of("4:experts") != CPU
+    window.activateWindow()
+    qtbot.keyClick(window, Qt.Key.Key_Y, Qt.KeyboardModifier.ControlModifier)
+    assert window.doc.placement.device_of("4:experts") == CPU
+
+
 def test_keyboard_moves_selection(window, qtbot):
     board = window.board
     board.select_ids(["7:experts", "8:experts"])
@@ -220,6 +234,7 @@ def test_settings_dialog_reports_missing_llama_cpp(window, qtbot, tmp_path, monk
     window.settings.setValue("llama_dir", str(tmp_path / "none"))
     dlg = SettingsDialog(window.settings, window)
     qtbot.addWidget(dlg)
+    qtbot.waitUntil(lambda: dlg.llama_info.text() != "checking llama.cpp…", timeout=10000)  # checked off-thread
     assert "llama-server was not found" in dlg.llama_info.text()
     dlg.units.setCurrentIndex(1)
     dlg._save()
@@ -238,6 +253,7 @@ def test_settings_dialog_names_the_llama_cpp_build(window, qtbot, llama_bin):
     window.settings.setValue("llama_dir", str(llama_bin))
     dlg = SettingsDialog(window.settings, window)
     qtbot.addWidget(dlg)
+    qtbot.waitUntil(lambda: dlg.llama_info.text() != "checking llama.cpp…", timeout=60000)  # checked off-thread
     text = dlg.llama_info.text()
     assert "version" in text and "--fit" in text and "--n-cpu-moe" in text
 
@@ -319,7 +335,9 @@ def test_devices_dialog_probes_rpc_hosts_one_by_one(qtbot, rpc_servers, llama_bi
     assert f"{live.endpoint}: ok" in text and "RPC0" in text
     assert dead in text and "refused" in text
     assert "run there: ggml-rpc-server" in text
-    assert [d.name for d in dlg.devices if d.kind == "rpc"] == ["RPC0"]
+    # the dead host stands for one assumed device (memory unknown), numbered after the live one as llama.cpp would
+    assert [(d.name, d.endpoint, d.total) for d in dlg.devices if d.kind == "rpc"][1] == ("RPC1", dead, 0)
+    assert [d.name for d in dlg.devices if d.kind == "rpc"] == ["RPC0", "RPC1"]
 
 
 def test_dark_and_light_themes_set_readable_palettes(qapp):

@@ -12,6 +12,9 @@ One module per shell: :mod:`.posix` (bash, zsh), :mod:`.powershell`,
 the last two end in; :mod:`.common` holds what they share. Each module's
 docstring says exactly what its quoter emits and why.
 
+What a shell cannot carry (a newline for cmd.exe, bytes that are not UTF-8
+for PowerShell and cmd.exe, a NUL anywhere) raises :class:`QuoteError`.
+
 Parser limits (all raise :class:`CommandSyntaxError` unless said otherwise):
 pipelines, redirections, command/sub-expression substitution and more than
 one command are rejected. Variable references are not expanded:
@@ -23,13 +26,14 @@ PowerShell double quotes or bare words is rejected.
 from __future__ import annotations
 
 from .cmd import parse_cmd_command, quote_cmd
-from .common import CommandSyntaxError
+from .common import CommandSyntaxError, QuoteError
 from .posix import parse_posix_command, quote_posix, quote_posix_word, split_posix
 from .powershell import parse_powershell_command, powershell_legacy_cmdline, quote_powershell, quote_powershell_word
 from .windows import parse_windows_cmdline, windows_argv_to_cmdline, windows_quote_arg
 
 __all__ = [
     "CommandSyntaxError",
+    "QuoteError",
     "quote_posix",
     "quote_posix_word",
     "split_posix",

@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from .common import CommandSyntaxError, check_argv, check_env, is_option
+from .common import CommandSyntaxError, QuoteError, check_argv, check_env, is_option, surrogates
 from .windows import parse_windows_cmdline
 
 __all__ = ["quote_cmd", "parse_cmd_command"]
@@ -53,7 +53,11 @@ _CMD_BARE_PROGRAM = re.compile(r"[A-Za-z0-9_.\\:+-]+", re.ASCII)
 def _cmd_check(s: str, what: str) -> None:
     for bad, name in (("\n", "a newline"), ("\r", "a carriage return"), ("\x1a", "Ctrl-Z")):
         if bad in s:
-            raise ValueError(f"cmd.exe cannot pass {what} {s!r}: it contains {name}")
+            raise QuoteError(f"cmd.exe cannot pass {what} {s!r}: it contains {name}; rename it or use PowerShell")
+    if surrogates(s):
+        raise QuoteError(
+            f"cmd.exe cannot pass {what} {s!r}: it contains bytes that are not UTF-8 (a name from another system)"
+        )
 
 
 def _cmd_arg_seq(a: str, delayed: bool) -> list[tuple[str, str | None]]:
@@ -140,7 +144,7 @@ def quote_cmd(
 ) -> str:
     """``argv`` as a cmd.exe command line (``batch_file=True``: a line of a .bat/.cmd file); see the module docstring.
 
-    Raises ValueError for what cmd.exe cannot carry: newlines, carriage
+    Raises :class:`QuoteError` (a ValueError) for what cmd.exe cannot carry: newlines, carriage
     returns and Ctrl-Z anywhere; ``"`` in the program; ``%`` in a program
     path with spaces at the interactive prompt; ``!`` in the program with
     delayed expansion; an empty environment value (``set NAME=`` deletes).
@@ -151,14 +155,14 @@ def quote_cmd(
         _cmd_check(a, "argument")
     prog = argv[0]
     if '"' in prog:
-        raise ValueError(f"program {prog!r} contains '\"', which a Windows path cannot")
+        raise QuoteError(f"program {prog!r} contains '\"', which a Windows path cannot")
     if delayed_expansion and "!" in prog:
-        raise ValueError(f"program {prog!r} contains '!', which delayed expansion would eat")
+        raise QuoteError(f"program {prog!r} contains '!', which delayed expansion would eat")
     lines = []
     for name, value in env_items:
         _cmd_check(value, f"the value of {name}")
         if value == "":
-            raise ValueError(f"cmd.exe cannot set {name} to an empty string (set {name}= deletes it)")
+            raise QuoteError(f"cmd.exe cannot set {name} to an empty string (set {name}= deletes it)")
         token = f"{name}={value}"
         delayed = delayed_expansion and "!" in token
         chars: list[tuple[str, str | None]] = [(c, None) for c in token]
@@ -171,7 +175,7 @@ def quote_cmd(
     else:
         if not batch_file and "%" in prog:
             if any(c.isspace() or c in ",;=" for c in prog):
-                raise ValueError(
+                raise QuoteError(
                     f"program {prog!r} has '%' and spaces: cmd.exe's prompt cannot quote that (use batch_file=True)"
                 )
             seq = [(c, None) for c in prog]
@@ -313,7 +317,10 @@ def parse_cmd_command(
     expansion of ``!`` (only with ``delayed_expansion=True``); then
     ``set NAME=value`` / ``set "NAME=value"`` commands go to ``env`` (note:
     ``set A=1 && prog`` gives A the value ``"1 "``, as cmd does) and the one
-    other command is split with :func:`parse_windows_cmdline`.
+    other command is split with :func:`parse_windows_cmdline`. ``setlocal`` (with
+    ``EnableDelayedExpansion`` or ``DisableDelayedExpansion``, which switch the
+    expansion of ``!`` for what follows), ``endlocal`` and ``echo off`` lines are
+    read as a batch file's header.
     """
     text = text.replace("\r\n", "\n").replace("\r", "")
     expanded = "\n".join(_cmd_percent(line, batch=batch_file, environ=environ) for line in text.split("\n"))
@@ -322,6 +329,15 @@ def parse_cmd_command(
     for cmd in _cmd_phase2(expanded):
         cmd = cmd.lstrip(" \t,;=@")
         if not cmd.strip():
+            continue
+        local = re.fullmatch(r"(setlocal|endlocal|echo[ \t]+(?:on|off))((?:[ \t]+\w+)*)[ \t]*", cmd, re.I)
+        if local:  # a batch file's header (see app.command.formats.cmd_batch_file)
+            words = {w.lower() for w in local.group(2).split()}
+            if local.group(1).lower() == "setlocal":
+                if "enabledelayedexpansion" in words:
+                    delayed_expansion = True
+                elif "disabledelayedexpansion" in words:
+                    delayed_expansion = False
             continue
         m = re.match(r"set(?:[ \t]+|(?=\"))", cmd, re.I)
         if m:

@@ -7,11 +7,30 @@ from collections.abc import Mapping, Sequence
 
 from ...errors import CommandError
 
-__all__ = ["CommandSyntaxError", "ENV_NAME", "check_argv", "check_env", "is_option", "option_lines"]
+__all__ = [
+    "CommandSyntaxError",
+    "QuoteError",
+    "ENV_NAME",
+    "check_argv",
+    "check_env",
+    "is_option",
+    "option_lines",
+    "surrogates",
+]
 
 
 class CommandSyntaxError(CommandError, ValueError):
     """Pasted text is not one plain command this module can read (the message says what and where)."""
+
+
+class QuoteError(CommandError, ValueError):
+    """An argument (or variable) cannot be written for this shell or file format; the message says which and why."""
+
+
+def surrogates(s: str) -> list[str]:
+    """The lone surrogates in ``s``: ``\udc80``..``\udcff`` stand for bytes that are not UTF-8 (a file name
+    read with ``surrogateescape``); others cannot be written anywhere."""
+    return [c for c in s if "\ud800" <= c <= "\udfff"]
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
@@ -20,12 +39,12 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 def check_argv(argv: Sequence[str]) -> list[str]:
     argv = list(argv)
     if not argv:
-        raise ValueError("argv is empty: it needs at least the program")
+        raise QuoteError("argv is empty: it needs at least the program")
     for a in argv:
         if not isinstance(a, str):
             raise TypeError(f"argv elements must be str, got {type(a).__name__}: {a!r}")
         if "\0" in a:
-            raise ValueError(f"argument {a!r} contains a NUL character, which no program can receive")
+            raise QuoteError(f"argument {a!r} contains a NUL character, which no program can receive")
     return argv
 
 
@@ -33,11 +52,11 @@ def check_env(env: Mapping[str, str] | None) -> list[tuple[str, str]]:
     items = list((env or {}).items())
     for name, value in items:
         if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-            raise ValueError(f"environment variable name {name!r} is not [A-Za-z_][A-Za-z0-9_]*")
+            raise QuoteError(f"environment variable name {name!r} is not [A-Za-z_][A-Za-z0-9_]*")
         if not isinstance(value, str):
             raise TypeError(f"environment value for {name} must be str, got {type(value).__name__}")
         if "\0" in value:
-            raise ValueError(f"environment value for {name} contains a NUL character")
+            raise QuoteError(f"environment value for {name} contains a NUL character")
     return items
 
 

@@ -7,7 +7,10 @@ which zsh expands); otherwise ``'single quoted'``; a word that contains
 ``'`` are spliced as ``'it'\\''s'``; a word with control characters
 (newline, tab, ...) becomes ANSI-C ``$'a\\nb'`` so the command stays on
 one line (survives pasting into an interactive shell, where a literal tab
-would trigger completion and history expansion is active). ``!`` is only
+would trigger completion and history expansion is active). A file name
+that is not UTF-8 (read with ``surrogateescape``: ``\\udcff`` stands for
+the byte 0xFF) is written ``$'\\xff'`` too, which gives the program that
+byte; any other lone surrogate cannot be written (:class:`QuoteError`). ``!`` is only
 ever emitted inside single quotes or ``$'...'``, where interactive
 bash's history expansion does not touch it. The program word is also
 quoted if it contains ``=`` (else bash reads ``NAME=value`` as an
@@ -20,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .common import ENV_NAME, CommandSyntaxError, check_argv, check_env, option_lines
+from .common import ENV_NAME, CommandSyntaxError, QuoteError, check_argv, check_env, option_lines, surrogates
 
 __all__ = ["quote_posix", "quote_posix_word", "split_posix", "parse_posix_command"]
 
@@ -34,7 +37,7 @@ _ANSI_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", "'": "\\'"}
 
 
 def _has_control(s: str) -> bool:
-    return any(ord(c) < 32 or ord(c) == 127 for c in s)
+    return any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in s)
 
 
 def _ansi_c_quote(s: str) -> str:
@@ -44,6 +47,8 @@ def _ansi_c_quote(s: str) -> str:
             out.append(_ANSI_NAMED[c])
         elif ord(c) < 32 or ord(c) == 127:
             out.append(f"\\x{ord(c):02x}")  # bash and zsh read at most two hex digits
+        elif 0xDC80 <= ord(c) <= 0xDCFF:
+            out.append(f"\\x{ord(c) - 0xDC00:02x}")  # a byte that is not UTF-8 (surrogateescape)
         else:
             out.append(c)
     out.append("'")
@@ -53,7 +58,10 @@ def _ansi_c_quote(s: str) -> str:
 def quote_posix_word(s: str, *, command: bool = False) -> str:
     """One word for bash/zsh. ``command=True`` for the program word (assignment-like and reserved words get quoted)."""
     if "\0" in s:
-        raise ValueError(f"{s!r} contains a NUL character")
+        raise QuoteError(f"{s!r} contains a NUL character, which no program can receive")
+    bad = [c for c in surrogates(s) if not "\udc80" <= c <= "\udcff"]
+    if bad:
+        raise QuoteError(f"{s!r} contains {bad[0]!r}, a lone surrogate that is no character and no byte")
     if s == "":
         return "''"
     if _POSIX_SAFE.fullmatch(s) and s[0] != "=" and not (command and ("=" in s or s in _POSIX_RESERVED)):
@@ -107,18 +115,30 @@ _ANSI_C_ESC = {
 }
 
 
+def _utf8(s: str) -> bytes:
+    try:
+        return s.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise CommandSyntaxError(f"{s!r} is a lone surrogate, no character") from None
+
+
 def _read_ansi_c(text: str, i: int) -> tuple[str, int]:
-    """Body of ``$'...'`` starting at ``i`` (just after the opening quote); returns (value, index after the closing quote)."""
-    out: list[str] = []
+    """Body of ``$'...'`` starting at ``i`` (just after the opening quote); returns (value, index after the closing quote).
+
+    ``\\xHH`` and octal escapes are bytes, as in bash: the value is decoded as UTF-8 with
+    ``surrogateescape``, so ``$'\\xc3\\xa9'`` is ``é`` and ``$'\\xff'`` is ``\\udcff`` (what ``os.fsdecode``
+    makes of the byte 0xFF).
+    """
+    out = bytearray()
     n = len(text)
     while True:
         if i >= n:
             raise CommandSyntaxError("unterminated $'...' string")
         c = text[i]
         if c == "'":
-            return "".join(out), i + 1
+            return out.decode("utf-8", "surrogateescape"), i + 1
         if c != "\\":
-            out.append(c)
+            out += _utf8(c)
             i += 1
             continue
         if i + 1 >= n:
@@ -126,25 +146,31 @@ def _read_ansi_c(text: str, i: int) -> tuple[str, int]:
         e = text[i + 1]
         i += 2
         if e in _ANSI_C_ESC:
-            out.append(_ANSI_C_ESC[e])
+            out += _ANSI_C_ESC[e].encode()
         elif e in "01234567":
             m = re.match(r"[0-7]{0,2}", text[i:])
             assert m is not None  # matches the empty string at least
-            out.append(chr(int(e + m.group(0), 8) & 0xFF))
+            out.append(int(e + m.group(0), 8) & 0xFF)
             i += m.end()
         elif e in "xuU":
             width = {"x": 2, "u": 4, "U": 8}[e]
             m = re.match(rf"[0-9A-Fa-f]{{1,{width}}}", text[i:])
             if not m:
-                out.append("\\" + e)
+                out += _utf8("\\" + e)
+            elif e == "x":
+                out.append(int(m.group(0), 16))
+                i += m.end()
             else:
-                out.append(chr(int(m.group(0), 16)))
+                code = int(m.group(0), 16)
+                if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                    raise CommandSyntaxError(f"\\{e}{m.group(0)} at offset {i - 2} is not a character")
+                out += chr(code).encode()
                 i += m.end()
         elif e == "c" and i < n:
-            out.append(chr(ord(text[i]) & 0x1F))
+            out.append(ord(text[i]) & 0x1F if ord(text[i]) < 128 else 0x1F)
             i += 1
         else:
-            out.append("\\" + e)
+            out += _utf8("\\" + e)
 
 
 def _posix_tokens(text: str) -> list[_Word | str]:

@@ -50,7 +50,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 
-from .common import CommandSyntaxError, check_argv, check_env, option_lines
+from .common import CommandSyntaxError, QuoteError, check_argv, check_env, option_lines, surrogates
 from .windows import msvcrt_quote, parse_windows_cmdline
 
 __all__ = ["quote_powershell", "quote_powershell_word", "parse_powershell_command", "powershell_legacy_cmdline"]
@@ -124,7 +124,11 @@ def quote_powershell_word(s: str) -> str:
     written ``"double quoted"`` with `` `n `` etc., to stay on one line.
     """
     if "\0" in s:
-        raise ValueError(f"{s!r} contains a NUL character")
+        raise QuoteError(f"{s!r} contains a NUL character, which no program can receive")
+    if surrogates(s):
+        raise QuoteError(
+            f"PowerShell cannot pass {s!r}: it contains bytes that are not UTF-8 (a name from another system)"
+        )
     if _PS_BARE.fullmatch(s):
         return s
     controls = {c for c in s if ord(c) < 32 or ord(c) == 127}
@@ -153,10 +157,17 @@ def quote_powershell(
     """
     argv = check_argv(argv)
     env_items = check_env(env)
+    for a in argv:
+        if surrogates(a):
+            raise QuoteError(
+                f"PowerShell cannot pass {a!r}: it contains bytes that are not UTF-8 (a name from another system)"
+            )
     stmts = []
     for name, value in env_items:
         if value == "":
-            raise ValueError(f"PowerShell cannot set {name} to an empty string ($env:{name} = '' deletes it)")
+            raise QuoteError(f"PowerShell cannot set {name} to an empty string ($env:{name} = '' deletes it)")
+        if surrogates(value):
+            raise QuoteError(f"PowerShell cannot set {name} to {value!r}: it contains bytes that are not UTF-8")
         stmts.append(f"$env:{name} = {_ps_literal(value)}")
     words = ["& " + _ps_literal(argv[0])]
     for a in argv[1:]:

@@ -1,0 +1,113 @@
+"""The estimate says when part of it is not known exactly: compute buffers from the approximate formula,
+RPC devices whose memory is unknown. Neither is ever silent, and the approximation never triggers on the
+accuracy matrix."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from app.command.parse import settings_from_args
+from app.lanes import Lane
+from app.memory import compute
+from app.memory.compute import APPROXIMATE
+from app.memory.estimator import Estimator, estimate
+from app.memory.settings import LlamaSettings
+from app.model import open_model
+from app.placement import CPU
+from app.placement.presets import all_on_gpus
+from tests.gguf_factory import write_tiny_model
+
+from .accuracy import CASES
+from .test_accuracy_llama import SERVER_CASES
+
+GiB = 1 << 30
+
+
+def rpc_lanes(n: int, memory: int = 48 * GiB) -> list[Lane]:
+    return [Lane(f"RPC{i}", f"RPC0[127.0.0.1:{50052 + i}]", memory, memory, "rpc") for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    return open_model(write_tiny_model("llama", tmp_path_factory.mktemp("notes") / "llama.gguf"))
+
+
+def test_the_approximate_path_is_a_note_and_one_warning(tiny_llama, monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no graph for this")
+
+    monkeypatch.setattr(compute, "_run", broken)
+    est = Estimator(tiny_llama)
+    devices = rpc_lanes(2)
+    settings = LlamaSettings(n_ctx=4096, n_gpu_layers=-2, tensor_split=[1.0, 1.0])
+    with caplog.at_level(logging.DEBUG, logger="app.memory.compute"):
+        first = est.estimate(devices, settings)
+        again = est.estimate(devices, settings)  # a cached result keeps its note
+        other = est.estimate(devices, settings.copy(n_ctx=8192))  # another graph, the same failure
+    expected = (
+        "compute buffers are approximate: Layerdeck could not build llama.cpp's compute graph for 'llama' "
+        "(RuntimeError: no graph for this), so compute uses a rough per-layer formula; weights and KV are exact. "
+        "Use Verify (llama-fit-params) for the real compute sizes"
+    )
+    for e in (first, again, other):
+        assert [n for n in e.notes if n.startswith(APPROXIMATE)] == [expected]
+        assert all(d.compute > 0 for d in e.devices)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warnings] == [expected]  # once per model, with the traceback
+    assert warnings[0].exc_info is not None
+
+
+def test_the_exact_path_has_no_approximate_note(tiny_llama):
+    e = estimate(tiny_llama, rpc_lanes(2), LlamaSettings(n_ctx=4096, n_gpu_layers=-2, tensor_split=[1.0, 1.0]))
+    assert not [n for n in e.notes if n.startswith(APPROXIMATE)]
+
+
+def test_unknown_rpc_memory_is_a_note_and_no_capacity(tiny_llama):
+    known, unknown = rpc_lanes(1)[0], Lane("RPC1", "RPC0[127.0.0.1:50053]", 0, 0, "rpc")
+    e = estimate(tiny_llama, [known, unknown], LlamaSettings(n_ctx=4096, n_gpu_layers=-2, tensor_split=[1.0, 1.0]))
+    assert [(d.name, d.capacity) for d in e.devices] == [("RPC0", 48 * GiB), ("RPC1", None), (CPU, None)]
+    assert (
+        "memory of RPC1 (127.0.0.1:50053) is unknown: llama.cpp did not list that RPC host, so one device of "
+        "unknown memory is assumed per host; per-device use is exact, capacity and free space cannot be checked"
+    ) in e.notes
+    only_known = estimate(tiny_llama, [known, unknown], LlamaSettings(n_ctx=4096, n_gpu_layers=-2, devices=["RPC0"]))
+    assert [d.name for d in only_known.devices] == ["RPC0", CPU]
+    assert not [n for n in only_known.notes if n.startswith("memory of")]  # -dev leaves RPC1 out: nothing to say
+
+
+@pytest.fixture(scope="module")
+def matrix_models(tiny_models, sparse_models):
+    """The matrix's models, opened once (the session's tiny and sparse GGUFs)."""
+    names = {c.model for c in CASES} | {f"tiny:{arch}" for arch, _, _ in SERVER_CASES}
+    return {
+        name: open_model(tiny_models[name[5:]] if name.startswith("tiny:") else sparse_models[name])
+        for name in sorted(names)
+    }
+
+
+def test_no_case_of_the_accuracy_matrix_takes_the_approximate_path(matrix_models):
+    """Every case of tests/memory/accuracy.py (fit-params) and of the server-mode matrix, on stand-in RPC
+    devices: the compute graph builds for each, so no estimate carries the approximate note."""
+    checked = []
+    cases = [(c.id, c.model, c.n_rpc, list(c.args), "fit-params") for c in CASES]
+    cases += [(f"server-{a}-{n}", f"tiny:{a}", n, args.split(), "server") for a, n, args in SERVER_CASES]
+    for case_id, model, n_rpc, args, tool in cases:
+        e = estimate(matrix_models[model], rpc_lanes(n_rpc), settings_from_args(args, tool=tool))
+        assert not [n for n in e.notes if n.startswith(APPROXIMATE)], (case_id, e.notes)
+        checked.append(case_id)
+    assert len(checked) == len(CASES) + len(SERVER_CASES) == 40
+
+
+def test_random_placements_of_full_size_models_take_the_exact_path(matrix_models):
+    """Scattered expert placements (the board's drags) on the matrix's big models: still the real graph."""
+    for name in ("qwen3-30b-a3b", "deepseek-v3", "gpt-oss-120b"):
+        model = matrix_models[name]
+        devices = rpc_lanes(2)
+        p = all_on_gpus(model, devices, LlamaSettings(n_ctx=8192))
+        exps = [b.id for b in model.blocks if b.role.value == "experts"]
+        for i, item in enumerate(exps[::3]):
+            p.assign(item if i % 2 else f"{item}:down", [CPU, "RPC1"][i % 2])
+        e = estimate(model, devices, p.settings, p.weight_placement())
+        assert not [n for n in e.notes if n.startswith(APPROXIMATE)], (name, e.notes)
