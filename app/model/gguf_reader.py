@@ -192,6 +192,9 @@ class GGUFHeader:
     warnings: list[str] = field(default_factory=list)
     #: the element type of each array-valued key (``metadata_types`` says only ``T_ARRAY``)
     array_types: dict[str, int] = field(default_factory=dict)
+    #: the name of a complete tensor entry after the declared table (the header's tensor count is short):
+    #: gguf.cpp reads such a file, with every data offset shifted; :func:`app.model.open_model` decides
+    stray_entry: str | None = None
 
 
 class _Cursor:
@@ -454,6 +457,30 @@ def _pad(n: int, alignment: int) -> int:
     return (n + alignment - 1) // alignment * alignment
 
 
+def _stray_entry(mm, pos: int, size: int, expected: int) -> str | None:
+    """The name of a complete tensor-table entry at ``pos`` (where the declared table ended) whose data offset is
+    the next one expected, or None. A writer pads there with zeros; an entry means a header count that is short
+    (gguf.cpp does not look, so llama.cpp then misses that tensor and reads the others from shifted offsets).
+    """
+    if pos + 8 > size:
+        return None
+    (n,) = _U64.unpack_from(mm, pos)
+    if not 0 < n < GGML_MAX_NAME or pos + 8 + n + 4 > size:
+        return None
+    raw = bytes(mm[pos + 8 : pos + 8 + n])
+    if not raw.isascii() or not raw.decode().isprintable():
+        return None
+    at = pos + 8 + n
+    (n_dims,) = _U32.unpack_from(mm, at)
+    end = at + 4 + 8 * n_dims + 12
+    if not 1 <= n_dims <= GGML_MAX_DIMS or end > size:
+        return None
+    type_id, offset = struct.unpack_from("<IQ", mm, at + 4 + 8 * n_dims)
+    if type_id not in _GGML_TYPES or offset != expected:
+        return None
+    return raw.decode()
+
+
 def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
     name = os.path.basename(path)
     cur = _Cursor(mm, size, path)
@@ -648,6 +675,7 @@ def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
                 size,
             )
         tensors.append(TensorInfo(tname, type_id, tname_type, shape, n_el, nbytes, data_offset + offset, shard))
+    stray = _stray_entry(mm, header_size, size, expected)
     return GGUFHeader(
-        path, size, version, metadata, types, tensors, alignment, data_offset, header_size, warnings, array_types
+        path, size, version, metadata, types, tensors, alignment, data_offset, header_size, warnings, array_types, stray
     )

@@ -13,7 +13,7 @@ from typing import Any
 from .blocks import Block, Role, build_blocks
 from .errors import CorruptGGUFError, LayerCountError, MissingShardError
 from .gguf_reader import GGUFHeader, TensorInfo, read_header
-from .hparams import Meta, ModelParams, extract_params
+from .hparams import Meta, ModelParams, extract_params, layer_numbers
 from .index import ModelIndex
 
 log = logging.getLogger(__name__)
@@ -222,6 +222,34 @@ def _check_attention_shapes(p: ModelParams, m: Meta, tensors: list[TensorInfo]) 
             )
 
 
+_OPTIONAL_NEXTN = ("nextn.embed_tokens.", "nextn.shared_head_head.", "nextn.shared_head_norm.")
+
+
+def _short_count(h: GGUFHeader, p: ModelParams, warnings: list[str]) -> None:
+    """A header whose tensor count leaves out the entry that follows the table: llama.cpp misses that tensor
+    and refuses the file, unless it is one of the optional NextN/MTP tensors (``nextn.embed_tokens``,
+    ``nextn.shared_head_head``, ``nextn.shared_head_norm``: TENSOR_NOT_REQUIRED in src/models/glm4-moe.cpp)."""
+    name = Path(h.path).name
+    layer = layer_numbers([h.stray_entry or ""]).get(h.stray_entry or "")
+    said = (
+        f"{name}: the header says {len(h.tensors):,} tensors, but another tensor entry ({h.stray_entry!r}) follows "
+        "the last one: the tensor count in the header is too small"
+    )
+    optional = (h.stray_entry or "").split(".", 2)[-1].startswith(_OPTIONAL_NEXTN)
+    if p.nextn_layers and layer is not None and layer >= p.n_layer - p.nextn_layers and optional:
+        warnings.append(
+            f"{said}; llama.cpp does without that optional NextN tensor and loads the file, with every tensor's data read from "
+            "shifted offsets (the sizes planned here are right, the weights are not: download the file again)"
+        )
+        return
+    raise CorruptGGUFError(
+        f"{said}, so llama.cpp would read every tensor's data from the wrong place and miss that tensor "
+        '("check_tensor_dims: tensor ... not found"): the file is corrupt; convert or download it again.',
+        h.path,
+        h.header_size,
+    )
+
+
 def open_model(path: str | os.PathLike, progress=None) -> Model:
     """Read a GGUF model's header(s). Opening any shard of a split set opens the whole set.
 
@@ -279,6 +307,9 @@ def open_model(path: str | os.PathLike, progress=None) -> Model:
         first.metadata, names, first.metadata_types, first.path, first.array_types, warnings=warnings
     )
     _check_attention_shapes(params, Meta(first.metadata, first.metadata_types, first.path), tensors)
+    for h in headers:
+        if h.stray_entry is not None:
+            _short_count(h, params, warnings)
     blocks = build_blocks(tensors, params)
     return Model(
         paths=[Path(h.path) for h in headers],

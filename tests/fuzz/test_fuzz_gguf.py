@@ -421,7 +421,7 @@ mirrored_mutation = st.one_of(
     key_mutation,
     st.builds(lambda t, p, d: ["digit", t, p, d], _tensor, st.integers(0, 3), st.integers(0, 9)),
     st.builds(lambda t, h: ["offset", t, h], _tensor, st.sampled_from(["prev", "+a", "-a", 7])),
-    st.builds(lambda w, d: ["count", w, d], st.sampled_from(["tensors", "kv"]), st.sampled_from([1, 3])),
+    st.builds(lambda w, d: ["count", w, d], st.sampled_from(["tensors", "kv"]), st.sampled_from([-2, -1, 1, 3])),
     st.builds(lambda t, d: ["dim", t, d, 0], _tensor, st.integers(0, 1)),
     st.builds(lambda f: ["cut", f], st.floats(0.0, 0.999)),
 )
@@ -434,6 +434,9 @@ mirrored_mutation = st.one_of(
 @example(arch="llama", mutations=[["meta", "x.nested", T_ARR, {"arr": T_ARR, "values": [{"arr": T_U32,
                                                                                               "values": [1]}]}]])
 @example(arch="llama", mutations=[["dim", 38, 1, 0]])
+@example(arch="llama", mutations=[["meta", "{arch}.attention.sliding_window", T_STR, "4"]])  # llama never reads it
+@example(arch="glm4moe", mutations=[["count", "tensors", -1]])  # leaves out an optional NextN tensor: loads
+@example(arch="glm4moe", mutations=[["count", "tensors", -2]])  # found by the long run: a required one, refused
 def test_verdict_matches_llama_cpp(arch, mutations, bases, scratch, llama_bin):
     assume(all(mirrored(m, bases[arch]) for m in mutations))
     path = write_input(scratch, bases, arch, mutations)

@@ -469,8 +469,8 @@ def test_structure_llama_cpp_refuses(tmp_path, llama, mutations, error, message)
 
 
 def test_structure_llama_cpp_accepts_is_read(tmp_path, llama):
-    """gguf.cpp takes a 0-dimensional tensor (one element) and a tensor table shorter than the header's count
-    of entries; so does the reader (whether the model then loads is llama.cpp's tensor check's business)."""
+    """gguf.cpp takes a 0-dimensional tensor (one element); so does the reader (whether the model then loads is
+    llama.cpp's tensor check's business)."""
     g = parse(llama)
     p = edited(tmp_path, llama, [["dim", 1, 0, None]])  # output_norm.weight: (64,) -> ()
     with pytest.raises(CorruptGGUFError, match="has offset"):  # its size changed, so the next offset is wrong
@@ -479,8 +479,20 @@ def test_structure_llama_cpp_accepts_is_read(tmp_path, llama):
     p = edited(tmp_path, llama, [["dim", last, 0, None], ["dim", last, 0, None], ["type", last, 0]])
     h = read_header(p)
     assert h.tensors[-1].shape == (1,) and h.tensors[-1].nbytes == 4
-    p = edited(tmp_path, llama, [["count", "tensors", -1]])
-    assert len(read_header(p).tensors) == len(g.tensors) - 1
+
+
+@pytest.mark.parametrize("delta,stray", [(-1, "blk.3.ffn_up.weight"), (-2, "blk.3.ffn_down.weight")])
+def test_a_header_count_short_of_the_table(tmp_path, llama, delta, stray):
+    """gguf.cpp reads the shorter table and takes the next entry for data; llama.cpp then misses that tensor."""
+    p = edited(tmp_path, llama, [["count", "tensors", delta]])
+    with pytest.raises(CorruptGGUFError) as exc:
+        open_model(p)
+    assert str(exc.value) == (
+        f"m.gguf: the header says {39 + delta} tensors, but another tensor entry ({stray!r}) follows the last one: "
+        "the tensor count in the header is too small, so llama.cpp would read every tensor's data from the wrong "
+        "place and miss that tensor (\"check_tensor_dims: tensor ... not found\"): the file is corrupt; convert or "
+        "download it again."
+    )
 
 
 # ---------------------------------------------------------------- 6. split sets whose shards disagree
@@ -548,3 +560,22 @@ def test_a_shard_that_says_another_part_number(tmp_path):
     assert str(exc.value) == ("m-00003-of-00003.gguf says it is part 2, but its name says part 3: the files were "
                               "renamed or mixed up (llama.cpp: \"invalid split file idx: 1 (file: "
                               "m-00003-of-00003.gguf), expected 2\").")
+
+
+def test_a_header_count_that_leaves_out_a_nextn_tensor_loads_with_a_warning(tmp_path, tiny_models):
+    """llama.cpp skips NextN/MTP tensors, so it loads such a file (its data offsets shifted): Layerdeck too."""
+    base = Path(tiny_models["glm4moe"]).read_bytes()
+    last = parse(base).tensors[-1][0]
+    assert last.startswith("blk.3.nextn.")  # the factory writes the NextN layer last
+    m = open_model(edited(tmp_path, base, [["count", "tensors", -1]]))
+    assert last not in {t.name for t in m.tensors}
+    # the one before it is required: llama.cpp refuses ("check_tensor_dims: tensor 'blk.3.nextn.hnorm.weight'
+    # not found"), and so does Layerdeck
+    with pytest.raises(CorruptGGUFError, match="another tensor entry .'blk.3.nextn.hnorm.weight'. follows"):
+        open_model(edited(tmp_path, base, [["count", "tensors", -2]], "two.gguf"))
+    assert m.warnings == [
+        f"m.gguf: the header says {len(parse(base).tensors) - 1} tensors, but another tensor entry ({last!r}) "
+        "follows the last one: the tensor count in the header is too small; llama.cpp does without that optional "
+        "NextN tensor and loads the file, with every tensor's data read from shifted offsets (the sizes planned here are right, the "
+        "weights are not: download the file again)"
+    ]
