@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
-import subprocess
 
 import pytest
 
@@ -17,6 +15,7 @@ from app.command.ot_patterns import (
     portability_problems,
     verify_patterns,
 )
+from tests import std_regex
 
 NUMBERS_TEXT = "\n".join(str(i) for i in range(1000))
 NAMES = [f"blk.{i}.ffn_up_exps.weight" for i in range(1000)]
@@ -141,37 +140,11 @@ def test_override_value():
             override_value(bad)
 
 
-_CPP = r"""
-#include <iostream>
-#include <regex>
-#include <string>
-#include <vector>
-// llama.cpp: std::regex pattern(override.pattern); std::regex_search(tensor_name, pattern)
-int main() {
-    std::string line;
-    std::getline(std::cin, line);
-    int np = std::stoi(line);
-    std::vector<std::regex> pats;
-    for (int i = 0; i < np; i++) { std::getline(std::cin, line); pats.emplace_back(line); }
-    std::vector<std::string> names;
-    while (std::getline(std::cin, line)) names.push_back(line);
-    for (auto &p : pats) {
-        std::string bits;
-        for (auto &n : names) bits += std::regex_search(n, p) ? '1' : '0';
-        std::cout << bits << '\n';
-    }
-}
-"""
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
-def test_cpp_std_regex_ecmascript_agrees(tmp_path):
+def test_cpp_std_regex_ecmascript_agrees():
     """Compile the std::regex + regex_search call llama.cpp makes and compare every match with Python's re."""
-    src = tmp_path / "match.cpp"
-    src.write_text(_CPP)
-    exe = tmp_path / "match"
-    subprocess.run(["g++", "-O1", "-std=c++17", "-o", str(exe), str(src)], check=True, timeout=300)
     rng = random.Random(3)
     sets = [set(range(a, b)) for a, b in ((0, 48), (10, 24), (74, 94), (0, 1), (99, 131))]
     sets += [set(range(0, 94, 2)), set(range(1, 94, 2))]
@@ -183,10 +156,7 @@ def test_cpp_std_regex_ecmascript_agrees(tmp_path):
     patterns.append("\\." + FFN_EXPS_SUFFIX)  # -cmoe's own pattern, with its empty alternative
     names = [f"blk.{i}.ffn_{k}_{ch}exps.weight" for i in range(0, 170) for k in ("up", "gate_up") for ch in ("", "ch")]
     names += [f"blk.{i}.ffn_down_exps.bias" for i in range(0, 1000, 9)] + DECOYS
-    stdin = "\n".join([str(len(patterns)), *patterns, *names]) + "\n"
-    proc = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, timeout=300, check=True)
-    rows = proc.stdout.split()
-    assert len(rows) == len(patterns)
+    rows = std_regex.verdicts(patterns, names)
     for pattern, bits in zip(patterns, rows, strict=True):
         py = "".join("1" if verify_patterns([(pattern, "X")], [n])[n] else "0" for n in names)
         assert bits == py, pattern
@@ -194,53 +164,6 @@ def test_cpp_std_regex_ecmascript_agrees(tmp_path):
 
 # --------------------------------------------------------------------------- user-written patterns vs std::regex
 
-_CPP_EACH = r"""
-#include <csignal>
-#include <cstdio>
-#include <iostream>
-#include <regex>
-#include <string>
-#include <sys/wait.h>
-#include <unistd.h>
-#include <vector>
-// Line 1: number of patterns; then the patterns; then the names. For each pattern one line: the match bits
-// (llama.cpp's std::regex(pattern) + regex_search), ERR (regex_error), HANG (over 2 s) or CRASH. Each
-// pattern runs in a child process, so a catastrophic one cannot stop the others.
-int main() {
-    std::string line;
-    std::getline(std::cin, line);
-    int np = std::stoi(line);
-    std::vector<std::string> pats, names;
-    for (int i = 0; i < np; i++) { std::getline(std::cin, line); pats.push_back(line); }
-    while (std::getline(std::cin, line)) names.push_back(line);
-    for (auto &ps : pats) {
-        int fd[2];
-        if (pipe(fd) != 0) return 2;
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(fd[0]);
-            alarm(2);
-            std::string out;
-            try {
-                std::regex p(ps);
-                for (auto &n : names) out += std::regex_search(n, p) ? '1' : '0';
-            } catch (std::regex_error &) { out = "ERR"; }
-            if (write(fd[1], out.data(), out.size()) < 0) _exit(3);
-            _exit(0);
-        }
-        close(fd[1]);
-        std::string out;
-        char buf[4096];
-        ssize_t k;
-        while ((k = read(fd[0], buf, sizeof buf)) > 0) out.append(buf, k);
-        close(fd[0]);
-        int status = 0;
-        waitpid(pid, &status, 0);
-        if (WIFSIGNALED(status)) out = WTERMSIG(status) == SIGALRM ? "HANG" : "CRASH";
-        std::cout << (out.empty() ? "-" : out) << '\n';
-    }
-}
-"""
 
 #: Pieces of -ot patterns as people write them (and worse): concatenations of these are compared with std::regex.
 _PIECES = ['a', 'b', 'l', 'k', '.', '\\.', '_', '0', '1', '2', '[0-9]', '[a-z]', '[^.]', '[^a-z_]', '\\d', '\\D',
@@ -264,37 +187,23 @@ _MATCH_NAMES = ([f"blk.{i}.ffn_{k}_exps.weight" for i in (0, 1, 2, 10, 12, 47) f
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
-def test_user_patterns_match_as_std_regex_or_are_refused(tmp_path):
+def test_user_patterns_match_as_std_regex_or_are_refused():
     """Every pattern the estimator accepts finds exactly the names llama.cpp's std::regex finds (with either
     engine of a compiled pattern); every pattern std::regex refuses, hangs or crashes on is refused too."""
-    from app.memory.ecmascript import PatternError, compile_pattern, name_bytes
-    from app.memory.layout import OverrideMatcher
+    from app.memory.ecmascript import PatternError, compile_pattern
 
-    src = tmp_path / "each.cpp"
-    src.write_text(_CPP_EACH)
-    exe = tmp_path / "each"
-    subprocess.run(["g++", "-O1", "-std=c++17", "-o", str(exe), str(src)], check=True, timeout=300)
     rng = random.Random(7)
     patterns = _WRITTEN + ["".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 8))) for _ in range(400)]
-    stdin = "\n".join([str(len(patterns)), *patterns, *_MATCH_NAMES]) + "\n"
-    proc = subprocess.run([str(exe)], input=stdin.encode(), capture_output=True, timeout=600, check=True)
-    rows = proc.stdout.decode().split("\n")[: len(patterns)]
-    names = [name_bytes(n) for n in _MATCH_NAMES]
+    rows = std_regex.verdicts(patterns, _MATCH_NAMES)
     accepted = refused_only_by_us = 0
     for pattern, cpp in zip(patterns, rows, strict=True):
         try:
-            c = compile_pattern(pattern)
+            compile_pattern(pattern)
         except PatternError:
             refused_only_by_us += cpp not in ("ERR", "HANG", "CRASH")
             continue
         accepted += 1
-        assert cpp not in ("ERR", "HANG", "CRASH"), (pattern, cpp)
-        assert "".join("1" if c.rx.search(n) else "0" for n in names) == cpp, pattern
-        if c.fast is not None:
-            assert "".join("1" if c.fast.search(n) else "0" for n in names) == cpp, pattern
-        hits = OverrideMatcher(_MATCH_NAMES).matches(pattern)  # with its literal prefilter
-        assert "".join("1" if i in hits else "0" for i in range(len(names))) == cpp, pattern
+        std_regex.assert_reads_like_std_regex(pattern, cpp, _MATCH_NAMES)
     # refused although std::regex reads them: [] / [^], \A-like and \c escapes, [.a.], loops over loops
     assert accepted >= 130 and refused_only_by_us <= 70, (accepted, refused_only_by_us)
     for pattern in _WRITTEN[:9]:  # what people write is read, not refused

@@ -24,8 +24,6 @@ import contextlib
 import io
 import json
 import os
-import shutil
-import subprocess
 import time
 import tracemalloc
 from collections import Counter
@@ -40,11 +38,11 @@ from app.command.parse import parse_llama_args
 from app.command.shells import QuoteError, quote_cmd, quote_posix, quote_powershell
 from app.errors import LayerdeckError
 from app.memory.device_adapter import parse_device_spec
-from app.memory.ecmascript import PatternError, compile_pattern, name_bytes
-from app.memory.layout import OverrideMatcher
+from app.memory.ecmascript import PatternError, compile_pattern
 from app.memory.settings import CACHE_TYPES
 from app.model import open_model
 from app.session import Session
+from tests import std_regex
 from tests.fuzz.conftest import MEMORY_BUDGET_BYTES, TIME_BUDGET_S
 from tests.gguf_factory import write_tiny_model
 
@@ -314,54 +312,6 @@ def test_the_cli_exits_0_1_or_2_without_a_traceback(case, model_path):
 
 # --------------------------------------------------------------------------- -ot patterns against std::regex
 
-_CPP = r"""
-#include <csignal>
-#include <iostream>
-#include <regex>
-#include <string>
-#include <sys/wait.h>
-#include <unistd.h>
-#include <vector>
-// argv[1]: the pattern; stdin: names. Prints the match bits, ERR, HANG (2 s) or CRASH (a child process).
-int main(int argc, char **argv) {
-    std::string ps = argv[1], line;
-    std::vector<std::string> names;
-    while (std::getline(std::cin, line)) names.push_back(line);
-    int fd[2];
-    if (pipe(fd) != 0) return 2;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        alarm(2);
-        std::string out;
-        try {
-            std::regex p(ps);
-            for (auto &n : names) out += std::regex_search(n, p) ? '1' : '0';
-        } catch (std::regex_error &) { out = "ERR"; }
-        if (write(fd[1], out.data(), out.size()) < 0) _exit(3);
-        _exit(0);
-    }
-    close(fd[1]);
-    std::string out;
-    char buf[4096];
-    ssize_t k;
-    while ((k = read(fd[0], buf, sizeof buf)) > 0) out.append(buf, k);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (WIFSIGNALED(status)) out = WTERMSIG(status) == SIGALRM ? "HANG" : "CRASH";
-    std::cout << out << std::endl;
-}
-"""
-
-
-@pytest.fixture(scope="module")
-def std_regex(tmp_path_factory):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not installed")
-    d = tmp_path_factory.mktemp("stdregex")
-    (d / "m.cpp").write_text(_CPP)
-    subprocess.run(["g++", "-O1", "-std=c++17", "-o", str(d / "m"), str(d / "m.cpp")], check=True, timeout=300)
-    return str(d / "m")
 
 
 @given(pattern=_regex())
@@ -371,26 +321,18 @@ def std_regex(tmp_path_factory):
 @example(pattern="[]a]")
 @example(pattern="a**")
 @example(pattern="(?:[a-z]?){40}")
-def test_ot_patterns_find_what_std_regex_finds_or_are_refused(pattern, std_regex, model_path):
+def test_ot_patterns_find_what_std_regex_finds_or_are_refused(pattern, model_path):
     names = [t.name for t in open_model(model_path).tensors] + ["enc.blk.1.ffn_up_exps.weight", "", "é.x"]
     if "\x00" in pattern or "\n" in pattern:
         return
     _dump({"kind": "ot", "pattern": pattern})
-    proc = subprocess.run([std_regex, pattern], input="\n".join(names) + "\n", capture_output=True, text=True,
-                          timeout=30)
-    cpp = proc.stdout.strip()
+    (cpp,) = std_regex.verdicts([pattern], names, timeout=30)
     try:
-        c = compile_pattern(pattern)
+        compile_pattern(pattern)
     except PatternError:
         _count("ot", "typed")
         return
-    assert cpp not in ("ERR", "HANG", "CRASH"), f"llama.cpp: {cpp}; Layerdeck accepted {pattern!r}"
-    ours = "".join("1" if c.rx.search(name_bytes(n)) else "0" for n in names)
-    assert ours == cpp, pattern
-    if c.fast is not None:
-        assert "".join("1" if c.fast.search(name_bytes(n)) else "0" for n in names) == cpp, pattern
-    hits = OverrideMatcher(names).matches(pattern)
-    assert "".join("1" if i in hits else "0" for i in range(len(names))) == cpp, pattern
+    std_regex.assert_reads_like_std_regex(pattern, cpp, names)
     _count("ot", "result")
 
 

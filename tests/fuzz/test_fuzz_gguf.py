@@ -40,9 +40,7 @@ import io
 import json
 import math
 import os
-import signal
 import subprocess
-import threading
 import time
 import tracemalloc
 from dataclasses import dataclass, field
@@ -57,10 +55,25 @@ from app.errors import LayerdeckError
 from app.memory.device_adapter import parse_device_spec
 from app.model import llama_keys, open_model
 from app.session import Session
-from tests.model.gguf_edit import (T_ARR, T_BOOL, T_F32, T_F64, T_I32, T_STR, T_U8, T_U16, T_U32, T_U64, _replace_digit,
-                                   apply, parse, serialize)
+from tests.model.gguf_edit import (
+    T_ARR,
+    T_BOOL,
+    T_F32,
+    T_F64,
+    T_I32,
+    T_STR,
+    T_U8,
+    T_U16,
+    T_U32,
+    T_U64,
+    _replace_digit,
+    apply,
+    parse,
+    serialize,
+)
 
 from .conftest import MEMORY_BUDGET_BYTES, TIME_BUDGET_S
+from .harness import watchdog
 
 REGRESSIONS = Path(__file__).parent / "regressions" / "gguf"
 
@@ -119,29 +132,6 @@ any_mutation = st.one_of(meta_mutation, key_mutation, name_mutation, table_mutat
 
 
 # --------------------------------------------------------------------------- the three paths
-
-
-class Hang(Exception):
-    """An input ran past the watchdog (twice the time budget)."""
-
-
-@contextlib.contextmanager
-def watchdog(seconds: float):
-    """Raise :class:`Hang` in the main thread after ``seconds`` (POSIX); a no-op elsewhere."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def fire(signum, frame):
-        raise Hang(f"no answer after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 LANES = parse_device_spec("CUDA0=24000")

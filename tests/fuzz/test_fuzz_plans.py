@@ -19,9 +19,6 @@ import copy
 import io
 import json
 import os
-import signal
-import time
-import tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +37,7 @@ from app.model import Model, open_model
 from app.placement.placement import Placement
 from app.placement.plan_file import MAX_PLAN_BYTES, PlanError, load_plan
 from app.session import Session
-from tests.fuzz.conftest import MEMORY_BUDGET_BYTES, TIME_BUDGET_S
+from tests.fuzz.harness import within_budget
 from tests.gguf_factory import write_tiny_model
 
 REGRESSIONS = Path(__file__).parent / "regressions" / "plans"
@@ -332,37 +329,6 @@ def materialize(case: Case, path: Path, base: Base) -> Path:
 # --------------------------------------------------------------------------- the doors
 
 
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def budget(what: str):
-    """Fail if the block takes longer than TIME_BUDGET_S (a watchdog interrupts a hang) or allocates more
-    than MEMORY_BUDGET_BYTES."""
-    alarm = hasattr(signal, "setitimer")
-    if alarm:
-
-        def fire(signum, frame):
-            raise Hang(f"{what} took longer than {2 * TIME_BUDGET_S} s")
-
-        old = signal.signal(signal.SIGALRM, fire)
-        signal.setitimer(signal.ITIMER_REAL, 2 * TIME_BUDGET_S)
-    tracemalloc.start()
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        elapsed = time.perf_counter() - t0
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        if alarm:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
-    assert elapsed < TIME_BUDGET_S, f"{what}: {elapsed:.2f} s"
-    assert peak < MEMORY_BUDGET_BYTES, f"{what}: {peak >> 20} MiB"
-
-
 def reimported(base: Base, argv: list[str], devices: list[Lane]) -> Placement:
     parsed = parse_llama_args(argv)
     q = Placement.from_settings(base.model, devices, parsed.settings)
@@ -372,14 +338,14 @@ def reimported(base: Base, argv: list[str], devices: list[Lane]) -> Placement:
 
 def through_core(base: Base, path: Path) -> Placement | PlanError:
     """load_plan and Session.open_plan agree; a loaded plan exports a command that imports back the same."""
-    with budget("load_plan"):
+    with within_budget("load_plan"):
         try:
             p: Placement | PlanError = load_plan(path, base.model)
         except PlanError as exc:
             p = exc
     s = Session(base.model, DEVICES)
     before = s.placement.snapshot()
-    with budget("Session.open_plan"):
+    with within_budget("Session.open_plan"):
         try:
             s.open_plan(path)
         except PlanError as exc:
@@ -388,7 +354,7 @@ def through_core(base: Base, path: Path) -> Placement | PlanError:
             return p
     assert isinstance(p, Placement), p
     assert s.placement.snapshot() == p.snapshot()
-    with budget("export"):
+    with within_budget("export"):
         try:
             cmd = s.command()
         except ExportError:
@@ -403,7 +369,7 @@ def through_core(base: Base, path: Path) -> Placement | PlanError:
 
 def through_cli(base: Base, path: Path, core: Placement | PlanError) -> None:
     out, err = io.StringIO(), io.StringIO()
-    with budget("layerdeck export"), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with within_budget("layerdeck export"), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = cli_main(["export", str(base.model_path), "--plan", str(path)])
     assert "Traceback" not in err.getvalue()
     if isinstance(core, PlanError):
@@ -509,7 +475,7 @@ def test_gui_restore_keeps_every_autosave_it_cannot_offer(base, data, qtbot, tmp
     win.setProperty("ask_on_close", False)
     qtbot.addWidget(win)
     win.devices = list(DEVICES)
-    with budget("offer_restore"):
+    with within_budget("offer_restore"):
         restored = win.offer_restore()
     if restored:
         assert core is not None and win.doc.placement.snapshot() == core.snapshot()

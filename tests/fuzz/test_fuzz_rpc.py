@@ -28,10 +28,7 @@ import contextlib
 import io
 import json
 import re
-import signal
 import socket
-import time
-import tracemalloc
 
 import pytest
 from hypothesis import example, given, settings
@@ -40,7 +37,7 @@ from hypothesis import strategies as st
 from app.cli import main as cli_main
 from app.devices.rpc import Endpoint, EndpointError, parse_endpoint, probe_rpc_hosts
 from app.errors import LayerdeckError
-from tests.fuzz.conftest import MEMORY_BUDGET_BYTES, TIME_BUDGET_S
+from tests.fuzz.harness import within_budget
 from tests.gguf_factory import write_tiny_model
 
 LOOPBACK = "127.0.0.1"
@@ -180,34 +177,6 @@ def classify(entries: list[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the doors
-
-
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def within_budget(what: str):
-    """Fail if the block takes longer than TIME_BUDGET_S (a watchdog interrupts a hang at twice that) or
-    allocates more than MEMORY_BUDGET_BYTES."""
-
-    def fire(signum, frame):
-        raise Hang(f"{what} took longer than {2 * TIME_BUDGET_S} s")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, 2 * TIME_BUDGET_S)
-    tracemalloc.start()
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        elapsed = time.perf_counter() - t0
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-    assert elapsed < TIME_BUDGET_S, f"{what}: {elapsed:.2f} s"
-    assert peak < MEMORY_BUDGET_BYTES, f"{what}: {peak >> 20} MiB"
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
