@@ -381,16 +381,7 @@ def _name_devices(
                 out.append(RpcDevice(dev, dev.description, j, True))
         return out, combined, error
     # Same rule as ggml_backend_rpc_add_server: one counter across the hosts in --rpc order.
-    out, counter = [], 0
-    for i, text in zip(order, texts):
-        j = 0
-        for dev in listings[i].devices:
-            if dev.backend == "RPC" and dev.description == text:
-                named = ListedDevice(f"RPC{counter}", dev.description, dev.total_mib, dev.free_mib)
-                out.append(RpcDevice(named, text, j, False))
-                counter += 1
-                j += 1
-    return out, None, error
+    return _numbered(order, dict(zip(order, texts)), listings), None, error
 
 
 #: What each assumed RPC device says about itself (``Device.warnings``, the estimate's notes).

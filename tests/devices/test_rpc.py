@@ -156,3 +156,24 @@ def test_probe_without_llama_server_checks_tcp_and_flags_duplicates():
     assert [e.source for e in probe.errors] == ["--rpc"]
     assert f"RPC0 = 127.0.0.1:{port} (llama-server was not found to list it)" in probe.errors[0].message
     assert f"RPC1 = 127.0.0.1:{dead} (refused)" in probe.errors[0].message
+
+
+def test_hosts_are_numbered_in_rpc_order_when_the_combined_listing_fails(monkeypatch):
+    """llama.cpp numbers RPC devices with one counter across --rpc; Layerdeck does the same when it must."""
+    from app.devices import rpc
+    from app.devices.listing import ListedDevice, Listing
+
+    a, b = "127.0.0.1:1111", "127.0.0.1:2222"
+    listings = {
+        0: Listing((ListedDevice("RPC0", a, 1000, 900), ListedDevice("RPC1", a, 2000, 1900))),
+        1: Listing((ListedDevice("RPC0", b, 3000, 2900),)),
+    }
+
+    def fail(*args, **kwargs):
+        raise ListingError("failed", "boom", 1, False)
+
+    monkeypatch.setattr(rpc, "run_list_devices", fail)
+    out, combined, error = rpc._name_devices("llama-server", [a, b], listings, [0, 1], None, 1.0)
+    assert combined is None and "numbered by Layerdeck" in error
+    assert [(d.listed.name, d.endpoint, d.local_index, d.listed.total_mib, d.name_from_llama) for d in out] == [
+        ("RPC0", a, 0, 1000, False), ("RPC1", a, 1, 2000, False), ("RPC2", b, 0, 3000, False)]
