@@ -61,6 +61,22 @@ CMAKE_OPTIONS = (
 
 ENV_DIR = "LAYERDECK_LLAMA_CPP_DIR"
 
+#: Backends the builder can add to the CPU and RPC backends, with their CMake switches. A Vulkan build
+#: also holds the CPU backend; lavapipe (Mesa's CPU Vulkan driver) shows as ``Vulkan0`` only with
+#: ``GGML_VK_VISIBLE_DEVICES=0`` (ggml-vulkan.cpp skips CPU-type devices otherwise).
+BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "cpu": (),
+    "vulkan": ("-DGGML_VULKAN=ON",),
+}
+
+#: A folder of Vulkan headers newer than the system's (Debian 12's 1.3.239 are too old for the pinned
+#: llama.cpp): its ``include`` folder is passed to CMake and the compilers. Machine-specific, so not
+#: part of the build key.
+VULKAN_HEADERS_ENV = "LAYERDECK_VULKAN_HEADERS"
+
+#: Per-backend override of the tools folder (``LAYERDECK_LLAMA_CPP_DIR`` is the CPU one).
+BACKEND_ENV_DIRS = {"cpu": ENV_DIR, "vulkan": "LAYERDECK_LLAMA_CPP_VULKAN_DIR"}
+
 
 class BuildError(ToolError, RuntimeError):
     """The llama.cpp build could not be completed."""
@@ -73,9 +89,33 @@ def cache_root() -> Path:
     return Path(base) / "layerdeck"
 
 
-def build_key(version: str = PINNED_VERSION) -> str:
-    digest = hashlib.sha256("\n".join(CMAKE_OPTIONS).encode()).hexdigest()[:10]
-    return f"llama.cpp-{version}-{digest}"
+def _options(backend: str) -> tuple[str, ...]:
+    try:
+        return CMAKE_OPTIONS + BACKEND_OPTIONS[backend]
+    except KeyError:
+        raise BuildError(f"unknown backend {backend!r}: choose one of {', '.join(BACKEND_OPTIONS)}") from None
+
+
+def build_key(version: str = PINNED_VERSION, backend: str = "cpu") -> str:
+    """The cache folder name: the CPU key is unchanged by the backend table (existing caches stay valid)."""
+    digest = hashlib.sha256("\n".join(_options(backend)).encode()).hexdigest()[:10]
+    return f"llama.cpp-{version}-{digest}" if backend == "cpu" else f"llama.cpp-{version}-{backend}-{digest}"
+
+
+def _backend_configure_args(backend: str) -> list[str]:
+    """Machine-specific CMake arguments (not in the key): where newer Vulkan headers live."""
+    if backend != "vulkan":
+        return []
+    if shutil.which("glslc") is None:
+        raise BuildError("the Vulkan build needs glslc (Debian: apt-get install glslc)")
+    headers = os.environ.get(VULKAN_HEADERS_ENV)
+    if not headers:
+        return []
+    include = Path(headers) / "include"
+    if not (include / "vulkan" / "vulkan.h").is_file():
+        raise BuildError(f"{VULKAN_HEADERS_ENV}={headers} has no include/vulkan/vulkan.h")
+    flag = f"-I{include}"
+    return [f"-DVulkan_INCLUDE_DIR={include}", f"-DCMAKE_C_FLAGS={flag}", f"-DCMAKE_CXX_FLAGS={flag}"]
 
 
 def exe_name(tool: str) -> str:
@@ -94,16 +134,17 @@ def _run(cmd: list[str], log, cwd: Path | None = None) -> None:
         raise BuildError(f"command failed with exit code {proc.returncode}: {' '.join(cmd)} (see {log.name})")
 
 
-def ensure_built(version: str = PINNED_VERSION, jobs: int | None = None, log_stream=None) -> Path:
-    """Return a directory holding all tools, building them if needed."""
-    override = os.environ.get(ENV_DIR)
+def ensure_built(version: str = PINNED_VERSION, jobs: int | None = None, log_stream=None, backend: str = "cpu") -> Path:
+    """Return a directory holding all tools for ``backend``, building them if needed."""
+    env = BACKEND_ENV_DIRS.get(backend, ENV_DIR)
+    override = os.environ.get(env)
     if override:
         path = Path(override)
         missing = [t for t in TARGETS if not (path / exe_name(t)).is_file()]
         if missing:
-            raise BuildError(f"{ENV_DIR}={override} lacks {', '.join(missing)}")
+            raise BuildError(f"{env}={override} lacks {', '.join(missing)}")
         return path
-    root = cache_root() / build_key(version)
+    root = cache_root() / build_key(version, backend)
     bin_dir = root / "bin"
     if complete(bin_dir):
         return bin_dir
@@ -111,7 +152,7 @@ def ensure_built(version: str = PINNED_VERSION, jobs: int | None = None, log_str
     with _BuildLock(root / "build.lock"):
         if complete(bin_dir):  # another process finished the build while we waited
             return bin_dir
-        return _build(version, root, bin_dir, jobs or os.cpu_count() or 2)
+        return _build(version, root, bin_dir, jobs or os.cpu_count() or 2, backend)
 
 
 class _BuildLock:
@@ -137,7 +178,7 @@ class _BuildLock:
         self.fh.close()  # closing releases the lock
 
 
-def _build(version: str, root: Path, bin_dir: Path, jobs: int) -> Path:
+def _build(version: str, root: Path, bin_dir: Path, jobs: int, backend: str = "cpu") -> Path:
     log_path = root / "build.log"
     with open(log_path, "a", encoding="utf-8") as log:
         src = root / "src"
@@ -173,7 +214,8 @@ def _build(version: str, root: Path, bin_dir: Path, jobs: int) -> Path:
                     shutil.rmtree(src)
                 staging.rename(src)
         build = root / "build"
-        _run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_OPTIONS], log)
+        configure = [*_options(backend), *_backend_configure_args(backend)]
+        _run(["cmake", "-S", str(src), "-B", str(build), *configure], log)
         _run(
             ["cmake", "--build", str(build), "--config", "Release", "-j", str(jobs), "--target", *TARGETS.values()], log
         )
@@ -195,9 +237,14 @@ def _build(version: str, root: Path, bin_dir: Path, jobs: int) -> Path:
     return bin_dir
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m app.llamacpp.build", description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=sorted(BACKEND_OPTIONS), default="cpu")
+    args = parser.parse_args(argv)
     try:
-        print(ensure_built())
+        print(ensure_built(backend=args.backend))
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
