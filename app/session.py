@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .command.formats import parse_command_text, render
+from .command.values import check_settings
 from .errors import LayerdeckError
 from .lanes import CPU, Lane, rpc_endpoints
 from .memory.estimator import Estimate, Estimator
@@ -75,6 +76,19 @@ _SETTING_LABELS = {
     "swa_full": "full SWA cache",
     "no_kv_offload": "KV on the CPU",
 }
+
+
+def _setting_value(key: str, value: object) -> str:
+    """A setting's value as an undo label says it: on/off, auto for ``n_parallel`` -1, default for None."""
+    if value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if key == "n_parallel" and value == -1:
+        return "auto"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return str(value)
 
 
 class Change(enum.Flag):
@@ -474,10 +488,12 @@ class Session:
         new_settings = self.placement.settings.copy(**changes)
         if new_settings == self.placement.settings:
             return False
+        check_settings(new_settings)  # the one check every front end applies (raises ArgsError, nothing changes)
         trial = self.placement.copy()
         trial.settings = new_settings
         keys = sorted(k for k in changes if getattr(new_settings, k) != getattr(self.placement.settings, k))
-        label = "Set " + ", ".join(f"{_SETTING_LABELS.get(k, k)} {getattr(new_settings, k)}" for k in keys)
+        label = "Set " + ", ".join(f"{_SETTING_LABELS.get(k, k)} {_setting_value(k, getattr(new_settings, k))}"
+                                   for k in keys)
         self.history.push(edit_to(self.placement, trial, label, merge_key="settings:" + ",".join(keys)))
         return True
 

@@ -90,6 +90,17 @@ def test_settings_steps_merge_and_a_no_op_adds_nothing(session):
     assert not session.history.undo_stack
 
 
+def test_settings_llama_cpp_refuses_are_not_applied(session):
+    """The settings edit passes the same check as a parsed command: nothing changes, the reason is llama.cpp's."""
+    from app.command.values import ArgsError
+
+    before = session.placement.settings
+    with pytest.raises(ArgsError, match="quantized V cache requires flash_attn"):
+        session.set_settings(type_v="q8_0", flash_attn="off")
+    assert session.placement.settings == before and not session.history.undo_stack
+    assert session.set_settings(type_v="q8_0", flash_attn="on")  # with flash attention it is fine
+
+
 def test_a_device_edit_is_undone_in_order_not_by_an_earlier_move(session):
     """Regression: the device list changed outside the history, so undoing an older move reverted it."""
     session.move(["12:experts"], CPU)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
+from app.errors import LayerdeckError
 from app.lanes import Lane
 from app.memory.settings import LlamaSettings
 from app.model import Model
@@ -53,6 +54,18 @@ class Document(QObject):
             self.changed.emit()
         if ev.message is not None:
             self.message.emit(ev.message)
+
+    # ------------------------------------------------------------------ edits that can be refused
+
+    def set_settings(self, **changes) -> bool:
+        """As :meth:`Session.set_settings`; settings llama.cpp refuses are not applied, the reason goes to the
+        status bar and the views show the settings that stand."""
+        try:
+            return self.session.set_settings(**changes)
+        except LayerdeckError as exc:
+            self.message.emit(str(exc))
+            self.changed.emit()
+            return False
 
     # ------------------------------------------------------------------ what views read
 

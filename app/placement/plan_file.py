@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..command.values import ArgsError, check_settings
 from ..errors import ExportError, ReadError
 from ..lanes import DeviceKind, Lane
 from ..memory.settings import CACHE_TYPES, TOOLS, LlamaSettings
@@ -435,6 +436,10 @@ def from_dict(data: dict, model: Model, *, check: bool = True) -> Placement:
     raw = {k: v for k, v in data.get("settings", {}).items() if k in fields}
     raw["overrides"] = [tuple(x) for x in raw.get("overrides", [])]
     settings = LlamaSettings(**raw)
+    try:
+        check_settings(settings)  # what llama.cpp refuses as a whole (a quantized V cache without flash attention)
+    except ArgsError as exc:
+        raise c.bad("settings", str(exc)) from None
     devices = [Lane(**d) for d in data.get("devices", [])]
     layers = list(data["layers"])
     want = model.params.n_layer + 1

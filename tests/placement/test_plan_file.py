@@ -401,3 +401,14 @@ def test_a_value_json_cannot_hold_is_refused_at_save(tiny, tmp_path):
     with pytest.raises(PlanSaveError, match="not a finite number"):
         save_plan(p, tmp_path / "nan.json")
     assert not (tmp_path / "nan.json").exists()
+
+
+def test_settings_llama_cpp_refuses_as_a_whole_are_refused_with_its_reason(tiny, tmp_path):
+    """Each value alone is fine; together llama.cpp refuses them (the one check the parser applies too)."""
+    model, plan = tiny
+    path = write(tmp_path, mutated(plan, (("settings", "type_v"), "q8_0"), (("settings", "flash_attn"), "off")))
+    read_plan(path)  # every field is of the right type and range
+    with pytest.raises(PlanError) as info:
+        load_plan(path, model)
+    assert info.value.where == "settings"
+    assert "a quantized V cache (q8_0) needs flash attention" in str(info.value)

@@ -84,3 +84,12 @@ def test_the_comparison_tab_shows_percent_once(qapp):
     tab.fill(est, logged, {})
     cells = {tab.item(r, 1).text(): tab.item(r, 5).text() for r in range(tab.rowCount())}
     assert cells["model"] == "+27.6%" and cells["total"] == "+27.6%"
+
+
+def test_refused_settings_say_why_and_the_views_show_what_stands(doc):
+    got = _record(doc)
+    before = doc.placement.settings
+    assert not doc.set_settings(type_v="q8_0", flash_attn="off")
+    assert doc.placement.settings == before
+    assert len(got["message"]) == 1 and "needs flash attention" in got["message"][0]
+    assert got["changed"] == [1]  # the panel redraws the settings that stand
