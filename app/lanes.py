@@ -74,6 +74,16 @@ class Lane:
     kind: DeviceKind = DeviceKind.GPU
     bandwidth: float = 0.0  # memory bandwidth, bytes/s (0 = unknown); auto-fit fills faster devices first
     endpoint: str | None = None  # "host:port" of the ggml-rpc-server for an RPC device
+    # The largest tensor an op on this device may read or write (a Vulkan driver's maxStorageBufferRange, 128 MiB
+    # on lavapipe); None: no such limit. Weights whose op exceeds it stay in host memory (app.memory.backends).
+    max_tensor_bytes: int | None = None
+    # ggml buffer facts of the device's backend, 0 where the backend's default applies (app.memory.backends):
+    # the alignment of its buffers, the largest single buffer (compute buffers above it are split into chunks),
+    # and the same two for the host buffer type it brings (Vulkan_Host, CUDA_Host).
+    alignment: int = 0
+    max_buffer: int = 0
+    host_alignment: int = 0
+    host_max_buffer: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, DeviceKind):

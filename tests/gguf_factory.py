@@ -49,6 +49,9 @@ llama.cpp behaviour these files follow (llama-cpp-python 0.3.36's tree):
 * ``granitehybrid``: a layer is recurrent iff ``head_count_kv[il] == 0``;
   ``ssm.inner_size`` must be ``2 * n_embd``; ``ssm_conv1d`` must be f32.
 * ``qwen2moe`` and ``gpt-oss`` require ``output.weight`` (no tied embeddings).
+* ``gemma3``: SWA layers follow ``sliding_window_pattern`` or, without it,
+  period 6 (layers 0-4 of every 6 slide); ``output.weight`` is optional
+  (published files tie it to ``token_embd``, which llama.cpp then loads twice).
 * gguf-py cannot quantize k-quants, so Q4_K/Q6_K tensors in tiny files are
   random well-formed blocks with small scales.
 """
@@ -99,6 +102,20 @@ ARCHS: tuple[str, ...] = (
     "llama4",         # MoE every 2nd layer with a shared expert, chunked attention (3 chunked : 1 full)
     "glm4moe",        # partial rope, 1 leading dense block, shared expert, + 1 NextN/MTP block
     "granitehybrid",  # Mamba2 + attention hybrid (head_count_kv 0 marks recurrent layers), MoE + shared expert
+    "gemma3",         # SWA 5:1 (default period 6), q/k norm, post-attention and post-FFN norms, GELU FFN
+    "qwen3",          # dense Qwen3: q/k norm, head_dim*n_head != n_embd
+    "qwen2",          # dense Qwen2/2.5: qkv biases
+    "granite",        # dense Granite 3.x: embedding, residual, attention and logit scales
+    "granitemoe",     # Granite MoE: the same scales, experts with normalised top-k weights
+    "olmoe",          # OLMoE: q/k norm over the whole projection, 2-D before the reshape to heads
+    "mistral3",       # Ministral 3: llama layer + attention-temperature input scaling Q (YaRN original context)
+    "seed_oss",       # Seed-OSS: qkv biases, the FFN normed by post_attention_norm
+    "smollm3",        # SmolLM3: no rope on every 4th layer, tied embeddings
+    "mamba2",         # pure Mamba2 (every layer recurrent, no attention, no FFN)
+    "ernie4_5-moe",   # ERNIE 4.5 MoE: 1 leading dense block, experts with selection bias, ungated shared expert
+    "hunyuan-moe",    # Hunyuan-A13B: q/k norms after rope, experts + shared MLP on every layer
+    "glm4",           # GLM-4-0414: post norms, fused up projection (2 x n_ff) with a single-tensor SwiGLU
+    "exaone4",        # EXAONE 4.0: no pre-norms, post norms, q/k norms; 64 layers: SWA 3:1, rope on SWA layers only
 )
 
 #: ``general.architecture`` per factory name.
@@ -262,6 +279,26 @@ _TINY: dict[str, dict[str, Any]] = {
     "granitehybrid": dict(attn_layers=(2,), n_ff=64, n_expert=8, n_expert_used=2, n_ff_shexp=128,
                           ssm_d_conv=4, ssm_d_state=16, ssm_n_group=1, ssm_n_head=4,
                           embedding_scale=12.0, residual_scale=0.22, logit_scale=8.0, attention_scale=0.0078125),
+    "qwen3": dict(head_dim=32, n_ff=192, rms_eps=1e-6, rope_base=1000000.0),
+    "qwen2": dict(n_ff=192, rms_eps=1e-6, rope_base=1000000.0),
+    "granite": dict(n_ff=192, embedding_scale=12.0, residual_scale=0.22, logit_scale=16.0,
+                    attention_scale=0.0078125),
+    "granitemoe": dict(n_ff=64, n_expert=8, n_expert_used=2, embedding_scale=12.0, residual_scale=0.22,
+                       logit_scale=6.0, attention_scale=0.015625),
+    "olmoe": dict(n_head_kv=4, n_ff=64, n_expert=8, n_expert_used=2),
+    "mistral3": dict(n_ff=192, attn_temperature_scale=0.1, rope_base=1000000.0,
+                     rope_scaling=dict(type="yarn", factor=16.0, original_context_length=256)),
+    "seed_oss": dict(n_ff=192, head_dim=32, rope_base=10000000.0),
+    "smollm3": dict(n_ff=192, rope_base=5000000.0),
+    "mamba2": dict(n_head=0, n_head_kv=0, n_ff=0, ssm_d_conv=4, ssm_d_inner=128, ssm_d_state=16, ssm_n_group=1,
+                   ssm_n_head=4),
+    "ernie4_5-moe": dict(n_ff=192, n_expert=8, n_expert_used=2, n_ff_exp=64, n_ff_shexp=128, n_layer_dense_lead=1,
+                         moe_every=1, rope_base=500000.0),
+    "hunyuan-moe": dict(head_dim=32, n_ff=64, n_expert=8, n_expert_used=2, n_ff_exp=64, n_ff_shexp=64),
+    "glm4": dict(head_dim=32, rope_dim=16, n_ff=128),
+    "exaone4": dict(n_ff=192, sliding_window=None),
+    "gemma3": dict(n_layer=6, head_dim=32, n_ff=128, sliding_window=128, swa_pattern=None, rms_eps=1e-6,
+                   rope_base=1000000.0, final_logit_softcapping=None),
 }
 
 
@@ -297,6 +334,109 @@ SPARSE_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
         n_expert=128, n_expert_used=4, n_ff_exp=2880, sliding_window=128, n_ctx_train=131072,
         rope_base=150000.0, rope_scaling=dict(type="yarn", factor=32.0, original_context_length=4096),
         n_vocab=201088, quant="gpt-oss", file_type=38)),
+    # one full-size model per tiny architecture, so every compared buffer is tens of MiB or more
+    "llama-3.1-8b": ("llama", dict(
+        name="Llama-3.1-8B", n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=14336, n_ctx_train=131072,
+        rope_base=500000.0, n_vocab=128256, quant="q4_k_m", file_type=15)),
+    "mixtral-8x7b": ("mixtral", dict(
+        name="Mixtral-8x7B", n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=14336, n_expert=8,
+        n_expert_used=2, n_ctx_train=32768, rope_base=1000000.0, n_vocab=32000, quant="q4_k_m", file_type=15)),
+    "qwen2-57b-a14b": ("qwen2moe", dict(
+        name="Qwen2-57B-A14B", n_layer=28, n_embd=3584, n_head=28, n_head_kv=4, n_ff=18944, n_expert=64,
+        n_expert_used=8, n_ff_exp=2560, n_ff_shexp=20480, n_ctx_train=32768, rope_base=1000000.0, rms_eps=1e-6,
+        n_vocab=151936, quant="q4_k_m", file_type=15)),
+    "deepseek-v2-lite": ("deepseek2", dict(
+        name="DeepSeek-V2-Lite", n_layer=27, n_embd=2048, n_head=16, n_head_kv=1, n_ff=10944, n_expert=64,
+        n_expert_used=6, n_ff_exp=1408, n_expert_shared=2, n_layer_dense_lead=1, q_lora_rank=0, kv_lora_rank=512,
+        qk_rope_dim=64, qk_nope_dim=128, v_head_dim=128, n_expert_groups=0, n_group_used=0, expert_gating_func=1,
+        expert_weights_scale=1.0, expert_weights_norm=False, exp_probs_b=False, n_ctx_train=163840,
+        rope_base=10000.0, rms_eps=1e-6, n_vocab=102400, quant="q4_k_m", file_type=15)),
+    "gpt-oss-20b": ("gpt-oss", dict(
+        name="gpt-oss-20b", n_layer=24, n_embd=2880, n_head=64, n_head_kv=8, head_dim=64, n_ff=2880,
+        n_expert=32, n_expert_used=4, n_ff_exp=2880, sliding_window=128, n_ctx_train=131072,
+        rope_base=150000.0, rope_scaling=dict(type="yarn", factor=32.0, original_context_length=4096),
+        n_vocab=201088, quant="gpt-oss", file_type=38)),
+    "llama-4-scout": ("llama4", dict(
+        name="Llama-4-Scout-17B-16E", n_layer=48, n_embd=5120, n_head=40, n_head_kv=8, head_dim=128, n_ff=16384,
+        n_expert=16, n_expert_used=1, n_ff_exp=8192, moe_every=1, n_ctx_train=10485760, rope_base=500000.0,
+        n_vocab=202048, quant="q4_k_m", file_type=15)),
+    "glm-4.5-air": ("glm4moe", dict(
+        name="GLM-4.5-Air", n_layer=46, n_nextn=1, n_embd=4096, n_head=96, n_head_kv=8, head_dim=128,
+        rope_dim=64, n_ff=10944, n_expert=128, n_expert_used=8, n_ff_exp=1408, n_expert_shared=1,
+        n_layer_dense_lead=1, expert_gating_func=2, expert_weights_scale=1.0, expert_weights_norm=True,
+        qk_norm=False, n_ctx_train=131072, rope_base=1000000.0, n_vocab=151552, quant="q4_k_m", file_type=15)),
+    "granite-4.0-h-small": ("granitehybrid", dict(
+        name="granite-4.0-h-small", n_layer=40, n_embd=4096, n_head=32, n_head_kv=8, attn_layers=(5, 15, 25, 35),
+        n_ff=768, n_expert=72, n_expert_used=10, n_ff_shexp=8192, ssm_d_conv=4, ssm_d_state=128, ssm_n_group=1,
+        ssm_n_head=128, n_ctx_train=1048576, rope_base=10000.0, n_vocab=100352, quant="q4_k_m", file_type=15)),
+    "qwen3-8b": ("qwen3", dict(
+        name="Qwen3-8B", n_layer=36, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=12288,
+        n_ctx_train=40960, rope_base=1000000.0, rms_eps=1e-6, n_vocab=151936, quant="q4_k_m", file_type=15)),
+    "qwen3-4b": ("qwen3", dict(
+        name="Qwen3-4B", n_layer=36, n_embd=2560, n_head=32, n_head_kv=8, head_dim=128, n_ff=9728,
+        n_ctx_train=40960, rope_base=1000000.0, rms_eps=1e-6, n_vocab=151936, tied_embeddings=True,
+        quant="q4_k_m", file_type=15)),
+    "qwen2.5-7b": ("qwen2", dict(
+        name="Qwen2.5-7B", n_layer=28, n_embd=3584, n_head=28, n_head_kv=4, n_ff=18944, n_ctx_train=32768,
+        rope_base=1000000.0, rms_eps=1e-6, n_vocab=152064, quant="q4_k_m", file_type=15)),
+    "granite-3.3-8b": ("granite", dict(
+        name="granite-3.3-8b-instruct", n_layer=40, n_embd=4096, n_head=32, n_head_kv=8, n_ff=12800,
+        n_ctx_train=131072, rope_base=10000000.0, n_vocab=49159, tied_embeddings=True, logit_scale=16.0,
+        quant="q4_k_m", file_type=15)),
+    "granite-3.1-3b-a800m": ("granitemoe", dict(
+        name="granite-3.1-3b-a800m-instruct", n_layer=32, n_embd=1536, n_head=24, n_head_kv=8, n_ff=512,
+        n_expert=40, n_expert_used=8, n_ctx_train=131072, rope_base=10000000.0, n_vocab=49155,
+        tied_embeddings=True, quant="q4_k_m", file_type=15)),
+    "olmoe-1b-7b": ("olmoe", dict(
+        name="OLMoE-1B-7B-0924", n_layer=16, n_embd=2048, n_head=16, n_head_kv=16, n_ff=1024, n_expert=64,
+        n_expert_used=8, n_ctx_train=4096, rope_base=10000.0, n_vocab=50304, quant="q4_k_m", file_type=15)),
+    "ministral-3-14b": ("mistral3", dict(
+        name="Ministral-3-14B-Instruct-2512", n_layer=40, n_embd=5120, n_head=32, n_head_kv=8, head_dim=128,
+        n_ff=16384, n_ctx_train=262144, rope_base=1000000000.0, attn_temperature_scale=0.1,
+        rope_scaling=dict(type="yarn", factor=16.0, original_context_length=16384), n_vocab=131072,
+        quant="q4_k_m", file_type=15)),
+    "seed-oss-36b": ("seed_oss", dict(
+        name="Seed-OSS-36B-Instruct", n_layer=64, n_embd=5120, n_head=80, n_head_kv=8, head_dim=128, n_ff=27648,
+        n_ctx_train=524288, rope_base=10000000.0, n_vocab=155136, quant="q4_k_m", file_type=15)),
+    "smollm3-3b": ("smollm3", dict(
+        name="SmolLM3-3B", n_layer=36, n_embd=2048, n_head=16, n_head_kv=4, n_ff=11008, n_ctx_train=65536,
+        rope_base=5000000.0, n_vocab=128256, tied_embeddings=True, quant="q4_k_m", file_type=15)),
+    "mamba2-2.7b": ("mamba2", dict(
+        name="mamba2-2.7b", n_layer=64, n_embd=2560, ssm_d_inner=5120, ssm_d_state=128, ssm_n_group=1,
+        ssm_n_head=80, ssm_d_conv=4, n_ctx_train=1048576, n_vocab=50288, tied_embeddings=True, rms_eps=1e-5,
+        quant="q4_k_m", file_type=15)),
+    "mamba-codestral-7b": ("mamba2", dict(
+        name="Mamba-Codestral-7B-v0.1", n_layer=64, n_embd=4096, ssm_d_inner=8192, ssm_d_state=128, ssm_n_group=8,
+        ssm_n_head=128, ssm_d_conv=4, n_ctx_train=1048576, n_vocab=32768, rms_eps=1e-5, quant="q4_k_m",
+        file_type=15)),
+    "ernie-4.5-21b-a3b": ("ernie4_5-moe", dict(
+        name="ERNIE-4.5-21B-A3B", n_layer=28, n_embd=2560, n_head=20, n_head_kv=4, head_dim=128, n_ff=12288,
+        n_expert=64, n_expert_used=6, n_ff_exp=1536, n_ff_shexp=3072, n_layer_dense_lead=1, moe_every=1,
+        n_ctx_train=131072, rope_base=500000.0, n_vocab=103424, tied_embeddings=True, quant="q4_k_m",
+        file_type=15)),
+    "hunyuan-a13b": ("hunyuan-moe", dict(
+        name="Hunyuan-A13B-Instruct", n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=3072,
+        n_expert=64, n_expert_used=8, n_ff_exp=3072, n_ff_shexp=3072, n_ctx_train=262144, rope_base=11158840.0,
+        n_vocab=128167, tied_embeddings=True, quant="q4_k_m", file_type=15)),
+    "glm-4-32b-0414": ("glm4", dict(
+        name="GLM-4-32B-0414", n_layer=61, n_embd=6144, n_head=48, n_head_kv=2, head_dim=128, rope_dim=64,
+        n_ff=23040, n_ctx_train=32768, rope_base=10000.0, n_vocab=151552, quant="q4_k_m", file_type=15)),
+    "exaone-4.0-32b": ("exaone4", dict(
+        name="EXAONE-4.0-32B", n_layer=64, n_embd=5120, n_head=40, n_head_kv=8, head_dim=128, n_ff=27392,
+        sliding_window=4096, n_ctx_train=131072, rope_base=1000000.0, n_vocab=102400, quant="q4_k_m",
+        file_type=15)),
+    "exaone-4.0-1.2b": ("exaone4", dict(
+        name="EXAONE-4.0-1.2B", n_layer=30, n_embd=2048, n_head=32, n_head_kv=8, head_dim=64, n_ff=4096,
+        n_ctx_train=65536, rope_base=1000000.0, n_vocab=102400, tied_embeddings=True, quant="q4_k_m",
+        file_type=15)),
+    "gemma-3-27b": ("gemma3", dict(
+        name="gemma-3-27b-it", n_layer=62, n_embd=5376, n_head=32, n_head_kv=16, head_dim=128, n_ff=21504,
+        sliding_window=1024, n_ctx_train=131072, rope_base=1000000.0, n_vocab=262208, tied_embeddings=True,
+        quant="q4_k_m", file_type=15)),
+    "gemma-3-4b": ("gemma3", dict(
+        name="gemma-3-4b-it", n_layer=34, n_embd=2560, n_head=8, n_head_kv=4, head_dim=256, n_ff=10240,
+        sliding_window=1024, n_ctx_train=131072, rope_base=1000000.0, n_vocab=262208, tied_embeddings=True,
+        quant="q4_k_m", file_type=15)),
 }
 
 
@@ -574,6 +714,38 @@ def _build_qwen3moe(s: ModelSpec, hp: dict[str, Any]) -> None:
         _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
 
 
+def _build_qwen3(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/qwen3.cpp (dense, q/k norm)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i])
+        s.add(p + "attn_k_norm.weight", (hd,), "norm")
+        s.add(p + "attn_q_norm.weight", (hd,), "norm")
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        _dense_ffn(s, i, n_embd, hp["n_ff"])
+
+
+def _build_qwen2(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/qwen2.cpp (dense, qkv biases)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = n_embd // n_head
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, n_embd, hd * kv[i], hd * kv[i], bias=True)
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        _dense_ffn(s, i, n_embd, hp["n_ff"])
+
+
 def _build_qwen2moe(s: ModelSpec, hp: dict[str, Any]) -> None:
     """src/models/qwen2moe.cpp (qkv biases, gated shared expert)."""
     nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
@@ -773,6 +945,220 @@ def _build_granitehybrid(s: ModelSpec, hp: dict[str, Any]) -> None:
             _dense_ffn(s, i, n_embd, hp["n_ff"])
 
 
+def _build_granite(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/granite.cpp and granite-moe.cpp (n_ff is the expert width when n_expert > 0)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    s.set("{arch}.rope.dimension_count", hd)
+    s.set("{arch}.embedding_scale", float(hp["embedding_scale"]))
+    s.set("{arch}.residual_scale", float(hp["residual_scale"]))
+    s.set("{arch}.logit_scale", float(hp["logit_scale"]))
+    s.set("{arch}.attention.scale", float(hp["attention_scale"]))
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i])
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        if hp.get("n_expert"):
+            _experts(s, i, n_embd, hp["n_ff"], hp["n_expert"])
+        else:
+            _dense_ffn(s, i, n_embd, hp["n_ff"])
+
+
+def _build_olmoe(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/olmoe.cpp (q/k norms of the full projection width, n_ff is the expert width)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = n_embd // n_head
+    kv = _per_layer(hp["n_head_kv"], nl)
+    if any(k != n_head for k in kv):
+        raise ValueError("olmoe: llama.cpp sizes attn_k_norm as n_embd, so head_count_kv must equal head_count")
+    _common_kv(s, hp, nl)
+    s.set("{arch}.rope.dimension_count", hd)
+    _embeddings(s, hp, output_required=True)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, n_embd, hd * kv[i], hd * kv[i])
+        s.add(p + "attn_q_norm.weight", (n_embd,), "norm")
+        s.add(p + "attn_k_norm.weight", (n_embd,), "norm")
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        _experts(s, i, n_embd, hp["n_ff"], hp["n_expert"])
+
+
+def _build_llama_like(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """mistral3.cpp / smollm3.cpp: the llama tensors, rope dims = head dim, optional attention temperature."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    s.set("{arch}.rope.dimension_count", hd)
+    if hp.get("attn_temperature_scale"):
+        s.set("{arch}.attention.temperature_scale", float(hp["attn_temperature_scale"]))
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i])
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        _dense_ffn(s, i, n_embd, hp["n_ff"])
+
+
+def _build_seed_oss(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/seed-oss.cpp (qkv biases; post_attention_norm in place of ffn_norm)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    s.set("{arch}.rope.dimension_count", hd)
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i], bias=True)
+        s.add(p + "post_attention_norm.weight", (n_embd,), "norm")
+        _dense_ffn(s, i, n_embd, hp["n_ff"])
+
+
+def _build_mamba2(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/mamba2.cpp (no attention keys beyond head_count 0; ssm_norm grouped)."""
+    nl, n_embd = hp["n_layer"], hp["n_embd"]
+    d_inner, d_conv, d_state = int(hp["ssm_d_inner"]), int(hp["ssm_d_conv"]), int(hp["ssm_d_state"])
+    n_group, n_ssm_head = int(hp["ssm_n_group"]), int(hp["ssm_n_head"])
+    conv_dim = d_inner + 2 * n_group * d_state
+    _common_kv(s, hp, nl)
+    s.set("{arch}.ssm.conv_kernel", d_conv)
+    s.set("{arch}.ssm.inner_size", d_inner)
+    s.set("{arch}.ssm.state_size", d_state)
+    s.set("{arch}.ssm.time_step_rank", n_ssm_head)
+    s.set("{arch}.ssm.group_count", n_group)
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        s.add(p + "ssm_in.weight", (n_embd, d_inner + conv_dim + n_ssm_head))
+        s.add(p + "ssm_conv1d.weight", (d_conv, conv_dim))
+        s.add(p + "ssm_conv1d.bias", (conv_dim,), "bias")
+        s.add(p + "ssm_dt.bias", (n_ssm_head,), "bias")
+        s.add(p + "ssm_a", (1, n_ssm_head), "ssm_a")
+        s.add(p + "ssm_d", (1, n_ssm_head), "ones")
+        s.add(p + "ssm_norm.weight", (d_inner // n_group, n_group), "norm")
+        s.add(p + "ssm_out.weight", (d_inner, n_embd))
+
+
+def _build_ernie4_5_moe(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/ernie4-5.cpp (experts on every layer from leading_dense_block_count on)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    s.set("{arch}.rope.dimension_count", hd)
+    s.set("{arch}.interleave_moe_layer_step", int(hp["moe_every"]))
+    s.set("{arch}.leading_dense_block_count", int(hp["n_layer_dense_lead"]))
+    if hp.get("n_ff_shexp"):
+        s.set("{arch}.expert_shared_feed_forward_length", int(hp["n_ff_shexp"]))
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i])
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        if i >= hp["n_layer_dense_lead"]:
+            _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
+            s.add(p + "exp_probs_b.bias", (hp["n_expert"],), "zero")
+            if hp.get("n_ff_shexp"):
+                _shared_expert(s, i, n_embd, hp["n_ff_shexp"])
+        else:
+            _dense_ffn(s, i, n_embd, hp["n_ff"])
+
+
+def _build_hunyuan_moe(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/hunyuan-moe.cpp (experts and a shared MLP on every layer, q/k norms of head size)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    s.set("{arch}.rope.dimension_count", hd)
+    s.set("{arch}.expert_shared_feed_forward_length", int(hp["n_ff_shexp"]))
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i])
+        s.add(p + "attn_k_norm.weight", (hd,), "norm")
+        s.add(p + "attn_q_norm.weight", (hd,), "norm")
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
+        _shared_expert(s, i, n_embd, hp["n_ff_shexp"])
+
+
+def _build_glm4(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/glm4.cpp (partial rope, ffn_up of width 2 * n_ff, no ffn_gate)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i], bias=True)
+        s.add(p + "post_attention_norm.weight", (n_embd,), "norm")
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        s.add(p + "ffn_down.weight", (hp["n_ff"], n_embd))
+        s.add(p + "ffn_up.weight", (n_embd, 2 * hp["n_ff"]))
+        s.add(p + "post_ffw_norm.weight", (n_embd,), "norm")
+
+
+def _build_exaone4(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/exaone4.cpp (no attn_norm/ffn_norm; SWA is decided by the layer count, see hparams)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    s.set("{arch}.rope.dimension_count", hd)
+    if hp.get("sliding_window"):
+        s.set("{arch}.attention.sliding_window", int(hp["sliding_window"]))
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i])
+        s.add(p + "post_attention_norm.weight", (n_embd,), "norm")
+        s.add(p + "attn_q_norm.weight", (hd,), "norm")
+        s.add(p + "attn_k_norm.weight", (hd,), "norm")
+        _dense_ffn(s, i, n_embd, hp["n_ff"])
+        s.add(p + "post_ffw_norm.weight", (n_embd,), "norm")
+
+
+def _build_gemma3(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/gemma3.cpp: SWA on 5 of every 6 layers unless a pattern is written, tied embeddings allowed."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    if hp.get("sliding_window"):
+        s.set("{arch}.attention.sliding_window", int(hp["sliding_window"]))
+        if hp.get("swa_pattern") is not None:
+            pat = hp["swa_pattern"]
+            value = [bool(x) for x in pat] if isinstance(pat, (list, tuple)) else int(pat)
+            s.set("{arch}.attention.sliding_window_pattern", value)
+    if hp.get("final_logit_softcapping"):
+        s.set("{arch}.final_logit_softcapping", float(hp["final_logit_softcapping"]))
+    _embeddings(s, hp)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i])
+        s.add(p + "post_attention_norm.weight", (n_embd,), "norm")
+        s.add(p + "attn_k_norm.weight", (hd,), "norm")
+        s.add(p + "attn_q_norm.weight", (hd,), "norm")
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        _dense_ffn(s, i, n_embd, hp["n_ff"])
+        s.add(p + "post_ffw_norm.weight", (n_embd,), "norm")
+
+
 _BUILDERS: dict[str, Callable[[ModelSpec, dict[str, Any]], None]] = {
     "llama": _build_llama,
     "mixtral": _build_llama,
@@ -783,6 +1169,20 @@ _BUILDERS: dict[str, Callable[[ModelSpec, dict[str, Any]], None]] = {
     "llama4": _build_llama4,
     "glm4moe": _build_glm4moe,
     "granitehybrid": _build_granitehybrid,
+    "gemma3": _build_gemma3,
+    "qwen3": _build_qwen3,
+    "qwen2": _build_qwen2,
+    "granite": _build_granite,
+    "granitemoe": _build_granite,
+    "olmoe": _build_olmoe,
+    "mistral3": _build_llama_like,
+    "seed_oss": _build_seed_oss,
+    "smollm3": _build_llama_like,
+    "mamba2": _build_mamba2,
+    "ernie4_5-moe": _build_ernie4_5_moe,
+    "hunyuan-moe": _build_hunyuan_moe,
+    "glm4": _build_glm4,
+    "exaone4": _build_exaone4,
 }
 
 

@@ -13,6 +13,7 @@ from gguf import GGUFReader
 
 from tests import gguf_factory as gf
 from tests.llama_fixtures import CPU_WORKAROUND_ARGS
+from tests.memory.accuracy import record
 
 MiB = 1024 * 1024
 
@@ -108,6 +109,8 @@ def _complete(server) -> dict:
 def test_tiny_model_serves_completion(arch, tiny_models, llama_server):
     server = llama_server(tiny_models[arch], "-c", "256", "-np", "1", "--fit", "off", "-ngl", "0", "-t", "2")
     body = _complete(server)
+    record("serves", case=arch, arch=gf.GGUF_ARCH[arch], backends=["CPU"],
+           ok=bool(isinstance(body.get("content"), str) and body["content"] and body.get("tokens_predicted") == 4))
     assert isinstance(body["content"], str) and body["content"], body
     assert body["tokens_predicted"] == 4, body
     server.stop()
@@ -169,17 +172,19 @@ def test_sparse_model_is_sparse(name, sparse_models):
     path = sparse_models[name]
     spec = gf.sparse_spec(name)
     st = os.stat(path)
-    assert st.st_size > spec.data_nbytes > 10 * 1024 * MiB
+    assert st.st_size > spec.data_nbytes > 256 * MiB
     assert st.st_size - spec.data_nbytes < 16 * MiB           # header + tensor table
     assert st.st_blocks * 512 < 64 * MiB, st.st_blocks * 512   # only the header is on disk
     assert _header_counts(path) == (len(spec.tensors), len(spec.kv) + 1)  # + general.architecture
 
 
 # published sizes of these quantizations, GB (10^9), for a sanity check of the tensor table
-_PUBLISHED_GB = {"qwen3-30b-a3b": 18.6, "qwen3-235b-a22b": 142.0, "deepseek-v3": 404.0, "gpt-oss-120b": 63.4}
+# (only where the published file is known here; the other sparse models are shaped by their configs)
+_PUBLISHED_GB = {"qwen3-30b-a3b": 18.6, "qwen3-235b-a22b": 142.0, "deepseek-v3": 404.0, "gpt-oss-120b": 63.4,
+                 "llama-3.1-8b": 4.92, "gpt-oss-20b": 12.1}
 
 
-@pytest.mark.parametrize("name", list(gf.SPARSE_SPECS))
+@pytest.mark.parametrize("name", list(_PUBLISHED_GB))
 def test_sparse_model_size_matches_published(name):
     assert gf.sparse_spec(name).data_nbytes / 1e9 == pytest.approx(_PUBLISHED_GB[name], rel=0.02)
 
@@ -197,7 +202,10 @@ def test_sparse_model_accepted_by_fit_params(name, sparse_models, llama_bin):
     host = {p[0]: [int(x) for x in p[1:]] for p in lines}["Host"]
     # CPU-only build and --no-repack: every weight is in a plain CPU buffer, so the host "model" column
     # is the whole data region (with CPU_REPACK/AMX buffers it would leave the repacked weights out)
-    assert host[0] == pytest.approx(spec.data_nbytes / MiB, rel=0.01), out.stdout
+    # NextN/MTP blocks (after the main layers) are not loaded without MTP speculation
+    n_main = spec.hparams["n_layer"]
+    loaded = sum(t.nbytes for t in spec.tensors if (gf._layer_of(t.name) or 0) < n_main)
+    assert host[0] == pytest.approx(loaded / MiB, rel=0.01), out.stdout
 
 
 @pytest.mark.llama

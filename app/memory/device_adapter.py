@@ -31,7 +31,21 @@ def from_detected(devices) -> list[Lane]:
             buft = d.name
         total = d.total_bytes or 0
         free = d.free_bytes if d.free_bytes is not None else total
-        out.append(Lane(d.name, buft, free, total, d.kind, endpoint=d.rpc_endpoint if d.kind == "rpc" else None))
+        out.append(
+            Lane(
+                d.name,
+                buft,
+                free,
+                total,
+                d.kind,
+                endpoint=d.rpc_endpoint if d.kind == "rpc" else None,
+                max_tensor_bytes=getattr(d, "max_tensor_bytes", None),
+                alignment=getattr(d, "buffer_alignment", 0),
+                max_buffer=getattr(d, "max_buffer", 0),
+                host_alignment=getattr(d, "host_alignment", 0),
+                host_max_buffer=getattr(d, "host_max_buffer", 0),
+            )
+        )
     return out
 
 

@@ -13,8 +13,16 @@ from dataclasses import dataclass, field
 
 from ..lanes import CPU, DeviceKind, Lane
 from ..model import Model
-from .compute import CHECKED_ARCHS, compute_buffers, model_facts
-from .kv import ContextShape, context_shape, kv_bytes_per_layer, output_buffer_bytes, recurrent_bytes_per_layer
+from .backends import backend_of
+from .compute import compute_buffers, model_facts, unchecked_note
+from .kv import (
+    ContextShape,
+    context_shape,
+    kv_bytes_per_layer,
+    output_buffer_bytes,
+    recurrent_bytes_per_layer,
+    state_is_modelled,
+)
 from .layout import OverrideMatcher, WeightPlacement, place_weights
 from .settings import LlamaSettings
 
@@ -138,10 +146,23 @@ def _estimate(
             "list that RPC host, so one device of unknown memory is assumed per host; per-device use is exact, "
             "capacity and free space cannot be checked"
         )
-    if p.arch not in CHECKED_ARCHS:
+    unchecked = unchecked_note(p.arch, state_is_modelled(p))
+    if unchecked:
+        notes.append(unchecked)
+    vulkan = [d.name for d in placement.devices if backend_of(d) == "vulkan"]
+    if vulkan:
         notes.append(
-            f"compute buffers for '{p.arch}' follow a llama-style graph that was not checked against "
-            "llama.cpp for this architecture: weights and KV are exact, compute may be off; use Verify"
+            f"compute buffers of {', '.join(vulkan)}: the Vulkan backend reorders each graph split "
+            "(ggml_vk_graph_optimize), which Layerdeck does not replay, so they can differ from llama.cpp's by tens "
+            "of MiB either way (on lavapipe: 32 of 468 figures, worst 76 MiB); weights and context are exact; "
+            "use Verify"
+        )
+    big_rpc = [d.name for d in placement.devices if d.kind is DeviceKind.RPC and mem[d.name].compute > 1 << 30]
+    if big_rpc:
+        notes.append(
+            f"compute buffers of {', '.join(big_rpc)} are over 1 GiB: if that RPC host serves a Vulkan, Metal or "
+            "SYCL device, llama.cpp splits them into buffers of the device's largest size and may need more than "
+            "shown (Layerdeck assumes one buffer, as a CPU or CUDA host gives)"
         )
     if p.tied_embeddings and placement.duplicated_output:
         notes.append(f"tied embeddings: token_embd is loaded twice (host and {placement.duplicated_output})")

@@ -112,6 +112,20 @@ def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) ->
     return out
 
 
+#: Architectures whose recurrent state llama.cpp sizes from the ``ssm.*`` keys the way
+#: :func:`recurrent_bytes_per_layer` does (``llama_hparams::n_embd_r``/``n_embd_s`` for Mamba 1/2 layers).
+#: RWKV (token shift, wkv), LFM2 (short conv), Kimi KDA and the gated delta-net layers of qwen3next/qwen35
+#: size theirs differently: not modelled, see :func:`state_is_modelled`.
+MAMBA_STATE_ARCHS = frozenset(
+    {"mamba", "mamba2", "jamba", "falcon-h1", "granitehybrid", "nemotron_h", "nemotron_h_moe"}
+)
+
+
+def state_is_modelled(p: ModelParams) -> bool:
+    """False when the model has recurrent layers whose state this module does not size as llama.cpp does."""
+    return not any(p.recurrent_layers) or p.arch in MAMBA_STATE_ARCHS
+
+
 def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
     """Recurrent state (r + s, f32) of each recurrent layer; independent of the context length."""
     if not any(p.recurrent_layers):

@@ -23,6 +23,7 @@ from functools import lru_cache
 from ..errors import EstimateError
 from ..lanes import CPU, Lane
 from ..model import Model
+from .backends import backend_of, refuses
 from .ecmascript import Compiled, PatternError, compile_pattern, name_bytes
 from .settings import NGL_ALL, NGL_AUTO, LlamaSettings
 
@@ -215,15 +216,22 @@ def place_weights(
             )
     tl = model.index.tensor_layer
     skipped = model.index.skipped
+    # devices whose backend refuses some weights (a Vulkan size limit): those weights stay in host memory
+    limited = {d.name: d for d in devs if d.max_tensor_bytes is not None}
+    tensors = model.tensors
     tensor_device = []
     for i, il in enumerate(tl):
         if skipped[i]:
             tensor_device.append("")
             continue
-        if i in over:
+        if i in over:  # an override to a device's buffer type is taken as given (llama-model-loader.cpp)
             tensor_device.append(buft_to_dev[over[i]])
-        else:
-            tensor_device.append(CPU if il < 0 else layers[il])
+            continue
+        dev = CPU if il < 0 else layers[il]
+        lane = limited.get(dev)
+        if lane is not None and refuses(lane, tensors[i], model.params):
+            dev = CPU  # select_weight_buft: the device refuses the weight's op, the host takes it
+        tensor_device.append(dev)
     dup = None
     if model.params.tied_embeddings:
         out_dev = layers[n_all]
@@ -231,6 +239,36 @@ def place_weights(
         assert te is not None  # tied embeddings are detected from token_embd.weight, so the file has it
         if te in over:
             out_dev = buft_to_dev[over[te]]
+        else:
+            lane = limited.get(out_dev)
+            if lane is not None and refuses(lane, tensors[te], model.params, "MUL_MAT"):  # loaded as the output
+                out_dev = CPU
+                if _token_embd_in_host_buffer(model, devs, settings, te) and not _uses_mmap(settings):
+                    # the output's copy went to the plain CPU buffer, token_embd to the device's host buffer
+                    # (Vulkan_Host): two buffer types, so llama.cpp keeps two copies (create_tensor's
+                    # TENSOR_DUPLICATED reuses a tensor only within one buffer type), both in host memory
+                    dup = CPU
         if out_dev != tensor_device[te]:
             dup = out_dev
     return WeightPlacement(tensor_device, layers, dup, devs, bool(settings.overrides))
+
+
+#: Backends whose devices bring a host buffer type (``ggml_backend_dev_host_buffer_type``); RPC and Metal do not.
+_HOST_BUFFER_BACKENDS = ("cuda", "rocm", "vulkan", "sycl")
+
+
+def _token_embd_in_host_buffer(model: Model, devs: list[Lane], settings: LlamaSettings, te: int) -> bool:
+    """Whether token_embd lands in the first device's host buffer type (``make_cpu_buft_list``): there is one,
+    ``--no-host`` is off, and that device accepts the weight's GET_ROWS."""
+    if not settings.use_host:
+        return False
+    first = next((d for d in devs if backend_of(d) in _HOST_BUFFER_BACKENDS), None)
+    return first is not None and not refuses(first, model.tensors[te], model.params, "GET_ROWS")
+
+
+def _uses_mmap(settings: LlamaSettings) -> bool:
+    """llama-fit-params loads with LLAMA_LOAD_MODE_NONE; otherwise auto, mmap and mmap+mlock map the file
+    (``llama_model_loader``: use_mmap), and a mapped load puts host-buffer weights in the plain CPU buffer."""
+    if settings.tool == "fit-params":
+        return False
+    return settings.load_mode in (None, "auto", "mmap", "mmap+mlock")

@@ -434,7 +434,11 @@ def _swa_pattern(arch: str, m: Meta, n_layer: int, n_swa: int) -> list[bool]:
         vals = pattern[:n_layer]
         return vals + [False] * (n_layer - len(vals))
     # Period form: layer il is SWA iff il % p < p-1 (llama_hparams::set_swa_pattern).
-    period = pattern if pattern is not None else {"gemma3": 6, "gpt-oss": 2, "gemma2": 2, "cohere2": 4}.get(arch, 0)
+    period = (
+        pattern
+        if pattern is not None
+        else {"gemma3": 6, "gpt-oss": 2, "gemma2": 2, "cohere2": 4, "exaone4": 4}.get(arch, 0)
+    )
     if period <= 0:
         # A window without pattern: every layer uses it (e.g. Mistral-style sliding window).
         return [True] * n_layer
@@ -569,6 +573,10 @@ def extract_params(
     if arch == "llama4":
         # chunked attention with 8192-token chunks unless the file sets the window to 0 (src/models/llama4.cpp)
         n_swa = 0 if m.has("{arch}.attention.sliding_window") and n_swa == 0 else 8192
+    if arch == "exaone4":
+        # src/models/exaone4.cpp: only the 64-layer (32B) model slides (window 4096 unless the file says, period 4);
+        # for other sizes the window key is read but no layer slides
+        n_swa = (n_swa if m.has("{arch}.attention.sliding_window") else 4096) if n_layer == 64 else 0
     n_expert_used = m.per_layer("{arch}.expert_used_count", n_layer)
     n_ff_exp = m.per_layer("{arch}.expert_feed_forward_length", n_layer)
     file_type = m.u32("general.file_type") if m.has("general.file_type") else None

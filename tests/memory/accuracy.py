@@ -9,6 +9,8 @@ is ``llama-fit-params --fit-print on`` with the same arguments plus
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -22,6 +24,18 @@ from app.model import open_model
 
 MiB = 1 << 20
 
+#: When set, the accuracy tests append one JSON line per case to this file (scripts/coverage.py reads it).
+RESULTS_ENV = "LAYERDECK_COVERAGE_RESULTS"
+
+
+def record(test: str, **fields) -> None:
+    """Append a result line for scripts/coverage.py (no-op unless ``$LAYERDECK_COVERAGE_RESULTS`` is set)."""
+    path = os.environ.get(RESULTS_ENV)
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(dict(test=test, **fields)) + "\n")
+
 
 @dataclass(frozen=True)
 class Case:
@@ -29,10 +43,16 @@ class Case:
     model: str          # key: a sparse spec name or "tiny:<arch>"
     n_rpc: int
     args: tuple[str, ...]
+    compute_off: str = ""  # why compute is known not to match yet (the architecture is then not marked exact)
 
 
-def _c(id, model, n_rpc, args):
-    return Case(id, model, n_rpc, tuple(args.split()))
+def _c(id, model, n_rpc, args, compute_off=""):
+    return Case(id, model, n_rpc, tuple(args.split()), compute_off)
+
+
+#: compute of pure Mamba2 on the last of 2+ pipelined devices with -np 4 or 8 (n_tokens a multiple of n_seqs):
+#: llama.cpp is 0.23 MiB to 1.23 MiB above ours; other -np values and placements match. Not found yet.
+MAMBA2_NP = "last pipelined device with -np 4/8: llama.cpp 0.23-1.23 MiB above (cause not found yet)"
 
 
 CASES: list[Case] = [
@@ -62,17 +82,77 @@ CASES: list[Case] = [
     _c("goss-1rpc-cmoe", "gpt-oss-120b", 1, "-c 32768 -ngl all -cmoe -fa on"),
     _c("goss-2rpc-swafull", "gpt-oss-120b", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -fa on -ncmoe 10"),
     _c("goss-1rpc-faoff-np", "gpt-oss-120b", 1, "-c 8192 -np 2 -ngl all -cmoe -fa off"),
-    # tiny real models (these also load in llama-server)
-    _c("tiny-llama-2rpc", "tiny:llama", 2, "-c 2048 -ngl all -ts 1,1"),
-    _c("tiny-qwen3moe-3rpc", "tiny:qwen3moe", 3, "-c 4096 -ngl all -ts 1,1,2 -ncmoe 1 -fa off"),
-    _c("tiny-deepseek2-1rpc", "tiny:deepseek2", 1, "-c 4096 -ngl all -cmoe"),
-    _c("tiny-gptoss-2rpc", "tiny:gpt-oss", 2, "-c 4096 -ngl all -ts 2,1 -fa on"),
-    _c("tiny-granite-1rpc", "tiny:granitehybrid", 1, "-c 4096 -ngl all -np 2"),
-    _c("tiny-granite-2rpc", "tiny:granitehybrid", 2, "-c 4096 -ngl all -ts 1,1"),
-    _c("tiny-llama4-1rpc", "tiny:llama4", 1, "-c 16384 -ngl all -cmoe"),
-    _c("tiny-llama-nkvo", "tiny:llama", 1, "-c 4096 -ngl all -nkvo -fa off"),
-    _c("tiny-llama-ub16", "tiny:llama", 2, "-c 4096 -ngl 2 -ts 1,1 -ub 16 -fa off"),
-    _c("tiny-llama-ub2048", "tiny:llama", 1, "-c 8192 -ngl all -ub 2048 -b 4096"),
+    # one full-size (sparse) model per further architecture: every buffer compared is tens of MiB or more
+    # (the tiny models, whose buffers are a few MiB, are compared in server mode in test_accuracy_llama.py)
+    _c("l8b-2rpc", "llama-3.1-8b", 2, "-c 8192 -ngl all -ts 1,1"),
+    _c("l8b-1rpc-nkvo", "llama-3.1-8b", 1, "-c 8192 -ngl all -nkvo -fa off"),
+    _c("l8b-2rpc-ngl20-ub64", "llama-3.1-8b", 2, "-c 8192 -ngl 20 -ts 1,1 -ub 64 -fa off"),
+    _c("l8b-1rpc-ub2048", "llama-3.1-8b", 1, "-c 16384 -ngl all -ub 2048 -b 4096"),
+    _c("l8b-cpu-q8", "llama-3.1-8b", 0, "-c 32768 -ctk q8_0 -ctv q8_0 -fa on"),
+    _c("mix-2rpc-ncmoe", "mixtral-8x7b", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 8"),
+    _c("mix-cpu-faoff", "mixtral-8x7b", 0, "-c 4096 -fa off"),
+    _c("q57-1rpc-cmoe", "qwen2-57b-a14b", 1, "-c 16384 -ngl all -cmoe -fa on"),
+    _c("q57-3rpc-ncmoe", "qwen2-57b-a14b", 3, "-c 8192 -ngl all -ts 1,1,2 -ncmoe 4 -fa off"),
+    _c("dsv2l-1rpc-cmoe", "deepseek-v2-lite", 1, "-c 8192 -ngl all -cmoe"),
+    _c("dsv2l-2rpc", "deepseek-v2-lite", 2, "-c 16384 -ngl all -ts 1,1 -fa on"),
+    _c("goss20-2rpc", "gpt-oss-20b", 2, "-c 8192 -ngl all -ts 2,1 -fa on"),
+    _c("goss20-cpu-faoff", "gpt-oss-20b", 0, "-c 16384 -fa off"),
+    _c("scout-1rpc-cmoe", "llama-4-scout", 1, "-c 16384 -ngl all -cmoe"),
+    _c("scout-2rpc-cmoe", "llama-4-scout", 2, "-c 32768 -ngl all -ts 1,1 -cmoe -fa on"),
+    _c("air-1rpc-cmoe", "glm-4.5-air", 1, "-c 16384 -ngl all -cmoe -fa on"),
+    _c("air-2rpc-ncmoe", "glm-4.5-air", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 20 -fa off"),
+    _c("granite-1rpc-np2", "granite-4.0-h-small", 1, "-c 8192 -ngl all -np 2"),
+    _c("granite-2rpc", "granite-4.0-h-small", 2, "-c 16384 -ngl all -ts 1,1"),
+    _c("granite-cpu", "granite-4.0-h-small", 0, "-c 8192"),
+    # gemma3 (SWA 5:1 with a 1024 window, tied embeddings loaded twice, post norms)
+    _c("g27-cpu", "gemma-3-27b", 0, "-c 8192"),
+    _c("g27-2rpc-ts12", "gemma-3-27b", 2, "-c 32768 -ngl all -ts 1,2 -fa on"),
+    _c("g27-1rpc-ngl40-faoff", "gemma-3-27b", 1, "-c 16384 -ngl 40 -fa off"),
+    _c("g27-2rpc-swafull-q8", "gemma-3-27b", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -fa on -ctk q8_0 -ctv q8_0"),
+    _c("g4-1rpc-np4", "gemma-3-4b", 1, "-c 32768 -np 4 -ngl all -fa on"),
+    _c("g4-3rpc-faoff", "gemma-3-4b", 3, "-c 8192 -ngl all -ts 1,1,1 -fa off"),
+    # dense Qwen3 (tied embeddings on the 4B) and Qwen2.5 (qkv biases)
+    _c("q8b-2rpc-ts13", "qwen3-8b", 2, "-c 16384 -ngl all -ts 1,3 -fa on"),
+    _c("q8b-cpu-faoff", "qwen3-8b", 0, "-c 8192 -fa off"),
+    _c("q4b-1rpc-ngl20", "qwen3-4b", 1, "-c 32768 -ngl 20 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("q25-7b-2rpc", "qwen2.5-7b", 2, "-c 32768 -ngl all -ts 1,1 -np 2 -fa on"),
+    _c("q25-7b-1rpc-faoff", "qwen2.5-7b", 1, "-c 8192 -ngl all -fa off -ub 256"),
+    # Granite 3.x dense and MoE (scales), OLMoE (2-D q/k norms, unnormalised expert weights)
+    _c("gr8b-2rpc", "granite-3.3-8b", 2, "-c 16384 -ngl all -ts 1,1 -fa on"),
+    _c("gr8b-1rpc-ngl30-faoff", "granite-3.3-8b", 1, "-c 8192 -ngl 30 -fa off"),
+    _c("grmoe-1rpc-cmoe", "granite-3.1-3b-a800m", 1, "-c 32768 -ngl all -cmoe"),
+    _c("grmoe-3rpc", "granite-3.1-3b-a800m", 3, "-c 16384 -ngl all -ts 1,1,1 -fa off -np 2"),
+    _c("olmoe-1rpc-ncmoe", "olmoe-1b-7b", 1, "-c 4096 -ngl all -ncmoe 8 -fa on"),
+    _c("olmoe-2rpc-faoff", "olmoe-1b-7b", 2, "-c 4096 -ngl all -ts 1,1 -fa off"),
+    _c("olmoe-cpu", "olmoe-1b-7b", 0, "-c 4096"),
+    # Ministral 3 (attention temperature), Seed-OSS (post_attention_norm FFN), SmolLM3 (NoPE every 4th layer)
+    _c("min3-2rpc", "ministral-3-14b", 2, "-c 32768 -ngl all -ts 1,1 -fa on"),
+    _c("min3-1rpc-ngl25-faoff", "ministral-3-14b", 1, "-c 8192 -ngl 25 -fa off"),
+    _c("seed-3rpc", "seed-oss-36b", 3, "-c 16384 -ngl all -ts 1,1,1 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("seed-cpu", "seed-oss-36b", 0, "-c 4096 -fa off"),
+    _c("smol-1rpc", "smollm3-3b", 1, "-c 65536 -ngl all -fa on"),
+    _c("smol-2rpc-np2-faoff", "smollm3-3b", 2, "-c 16384 -ngl all -ts 2,1 -np 2 -fa off"),
+    # pure Mamba2: recurrent state only (no KV), per sequence
+    _c("m2-cpu", "mamba2-2.7b", 0, "-c 4096"),
+    _c("m2-2rpc-np2", "mamba2-2.7b", 2, "-c 8192 -ngl all -ts 1,1 -np 2"),
+    _c("m2-2rpc-np4", "mamba2-2.7b", 2, "-c 8192 -ngl all -ts 1,1 -np 4", compute_off=MAMBA2_NP),
+    _c("mcod-1rpc-ngl40", "mamba-codestral-7b", 1, "-c 16384 -ngl 40 -ub 1024"),
+    _c("mcod-3rpc", "mamba-codestral-7b", 3, "-c 8192 -ngl all -ts 1,1,2 -np 2"),
+    # ERNIE 4.5 MoE (1 dense leading block, selection bias, shared expert)
+    _c("ernie-1rpc-cmoe", "ernie-4.5-21b-a3b", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("ernie-2rpc-ncmoe", "ernie-4.5-21b-a3b", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 10 -fa off"),
+    _c("ernie-cpu", "ernie-4.5-21b-a3b", 0, "-c 4096"),
+    # Hunyuan-A13B (experts + shared MLP on every layer, q/k norms after rope)
+    _c("hy-1rpc-cmoe", "hunyuan-a13b", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("hy-2rpc-ncmoe-faoff", "hunyuan-a13b", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 12 -fa off"),
+    # GLM-4-32B-0414 (post norms, single-tensor SwiGLU, 2 KV heads)
+    _c("glm4-2rpc", "glm-4-32b-0414", 2, "-c 32768 -ngl all -ts 1,1 -fa on"),
+    _c("glm4-1rpc-ngl30-faoff", "glm-4-32b-0414", 1, "-c 8192 -ngl 30 -fa off"),
+    # EXAONE 4.0: the 32B slides on 3 of 4 layers (window 4096) with rope only there; the 1.2B does not slide
+    _c("ex32-2rpc", "exaone-4.0-32b", 2, "-c 32768 -ngl all -ts 1,1 -fa on"),
+    _c("ex32-1rpc-ngl40-faoff", "exaone-4.0-32b", 1, "-c 16384 -ngl 40 -fa off"),
+    _c("ex32-2rpc-swafull", "exaone-4.0-32b", 2, "-c 16384 -ngl all -ts 1,2 --swa-full"),
+    _c("ex1-1rpc", "exaone-4.0-1.2b", 1, "-c 65536 -ngl all -np 2 -fa on"),
     _c("goss-2rpc-pipeline", "gpt-oss-120b", 2, "-c 8192 -ngl all -ts 1,1 -fa off"),
     _c("q30-cpu-np3-nokvu", "qwen3-30b-a3b", 0, "-c 12288 -np 3 -fa off"),
 ]
@@ -111,17 +191,30 @@ def run_case(case: Case, model_path: Path, bin_dir: Path, endpoints: list[str]) 
     return Result(case, estimate(model, devices, settings), theirs)
 
 
+#: Smallest non-zero figure llama.cpp prints in the matrix: the models are full-size (sparse files), so a
+#: prediction of 0 or a few MiB cannot pass by tolerance (tests/memory/test_accuracy_llama.py checks it).
+MIN_PRINTED_MIB = 16
+
+#: Compute buffers come from a graph that simulates only representative layers (app/memory/compute/compress.py):
+#: up to an alignment's worth of bytes may differ from the uncut graph (seen: 32 B; tests/memory/test_compute.py
+#: allows 4 KiB), so the floor window of a compute figure is widened by that much. Model and context: none.
+COMPUTE_SLACK = 4096
+
+
+def within_floor(ours_bytes: int, theirs_mib: int, slack: int = 0) -> bool:
+    """llama.cpp prints ``bytes/1024/1024`` (integer division): ours must floor to the same MiB."""
+    return theirs_mib * MiB - slack <= ours_bytes < (theirs_mib + 1) * MiB + slack
+
+
 def errors(result: Result) -> list[tuple[str, str, float, float, bool]]:
-    """(device, quantity, ours MiB, theirs MiB, within tolerance) for every row and quantity."""
+    """(device, quantity, ours MiB, theirs MiB, exact to the printed MiB) for every row and quantity."""
     out = []
     for row in result.theirs:
         mine = result.ours.device(row.name)
-        for q, ours_b, theirs_mib, rel, floor in (
-            ("model", mine.model, row.model, 0.01, 16),
-            ("context", mine.context, row.context, 0.01, 16),
-            ("compute", mine.compute, row.compute, 0.10, 64),
+        for q, ours_b, theirs_mib, slack in (
+            ("model", mine.model, row.model, 0),
+            ("context", mine.context, row.context, 0),
+            ("compute", mine.compute, row.compute, COMPUTE_SLACK),
         ):
-            ours_mib = ours_b / MiB
-            ok = abs(ours_mib - theirs_mib) <= max(rel * theirs_mib, floor) + 1  # +1: llama.cpp floors to MiB
-            out.append((row.name, q, ours_mib, float(theirs_mib), ok))
+            out.append((row.name, q, ours_b / MiB, float(theirs_mib), within_floor(ours_b, theirs_mib, slack)))
     return out

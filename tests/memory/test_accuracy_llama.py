@@ -1,8 +1,15 @@
 """Our estimate against llama.cpp's own dry run, on the full matrix, with the real binaries.
 
-Tolerances (issue "Memory model"): model and context within 1% or 16 MiB per
-device, compute within 10% or 64 MiB (plus 1 MiB because llama.cpp floors its
-printed MiB).
+``llama-fit-params --fit-print`` prints whole MiB, floored: every model,
+context and compute figure of ours must floor to the printed number (compute
+may cross a MiB edge by the few bytes the layer compression can change, see
+``accuracy.COMPUTE_SLACK``). The matrix uses full-size sparse models, so every
+non-zero figure is at least ``accuracy.MIN_PRINTED_MIB``: a prediction of 0
+cannot pass. Server mode is compared to the ``-lv 4`` load log, which prints
+MiB rounded to two decimals, on tiny models that really load: every device
+buffer must match to that rounding; only the mapped host buffer (``CPU_Mapped``,
+a file range that includes padding and neighbouring tensors) keeps the loose
+bound of 1% or 16 MiB.
 """
 
 from __future__ import annotations
@@ -12,11 +19,11 @@ import re
 import pytest
 
 from app.command.parse import settings_from_args
-from app.memory.compute import APPROXIMATE
+from app.memory.compute import APPROXIMATE, CHECKED_ARCHS
 from app.memory.estimator import estimate
 from app.model import open_model
 
-from .accuracy import CASES, MiB, errors, list_rpc_devices, run_case
+from .accuracy import CASES, COMPUTE_SLACK, MIN_PRINTED_MIB, MiB, errors, list_rpc_devices, record, run_case
 
 pytestmark = pytest.mark.llama
 
@@ -30,12 +37,27 @@ def _model_path(case, tiny_models, sparse_models):
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_estimate_matches_fit_print(case, llama_bin, rpc_servers, tiny_models, sparse_models):
     servers = rpc_servers(case.n_rpc) if case.n_rpc else []
-    result = run_case(case, _model_path(case, tiny_models, sparse_models), llama_bin, [s.endpoint for s in servers])
+    path = _model_path(case, tiny_models, sparse_models)
+    result = run_case(case, path, llama_bin, [s.endpoint for s in servers])
     rows = errors(result)
+    arch = open_model(path).params.arch
+    record("fit-print", case=case.id, arch=arch, backends=["CPU"] + (["RPC"] if case.n_rpc else []),
+           compute_off=case.compute_off,
+           approximate=any(n.startswith(APPROXIMATE) for n in result.ours.notes),
+           ok={q: all(ok for _d, qq, _o, _t, ok in rows if qq == q) for q in ("model", "context", "compute")})
     assert not [n for n in result.ours.notes if n.startswith(APPROXIMATE)], "the compute graph was built"
+    if case.compute_off:
+        # a known compute difference: the architecture must not claim exactness, and the difference stays
+        # what it is documented to be (weights and context are still exact to the MiB)
+        assert arch not in CHECKED_ARCHS, f"{arch} is marked exact but {case.id}: {case.compute_off}"
+        off = [(dev, o - t) for dev, q, o, t, ok in rows if q == "compute" and not ok]
+        assert all(-1.25 < d < 0 for _dev, d in off), off
+        rows = [r for r in rows if r[1] != "compute"]
+    small = [(dev, q, t) for dev, q, _o, t, _ok in rows if 0 < t < MIN_PRINTED_MIB]
+    assert not small, f"figures too small to tell a wrong estimate from flooring: {small}"
     assert {r[0] for r in rows} == {d.name for d in result.ours.devices}, "device names and order follow llama.cpp"
     assert [r.name for r in result.theirs] == [d.name for d in result.ours.devices]
-    misses = [f"{dev} {q}: ours {o:.1f} MiB vs llama.cpp {t:.0f} MiB" for dev, q, o, t, ok in rows if not ok]
+    misses = [f"{dev} {q}: ours {o:.4f} MiB vs llama.cpp {t:.0f} MiB (floored)" for dev, q, o, t, ok in rows if not ok]
     assert not misses, "\n".join(misses)
 
 
@@ -46,6 +68,21 @@ SERVER_CASES = [
     ("deepseek2", 1, "-c 2048 -ngl all -fa on"),
     ("llama", 0, "-c 2048 -np 1"),
     ("granitehybrid", 1, "-c 4096 -ngl all"),
+    ("gemma3", 1, "-c 4096 -ngl all -fa on"),
+    ("gemma3", 2, "-c 2048 -ngl all -ts 1,1 -fa off -np 2"),
+    ("qwen3", 1, "-c 4096 -ngl all"),
+    ("qwen2", 2, "-c 4096 -ngl all -ts 1,1 -fa off"),
+    ("granite", 1, "-c 4096 -ngl all"),
+    ("granitemoe", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 1"),
+    ("olmoe", 1, "-c 4096 -ngl all -cmoe -fa off"),
+    ("mistral3", 2, "-c 4096 -ngl all -ts 1,1"),
+    ("seed_oss", 1, "-c 4096 -ngl all -fa off"),
+    ("smollm3", 1, "-c 4096 -ngl all -np 2"),
+    ("mamba2", 1, "-c 4096 -ngl all"),
+    ("ernie4_5-moe", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 1"),
+    ("hunyuan-moe", 1, "-c 4096 -ngl all -fa on"),
+    ("glm4", 2, "-c 4096 -ngl all -ts 1,1 -fa off"),
+    ("exaone4", 1, "-c 4096 -ngl all"),
 ]
 
 _BUF = re.compile(r"(\S+) (model|KV|RS|compute|output) buffer size =\s*([\d.]+) MiB")
@@ -65,14 +102,26 @@ def test_server_mode_matches_logged_buffers(arch, n_rpc, args, llama_bin, rpc_se
         logged[(buft, kind)] = logged.get((buft, kind), 0.0) + float(mib)
     assert logged, srv.output()[-3000:]
     srv.stop()
-    est = estimate(open_model(tiny_models[arch]), devices, settings_from_args(args.split(), tool="server"))
+    model = open_model(tiny_models[arch])
+    est = estimate(model, devices, settings_from_args(args.split(), tool="server"))
     assert not [n for n in est.notes if n.startswith(APPROXIMATE)], "the compute graph was built"
     by_buft = {d.buft: d.name for d in devices}
+    misses = []
     for (buft, kind), mib in logged.items():
         dev = est.device(by_buft.get(buft, "CPU"))
         ours = {"model": dev.model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
                 "output": dev.output}[kind] / MiB
         if kind == "model" and buft not in by_buft:
             ours = est.host.model / MiB  # CPU / CPU_Mapped host buffers
-        tol = max(0.10 * mib, 64) if kind == "compute" else max(0.01 * mib, 16)
-        assert abs(ours - mib) <= tol, f"{buft} {kind}: ours {ours:.2f} MiB, llama-server logged {mib:.2f} MiB"
+        if kind == "model" and buft not in by_buft:
+            # a mapped host buffer spans the file range of its tensors, padding and neighbours included:
+            # the loose bound stays for it
+            tol = max(0.01 * mib, 16)
+        else:
+            # the log prints %.2f MiB: half a hundredth of rounding (+ the compression's few bytes for compute)
+            tol = 0.005 + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0)
+        if abs(ours - mib) > tol:
+            misses.append(f"{buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    record("server-log", case=f"{arch}-{n_rpc}rpc", arch=model.params.arch,
+           backends=["CPU"] + (["RPC"] if n_rpc else []), ok=not misses)
+    assert not misses, "\n".join(misses)

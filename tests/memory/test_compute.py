@@ -1,7 +1,7 @@
 """The compute-buffer simulator's shortcuts change nothing that matters: compressed graph == uncut graph
 (to within an alignment's worth of bytes).
 
-The simulator (app/memory/compute.py) rebuilds llama.cpp's graph, scheduler and allocator; for speed it
+The simulator (app/memory/compute/) rebuilds llama.cpp's graph, scheduler and allocator; for speed it
 builds only representative layers. Here random placements on full-size models are estimated both ways.
 """
 
@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from app.memory import compute
+from app.memory.compute import core
 from app.memory.estimator import estimate
 from app.lanes import Lane
 from app.memory.settings import LlamaSettings
@@ -42,7 +42,7 @@ def test_compressed_graph_gives_the_same_buffers(spec, tmp_path, monkeypatch):
             p.assign(item if rng.random() < 0.7 else f"{item}:down", rng.choice([CPU, "RPC1", "RPC2"]))
         model.__dict__.pop("_compute_facts", None)
         fast = estimate(model, devices, p.settings, p.weight_placement())
-        monkeypatch.setattr(compute, "_compress", _uncut)
+        monkeypatch.setattr(core, "compress", _uncut)
         model.__dict__.pop("_compute_facts", None)
         full = estimate(model, devices, p.settings, p.weight_placement())
         monkeypatch.undo()

@@ -10,14 +10,14 @@ import pytest
 
 from app.command.parse import settings_from_args
 from app.lanes import Lane
-from app.memory import compute
-from app.memory.compute import APPROXIMATE
+from app.memory.compute import core
+from app.memory.compute import APPROXIMATE, CHECKED_ARCHS
 from app.memory.estimator import Estimator, estimate
 from app.memory.settings import LlamaSettings
 from app.model import open_model
 from app.placement import CPU
 from app.placement.presets import all_on_gpus
-from tests.gguf_factory import write_tiny_model
+from tests.gguf_factory import GGUF_ARCH, SPARSE_SPECS, write_tiny_model
 
 from .accuracy import CASES
 from .test_accuracy_llama import SERVER_CASES
@@ -38,7 +38,7 @@ def test_the_approximate_path_is_a_note_and_one_warning(tiny_llama, monkeypatch,
     def broken(*args, **kwargs):
         raise RuntimeError("no graph for this")
 
-    monkeypatch.setattr(compute, "_run", broken)
+    monkeypatch.setattr(core, "_run", broken)
     est = Estimator(tiny_llama)
     devices = rpc_lanes(2)
     settings = LlamaSettings(n_ctx=4096, n_gpu_layers=-2, tensor_split=[1.0, 1.0])
@@ -97,7 +97,7 @@ def test_no_case_of_the_accuracy_matrix_takes_the_approximate_path(matrix_models
         e = estimate(matrix_models[model], rpc_lanes(n_rpc), settings_from_args(args, tool=tool))
         assert not [n for n in e.notes if n.startswith(APPROXIMATE)], (case_id, e.notes)
         checked.append(case_id)
-    assert len(checked) == len(CASES) + len(SERVER_CASES) == 40
+    assert checked and len(checked) == len(CASES) + len(SERVER_CASES)
 
 
 def test_random_placements_of_full_size_models_take_the_exact_path(matrix_models):
@@ -111,3 +111,14 @@ def test_random_placements_of_full_size_models_take_the_exact_path(matrix_models
             p.assign(item if i % 2 else f"{item}:down", [CPU, "RPC1"][i % 2])
         e = estimate(model, devices, p.settings, p.weight_placement())
         assert not [n for n in e.notes if n.startswith(APPROXIMATE)], (name, e.notes)
+
+
+def test_the_matrix_decides_which_architectures_are_exact():
+    """An architecture is marked exact (no 'not checked' note) iff the fit-print matrix compares it and no case
+    of it has a known compute difference; and every exact architecture is in the matrix."""
+    arch_of = {c.id: GGUF_ARCH[SPARSE_SPECS[c.model][0]] for c in CASES if not c.model.startswith("tiny:")}
+    compared = set(arch_of.values())
+    off = {arch_of[c.id] for c in CASES if c.compute_off}
+    assert compared - off <= CHECKED_ARCHS, sorted((compared - off) - CHECKED_ARCHS)
+    assert not off & CHECKED_ARCHS, sorted(off & CHECKED_ARCHS)
+    assert CHECKED_ARCHS <= compared, sorted(CHECKED_ARCHS - compared)

@@ -164,4 +164,4 @@ def test_unknown_architecture_is_estimated_and_flagged(tmp_path):
     assert any(b.id == "0:other" for b in m.blocks)  # unknown tensors still land in a block
     est = estimate(m, [dev("CUDA0", 8)], LlamaSettings(n_ctx=2048))
     assert est.device("CUDA0").model == m.tensor_bytes - 32 * 64 * 2
-    assert any("not checked against llama.cpp" in n for n in est.notes)
+    assert any("not confirmed against llama.cpp" in n for n in est.notes)

@@ -1,0 +1,145 @@
+"""What a device's backend refuses, as llama.cpp decides it (the pinned source is the reference).
+
+llama.cpp's loader tests every weight before it puts it on a device: ``weight_buft_supported``
+(``src/llama-model-loader.cpp``) builds the op the weight is used in (:data:`app.model.tensor_ops.TENSOR_OPS`)
+with a 512-token input and asks the device's ``supports_op``; a device that refuses leaves the weight to the
+next buffer type of the list, in the end host memory (``select_weight_buft``; the log says "cannot be used
+with preferred buffer type ..., using ... instead" at ``-lv 5``). The scheduler asks the same question for
+every op of the graph (:mod:`app.memory.compute.schedule`).
+
+The rules that change memory, per backend:
+
+- **Vulkan** (``ggml-vulkan.cpp`` ``ggml_backend_vk_device_supports_op``, "reject any tensors larger than the
+  max buffer size"): an op is refused when any source or its result is larger than the device's
+  ``max_buffer_size`` or, unless the driver has ``VK_EXT_shader_64bit_indexing``, its
+  ``maxStorageBufferRange``. That is 128 MiB on Mesa's lavapipe and about 4 GiB on desktop drivers: the
+  lane's :attr:`~app.lanes.Lane.max_tensor_bytes`.
+- **CUDA/ROCm, SYCL**: no size gate; the weight types that matter for common models are all supported
+  (``ggml-cuda.cu`` ``ggml_backend_cuda_device_supports_op``: TQ1_0/TQ2_0 matmuls are refused).
+- **Metal**: no size gate on weights (``ggml-metal-device.m``); NVFP4 and TQ1_0 matmuls are refused.
+- **RPC**: ``supports_op`` always answers yes and is not forwarded to the server (``ggml-rpc.cpp``), so
+  nothing is refused on an RPC device, whatever backend serves it.
+- **CPU**: supports everything it is asked.
+"""
+
+from __future__ import annotations
+
+from ..lanes import Lane
+from ..model.gguf_reader import TensorInfo
+from ..model.hparams import ModelParams
+from ..model.tensor_ops import TENSOR_OPS
+
+F32 = 4
+
+#: llama.cpp's device name prefixes (``ggml_backend_dev_name``) and the backend each means.
+_PREFIXES = (
+    ("CUDA", "cuda"),
+    ("ROCm", "rocm"),
+    ("MUSA", "cuda"),
+    ("Vulkan", "vulkan"),
+    ("MTL", "metal"),
+    ("Metal", "metal"),
+    ("SYCL", "sycl"),
+    ("RPC", "rpc"),
+    ("CANN", "cann"),
+)
+
+#: Buffer alignment per backend where the device does not say (``get_alignment`` of its buffer type):
+#: CUDA/ROCm 128 (``ggml-cuda.cu``), SYCL 128 (``ggml-sycl/common.hpp``), Metal 32, an RPC server's CPU 32
+#: (``TENSOR_ALIGNMENT``), Vulkan the driver's minStorageBufferOffsetAlignment (16 is lavapipe's and NVIDIA's).
+_ALIGNMENT = {"cuda": 128, "rocm": 128, "sycl": 128, "metal": 32, "rpc": 32, "vulkan": 16, "cann": 32}
+#: The CPU's own buffers (``TENSOR_ALIGNMENT``).
+CPU_ALIGNMENT = 32
+
+
+def backend_of(lane: Lane) -> str:
+    """The llama.cpp backend behind a lane, from the name llama.cpp gives its devices (``other`` if unknown)."""
+    for prefix, backend in _PREFIXES:
+        if lane.name.startswith(prefix):
+            return backend
+    return "other"
+
+
+def alignment_of(lane: Lane) -> int:
+    return lane.alignment or _ALIGNMENT.get(backend_of(lane), 128)
+
+
+def host_buffer_of(devices: list[Lane]) -> tuple[int, int]:
+    """(alignment, max buffer; 0 = unlimited) of the CPU backend's compute buffer: the host buffer type of the
+    first model device that has one (``llama-context.cpp``): Vulkan_Host (the driver's minMemoryMapAlignment,
+    1 GiB buffers), CUDA_Host (32, unlimited); RPC and Metal bring none, so plain CPU memory."""
+    if not devices:
+        return CPU_ALIGNMENT, 0
+    first = devices[0]
+    backend = backend_of(first)
+    if backend == "vulkan":
+        return first.host_alignment or 64, first.host_max_buffer or (1 << 30)
+    return first.host_alignment or CPU_ALIGNMENT, first.host_max_buffer
+
+
+def cuda_like(lane: Lane) -> bool:
+    """Whether the lane's backend is CUDA's code (CUDA, ROCm/HIP, MUSA): its flash-attention alloc sizes apply."""
+    return backend_of(lane) in ("cuda", "rocm")
+
+
+#: The token count ``weight_buft_supported`` tests with.
+TEST_TOKENS = 512
+
+
+def weight_op(name: str) -> str:
+    """The op llama.cpp tests ``name`` with (``NONE`` for tensors it does not know)."""
+    base, _, suffix = name.rpartition(".")
+    if not base:
+        base, suffix = name, ""
+    parts = base.split(".")
+    template = ".".join("%d" if p.isdigit() else p for p in parts)
+    _layer, op = TENSOR_OPS.get(template, ("", "NONE"))
+    if suffix == "bias":  # "tensors with "bias" suffix are always used with GGML_OP_ADD or GGML_OP_ADD_ID"
+        return "ADD_ID" if op == "MUL_MAT_ID" else "ADD"
+    return op
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def loader_op_sizes(t: TensorInfo, op: str, p: ModelParams) -> list[int]:
+    """Bytes of each source and of the result of the op ``weight_buft_supported`` builds for weight ``t``."""
+    ne = list(t.shape) + [1] * (4 - len(t.shape))
+    n_used = max(p.n_expert_used, 1)
+    tok = TEST_TOKENS
+    if op == "MUL_MAT":  # b = [ne0, 512, ne2, ne3] f32; dst = [ne1, 512, ne2, ne3] f32
+        return [t.nbytes, ne[0] * tok * ne[2] * ne[3] * F32, ne[1] * tok * ne[2] * ne[3] * F32]
+    if op == "MUL_MAT_ID":  # b = [ne0, n_used, 512]; ids = [n_used, 512] i32; dst = [ne1, n_used, 512]
+        return [t.nbytes, ne[0] * n_used * tok * F32, n_used * tok * 4, ne[1] * n_used * tok * F32]
+    if op == "GET_ROWS":  # 512 row ids; dst = [ne0, 512] f32
+        return [t.nbytes, tok * 4, ne[0] * tok * F32]
+    if op in ("ADD", "MUL"):  # a has the weight's shape in f32; so has the result
+        a = _prod(ne) * F32
+        return [t.nbytes, a, a]
+    if op == "ADD_ID":  # a = [ne0, n_used, 512] f32; ids = [n_used, 512] i32
+        a = ne[0] * n_used * tok * F32
+        return [t.nbytes, a, n_used * tok * 4, a]
+    if op == "DIV":
+        return [t.nbytes, ne[0] * F32, ne[0] * F32]
+    if op == "ROPE":  # a = [head_dim_v, n_head, 512] f32
+        n_head = max(p.n_head) if p.n_head else 1
+        a = max(p.head_dim_v, 1) * n_head * tok * F32
+        return [t.nbytes, a, tok * 4, a]
+    if op == "SSM_CONV":  # conv_x = [ne0 - 1 + 512, ne1, 3]; dst = [ne1, 512, 3]
+        return [t.nbytes, (ne[0] - 1 + tok) * ne[1] * 3 * F32, ne[1] * tok * 3 * F32]
+    return [t.nbytes]
+
+
+def refuses(lane: Lane, t: TensorInfo, p: ModelParams, op: str | None = None) -> bool:
+    """Whether ``lane``'s backend refuses the op that uses weight ``t`` (so llama.cpp keeps it in host memory)."""
+    limit = lane.max_tensor_bytes
+    if limit is None:
+        return False
+    op = op or weight_op(t.name)
+    if op == "NONE":
+        return False
+    return any(size > limit for size in loader_op_sizes(t, op, p))

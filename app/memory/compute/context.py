@@ -1,0 +1,97 @@
+"""The per-graph facts every architecture's builder reads (hyper-parameters, context shape, cache types)."""
+
+from __future__ import annotations
+
+from ..kv import CACHE_TYPE_BLOCKS
+
+
+class Ctx:
+    """What the graph's structure depends on: hyper-parameters, the context shape and cache types.
+
+    Nothing here depends on where weights are placed, so graphs built from it can be reused across placements.
+    """
+
+    def __init__(self, model, settings, shape, facts):
+        p = model.params
+        meta = model.metadata
+        a = p.arch
+        self.p = p
+        self.arch = a
+        self.meta = meta
+        self.names = facts["names"]
+        self.shapes = facts["shapes"]
+        self.n_nextn = p.nextn_layers
+        n_seqs = max(1, shape.n_seq)
+        nt = min(shape.n_ctx, shape.n_ubatch)  # sched_reserve: n_tokens = min(n_ctx, n_ubatch)
+        # n_outputs_pp = min(n_tokens, n_outputs_max) is taken before graph_reserve rounds n_tokens up
+        self.n_outputs = max(1, min(nt, shape.n_outputs_max))
+        if nt % n_seqs:
+            nt = (nt + n_seqs - 1) // n_seqs * n_seqs  # graph_reserve rounds to a multiple of n_seqs
+        self.n_tokens = nt
+        self.n_seqs = n_seqs
+        self.n_stream = 1 if shape.unified else max(1, shape.n_stream)
+        self.n_kv = shape.n_ctx_seq  # the reserve uses the full cache: n_kv = kv_size
+        self.fa = shape.flash_attn
+        self.type_k = settings.type_k
+        self.type_v = settings.type_v
+        self.size_swa = shape.size_swa or shape.n_ctx_seq
+        self.has_swa = p.has_swa
+        self.swa = p.swa_layers
+        if a == "llama4" and not p.has_swa and meta.get(f"{a}.attention.sliding_window") is None:
+            # llama_model_llama4::load_arch_hparams: without a window key, chunked attention over 8192 tokens on
+            # 3 of every 4 layers (ModelParams does not know this default)
+            period = int(meta.get(f"{a}.attention.sliding_window_pattern", 4) or 4)
+            self.has_swa = True
+            self.swa = [il % period < period - 1 for il in range(p.n_layer)]
+            window = 8192 * (max(1, shape.n_seq) if shape.unified else 1) + shape.n_ubatch
+            self.size_swa = min(shape.n_ctx_seq, (window + 255) // 256 * 256)
+        self.recurrent = p.recurrent_layers
+        self.n_rs = n_seqs
+        self.mla = p.is_mla and bool(meta.get(f"{a}.attention.key_length_mla"))
+        self.hk_mla = int(meta.get(f"{a}.attention.key_length_mla", 0) or p.head_dim_k)
+        self.hv_mla = int(meta.get(f"{a}.attention.value_length_mla", 0) or p.head_dim_v)
+        kv_layers = [
+            il for il in range(p.n_layer - p.nextn_layers) if not p.recurrent_layers[il] and p.n_head_kv[il] > 0
+        ]
+        dims_v = [(p.head_dim_v_swa if self.is_swa(il) else p.head_dim_v) * p.n_head_kv[il] for il in kv_layers]
+        self.n_embd_v_gqa_max = max(dims_v, default=0)
+        heads_k = {(p.head_dim_k_swa if self.is_swa(il) else p.head_dim_k) for il in kv_layers}
+        heads_v = {(p.head_dim_v_swa if self.is_swa(il) else p.head_dim_v) for il in kv_layers}
+        hk_all = heads_k.pop() if len(heads_k) == 1 else -1
+        hv_all = heads_v.pop() if len(heads_v) == 1 else -1
+        # Hadamard rotations of quantized caches (llama_kv_cache constructor: attn_rot_k / attn_rot_v)
+        self.rot_k = 0
+        if CACHE_TYPE_BLOCKS.get(settings.type_k, (1, 2))[0] > 1 and hk_all > 0 and p.head_dim_k % 64 == 0:
+            n = 64
+            while True:
+                n *= 2
+                if hk_all % n:
+                    break
+            self.rot_k = n // 2
+        self.rot_v = (
+            CACHE_TYPE_BLOCKS.get(settings.type_v, (1, 2))[0] > 1
+            and hv_all > 0
+            and p.head_dim_v % 64 == 0
+            and not p.is_mla
+        )
+        self.softcap = bool(meta.get(f"{a}.attn_logit_softcapping"))
+        self.embedding_scale = bool(meta.get(f"{a}.embedding_scale"))
+        self.residual_scale = bool(meta.get(f"{a}.residual_scale"))
+        self.logit_scale = bool(meta.get(f"{a}.logit_scale"))
+        self.n_expert = p.n_expert
+        self.n_expert_used = p.n_expert_used
+        self.n_expert_groups = int(meta.get(f"{a}.expert_group_count", 0) or 0)
+        self.n_group_used = int(meta.get(f"{a}.expert_group_used_count", 0) or 0)
+        norm_w = meta.get(f"{a}.expert_weights_norm")
+        self.expert_weights_norm = bool(norm_w) if norm_w is not None else a in NORM_W_ARCHS
+        ws = meta.get(f"{a}.expert_weights_scale")
+        self.expert_weights_scale = bool(ws) and float(ws) != 1.0
+        gf = int(meta.get(f"{a}.expert_gating_func", 0) or 0)
+        self.gating = {2: "sigmoid", 3: "softmax_weight"}.get(gf, "sigmoid" if a == "llama4" else "softmax")
+
+    def is_swa(self, il):
+        return self.has_swa and self.swa[il]
+
+
+#: architectures whose graph normalises the selected experts' weights without saying so in the GGUF
+NORM_W_ARCHS = frozenset(("llama", "qwen3moe", "qwen3vlmoe", "granitemoe", "granitehybrid", "minimax-m2"))

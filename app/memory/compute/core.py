@@ -1,0 +1,253 @@
+"""The public entry: bind a built graph to a placement, schedule, allocate, and memoise the results."""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from operator import itemgetter
+
+from ...lanes import CPU
+from ...model import Model
+from ..backends import alignment_of, cuda_like, host_buffer_of
+from ..kv import ContextShape
+from ..layout import WeightPlacement
+from ..settings import NGL_ALL, NGL_AUTO, LlamaSettings
+from .alloc import allocate_graph
+from .approx import approx_peaks, approximate_note
+from .builder import Builder
+from .compress import compress, pad_layers
+from .context import Ctx
+from .ggml import ne4, nelements
+from .models import graph_builder
+from .schedule import schedule
+
+log = logging.getLogger("app.memory.compute")
+
+_CACHE_SIZE = 256  # results per model (a drag revisits the same placements)
+_GRAPHS = 16  # built graphs per model (one per context shape and layer structure)
+
+
+def _getter(idx):
+    """A function returning the tuple ``(seq[i] for i in idx)`` (C speed for the common case)."""
+    if not idx:
+        return lambda seq: ()
+    if len(idx) == 1:
+        return lambda seq, i=idx[0]: (seq[i],)
+    return itemgetter(*idx)
+
+
+def model_facts(model: Model) -> dict:
+    """Per-model constants (tensor index by name, shapes, tensors per layer, each layer's structure) and the
+    caches of built graphs and results; :class:`app.memory.estimator.Estimator` keeps one per model."""
+    p = model.params
+    names = {}
+    per_layer: list[list[int]] = [[] for _ in range(p.n_layer)]
+    suffixes: list[list[tuple[str, tuple[int, ...]]]] = [[] for _ in range(p.n_layer)]
+    types: list[list[int]] = [[] for _ in range(p.n_layer)]
+    for i, t in enumerate(model.tensors):
+        names[t.name] = i
+        b = model.block_of(t.name)
+        if b.layer is not None and b.layer < p.n_layer:
+            per_layer[b.layer].append(i)
+            suffixes[b.layer].append((t.name.split(".", 2)[-1], t.shape))
+            types[b.layer].append(t.type_id)
+    n_main = p.n_layer - p.nextn_layers
+    kinds: list[int] = []
+    kind_ids: dict[tuple, int] = {}
+    for il in range(n_main):
+        k = (
+            p.swa_layers[il] if p.has_swa else False,
+            p.recurrent_layers[il],
+            p.n_head[il],
+            p.n_head_kv[il],
+            p.n_ff[il],
+            il < p.n_layer_dense_lead,
+            il == n_main - 1,
+            tuple(suffixes[il]),
+        )
+        kinds.append(kind_ids.setdefault(k, len(kind_ids)))
+    getters = [_getter(idx) for idx in per_layer[:n_main]]
+    glob = [i for i, t in enumerate(model.tensors) if model.block_of(t.name).layer is None]
+    f = {
+        "names": names,
+        "getters": getters,
+        "kinds": kinds,
+        "glob": _getter(glob),
+        # per layer, its tensors' types: layers of one structure but other quantizations (Q4_K_M puts Q6_K on
+        # some) differ where weight bytes matter, in the copy of an offloaded weight and a backend's size limit
+        "types": [tuple(x) for x in types[:n_main]],
+        "shapes": [ne4(t.shape) for t in model.tensors],
+        "results": OrderedDict(),
+        "graphs": OrderedDict(),
+    }
+    return f
+
+
+def compute_buffers(
+    model: Model,
+    placement: WeightPlacement,
+    settings: LlamaSettings,
+    shape: ContextShape,
+    pipeline: bool,
+    facts: dict | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, int]:
+    """Compute buffer bytes per device name (``Host`` for the CPU backend's buffer).
+
+    ``pipeline``: pipeline parallelism is on (the scheduler keeps 4 copies of every input).
+    ``notes``: where the graph cannot be built and the sizes come from :func:`approx_peaks` instead, the note
+    saying so is appended here (also logged as a warning, once per model); never silent.
+    """
+    p = model.params
+    if p.n_layer <= 0 or p.n_embd <= 0:
+        return {}
+    if facts is None:
+        facts = model_facts(model)
+    devs = placement.devices
+    cpu = len(devs)
+    be_of = {d.name: i for i, d in enumerate(devs)}
+    be_of[CPU] = cpu
+    td = placement.tensor_device
+    tbe = [be_of.get(d, cpu) for d in td]
+    layer_be = [be_of.get(d, cpu) for d in placement.layer_device]
+    kv_be = [cpu if settings.no_kv_offload else layer_be[il] for il in range(p.n_layer)]
+    # a layer's signature: its structure and where its tensors and its KV cache live
+    getters = facts["getters"]
+    offload = settings.op_offload and any(d.kind in ("gpu", "igpu") for d in devs)
+    limited = any(d.max_tensor_bytes is not None for d in devs)
+    types = facts["types"]
+
+    def sig(il: int, kind: int) -> tuple:
+        where = getters[il](tbe)
+        # a size limit (lavapipe's 128 MiB) refuses some weights' ops by their bytes, so layers of one structure
+        # but another quantization are scheduled differently; without one the types change no peak measured
+        # (CUDA-like op offload of mixed Q4_K_M layers: Qwen3-30B/235B, Mixtral, DeepSeek-V2-Lite, identical)
+        return (kind, kv_be[il], layer_be[il], where, types[il] if limited else None)
+
+    sigs = [sig(il, kind) for il, kind in enumerate(facts["kinds"])]
+    glob = facts["glob"](tbe)
+    ngl = settings.n_gpu_layers
+    if ngl is None or ngl in (NGL_AUTO, NGL_ALL):
+        ngl = p.n_layer + 1
+    # Backends set while the graph is built: graph_get_cb pins each layer's "norm" ops to the layer's device
+    # when the batch is small or every layer is offloaded, and -nkvo pins the attention output to the CPU.
+    # The dry run that llama-fit-params reports (ggml_backend_sched_reserve_size) resets the scheduler after
+    # the graph is built, which drops both.
+    real_run = settings.tool != "fit-params"
+    pin = real_run and (min(shape.n_ctx, shape.n_ubatch) < 32 or ngl > p.n_layer)
+    pin_cpu = real_run and settings.no_kv_offload
+    host_weights = not (settings.repack and not settings.use_host)
+    key = (
+        shape,
+        settings.type_k,
+        settings.type_v,
+        settings.no_kv_offload,
+        offload,
+        host_weights,
+        pin,
+        pin_cpu,
+        pipeline,
+        tuple((d.name, d.kind, d.max_tensor_bytes) for d in devs),
+        tuple(sigs),
+        glob,
+        placement.duplicated_output,
+    )
+    results = facts["results"]
+    hit = results.get(key)
+    if hit is not None:
+        results.move_to_end(key)
+        cached, cached_note = hit
+        if cached_note and notes is not None:
+            notes.append(cached_note)
+        return dict(cached)
+    layers = pad_layers(compress(sigs), len(sigs))
+    gkey = (shape, settings.type_k, settings.type_v, tuple(facts["kinds"][il] for il in layers))
+    graphs = facts["graphs"]
+    approximate: str | None = None
+    try:
+        b = graphs.get(gkey)
+        if b is None:
+            b = Builder(Ctx(model, settings, shape, facts), layers)
+            graph_builder(p.arch)(b)
+            b.all = b.g.nodes + b.g.leafs
+            graphs[gkey] = b
+            if len(graphs) > _GRAPHS:
+                graphs.popitem(last=False)
+        else:
+            graphs.move_to_end(gkey)
+        peaks = _run(
+            model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline
+        )
+    except Exception as exc:  # noqa: BLE001 - an architecture whose tensors the generic graph cannot follow
+        approximate = approximate_note(p.arch, exc)
+        if not facts.get("approximate_logged"):
+            facts["approximate_logged"] = True
+            log.warning("%s", approximate, exc_info=True)
+        else:
+            log.debug("%s", approximate)
+        peaks = approx_peaks(p, shape, layer_be, cpu, pipeline)
+    if approximate and notes is not None:
+        notes.append(approximate)
+    out: dict[str, int] = {}
+    for i, size in enumerate(peaks):
+        name = CPU if i == cpu else devs[i].name
+        out[name] = out.get(name, 0) + size
+    results[key] = (out, approximate)
+    if len(results) > _CACHE_SIZE:
+        results.popitem(last=False)
+    return dict(out)
+
+
+def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline):
+    """Bind a built graph to this placement, then schedule and allocate it."""
+    names = b.c.names
+    tensors = model.tensors
+    for t in b.all:
+        t.be = t.force = t.addr = -1
+        t.nch = t.nvw = 0
+        t.cs = t.src
+        t.flags = t.fl0
+    for t, k, sfx in b.wrefs:
+        if k >= 0:
+            i = names[f"blk.{layers[k]}.{sfx}"]
+            be = tbe[i]
+        elif sfx == "token_embd.weight@output":  # tied embeddings: the output's copy of token_embd
+            i = names["token_embd.weight"]
+            dup_dev = placement.duplicated_output
+            be = next((j for j, d in enumerate(devs) if d.name == dup_dev), tbe[i]) if dup_dev else tbe[i]
+        else:
+            i = names[sfx]
+            be = tbe[i]
+        t.wbe = be
+        t.size = tensors[i].nbytes
+        t.host = be == cpu and host_weights
+    for t, k in b.crefs:
+        t.wbe = kv_be[layers[k]]
+    if pin:
+        for t, k in b.pins:
+            t.force = layer_be[layers[k]]
+    if pin_cpu:
+        for t in b.cpu_pins:
+            t.force = cpu
+    n_be = cpu + 1
+    offload_to = [i for i, d in enumerate(devs) if d.kind in ("gpu", "igpu")] if offload else []
+    g = b.g
+    splits = schedule(g.nodes, g.leafs, cpu, offload_to, [d.max_tensor_bytes for d in devs] + [None])
+    host_align, host_max = host_buffer_of(devs)
+    aligns = [alignment_of(d) for d in devs] + [host_align]
+    max_sizes = [d.max_buffer for d in devs] + [host_max]
+    cuda = [cuda_like(d) for d in devs] + [False]
+
+    def alloc_size(t, be):
+        size = t.size
+        if cuda[be] and t.op == "FLASH_ATTN_EXT":
+            # ggml_cuda_flash_attn_ext_get_alloc_size: the tile/MMA kernels used for prompt batches convert
+            # a quantized K (and V unless it is a view of K) to f16 in space after the result
+            k, v = t.cs[1], t.cs[2]
+            if k.ty != "f16":
+                size = (size + 127) // 128 * 128 + nelements(k) * 2
+            if v.ty != "f16" and not (v.vs is not None and v.vs is k.vs and v.nb == k.nb):
+                size = (size + 127) // 128 * 128 + nelements(v) * 2
+        return size
+
+    return allocate_graph(g.nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size, max_sizes)

@@ -1,0 +1,86 @@
+"""The llama-style decoder (``src/models/llama.cpp``, ``qwen3moe.cpp``, ``granite-hybrid.cpp`` ...), which is
+also the graph used for any architecture without a module of its own."""
+
+from __future__ import annotations
+
+from ..builder import qkv, rope
+from ..ggml import binary, get_rows, unary
+from . import Family
+from .mamba import mamba2_layer
+
+
+def build(b):
+    """Llama-style decoder: llama/mixtral, qwen2/3(+moe), glm4moe, granitehybrid, and the fallback for others.
+
+    ``src/models/llama.cpp`` / ``qwen3moe.cpp`` / ``granite-hybrid.cpp``: norm, Q/K/V (+ q/k norm), rope,
+    attention (or a Mamba2 block on recurrent layers), residual, norm, dense FFN or MoE (+ shared expert),
+    residual. Tensors a model lacks (biases, norms) are skipped.
+    """
+    c, p = b.c, b.p
+    inpL = b.inp_embd()
+    pos = b.inp_pos()
+    out_ids = b.inp_out_ids()
+    iswa = c.has_swa
+    for il in b.layers:
+        inpSA = inpL
+        if c.recurrent[il]:
+            cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
+            cur = mamba2_layer(b, cur, il)
+        else:
+            cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il, mb=b.w(f"blk.{il}.attn_norm.bias"))
+            hd_k = p.head_dim_k_swa if c.is_swa(il) else p.head_dim_k
+            hd_v = p.head_dim_v_swa if c.is_swa(il) else p.head_dim_v
+            q, k, v = qkv(b, il, cur, hd_k, hd_k, hd_v)
+            qn = b.w(f"blk.{il}.attn_q_norm.weight")
+            kn = b.w(f"blk.{il}.attn_k_norm.weight")
+            freqs = b.w("rope_freqs.weight")
+            if qn is not None:
+                q = b.norm(q, qn, il)
+            q = rope(q, pos, freqs)
+            if kn is not None:
+                k = b.norm(k, kn, il)
+            k = rope(k, pos, freqs)
+            cur = b.attn(
+                il,
+                q,
+                k,
+                v,
+                b.w(f"blk.{il}.attn_output.weight"),
+                b.w(f"blk.{il}.attn_output.bias"),
+                sinks=b.w(f"blk.{il}.attn_sinks.weight"),
+                iswa_order=iswa,
+            )
+        if il == b.last:
+            cur = get_rows(cur, out_ids)
+            inpSA = get_rows(inpSA, out_ids)
+        if c.residual_scale:
+            cur = unary("SCALE", cur)
+        ffn_inp = binary("ADD", cur, inpSA)
+        cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il, mb=b.w(f"blk.{il}.ffn_norm.bias"))
+        if f"blk.{il}.ffn_gate_inp.weight" in c.names:
+            moe_out = b.moe(
+                cur,
+                il,
+                gating=c.gating,
+                norm_w=c.expert_weights_norm,
+                w_scale=c.expert_weights_scale,
+                probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
+            )
+            cur = b.shexp(cur, moe_out, il)
+        else:
+            cur = b.ffn(cur, "ffn", il)
+        if c.residual_scale:
+            cur = unary("SCALE", cur)
+        cur = binary("ADD", cur, ffn_inp)
+        inpL = cur
+    return b.output(inpL, out_ids)
+
+
+FAMILY = Family(
+    name="llama",
+    build=build,
+    exact=frozenset(
+        {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "glm4moe", "granite", "granitemoe", "granitehybrid"}
+    ),
+    fallback=True,
+)

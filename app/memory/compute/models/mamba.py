@@ -1,0 +1,89 @@
+"""Mamba layers (``src/models/mamba-base.cpp``), shared by the hybrid architectures."""
+
+from __future__ import annotations
+
+from ..ggml import (
+    binary,
+    concat,
+    cont,
+    cpy,
+    get_rows,
+    glu_split,
+    nelements,
+    new,
+    reshape,
+    transpose,
+    unary,
+    view,
+    view_tensor,
+)
+
+
+def mamba2_layer(b, cur, il):
+    """``build_mamba2_layer`` (``src/models/mamba-base.cpp``) with the recurrent-state input of ``build_rs``."""
+    c, p, g = b.c, b.p, b.g
+    nt, ns = b.nt, c.n_seqs
+    d_conv, d_inner, d_state = p.ssm_d_conv, p.ssm_d_inner, p.ssm_d_state
+    n_head = p.ssm_dt_rank or 1
+    head_dim = d_inner // n_head
+    n_group = p.ssm_n_group or 1
+    n_seq_tokens = nt // ns
+    n_rs = c.n_rs
+    s_copy = b.inp("rs_s_copy", "i32", (n_rs,))
+    if "rs_views" not in b.inputs:  # build_rs_inp: one pair of views shared by every recurrent layer
+        b.inputs["rs_views"] = (view(s_copy, (ns,), ()), view(s_copy, (n_rs - ns,), ()))
+    s_main, s_extra = b.inputs["rs_views"]
+    conv_dim = d_inner + 2 * n_group * d_state
+    n_embd_r = (d_conv - 1) * conv_dim
+    n_embd_s = d_state * d_inner
+    r_all = b.cache(il, "r", "f32", (n_embd_r, n_rs))
+    s_all = b.cache(il, "s", "f32", (n_embd_s, n_rs))
+
+    def rs(state, size, fn):
+        states = reshape(state, size, state.ne[1])
+        zero = view(states, (size,), ())
+        g.expand(view_tensor(zero, "SCALE", [zero]))
+        out = fn(states, s_main)
+        g.expand(out)
+        extra = get_rows(states, s_extra)
+        g.expand(cpy(extra, view(state, (size, n_rs - ns), (state.nb[1],))))
+        return out
+
+    conv = rs(r_all, n_embd_r, get_rows)
+    conv = reshape(conv, d_conv - 1, conv_dim, ns)
+    zx = b.mm(f"blk.{il}.ssm_in.weight", cur)
+    zx = reshape(zx, zx.ne[0], n_seq_tokens, ns)
+    z = view(zx, (head_dim, n_head, n_seq_tokens, ns), (head_dim * 4, zx.nb[1], zx.nb[2]))
+    xBC = view(zx, (conv_dim, n_seq_tokens, ns), (zx.nb[1], zx.nb[2]))
+    dt = view(zx, (n_head, n_seq_tokens, ns), (zx.nb[1], zx.nb[2]))
+    conv_x = concat(conv, transpose(xBC), 0)
+    last = view(conv_x, (d_conv - 1, conv_dim, ns), (conv_x.nb[1], conv_x.nb[2]))
+    g.expand(cpy(last, view(r_all, (n_embd_r, ns), (r_all.nb[1],))))
+    xBC = new("f32", (conv_dim, n_seq_tokens, ns), "SSM_CONV", (conv_x, b.w(f"blk.{il}.ssm_conv1d.weight")))
+    xBC = b.add_b(xBC, f"blk.{il}.ssm_conv1d.bias")
+    xBC = unary("UNARY", xBC)
+    x = view(xBC, (head_dim, n_head, n_seq_tokens, ns), (head_dim * 4, xBC.nb[1], xBC.nb[2]))
+    B = view(xBC, (d_state, n_group, n_seq_tokens, ns), (d_state * 4, xBC.nb[1], xBC.nb[2]))
+    C = view(xBC, (d_state, n_group, n_seq_tokens, ns), (d_state * 4, xBC.nb[1], xBC.nb[2]))
+    dt = binary("ADD", cont(dt), b.w(f"blk.{il}.ssm_dt.bias"))
+    A = b.w(f"blk.{il}.ssm_a")
+
+    def scan(states, ids):
+        ssm = reshape(states, d_state, head_dim, n_head, states.ne[1])
+        return new("f32", (nelements(x) + n_embd_s * ids.ne[0],), "SSM_SCAN", (ssm, x, dt, A, B, C, ids))
+
+    y_ssm = rs(s_all, n_embd_s, scan)
+    g.expand(
+        cpy(
+            view(y_ssm, (n_embd_s, ns, 1), (n_embd_s * 4, n_embd_s * 4 * ns)),
+            view(s_all, (n_embd_s, ns, 1), (s_all.nb[1], s_all.nb[1] * n_rs)),
+        )
+    )
+    y = view(y_ssm, (head_dim, n_head, n_seq_tokens, ns), (x.nb[1], n_head * x.nb[1], n_seq_tokens * n_head * x.nb[1]))
+    y = binary("ADD", y, binary("MUL", x, b.w(f"blk.{il}.ssm_d")))
+    y = glu_split(cont(z), y)
+    if b.w(f"blk.{il}.ssm_norm.weight") is not None:
+        y = reshape(y, d_inner // n_group, n_group, n_seq_tokens, ns)
+        y = b.norm(y, f"blk.{il}.ssm_norm.weight", il)
+    y = reshape(y, d_inner, n_seq_tokens * ns)
+    return b.mm(f"blk.{il}.ssm_out.weight", y)

@@ -1,0 +1,177 @@
+"""``ggml_backend_sched_split_graph`` (``ggml/src/ggml-backend.cpp``): a backend per op, splits, input copies."""
+
+from __future__ import annotations
+
+from .ggml import INPUT, NONE, VIEW_OPS, T, nbytes
+
+
+def _offload_batch(t):
+    """``get_op_batch_size`` of the CUDA backend (``ggml-cuda.cu``)."""
+    op = t.op
+    if op == "GET_ROWS":
+        return 0
+    if op == "MUL_MAT":
+        return t.ne[1]
+    if op in ("MUL_MAT_ID", "ROPE"):
+        return t.ne[2]
+    return t.ne[1] * t.ne[2] * t.ne[3]
+
+
+def _tensor_bytes(t) -> int:
+    return t.size if t.ty == "w" else nbytes(t.ty, t.ne, t.nb)
+
+
+def _supports(t, be, limits) -> bool:
+    """``ggml_backend_supports_op`` as far as memory depends on it: a backend with a tensor size limit (Vulkan:
+    ``ggml_backend_vk_device_supports_op`` refuses any source or result above it) refuses the op."""
+    lim = limits[be] if limits else None
+    if lim is None:
+        return True
+    if _tensor_bytes(t) > lim:
+        return False
+    return all(s is None or _tensor_bytes(s) <= lim for s in t.src)
+
+
+def schedule(nodes, leafs, cpu, offload_to, limits=None):
+    """Backend per node and the splits with their inputs (``ggml_backend_sched_split_graph`` passes 1-5).
+
+    ``offload_to``: backends whose ``offload_op`` accepts ops on host weights (CUDA-like GPUs), in priority order.
+    ``limits``: per backend, the largest tensor its ops may touch (None: no limit), see :func:`_supports`.
+    Returns ``splits`` as a list of (backend, first node index, end index, [(input, its copy)]); nodes get
+    ``be`` and, where a source lives on another backend, ``cs`` with the copy in its place.
+    """
+    if limits is not None and all(x is None for x in limits):
+        limits = None
+    # pass 1: pre-allocated tensors, graph inputs, ops on weights
+    for t in leafs:
+        if t.be == -1:
+            t.be = _be_from_cur(t, cpu, offload_to, limits)
+    for t in nodes:
+        if t.force != -1:
+            t.be = t.force
+        elif t.be == -1:
+            t.be = _be_from_cur(t, cpu, offload_to, limits)
+    real = [t for t in nodes if t.op not in VIEW_OPS]
+    # pass 2: expand gpu down, gpu up, rest down, rest up; an op the backend does not support stays unassigned
+    # (ggml_backend_sched_set_if_supported)
+    cur = -1
+    for t in real:
+        if t.be != -1:
+            cur = -1 if t.be == cpu else t.be
+        elif cur != -1 and (limits is None or _supports(t, cur, limits)):
+            t.be = cur
+    cur = -1
+    for t in reversed(real):
+        if t.be != -1:
+            cur = -1 if t.be == cpu else t.be
+        elif cur != -1 and (limits is None or _supports(t, cur, limits)):
+            t.be = cur
+    cur = -1
+    for t in real:
+        if t.be != -1:
+            cur = t.be
+        elif cur != -1 and (limits is None or _supports(t, cur, limits)):
+            t.be = cur
+    cur = -1
+    for t in reversed(real):
+        if t.be != -1:
+            cur = t.be
+        elif cur != -1 and (limits is None or _supports(t, cur, limits)):
+            t.be = cur
+    # pass 3: nothing to upgrade (every backend has its own buffer type); a node left unassigned because a
+    # backend refused it goes to the backend that supports it with the most inputs already in its buffers
+    if limits is not None:
+        for t in real:
+            if t.be == -1:
+                best = -1
+                for b in range(cpu + 1):
+                    if not _supports(t, b, limits):
+                        continue
+                    n = sum(1 for s in t.src if s is not None and _in_buffer_of(s, b, cpu))
+                    if n > best:
+                        best, t.be = n, b
+    # pass 4: views follow their source, sources without a backend follow their user
+    for t in nodes:
+        if t.vs is not None and t.be == -1:
+            t.be = t.vs.be
+        for s in t.src:
+            if s.be == -1:
+                s.be = s.vs.be if s.vs is not None else t.be
+        if t.be == -1:
+            t.be = cpu if limits is None else next(b for b in range(cpu + 1) if _supports(t, b, limits))
+    # pass 5: splits and the copies of inputs that live on another backend
+    splits = []
+    copies = {}  # (src, backend) -> copy tensor (tensor_id_copy: one per backend for the whole graph)
+    cur_be = None
+    inputs = None
+    start = 0
+    for i, t in enumerate(nodes):
+        if t.op in VIEW_OPS:
+            continue
+        be = t.be
+        if cur_be is None:
+            cur_be, inputs, start = be, [], 0
+        need_new = False
+        if be == cur_be and inputs:
+            for s in t.src:
+                if s.wbe != -1 and s.op == NONE and s.ty == "w" and s.be != cur_be:
+                    need_new = True
+                    break
+        if be != cur_be or need_new:
+            splits.append((cur_be, start, i, inputs))
+            cur_be, inputs, start = be, [], i
+        src = t.src
+        for j, s in enumerate(src):
+            if s.be != cur_be:
+                key = (s, cur_be)
+                cp = copies.get(key)
+                if cp is None:
+                    # ggml_dup_tensor_layout: same shape and strides, so a strided view costs its whole span
+                    cp = T(s.ty, s.ne, s.nb, NONE, [])
+                    cp.size = s.size if s.ty == "w" else nbytes(s.ty, s.ne, s.nb)
+                    cp.be = cur_be
+                    cp.name = "copy:" + s.name
+                    copies[key] = cp
+                    inputs.append((s, cp))
+                if t.cs is src:
+                    t.cs = list(src)
+                t.cs[j] = cp
+    if cur_be is not None:
+        splits.append((cur_be, start, len(nodes), inputs))
+    return splits
+
+
+def _in_buffer_of(s, b, cpu) -> bool:
+    """``ggml_backend_sched_buffer_supported``: the source (or what it views) lives where backend ``b`` reads it
+    (a GPU reads only its own buffers; the CPU reads every host buffer)."""
+    be = s.be if s.be != -1 else (s.vs.be if s.vs is not None else -1)
+    if be == -1:
+        return False
+    if b == cpu:
+        return be == cpu or (s.ty == "w" and s.host)
+    return be == b
+
+
+def _be_from_cur(t, cpu, offload_to, limits=None):
+    if t.wbe != -1:
+        return t.wbe
+    vs = t.vs
+    if vs is not None and vs.wbe != -1:
+        return vs.wbe
+    if t.flags & INPUT:
+        return cpu
+    if t.op != "ROPE" and t.op != "FLASH_ATTN_EXT":
+        for s in t.src:
+            if s is not None and s.ty == "w" and s.op == NONE:
+                b = s.wbe
+                if b == cpu and s.host and offload_to and _offload_batch(t) >= 32:
+                    # the first backend (in priority order) that supports the op and wants it
+                    for o in offload_to:
+                        if limits is None or _supports(t, o, limits):
+                            return o
+                if limits is not None and b != cpu and not _supports(t, b, limits):
+                    # ggml_backend_sched_backend_from_buffer: the weight's device cannot run the op and no other
+                    # backend reads its buffer: left unassigned, so pass 3 picks a backend (and copies the weight)
+                    return -1
+                return b
+    return -1

@@ -1,0 +1,92 @@
+"""The accuracy matrix on Vulkan0 (Mesa's lavapipe): our estimate vs the Vulkan build's llama-fit-params.
+
+Every full-size case of tests/memory/accuracy.py, on one device (``-ts`` dropped), with the device as
+Layerdeck detects it (``--list-devices`` plus the Vulkan loader's limits). Printed per case: the figures that
+do not floor to llama.cpp's printed MiB; then comparisons, misses and the worst error per quantity and
+device. ``--in-order`` sets ``GGML_VK_DISABLE_GRAPH_OPTIMIZE=1`` on llama.cpp's side, which is the
+allocation order Layerdeck replays (see docs/memory-model.md, Backends).
+
+Needs glslc, Mesa's Vulkan drivers and (on Debian 12) newer Vulkan headers: see .ci/run.
+
+    python benchmarks/bench_vulkan_accuracy.py [--in-order] [case-substring ...]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.command.parse import settings_from_args  # noqa: E402
+from app.devices.detect import detect  # noqa: E402
+from app.llamacpp.build import ensure_built  # noqa: E402
+from app.llamacpp.fit_print import run_fit_print  # noqa: E402
+from app.memory.device_adapter import from_detected  # noqa: E402
+from app.memory.estimator import estimate  # noqa: E402
+from app.model import open_model  # noqa: E402
+from tests import gguf_factory as gf  # noqa: E402
+from tests.memory.accuracy import CASES  # noqa: E402
+
+MiB = 1 << 20
+VULKAN_ENV = {"GGML_VK_VISIBLE_DEVICES": "0"}
+
+
+def one_device(args) -> list[str]:
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "-ts":
+            skip = True
+        else:
+            out.append(a)
+    return out + ["--fit", "off", "--no-repack"]
+
+
+def main(argv: list[str]) -> int:
+    in_order = "--in-order" in argv
+    wanted = [a for a in argv if a != "--in-order"]
+    bin_dir = ensure_built(backend="vulkan")
+    env = {**os.environ, **VULKAN_ENV}
+    lanes = from_detected(detect(bin_dir, rpc=[], env=env, cuda_probe=None, amd=False).devices)
+    print(f"devices: {[(d.name, d.total // MiB, d.max_tensor_bytes) for d in lanes]}")
+    llama_env = {**env, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"} if in_order else env
+    comparisons = misses = 0
+    worst: dict[tuple[str, str], float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in CASES:
+            if case.model.startswith("tiny:") or (wanted and not any(w in case.id for w in wanted)):
+                continue
+            path = Path(tmp) / f"{case.model}.gguf"
+            if not path.exists():
+                gf.write_sparse_model(case.model, path)
+            args = one_device(case.args)
+            theirs = run_fit_print(path, args, llama_dir=bin_dir, env=llama_env, timeout=600)
+            ours = estimate(open_model(path), lanes, settings_from_args(args, tool="fit-params"))
+            bad = []
+            for row in theirs:
+                mine = ours.device(row.name)
+                for q, got, want in (
+                    ("model", mine.model, row.model),
+                    ("context", mine.context, row.context),
+                    ("compute", mine.compute, row.compute),
+                ):
+                    comparisons += 1
+                    err = got / MiB - want
+                    key = (row.name, q)
+                    worst[key] = max(worst.get(key, 0.0), abs(err) if got // MiB != want else 0.0)
+                    if got // MiB != want:
+                        misses += 1
+                        bad.append(f"{row.name} {q} {want} vs {got / MiB:.2f}")
+            print(f"{case.id:28} {'exact' if not bad else 'MISS ' + '; '.join(bad)}", flush=True)
+    print(f"\n{comparisons} comparisons, {misses} misses ({'in order' if in_order else 'graph reordering on'})")
+    for (dev, q), w in sorted(worst.items()):
+        print(f"  worst {dev:8} {q:8} {w:8.2f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

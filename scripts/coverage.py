@@ -1,0 +1,261 @@
+"""Generate docs/coverage.md from test results: what the memory model covers, per architecture and feature.
+
+The rows are every architecture in the pinned llama.cpp's ``src/llama-arch.cpp``; the columns come from the
+results the accuracy tests record (``LAYERDECK_COVERAGE_RESULTS``, see ``tests/memory/accuracy.py``):
+
+* ``fit-print``: tests/memory/test_accuracy_llama.py, full-size (sparse) models against
+  ``llama-fit-params --fit-print``: model (weights, i.e. blocks), context (KV and recurrent state) and compute
+  per device, exact to the printed MiB;
+* ``server-log``: the same file, tiny real models against the buffers ``llama-server -lv 4`` logs;
+* ``serves``: tests/test_gguf_factory.py, the tiny model loads in ``llama-server`` and answers.
+
+    python scripts/coverage.py                    # run the tests (a few minutes), then write docs/coverage.md
+    python scripts/coverage.py --results FILE     # use results recorded earlier
+    python scripts/coverage.py --check            # exit 1 if docs/coverage.md is not what the results give
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.llamacpp.build import PINNED_VERSION, build_key, cache_root  # noqa: E402
+from app.memory.compute import CHECKED_ARCHS, family_of  # noqa: E402
+from app.memory.compute.models import REGISTRY  # noqa: E402
+from app.memory.kv import MAMBA_STATE_ARCHS  # noqa: E402
+from app.model.hparams import HYBRID_ARCHS, RECURRENT_ARCHS  # noqa: E402
+
+OUT = ROOT / "docs" / "coverage.md"
+TESTS = [
+    "tests/memory/test_accuracy_llama.py",
+    "tests/test_gguf_factory.py::test_tiny_model_serves_completion",
+]
+
+#: Architectures of the table that are not text-generation models a user places on devices (why, briefly).
+NOT_TEXT_GENERATION = {
+    "clip": "vision/audio projector (the --mmproj file, see the features table)",
+    "bert": "encoder (embeddings)",
+    "modern-bert": "encoder (embeddings)",
+    "nomic-bert": "encoder (embeddings)",
+    "nomic-bert-moe": "encoder (embeddings)",
+    "neo-bert": "encoder (embeddings)",
+    "jina-bert-v2": "encoder (embeddings)",
+    "jina-bert-v3": "encoder (embeddings)",
+    "eurobert": "encoder (embeddings)",
+    "t5encoder": "encoder only",
+    "gemma-embedding": "embedding model",
+    "llama-embed": "embedding model",
+    "wavtokenizer-dec": "audio codec decoder",
+    "qwen3tts": "text-to-speech",
+    "pockettts": "text-to-speech",
+    "eagle3": "speculative-decoding draft head",
+    "dflash": "speculative-decoding draft head",
+    "(unknown)": "placeholder entry of the table",
+}
+
+FEATURES = [
+    (
+        "Vision/audio projector (--mmproj, --no-mmproj-offload)",
+        "not yet",
+        "the projector is not a block of its own; its weights and compute buffer are not counted",
+    ),
+    (
+        "Speculative decoding with a draft model (-md, -ngld, -devd, -ctkd/-ctvd, -cd)",
+        "not yet",
+        "the draft model's weights, KV and compute buffers are not counted",
+    ),
+    (
+        "MTP / NextN layers as a draft (--spec-type draft-mtp)",
+        "not yet",
+        "NextN layers are left out as llama.cpp does without MTP speculation (checked: glm4moe); "
+        "loading them for draft-mtp is not modelled",
+    ),
+    ("-sm tensor", "not yet", "weights and KV split across devices is not modelled"),
+    ("-sm row", "not yet", "not modelled"),
+    ("-sm none", "not yet", "not modelled"),
+    ("RPC hosts with several devices (ggml-rpc-server -d dev1,dev2)", "not yet", "one lane per RPC host only"),
+    ("Vulkan backend (lavapipe)", "not yet", "comes with the backends work; only CPU and RPC are checked here"),
+]
+
+
+def arch_table(src: Path) -> list[str]:
+    """``general.architecture`` names in the order of ``LLM_ARCH_NAMES``."""
+    text = (src / "src" / "llama-arch.cpp").read_text()
+    block = text[text.index("LLM_ARCH_NAMES") :]
+    block = block[: block.index("};")]
+    return re.findall(r"\{\s*LLM_ARCH_[A-Z0-9_]+\s*,\s*\"([^\"]+)\"\s*\}", block)
+
+
+def run_tests(results: Path) -> int:
+    env = dict(os.environ, LAYERDECK_COVERAGE_RESULTS=str(results))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS]
+    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
+
+
+def load(results: Path) -> list[dict]:
+    return [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+
+
+def _mark(oks: list[bool]) -> str:
+    if not oks:
+        return "—"
+    bad = oks.count(False)
+    return "✓" if not bad else f"✗ ({bad} of {len(oks)} cases off)"
+
+
+def render(archs: list[str], rows: list[dict]) -> str:
+    by_arch: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        by_arch[r["arch"]][r["test"]].append(r)
+    n_fit = sum(1 for r in rows if r["test"] == "fit-print")
+    n_srv = sum(1 for r in rows if r["test"] == "server-log")
+    out = [
+        "# Memory-model coverage",
+        "",
+        f"Generated by `scripts/coverage.py` from {len(rows)} test results ({n_fit} `llama-fit-params "
+        f"--fit-print` comparisons on full-size sparse models, {n_srv} `llama-server -lv 4` buffer-log "
+        f"comparisons on tiny models, and the tiny models' completions) against the pinned llama.cpp "
+        f"({PINNED_VERSION}); do not edit by hand.",
+        "",
+        "Columns: **loads** — the test factory's tiny model loads in `llama-server` and answers; **blocks** — "
+        "weights per device (the `model` column) exact to the printed MiB; **KV** — KV cache and recurrent "
+        "state per device (`context`) exact; **compute** — `exact` where every compared compute buffer matched "
+        "(and no case took the approximate path), `approximate` where the estimate uses a graph that was never "
+        "compared (the estimate says so in its notes), `not modelled` for models that are not placed for text "
+        "generation; **backends** — where the comparisons ran; **projector**, **MTP** — see the features table.",
+        "",
+        "| architecture | graph | loads | blocks | KV | compute | backends | projector | MTP |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    counts: dict[str, int] = defaultdict(int)
+    for a in archs:
+        got = by_arch.get(a, {})
+        fit = got.get("fit-print", [])
+        srv = got.get("server-log", [])
+        serves = got.get("serves", [])
+        if a in NOT_TEXT_GENERATION:
+            out.append(f"| {a} | — | — | — | — | not modelled: {NOT_TEXT_GENERATION[a]} | — | — | — |")
+            counts["not modelled"] += 1
+            continue
+        fam = family_of(a)
+        graph = f"`{fam.name}`" + ("" if a in REGISTRY else " (fallback)")
+        blocks = _mark([r["ok"]["model"] for r in fit])
+        kv = _mark([r["ok"]["context"] for r in fit])
+        compute_ok = [r["ok"]["compute"] and not r["approximate"] for r in fit] + [r["ok"] for r in srv]
+        if a in CHECKED_ARCHS and fit and all(compute_ok):
+            compute, category = "exact", "exact"
+        elif a in CHECKED_ARCHS:
+            off = compute_ok.count(False)
+            compute = (
+                f"marked exact, {off} of {len(compute_ok)} comparisons off"
+                if fit
+                else "marked exact, no comparison recorded"
+            )
+            category = "unconfirmed"
+        else:
+            known = sorted({r["compute_off"] for r in fit if r.get("compute_off")})
+            if fit:
+                good = sum(1 for r in fit if r["ok"]["compute"])
+                why = f"compared: {good} of {len(fit)} cases match" + (f"; {'; '.join(known)}" if known else "")
+            elif a in REGISTRY:
+                why = "graph of its own, not compared"
+            else:
+                why = "llama-style graph, not compared"
+            if (a in RECURRENT_ARCHS or a in HYBRID_ARCHS) and a not in MAMBA_STATE_ARCHS:
+                why += "; recurrent/linear-attention state not modelled"
+            compute, category = f"approximate ({why})", "approximate"
+        counts[category] += 1
+        backends = sorted({b for r in fit + srv if _passed(r) for b in r["backends"]})
+        loads = _mark([r["ok"] for r in serves])
+        mtp = "NextN left out (as llama.cpp without MTP)" if a == "glm4moe" else "—"
+        out.append(
+            f"| {a} | {graph} | {loads} | {blocks} | {kv} | {compute} | {', '.join(backends) or '—'} | "
+            f"not yet | {mtp} |"
+        )
+    out += [
+        "",
+        f"{len(archs)} architectures: {counts['exact']} exact, {counts['approximate']} approximate, "
+        f"{counts['not modelled']} not modelled (not text generation)"
+        + (
+            f", {counts['unconfirmed']} marked exact but not confirmed by these results"
+            if counts["unconfirmed"]
+            else ""
+        )
+        + ".",
+        "",
+        "## Features",
+        "",
+        "| feature | status | notes |",
+        "|---|---|---|",
+    ]
+    out += [f"| {name} | {status} | {note} |" for name, status, note in FEATURES]
+    out += [
+        "",
+        "## Cases",
+        "",
+        "| test | case | architecture | backends | result |",
+        "|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: (r["test"], r["arch"], r["case"])):
+        out.append(
+            f"| {r['test']} | {r['case']} | {r['arch']} | {', '.join(r['backends'])} | "
+            f"{'pass' if _passed(r) else 'FAIL'} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def _passed(r: dict) -> bool:
+    ok = r["ok"]
+    return all(ok.values()) and not r.get("approximate") if isinstance(ok, dict) else bool(ok)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, help="JSON-lines results recorded earlier (default: run the tests)")
+    ap.add_argument(
+        "--src",
+        type=Path,
+        default=cache_root() / build_key() / "src",
+        help="the pinned llama.cpp source tree (default: the build cache's)",
+    )
+    ap.add_argument("--check", action="store_true", help="compare with docs/coverage.md instead of writing it")
+    args = ap.parse_args(argv)
+    if not (args.src / "src" / "llama-arch.cpp").is_file():
+        print(
+            f"error: no llama.cpp source tree at {args.src}: build the tools first "
+            "(python -m app.llamacpp.build) or pass --src",
+            file=sys.stderr,
+        )
+        return 2
+    if args.results is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "results.jsonl"
+            rc = run_tests(path)
+            rows = load(path) if path.is_file() else []
+        if rc not in (0, 1) or not rows:
+            print(f"error: the tests did not run (pytest exit code {rc})", file=sys.stderr)
+            return 2
+    else:
+        rows = load(args.results)
+    text = render(arch_table(args.src), rows)
+    if args.check:
+        same = OUT.is_file() and OUT.read_text() == text
+        print("docs/coverage.md is up to date" if same else "docs/coverage.md differs from the results")
+        return 0 if same else 1
+    OUT.write_text(text)
+    print(f"wrote {OUT.relative_to(ROOT)} ({len(rows)} results)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""The graph replay's registry: one module per architecture family, found by listing the package; names map to
+families, unknown names to the llama-style fallback; architectures not confirmed say so."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from app.memory import compute
+from app.memory.compute import models
+from app.memory.kv import state_is_modelled
+from app.model import ModelParams, open_model
+from tests.gguf_factory import write_tiny_model
+
+
+def test_every_family_module_is_found_and_names_are_unique():
+    names = [f.name for f in compute.FAMILIES]
+    assert len(names) == len(set(names))
+    assert {"llama", "gemma3", "olmoe", "deepseek2", "openai-moe", "llama4", "mamba2"} <= set(names)
+    for f in compute.FAMILIES:
+        for arch in f.exact | f.also:
+            assert compute.family_of(arch) is f, arch
+    assert compute.CHECKED_ARCHS == frozenset(a for f in compute.FAMILIES for a in f.exact)
+
+
+def test_unknown_architectures_use_the_llama_fallback():
+    fb = compute.family_of("no-such-arch")
+    assert fb.fallback and fb.name == "llama"
+    assert "no-such-arch" not in compute.REGISTRY
+
+
+def test_adding_an_architecture_is_adding_a_file(tmp_path, monkeypatch):
+    (tmp_path / "zz_newarch.py").write_text(
+        textwrap.dedent(
+            """
+            from app.memory.compute.models import Family
+
+            def build(b):
+                raise NotImplementedError
+
+            FAMILY = Family(name="zz-new", build=build, exact=frozenset(), also=frozenset({"zz-new-arch"}))
+            """
+        )
+    )
+    monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, f"{models.__name__}.zz_newarch", raising=False)
+    found = models._discover()  # what the package does when it is imported
+    sys.modules.pop(f"{models.__name__}.zz_newarch", None)
+    new = [f for f in found if f.name == "zz-new"]
+    assert len(new) == 1 and new[0].also == {"zz-new-arch"}
+    assert [f.name for f in found if f.name != "zz-new"] == [f.name for f in compute.FAMILIES]
+
+
+@pytest.mark.parametrize("arch", sorted(compute.CHECKED_ARCHS))
+def test_exact_architectures_have_no_unchecked_note(arch):
+    assert compute.unchecked_note(arch) is None
+
+
+@pytest.mark.parametrize(
+    "arch,graph",
+    [("mamba2", "the mamba2 graph"), ("rwkv7", "a llama-style graph (no module of its own)"),
+     ("qwen35", "a llama-style graph (no module of its own)")],
+)
+def test_other_architectures_say_so(arch, graph):
+    note = compute.unchecked_note(arch)
+    assert note is not None and note.startswith(compute.UNCHECKED)
+    assert f"'{arch}'" in note and graph in note and "Verify" in note
+
+
+def test_recurrent_state_not_modelled_is_said(tmp_path):
+    hybrid = open_model(write_tiny_model("granitehybrid", tmp_path / "g.gguf")).params
+    assert state_is_modelled(hybrid)
+    mamba = open_model(write_tiny_model("mamba2", tmp_path / "m.gguf")).params
+    assert state_is_modelled(mamba) and all(mamba.recurrent_layers)
+    rwkv = ModelParams(arch="rwkv7", n_layer=2, recurrent_layers=[True, True])
+    assert not state_is_modelled(rwkv)
+    note = compute.unchecked_note("rwkv7", state_is_modelled(rwkv))
+    assert note is not None and "recurrent state is not modelled" in note
+    dense = open_model(write_tiny_model("llama", tmp_path / "l.gguf")).params
+    assert state_is_modelled(dense)
