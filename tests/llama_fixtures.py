@@ -85,6 +85,44 @@ def llama_bin() -> Path:
     return path
 
 
+# --------------------------------------------------------------------------- llama_vulkan_bin
+
+#: lavapipe is a CPU-type Vulkan device, which ggml-vulkan skips unless it is named in this variable.
+VULKAN_ENV = {"GGML_VK_VISIBLE_DEVICES": "0"}
+
+
+def _vulkan_missing() -> str | None:
+    """Why the Vulkan backend cannot be built or run here (None when it can)."""
+    if shutil.which("glslc") is None:
+        return "glslc is not installed (Debian: apt-get install glslc; .ci/run installs it)"
+    icds = [p for d in ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d") for p in Path(d).glob("lvp_icd*.json")]
+    if not icds:
+        return "Mesa's lavapipe Vulkan driver is not installed (Debian: apt-get install mesa-vulkan-drivers)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def llama_vulkan_bin() -> Path:
+    """The same tools built with the Vulkan backend (plus CPU and RPC), run on lavapipe. Built once and cached
+    like the CPU build; skipped, with the reason, only where the system packages for it are missing."""
+    from app.llamacpp import build
+
+    if not os.environ.get(build.BACKEND_ENV_DIRS["vulkan"]):
+        reason = _vulkan_missing()
+        if reason:
+            pytest.skip(f"Vulkan backend tests: {reason}")
+    try:
+        path = Path(build.ensure_built(backend="vulkan"))
+    except build.BuildError as exc:
+        pytest.fail(f"the Vulkan build of llama.cpp failed: {exc}", pytrace=False)
+    listing = subprocess.run([str(path / _exe("llama-server")), "--list-devices"], capture_output=True, text=True,
+                             timeout=120, env={**os.environ, **VULKAN_ENV})
+    if "Vulkan0" not in listing.stdout + listing.stderr:
+        pytest.fail(f"the Vulkan build lists no Vulkan0 with {VULKAN_ENV}:\n{listing.stdout}{listing.stderr}",
+                    pytrace=False)
+    return path
+
+
 # --------------------------------------------------------------------------- processes
 
 
@@ -190,11 +228,22 @@ def _rpc_memory_shim(tmp_path_factory) -> Callable[[], Path]:
 @pytest.fixture
 def rpc_servers(llama_bin, tmp_path, _rpc_memory_shim):
     """Factory: ``start(n, *, memory_mib=None, threads=None, timeout=30) -> list[RpcServer]``."""
+    yield from _rpc_factory(llama_bin, tmp_path, _rpc_memory_shim, {})
+
+
+@pytest.fixture
+def vulkan_rpc_servers(llama_vulkan_bin, tmp_path, _rpc_memory_shim):
+    """As ``rpc_servers``, from the Vulkan build with lavapipe visible: each serves a remote ``Vulkan0``
+    (``memory_mib`` has no effect on it: the Vulkan device reports the driver's heap, not ``sysconf``)."""
+    yield from _rpc_factory(llama_vulkan_bin, tmp_path, _rpc_memory_shim, VULKAN_ENV)
+
+
+def _rpc_factory(bin_dir: Path, tmp_path: Path, _rpc_memory_shim, extra_env: dict[str, str]):
     started: list[RpcServer] = []
-    exe = llama_bin / _exe("ggml-rpc-server")
+    exe = bin_dir / _exe("ggml-rpc-server")
 
     def start_one(index: int, memory_mib: int | None, threads: int | None, timeout: float) -> RpcServer:
-        env = dict(os.environ)
+        env = {**os.environ, **extra_env}
         if memory_mib is not None:
             env["LD_PRELOAD"] = str(_rpc_memory_shim()) + (
                 (" " + env["LD_PRELOAD"]) if env.get("LD_PRELOAD") else "")
@@ -284,12 +333,13 @@ class LlamaServer:
 
 
 def start_llama_server(bin_dir: Path, model: Path | str, *args: str, log: Path, timeout: float = 60.0,
-                       workaround: bool = True) -> LlamaServer:
+                       workaround: bool = True, env: dict[str, str] | None = None) -> LlamaServer:
     """Start llama-server on a free port (``--port 0``) and wait until ``/health`` answers 200."""
     cmd = [str(bin_dir / _exe("llama-server")), "-m", str(model), "--host", "127.0.0.1", "--port", "0",
            *(CPU_WORKAROUND_ARGS if workaround else ()), *args]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **(env or {})})
     server = LlamaServer(proc, log, cmd)
     deadline = time.monotonic() + timeout
     try:
@@ -347,3 +397,19 @@ def sparse_models(tmp_path_factory) -> dict[str, Path]:
     """Full-size-shaped sparse GGUFs (header only on disk) for every SPARSE_SPECS entry."""
     d = tmp_path_factory.mktemp("sparse_models")
     return {name: gguf_factory.write_sparse_model(name, d / f"{name}.gguf") for name in gguf_factory.SPARSE_SPECS}
+
+
+@pytest.fixture
+def vulkan_llama_server(llama_vulkan_bin, tmp_path):
+    """As ``llama_server``, from the Vulkan build with lavapipe visible as ``Vulkan0``."""
+    started: list[LlamaServer] = []
+
+    def start(model: Path | str, *args: str, timeout: float = 120.0) -> LlamaServer:
+        log = tmp_path / f"vulkan-llama-server-{len(started)}.log"
+        server = start_llama_server(llama_vulkan_bin, model, *args, log=log, timeout=timeout, env=VULKAN_ENV)
+        started.append(server)
+        return server
+
+    yield start
+    for server in reversed(started):
+        server.stop()

@@ -40,7 +40,10 @@ in bytes/s, null where unknown)::
       "pcie": {"current_gen": int, "current_width": int, "max_gen": int, "max_width": int} | null,
       "numa_node": int | null, "temperature_c": float | null, "power_w": float | null,
       "utilisation_percent": float | null,
-      "processes": [{"pid": int, "name": str | null, "used_bytes": int | null}]
+      "processes": [{"pid": int, "name": str | null, "used_bytes": int | null}],
+      "max_tensor_bytes": int | null,     # largest tensor an op may touch (Vulkan: the storage-buffer range)
+      "buffer_alignment": int, "max_buffer": int,          # 0: the backend's default / unlimited
+      "host_alignment": int, "host_max_buffer": int        # the host buffer type it brings (Vulkan_Host)
     }
 
 The same schema is described in ``docs/cli-devices.md``.

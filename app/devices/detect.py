@@ -53,6 +53,7 @@ def detect(
     connect_timeout: float = CONNECT_TIMEOUT_S,
     cuda_probe: Callable[[Mapping[str, str]], Sequence[CudaDevice]] | None = probe_cuda,
     amd: bool | None = None,
+    vulkan_probe: Callable[[Mapping[str, str]], Any] | None = None,
 ) -> DetectionResult:
     """Detect the devices llama.cpp can use here, in llama.cpp's model-device order.
 
@@ -64,6 +65,8 @@ def detect(
         env: the environment llama.cpp will run with (CUDA_VISIBLE_DEVICES...).
         cuda_probe: asks the CUDA driver for PCI ids; None to skip it.
         amd: read AMD sysfs; default on Linux or with a non-default root.
+        vulkan_probe: asks the Vulkan loader for the limits of llama.cpp's Vulkan devices (default
+            :func:`app.devices.vulkan.probe_vulkan`); run only when llama.cpp lists a Vulkan device.
     """
     env = dict(env)
     endpoints = list(rpc) if rpc is not None else rpc_from_env(env)
@@ -106,6 +109,8 @@ def detect(
 
     if listing is not None:
         devices, hidden = _from_listing(listing, rpc_probe, gpus, env, probe, errors)
+        if any(d.backend == "Vulkan" for d in listing.devices):
+            devices = _with_vulkan_limits(devices, env, vulkan_probe, errors)
     else:
         devices, hidden = _guessed(rpc_probe, gpus, env, probe)
     devices.append(cpu_device(host))
@@ -118,6 +123,44 @@ def detect(
         llama_server=str(server) if server else None,
         llama_listed=listing is not None,
     )
+
+
+def _with_vulkan_limits(devices: list[Device], env, vulkan_probe, errors: list[SourceError]) -> list[Device]:
+    """Attach each Vulkan device's limits (the 128 MiB storage-buffer range of lavapipe, its alignments):
+    they decide which weights llama.cpp leaves in host memory and where ops run. Without them, say so."""
+    from app.devices.vulkan import probe_vulkan
+
+    result: Any = None
+    try:
+        result = (vulkan_probe or (lambda e: probe_vulkan(env=e)))(env)
+        problem = str(result.problem) if result.problem else ""
+    except Exception as exc:  # noqa: BLE001 - a probe that fails must not stop detection
+        result, problem = None, str(exc)
+    out = []
+    for d in devices:
+        vk = result.by_llama_name(d.name) if result is not None and d.name.startswith("Vulkan") else None
+        if vk is not None:
+            host_align = vk.raw.min_memory_map_alignment or 0
+            d = replace(
+                d,
+                max_tensor_bytes=vk.max_weight_bytes,
+                buffer_alignment=vk.alignment,
+                max_buffer=vk.suballocation_block_size,
+                host_alignment=host_align,
+                host_max_buffer=vk.suballocation_block_size,
+                sources={**d.sources, "limits": "Vulkan loader"},
+            )
+        elif d.name.startswith("Vulkan"):
+            why = problem or "the Vulkan loader did not report this device"
+            errors.append(
+                SourceError(
+                    "Vulkan",
+                    f"limits of {d.name} unknown ({why}): weights and ops above the driver's storage-buffer range "
+                    "are estimated on the device although llama.cpp keeps them in host memory; use Verify",
+                )
+            )
+        out.append(d)
+    return out
 
 
 def _probe(cuda_probe, env) -> tuple[Sequence[CudaDevice] | None, str | None]:

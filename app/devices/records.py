@@ -71,6 +71,14 @@ class Device:
     power_w: float | None = None
     utilisation_percent: float | None = None
     processes: tuple[GpuProcess, ...] = ()
+    # What the device's backend allows, where it changes memory (a Vulkan driver's limits, from
+    # app.devices.vulkan): the largest tensor an op may touch, buffer alignment and largest buffer, and the
+    # same two for the host buffer type it brings. None/0: the backend's default (app.memory.backends).
+    max_tensor_bytes: int | None = None
+    buffer_alignment: int = 0
+    max_buffer: int = 0
+    host_alignment: int = 0
+    host_max_buffer: int = 0
 
     @property
     def used_bytes(self) -> int | None:

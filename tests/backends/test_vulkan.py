@@ -1,0 +1,129 @@
+"""A real GPU backend without a GPU: llama.cpp's Vulkan backend on Mesa's lavapipe, seen as ``Vulkan0``.
+
+The estimate for Vulkan0 is compared with the same build's ``llama-fit-params --fit-print`` to the printed MiB,
+with the device as Layerdeck detects it (``llama-server --list-devices`` plus the Vulkan loader's limits:
+lavapipe allows 128 MiB per tensor, so output layers and big expert tensors stay in host memory and ops on
+tensors above it run on the CPU). The Vulkan backend also reorders each graph split before allocating
+(``ggml_vk_graph_optimize``), which the replay does not follow: with the reordering turned off
+(``GGML_VK_DISABLE_GRAPH_OPTIMIZE``) every compute figure must be exact; with it on, within the bound the
+estimate's note states. Behind RPC (a ``ggml-rpc-server`` of the Vulkan build serving its Vulkan0) the remote
+device is an RPC device to llama.cpp: no op is refused and no reordering happens on the client.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from app.command.parse import settings_from_args
+from app.devices.detect import detect
+from app.llamacpp.fit_print import run_fit_print
+from app.memory.device_adapter import from_detected
+from app.memory.estimator import estimate
+from app.model import open_model
+from tests.llama_fixtures import VULKAN_ENV
+from tests.memory.accuracy import CASES, within_floor
+
+pytestmark = pytest.mark.llama
+
+MiB = 1 << 20
+#: The note's bound for Vulkan compute with the reordering on (app/memory/estimator.py).
+REORDER_BOUND_MIB = 76
+
+#: One case per model family of the accuracy matrix, with -ts dropped (one device): dense, MoE with and without
+#: overrides, MLA, sliding window with sinks, hybrid recurrent, flash attention on and off, quantized caches.
+VULKAN_CASES = [
+    c
+    for c in CASES
+    if c.id
+    in {
+        "q30-1rpc-all",
+        "q30-1rpc-ot",
+        "q30-1rpc-long-q4",
+        "dsv3-1rpc-cmoe",
+        "goss20-cpu-faoff",
+        "goss-1rpc-cmoe",
+        "l8b-1rpc-ub2048",
+        "l8b-1rpc-nkvo",
+        "mix-2rpc-ncmoe",
+        "granite-2rpc",
+        "dsv2l-2rpc",
+        "air-1rpc-cmoe",
+    }
+]
+
+
+def _one_device(args: tuple[str, ...]) -> list[str]:
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "-ts":
+            skip = True
+        else:
+            out.append(a)
+    return out + ["--fit", "off", "--no-repack"]
+
+
+@pytest.fixture(scope="module")
+def vulkan_lanes(llama_vulkan_bin):
+    result = detect(llama_vulkan_bin, rpc=[], env={**os.environ, **VULKAN_ENV}, cuda_probe=None, amd=False)
+    return from_detected(result.devices)
+
+
+def test_lavapipe_is_detected_with_the_limits_llama_cpp_uses(llama_vulkan_bin, vulkan_lanes):
+    (lane,) = vulkan_lanes
+    assert lane.name == "Vulkan0" and lane.total == 2048 * MiB
+    assert lane.max_tensor_bytes == 128 * MiB  # maxStorageBufferRange, no 64-bit indexing
+    assert (lane.alignment, lane.max_buffer, lane.host_alignment) == (16, 1 << 30, 64)
+    hidden = detect(llama_vulkan_bin, rpc=[], env={k: v for k, v in os.environ.items() if k != "GGML_VK_VISIBLE_DEVICES"},
+                    cuda_probe=None, amd=False)
+    assert not [d for d in hidden.devices if d.name.startswith("Vulkan")]  # a CPU-type device is skipped by default
+
+
+def test_a_tiny_model_loads_and_answers_on_vulkan0(vulkan_llama_server, tiny_models):
+    server = vulkan_llama_server(tiny_models["llama"], "-ngl", "all", "-c", "512", "-lv", "4")
+    status, body = server.request("/completion", {"prompt": "Hello", "n_predict": 4})
+    assert status == 200 and body["tokens_predicted"] >= 1
+    assert "Vulkan0 model buffer size" in server.output()
+
+
+@pytest.mark.parametrize("case", VULKAN_CASES, ids=[c.id for c in VULKAN_CASES])
+def test_estimate_equals_the_vulkan_dry_run(case, llama_vulkan_bin, vulkan_lanes, sparse_models):
+    path = sparse_models[case.model]
+    args = _one_device(case.args)
+    ours = estimate(open_model(path), vulkan_lanes, settings_from_args(args, tool="fit-params"))
+    plain = run_fit_print(path, args, llama_dir=llama_vulkan_bin, env={**os.environ, **VULKAN_ENV}, timeout=300)
+    in_order = run_fit_print(path, args, llama_dir=llama_vulkan_bin, timeout=300,
+                             env={**os.environ, **VULKAN_ENV, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"})
+    assert [r.name for r in plain] == ["Vulkan0", "CPU"]
+    for row, unordered in zip(plain, in_order, strict=True):
+        mine = ours.device(row.name)
+        assert within_floor(mine.model, row.model), (row.name, "model", mine.model / MiB, row.model)
+        assert within_floor(mine.context, row.context), (row.name, "context", mine.context / MiB, row.context)
+        assert within_floor(mine.compute, unordered.compute), (row.name, "compute", mine.compute / MiB, unordered)
+        assert abs(mine.compute / MiB - row.compute) <= REORDER_BOUND_MIB + 1, (row.name, mine.compute / MiB, row)
+    assert any("ggml_vk_graph_optimize" in n for n in ours.notes)
+
+
+@pytest.mark.parametrize("case", VULKAN_CASES[:6], ids=[c.id for c in VULKAN_CASES[:6]])
+def test_a_remote_vulkan0_behind_rpc(case, llama_bin, vulkan_rpc_servers, sparse_models):
+    """The CPU build as the client of a Vulkan ggml-rpc-server: RPC0 with lavapipe's memory, nothing refused."""
+    from tests.memory.accuracy import list_rpc_devices
+
+    (server,) = vulkan_rpc_servers(1)
+    path = sparse_models[case.model]
+    args = ["--rpc", server.endpoint, *_one_device(case.args)]
+    theirs = run_fit_print(path, args, llama_dir=llama_bin, timeout=300)
+    lanes = list_rpc_devices(llama_bin / "llama-server", [server.endpoint])
+    assert lanes[0].total == 2048 * MiB  # the remote lavapipe's heap, not the host's RAM
+    ours = estimate(open_model(path), lanes, settings_from_args(args[2:], tool="fit-params"))
+    for row in theirs:
+        mine = ours.device(row.name)
+        for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context)):
+            assert within_floor(got, want), (row.name, q, got / MiB, want)
+        if mine.compute <= 1 << 30:  # above 1 GiB the Vulkan server's 1 GiB buffers split it (see the note)
+            assert within_floor(mine.compute, row.compute), (row.name, "compute", mine.compute / MiB, row.compute)
+        else:
+            assert any("over 1 GiB" in n for n in ours.notes)
