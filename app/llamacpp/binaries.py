@@ -4,7 +4,8 @@ Search order (the same for the frozen app and a source checkout):
 1. next to the running application (a frozen bundle ships them beside itself),
 2. the directory the user configured,
 3. ``LAYERDECK_LLAMA_CPP_DIR``,
-4. ``PATH``.
+4. the build marked current (``layerdeck llama use``, a download; :mod:`app.llamacpp.store`),
+5. ``PATH``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class LlamaCppNotFound(ToolError, FileNotFoundError):
 @dataclass(frozen=True)
 class ToolLocation:
     path: Path
-    source: str  # "bundled", "configured", "environment" or "PATH"
+    source: str  # "bundled", "configured", "environment", "current" or "PATH"
 
 
 def _exe(name: str) -> str:
@@ -55,6 +56,11 @@ def search_dirs(configured: str | os.PathLike | None = None) -> list[tuple[Path,
     env = os.environ.get(ENV_DIR)
     if env:
         dirs.append((Path(env), "environment"))
+    from .store import current_dir  # the build chosen with ``layerdeck llama use`` or installed by Layerdeck
+
+    current = current_dir()
+    if current is not None:
+        dirs.append((current, "current"))
     return dirs
 
 
