@@ -56,8 +56,22 @@ def fail(error: Exception | str, status: int = EXIT_USAGE) -> int:
 
 
 def load_model(path: str) -> Model:
-    """The GGUF model at ``path`` (any shard of a split set); raises a :class:`app.errors.ReadError`."""
-    return open_model(path)
+    """The GGUF model at ``path`` (any shard of a split set), or the header-only model a remote name names
+    (``hf://ORG/REPO/FILE.gguf``, ``ORG/REPO:QUANT``, an http(s) URL: :mod:`app.remote`, only the header is
+    read); raises a :class:`app.errors.ReadError`."""
+    from ..remote.names import parse_name
+
+    if parse_name(path) is None:
+        return open_model(path)
+    from ..remote import RemoteOptions, open_remote
+
+    def progress(done: int, total: int) -> None:
+        print(f"\rreading the header of {path}: {done / MiB:.1f} MiB", end="", file=sys.stderr, flush=True)
+
+    model, _ = open_remote(path, RemoteOptions(progress=progress if sys.stderr.isatty() else None))
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    return model
 
 
 def devices(

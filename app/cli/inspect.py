@@ -40,7 +40,10 @@ def to_json(model: Model) -> dict:
         layers.append(row)
     return {
         "schema": SCHEMA,
-        "files": [{"path": str(pth), "size": pth.stat().st_size} for pth in model.paths],
+        "files": [  # file_sizes: a model read over HTTP (app.remote) has no files here to stat
+            {"path": str(pth), "size": model.file_sizes[i] if i < len(model.file_sizes) else pth.stat().st_size}
+            for i, pth in enumerate(model.paths)
+        ],
         "file_size": model.file_size,
         "gguf_version": model.version,
         "architecture": p.arch,

@@ -102,7 +102,9 @@ def build_llama_command(
     if tool not in PROGRAMS:
         raise ValueError(f"unknown tool {tool!r}; use one of {', '.join(PROGRAMS)}")
     notes = list(pa.notes)
-    argv = [program or PROGRAMS[tool], "-m", os.fspath(model_path)]
+    from ..remote.names import model_arguments  # -m PATH, or -hf ORG/REPO:QUANT for a model read over HTTP
+
+    argv = [program or PROGRAMS[tool], *model_arguments(os.fspath(model_path))]
 
     if rpc:
         argv += [need(caps, "--rpc"), ",".join(rpc)]

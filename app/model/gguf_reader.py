@@ -143,15 +143,20 @@ class LazyArray:
     item_type: int
     count: int
     end: int  # byte after the last element
+    #: the header's bytes when it was parsed from memory (:func:`parse_header`): read from there, not the path
+    source: bytes | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return self.count
 
     def load(self) -> list[Any]:
-        """Decode the elements (reads the file again)."""
-        with open(self.path, "rb") as fh:
-            fh.seek(self.offset)
-            data = fh.read(self.end - self.offset)
+        """Decode the elements (reads the file again, or the bytes it was parsed from)."""
+        if self.source is not None:
+            data = self.source[self.offset : self.end]
+        else:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(self.end - self.offset)
         if self.item_type == T_STRING:
             out, pos, unpack = [], 0, _U64.unpack_from
             for _ in range(self.count):
@@ -197,17 +202,29 @@ class GGUFHeader:
     stray_entry: str | None = None
 
 
+class HeaderIncompleteError(TruncatedGGUFError):
+    """The bytes given to :func:`parse_header` end before the header does, inside a file that is longer:
+    ``needed`` is the byte the parser needs the bytes up to (read more and parse again)."""
+
+    def __init__(self, message: str, path: str | None, offset: int, needed: int):
+        self.needed = needed
+        super().__init__(message, path, offset)
+
+
 class _Cursor:
-    """Bounds-checked reads over the mapped file; knows which section it is in for messages."""
+    """Bounds-checked reads over the mapped file (or the first ``avail`` bytes of a file of ``size`` bytes);
+    knows which section it is in for messages."""
 
-    __slots__ = ("buf", "pos", "size", "path", "section")
+    __slots__ = ("buf", "pos", "size", "path", "section", "avail", "source")
 
-    def __init__(self, buf, size: int, path: str):
+    def __init__(self, buf, size: int, path: str, avail: int | None = None):
         self.buf = buf
         self.pos = 0
         self.size = size
         self.path = path
         self.section = "header"
+        self.avail = size if avail is None else avail
+        self.source = buf if avail is not None else None
 
     def truncated(self, need: int) -> TruncatedGGUFError:
         return TruncatedGGUFError(
@@ -218,9 +235,20 @@ class _Cursor:
             self.pos,
         )
 
+    def incomplete(self, end: int) -> HeaderIncompleteError:
+        return HeaderIncompleteError(
+            f"{os.path.basename(self.path)}: the header goes on past the {self.avail:,} bytes read "
+            f"(the {self.section} needs the bytes up to {end:,})",
+            self.path,
+            self.pos,
+            end,
+        )
+
     def need(self, n: int) -> None:
-        if self.pos + n > self.size:
-            raise self.truncated(self.pos + n - self.size)
+        if self.pos + n > self.avail:
+            if self.pos + n > self.size:
+                raise self.truncated(self.pos + n - self.size)
+            raise self.incomplete(self.pos + n)
 
     def u32(self) -> int:
         self.need(4)
@@ -297,10 +325,11 @@ def _read_array(cur: _Cursor, key: str) -> Any:
         nbytes = count * sc.size
         if nbytes > remaining:
             raise cur.truncated(nbytes - remaining)
+        cur.need(nbytes)
         first = cur.pos
         cur.pos += nbytes
         if count > EAGER_ARRAY_LIMIT:
-            return LazyArray(cur.path, first, item_type, count, cur.pos)
+            return LazyArray(cur.path, first, item_type, count, cur.pos, cur.source)
         if count == 0:
             return []
         return list(struct.unpack_from(f"<{count}{sc.format[-1]}", cur.buf, first))
@@ -311,11 +340,11 @@ def _read_array(cur: _Cursor, key: str) -> Any:
         first = cur.pos
         if count > EAGER_ARRAY_LIMIT:
             # Skip without decoding: one length read per element.
-            pos, size, buf, unpack = cur.pos, cur.size, cur.buf, _U64.unpack_from
+            pos, size, buf, unpack = cur.pos, cur.avail, cur.buf, _U64.unpack_from
             for _ in range(count):
                 if pos + 8 > size:
                     cur.pos = pos
-                    raise cur.truncated(pos + 8 - size)
+                    cur.need(8)
                 n = unpack(buf, pos)[0]
                 if n > MAX_STRING:
                     cur.pos = pos
@@ -327,10 +356,13 @@ def _read_array(cur: _Cursor, key: str) -> Any:
                     )
                 pos += 8 + n
             if pos > size:
-                cur.pos = size
-                raise cur.truncated(pos - size)
+                cur.pos, end = size, pos
+                if end > cur.size:
+                    cur.pos = cur.size
+                    raise cur.truncated(end - cur.size)
+                raise cur.incomplete(end)
             cur.pos = pos
-            return LazyArray(cur.path, first, T_STRING, count, pos)
+            return LazyArray(cur.path, first, T_STRING, count, pos, cur.source)
         return [cur.string(f"an element of {key!r}") for _ in range(count)]
     raise CorruptGGUFError(
         f"{name}: array {key!r} at byte {start:,} has unknown element type {item_type} "
@@ -481,9 +513,33 @@ def _stray_entry(mm, pos: int, size: int, expected: int) -> str | None:
     return raw.decode()
 
 
-def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
+#: Bytes past the tensor table :func:`_stray_entry` looks at: the longest entry (a 63-byte name, 4 dimensions).
+_STRAY_WINDOW = 8 + (GGML_MAX_NAME - 1) + 4 + 8 * GGML_MAX_DIMS + 12
+
+
+def parse_header(data: bytes, file_size: int, path: str, shard: int = 0) -> GGUFHeader:
+    """Parse the header of a GGUF file of ``file_size`` bytes from its first bytes, ``data``.
+
+    The checks and errors are :func:`read_header`'s, for a file named ``path`` (a URL or any name; messages
+    use its last part). Where the header goes on past ``data`` (and the file is longer), a
+    :class:`HeaderIncompleteError` says up to which byte it needs: read that much and parse again.
+    """
+    data = bytes(data[:file_size])
     name = os.path.basename(path)
-    cur = _Cursor(mm, size, path)
+    if file_size < 4:
+        raise TruncatedGGUFError(
+            f"{name} is {file_size} bytes long, too short to be a GGUF model: the file is incomplete.", path, 0
+        )
+    if len(data) < min(file_size, 16):
+        raise HeaderIncompleteError(f"{name}: the first bytes are needed", path, 0, min(file_size, 16))
+    if data[:4] != GGUF_MAGIC:
+        raise NotGGUFError(f"{name} is not a GGUF model: {_identify_other_format(data[:16])}.", path, 0)
+    return _parse(data, file_size, path, shard, avail=len(data))
+
+
+def _parse(mm, size: int, path: str, shard: int, avail: int | None = None) -> GGUFHeader:
+    name = os.path.basename(path)
+    cur = _Cursor(mm, size, path, avail)
     cur.pos = 4
     version = cur.u32()
     if version not in SUPPORTED_VERSIONS:
@@ -675,7 +731,10 @@ def _parse(mm, size: int, path: str, shard: int) -> GGUFHeader:
                 size,
             )
         tensors.append(TensorInfo(tname, type_id, tname_type, shape, n_el, nbytes, data_offset + offset, shard))
-    stray = _stray_entry(mm, header_size, size, expected)
+    if cur.avail < min(size, header_size + _STRAY_WINDOW):
+        cur.pos, cur.section = header_size, "tensor table"
+        raise cur.incomplete(min(size, header_size + _STRAY_WINDOW))
+    stray = _stray_entry(mm, header_size, cur.avail, expected)
     return GGUFHeader(
         path, size, version, metadata, types, tensors, alignment, data_offset, header_size, warnings, array_types, stray
     )

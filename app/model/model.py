@@ -42,6 +42,16 @@ class Model:
     warnings: list[str] = field(default_factory=list)
     is_demo: bool = False  # the built-in demo: no file behind it, launching is disabled
     title: str = ""
+    #: the size of each file in ``paths``, in bytes
+    file_sizes: list[int] = field(default_factory=list)
+    #: where a header-only model was read from over HTTP (``hf://ORG/REPO/FILE.gguf``, a URL; see
+    #: :mod:`app.remote`): no file on disk, ``paths`` are its file names there
+    source: str = ""
+
+    @property
+    def header_only(self) -> bool:
+        """No weights on disk behind it (the demo, or a header read over HTTP): it cannot be launched as it is."""
+        return self.is_demo or bool(self.source)
 
     @property
     def path(self) -> Path:
@@ -128,8 +138,13 @@ def _split_count(h: GGUFHeader) -> int:
     return Meta(h.metadata, h.metadata_types, h.path).u16("split.count")
 
 
-def _read_split_set(path: Path, given: GGUFHeader, count: int, progress) -> list[GGUFHeader]:
-    """All shards of the split set ``given`` belongs to, checked the way llama-model-loader checks them."""
+def _read_split_set(
+    path: Path, given: GGUFHeader, count: int, progress, read=read_header, exists=os.path.lexists
+) -> list[GGUFHeader]:
+    """All shards of the split set ``given`` belongs to, checked the way llama-model-loader checks them.
+
+    ``read(shard_path, shard=i)`` reads a shard's header and ``exists(shard_path)`` says whether it is there
+    (the files on disk, or on a server for :mod:`app.remote`, whose ``path`` is a ``PurePosixPath``)."""
     m = SPLIT_RE.match(path.name)
     if m is None:
         raise MissingShardError(
@@ -145,13 +160,13 @@ def _read_split_set(path: Path, given: GGUFHeader, count: int, progress) -> list
             str(path),
         )
     shards = [path.with_name(f"{m.group('prefix')}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
-    missing = [p for p in shards if p != path and not os.path.lexists(p)]
+    missing = [p for p in shards if p != path and not exists(p)]
     if missing:
         raise MissingShardError(_missing_message(path, count, missing), str(missing[0]))
     headers: list[GGUFHeader] = []
     for i, shard in enumerate(shards):
         # the given file was read as shard 0; its tensors need their shard number, so read it again unless it is 0
-        h = given if shard == path and i == 0 else read_header(shard, shard=i)
+        h = given if shard == path and i == 0 else read(shard, shard=i)
         meta = Meta(h.metadata, h.metadata_types, h.path)
         if "split.no" not in h.metadata:
             raise CorruptGGUFError(
@@ -261,6 +276,20 @@ def open_model(path: str | os.PathLike, progress=None) -> Model:
     given = read_header(path)
     count = _split_count(given)
     headers = [given] if count <= 1 else _read_split_set(path, given, count, progress)
+    return model_from_headers(headers, path)
+
+
+def read_split_set(path, given: GGUFHeader, progress=None, *, read=read_header, exists=os.path.lexists):
+    """The headers of the model ``given`` (read from ``path``) belongs to: ``[given]`` for one file, else every
+    shard of its split set, read with ``read`` and checked like :func:`open_model` checks them."""
+    count = _split_count(given)
+    return [given] if count <= 1 else _read_split_set(path, given, count, progress, read, exists)
+
+
+def model_from_headers(headers: list[GGUFHeader], path) -> Model:
+    """The :class:`Model` of a file's or a split set's headers (``path``: the one opened, for messages).
+
+    Every check :func:`open_model` makes after reading is made here; raises the same errors."""
     first = headers[0]
     tensors: list[TensorInfo] = [t for h in headers for t in h.tensors]
     tensor_names = {t.name for t in tensors}
@@ -320,4 +349,5 @@ def open_model(path: str | os.PathLike, progress=None) -> Model:
         tensors=tensors,
         blocks=blocks,
         warnings=warnings,
+        file_sizes=[h.file_size for h in headers],
     )

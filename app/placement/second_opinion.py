@@ -76,6 +76,11 @@ def second_opinion(
     """Run the dry run; raises :class:`FitPrintError` with a clear message when it cannot."""
     if p.model.is_demo:
         raise FitPrintError("the demo model has no file for llama.cpp to read: open a real GGUF to verify.")
+    if p.model.source:  # a header read over HTTP (app.remote)
+        raise FitPrintError(
+            f"only the header of {p.model.source} was read: llama.cpp's dry run needs the file; download it and "
+            "open it to verify."
+        )
     argv, notes = fit_params_args(p, rpc)
     rows = run_fit_print(model_path, argv, llama_dir=llama_dir, timeout=timeout)
     return Opinion(rows, argv, notes)

@@ -1,0 +1,293 @@
+"""File > Open from Hugging Face…: open a model by name or URL from its header alone, or list a repository.
+
+``ORG/REPO`` lists the repository's quantizations (one row each, a split set as one), reads every header
+and auto-fits each on the window's devices: file size, fits or not, what is left per device, predicted
+speeds, what goes where (the table sorts by any column). A double click (or Open) puts that quantization on
+the board as a header-only model. ``hf://ORG/REPO/FILE.gguf``, ``ORG/REPO:QUANT`` or an https:// URL opens
+that model directly. Reading runs off the GUI thread with progress and Cancel; errors are shown as the
+core words them (:mod:`app.remote.errors`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+)
+
+from app.cli.repo import RepoRow, plan_repo
+from app.errors import LayerdeckError
+from app.lanes import CPU, to_llama_name
+from app.memory.settings import LlamaSettings
+from app.remote import RemoteCancelled, RemoteNameError, RemoteOptions, open_remote, parse_name
+from app.units import MiB, fmt_bytes
+
+from .worker import run_in_background
+
+
+class _Num(QTableWidgetItem):
+    """A cell that sorts by its number, not its text."""
+
+    def __init__(self, text: str, value: float | None):
+        super().__init__(text)
+        self.value = float("-inf") if value is None else value
+        self.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+    def __lt__(self, other):  # noqa: D105
+        return self.value < getattr(other, "value", float("-inf"))
+
+
+class RemoteDialog(QDialog):
+    """The dialog; ``window`` is the main window (its devices, host memory and bandwidth, margin and
+    ``show_model``)."""
+
+    def __init__(self, window, parent=None):
+        super().__init__(parent or window)
+        self.window_ = window
+        self.setWindowTitle("Open from Hugging Face")
+        self.resize(980, 460)
+        self.cancel_flag: threading.Event | None = None
+        self.rows: list[RepoRow] = []
+        lay = QVBoxLayout(self)
+        top = QHBoxLayout()
+        self.name = QLineEdit()
+        self.name.setPlaceholderText(
+            "ORG/REPO (list its quantizations), ORG/REPO:QUANT, hf://ORG/REPO/FILE.gguf or https://…/model.gguf"
+        )
+        self.name.returnPressed.connect(self.start)
+        top.addWidget(self.name, 1)
+        self.go = QPushButton("Read")
+        self.go.clicked.connect(self.start)
+        top.addWidget(self.go)
+        lay.addLayout(top)
+        self.status = QLabel(
+            "Only the headers are read (a few MB each), never the weights. Gated repositories "
+            "need HF_TOKEN (or `hf auth login`)."
+        )
+        self.status.setWordWrap(True)
+        lay.addWidget(self.status)
+        prog = QHBoxLayout()
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(True)
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        prog.addWidget(self.progress, 1)
+        self.cancel_btn = QPushButton("Cancel")
+        self.cancel_btn.setEnabled(False)
+        self.cancel_btn.clicked.connect(self.cancel)
+        prog.addWidget(self.cancel_btn)
+        lay.addLayout(prog)
+        self.table = QTableWidget(0, 0)
+        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QTableWidget.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setSortingEnabled(True)
+        self.table.verticalHeader().setVisible(False)
+        self.table.cellDoubleClicked.connect(lambda r, c: self.open_row(r))
+        lay.addWidget(self.table, 1)
+        bottom = QHBoxLayout()
+        self.notes = QLabel("")
+        self.notes.setWordWrap(True)
+        bottom.addWidget(self.notes, 1)
+        self.open_btn = QPushButton("Open on the board")
+        self.open_btn.setEnabled(False)
+        self.open_btn.clicked.connect(lambda: self.open_row(self.table.currentRow()))
+        bottom.addWidget(self.open_btn)
+        close = QPushButton("Close")
+        close.clicked.connect(self.reject)
+        bottom.addWidget(close)
+        lay.addLayout(bottom)
+        self.table.itemSelectionChanged.connect(lambda: self.open_btn.setEnabled(self.table.currentRow() >= 0))
+
+    # ------------------------------------------------------------------ reading
+
+    def _busy(self, busy: bool) -> None:
+        self.go.setEnabled(not busy)
+        self.name.setEnabled(not busy)
+        self.cancel_btn.setEnabled(busy)
+        if busy:
+            self.progress.setRange(0, 0)  # busy until the first progress report
+
+    def _options(self) -> RemoteOptions:
+        self.cancel_flag = threading.Event()
+        return RemoteOptions(cancel=self.cancel_flag)
+
+    def start(self) -> None:
+        text = self.name.text().strip()
+        if not text:
+            return
+        try:
+            name = parse_name(text if "/" not in text or "://" in text or ":" in text else "hf://" + text)
+        except RemoteNameError as exc:
+            self.status.setText(exc.message)
+            return
+        if name is None:
+            self.status.setText(f"{text!r} is not a repository or model name.")
+            return
+        if name.kind == "quant" and not name.quant:
+            self._list_repo(name.repo)
+        else:
+            self._open(name.display)
+
+    def _list_repo(self, repo: str) -> None:
+        w = self.window_
+        lanes = list(getattr(w, "devices", []) or [])
+        doc = getattr(w, "doc", None)
+        settings = doc.placement.settings if doc is not None else LlamaSettings(n_ctx=8192)
+        host = getattr(w, "host_capacity", None)
+        bw = getattr(w, "host_bandwidth", None)
+        margin = (w.margin_spin.value() << 20) if hasattr(w, "margin_spin") else 1024 * MiB
+        options = self._options()
+        self._busy(True)
+        self.status.setText(f"Reading {repo}: the file list, then each quantization's header…")
+
+        def job(progress):
+            return plan_repo(
+                repo,
+                lanes,
+                settings,
+                host=host,
+                host_bw=bw,
+                margin=margin,
+                options=options,
+                progress=progress,
+                keep_models=True,
+            )
+
+        def progress(done: int, total: int) -> None:
+            self.progress.setRange(0, total)
+            self.progress.setValue(done)
+            self.progress.setFormat(f"{done} of {total} headers")
+
+        run_in_background(job, lambda result: self._listed(repo, lanes, settings, result), self._failed, progress)
+
+    def _listed(self, repo: str, lanes, settings, result) -> None:
+        self._busy(False)
+        rows, notes = result
+        self.rows = rows
+        names = [to_llama_name(d.name) for d in lanes] + [to_llama_name(CPU)]
+        heads = ["Quant", "Size", "Fits"] + [f"Left {n}" for n in names] + ["tg tok/s", "pp tok/s", "Where"]
+        self.table.setSortingEnabled(False)
+        self.table.clear()
+        self.table.setColumnCount(len(heads))
+        self.table.setHorizontalHeaderLabels(heads)
+        self.table.setRowCount(len(rows))
+        for i, r in enumerate(rows):
+            first = QTableWidgetItem(r.quant)
+            first.setData(Qt.ItemDataRole.UserRole, i)
+            first.setToolTip("\n".join(r.files) + (f"\n\n{r.error}" if r.error else ""))
+            cells = [
+                first,
+                _Num(fmt_bytes(r.size) if r.size is not None else "?", r.size),
+                QTableWidgetItem("yes" if r.fits else "no"),
+            ]
+            for n in names:
+                left = r.left.get(n)
+                cells.append(_Num(f"{left / MiB:,.0f} MiB" if left is not None else "-", left))
+            cells.append(_Num(f"{r.tg:.1f}" if r.tg is not None else "-", r.tg))
+            cells.append(_Num(f"{r.pp:.0f}" if r.pp is not None else "-", r.pp))
+            cells.append(QTableWidgetItem(r.where or (r.error or "")))
+            for c, item in enumerate(cells):
+                if not r.fits:
+                    item.setForeground(Qt.GlobalColor.darkRed)
+                self.table.setItem(i, c, item)
+        self.table.setSortingEnabled(True)
+        hh = self.table.horizontalHeader()
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        hh.setSectionResizeMode(len(heads) - 1, QHeaderView.ResizeMode.Stretch)
+        fits = sum(r.fits for r in rows)
+        self.status.setText(
+            f"{repo}: {len(rows)} quantization{'s' if len(rows) != 1 else ''}, {fits} fit "
+            f"on {', '.join(names)} at {settings.n_ctx:,} tokens of context. Double-click one to "
+            "open it on the board."
+        )
+        self.notes.setText("\n".join(notes))
+
+    def _open(self, name: str) -> None:
+        options = self._options()
+        self._busy(True)
+        self.status.setText(f"Reading the header of {name}…")
+
+        def job(progress):
+            options.progress = progress
+            return open_remote(name, options)[0]
+
+        def progress(done: int, total: int) -> None:
+            self.progress.setRange(0, max(total, 1) // 1024)
+            self.progress.setValue(done // 1024)
+            self.progress.setFormat(f"{done / MiB:.1f} MiB read")
+
+        run_in_background(job, self._show, self._failed, progress)
+
+    def _failed(self, exc: Exception) -> None:
+        self._busy(False)
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        if isinstance(exc, RemoteCancelled):
+            self.status.setText("Cancelled.")
+        elif isinstance(exc, LayerdeckError):
+            self.status.setText(exc.message + (f" {exc.hint}" if exc.hint else ""))
+        else:
+            self.status.setText(f"Internal error: {type(exc).__name__}: {exc}")
+
+    def cancel(self) -> None:
+        if self.cancel_flag is not None:
+            self.cancel_flag.set()
+            self.status.setText("Cancelling…")
+
+    # ------------------------------------------------------------------ opening
+
+    def open_row(self, row: int) -> None:
+        if row < 0:
+            return
+        item = self.table.item(row, 0)
+        r = self.rows[item.data(Qt.ItemDataRole.UserRole)]
+        if r.model is None:
+            QMessageBox.warning(self, "Cannot open", r.error or "This quantization's header could not be read.")
+            return
+        self._show(r.model)
+
+    def _show(self, model) -> None:
+        self._busy(False)
+        w = self.window_
+        confirm = getattr(w, "_confirm_leave", None)
+        if confirm is not None and not confirm():
+            return
+        try:
+            w.show_model(model)
+        except LayerdeckError as exc:
+            self.status.setText(exc.message)
+            return
+        w.statusBar().showMessage(
+            f"Opened {model.source} (header only: download it, or export the command with "
+            "-hf so llama.cpp downloads it)",
+            10000,
+        )
+        self.accept()
+
+    def reject(self) -> None:
+        self.cancel()
+        super().reject()
+
+
+def open_remote_dialog(window) -> RemoteDialog:
+    """Show the dialog (non-modal) for ``window``: one per window, kept (a read that is being cancelled still
+    reports to it), its last table still there when it is shown again."""
+    dlg = getattr(window, "_remote_dialog", None)
+    if dlg is None:
+        dlg = window._remote_dialog = RemoteDialog(window)
+    dlg.show()
+
+    return dlg
