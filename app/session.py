@@ -34,16 +34,17 @@ from dataclasses import dataclass
 
 from .command.formats import parse_command_text, render
 from .command.values import check_settings
-from .errors import LayerdeckError
+from .errors import CommandError, LayerdeckError
 from .lanes import CPU, Lane, rpc_endpoints
 from .memory.estimator import Estimate, Estimator
+from .memory.layout import WeightPlacement
 from .memory.settings import LlamaSettings
 from .model import Model, Role, open_model
 from .placement import Placement
 from .placement.command import Command, build_command
 from .placement.export import ExportCache, InexpressibleError, PlacementArgs, placement_args
 from .placement.history import History, edit_to, move_command, pin_command
-from .placement.plan_file import load_plan, save_plan
+from .placement.plan_file import LaunchProfile, PlanError, from_dict, launch_from_dict, read_plan, save_plan
 from .placement.second_opinion import Opinion
 from .speed.predict import DecodePrediction, PromptPrediction, SpeedFacts, SpeedParams, predict_decode, predict_prompt
 
@@ -143,6 +144,132 @@ class Preview:
     reason: str | None = None  # why the drop is refused (estimate is None then)
 
 
+@dataclass(frozen=True)
+class ImportResult:
+    """What an imported command did: its warnings, the arguments kept for the launch, the model it named."""
+
+    warnings: tuple[str, ...]
+    extra: tuple[str, ...]  # flags Layerdeck does not place (sampling, templates...), kept as extra arguments
+    model: str | None  # the -m of the command (None when it had none)
+    other_model: bool  # that -m names a different file than the open model
+
+
+def split_launch_args(argv: Sequence[str], tool: str = "server") -> tuple[LaunchProfile, list[str]]:
+    """From a llama.cpp argument list (program first or not), the launch profile it sets (``--port``,
+    ``--host``, ``--api-key``, every flag Layerdeck does not place, unknown flags with their values) and the
+    warnings about it. Placement and memory flags are left out: they are the placement's."""
+    from .command.flags import lookup
+
+    args = list(argv)
+    if args and not args[0].startswith("-"):
+        args.pop(0)
+    prof = LaunchProfile()
+    notes: list[str] = []
+    i = 0
+    while i < len(args):
+        raw = args[i]
+        hit = lookup(raw.partition("=")[0] if raw.startswith("--") and "=" in raw else raw)
+        if hit is None:
+            # unknown to the flag table: kept with the values that follow it (llama-server will judge it)
+            j = i + 1
+            while j < len(args) and not args[j].startswith("-"):
+                j += 1
+            prof.extra.extend(args[i:j])
+            notes.append(f"{raw} is not a flag Layerdeck knows: kept as an extra launch argument")
+            i = j
+            continue
+        flag = hit[0]
+        n = 0 if "=" in raw else flag.takes(tool)
+        if flag.bare is not None:
+            nxt = args[i + 1] if i + 1 < len(args) else ""
+            n = 1 if nxt.lower() in (flag.choices or ()) else 0
+        item = args[i : i + 1 + n]
+        i += 1 + n
+        if not flag.passthrough:
+            continue
+        name = flag.name
+        value = item[0].partition("=")[2] if "=" in item[0] else (item[1] if len(item) > 1 else "")
+        if name == "--port":
+            try:
+                port = int(value)
+            except ValueError:
+                port = 0
+            if 1 <= port <= 65535:
+                prof.port = port
+                continue
+            notes.append(f"--port {value!r} is not a TCP port (1-65535): ignored")
+            continue
+        if name == "--api-key" and value:
+            if value.isascii() and value.isprintable() and " " not in value:
+                prof.api_key = value
+            else:
+                notes.append("the --api-key value has spaces or characters an HTTP header cannot carry: not kept")
+            continue
+        if name == "--host" and value and not all(c.isascii() and (c.isalnum() or c in "._:[]%-") for c in value):
+            notes.append(f"--host {value!r} is not an address or host name: not kept")
+            continue
+        if name == "--host" and value:
+            prof.host = value
+            continue
+        prof.extra.extend(item)
+    return prof, notes
+
+
+def _gib(n: int) -> str:
+    from .units import fmt_bytes
+
+    return fmt_bytes(n)
+
+
+class LaunchArgsError(CommandError, ValueError):
+    """Extra launch arguments that cannot be used; the message says which and why."""
+
+
+#: The most text the extra-arguments box takes (a command line, not a file).
+MAX_EXTRA_TEXT = 16384
+
+
+def parse_extra_args(text: str) -> list[str]:
+    """The extra llama-server arguments typed in the launch options, split as a POSIX shell would split them
+    (quotes, backslashes) but never run by one. Placement and memory flags are refused (they belong to the
+    board and the KV panel), as are ``-m``, ``--rpc``, ``--port``, ``--host`` and ``--api-key`` (the launch
+    options have their own boxes). Raises :class:`LaunchArgsError`."""
+    from .command.flags import lookup
+    from .command.shells import CommandSyntaxError
+
+    if len(text) > MAX_EXTRA_TEXT:
+        raise LaunchArgsError(f"the extra arguments are {len(text)} characters; at most {MAX_EXTRA_TEXT}")
+    if "\0" in text:
+        raise LaunchArgsError("the extra arguments contain a NUL character; remove it")
+    if not text.strip():
+        return []
+    try:
+        _env, argv = parse_command_text("llama-server " + text, "bash")
+    except CommandSyntaxError as exc:
+        raise LaunchArgsError(f"the extra arguments cannot be read: {exc}") from None
+    argv = argv[1:]
+    own = {
+        "--port": "the Port box",
+        "--host": "the Network choice",
+        "--api-key": "the API key box",
+        "-m": "Open model… (the command always runs the open model)",
+        "--rpc": "Devices… (RPC hosts come from the device list)",
+    }
+    for a in argv:
+        hit = lookup(a.partition("=")[0] if a.startswith("--") and "=" in a else a)
+        if hit is None:
+            continue
+        flag = hit[0]
+        if flag.name in own:
+            raise LaunchArgsError(f"{a} has its own place: use {own[flag.name]}")
+        if not flag.passthrough:
+            raise LaunchArgsError(
+                f"{a} is a placement or memory flag: set it on the board or in the KV panel, so the plan and the "
+                "command agree"
+            )
+    return argv
+
+
 @dataclass
 class _Derived:
     estimate: Estimate | None = None
@@ -180,12 +307,17 @@ class Session:
         self.speed_facts = SpeedFacts(model)
         self.export_cache = ExportCache(model, self.estimator.matcher)
         self.plan_path: str | None = None
+        #: how llama-server is started besides the placement (port, host, API key, extra arguments); saved
+        #: with the plan
+        self.launch_profile = LaunchProfile()
+        self._launch_dirty = False
         self.opinion: Opinion | None = None  # llama.cpp's dry run for the current state
         self.opinion_error: str | None = None
         self.preview_state: Preview | None = None
         self._speed_params: SpeedParams | None = None
         #: what the machine figures could not use (a calibration file of the wrong shape...), for the user
         self.machine_notes: list[str] = []
+        self.calibrated = False  # whether the speed model uses this machine's saved calibration
         self._derived = _Derived()
         self._state = self.placement.snapshot()
         self._recompute()
@@ -243,7 +375,7 @@ class Session:
 
     @property
     def dirty(self) -> bool:
-        return self.history.dirty
+        return self.history.dirty or self._launch_dirty
 
     @property
     def undo_label(self) -> str | None:
@@ -275,7 +407,9 @@ class Session:
             from .speed.params import load_calibration, speed_params
 
             notes: list[str] = []
-            self._speed_params = speed_params(self.devices, self.host_bandwidth, load_calibration(self.devices, notes))
+            calibration = load_calibration(self.devices, notes)
+            self._speed_params = speed_params(self.devices, self.host_bandwidth, calibration)
+            self.calibrated = calibration is not None
             self.machine_notes = notes
         return self._speed_params
 
@@ -290,12 +424,20 @@ class Session:
     def speed_for(self, p: Placement) -> tuple[DecodePrediction | None, PromptPrediction | None]:
         """(decode, prompt) predictions for ``p``, or (None, None) when the model cannot say."""
         try:
-            wp = p.weight_placement()
+            return self.speed_of(p.weight_placement(), p.settings)
+        except ValueError as exc:
+            log.info("no speed prediction: %s", exc)
+            return None, None
+
+    def speed_of(
+        self, wp: WeightPlacement, settings: LlamaSettings
+    ) -> tuple[DecodePrediction | None, PromptPrediction | None]:
+        """(decode, prompt) predictions for tensors placed as ``wp`` (an estimate's placement) with ``settings``."""
+        try:
             params = self.speed_params
-            s = p.settings
             return (
                 predict_decode(self.model, wp, params, facts=self.speed_facts),
-                predict_prompt(self.model, wp, params, s.n_ubatch, s.op_offload, facts=self.speed_facts),
+                predict_prompt(self.model, wp, params, settings.n_ubatch, settings.op_offload, facts=self.speed_facts),
             )
         except (ValueError, ZeroDivisionError) as exc:
             log.info("no speed prediction: %s", exc)
@@ -366,7 +508,8 @@ class Session:
         m = next((d for d in est.devices if d.name == lane), None) if est is not None else None
         cap = self.capacity(lane)
         margin = self.margin_of(lane)
-        if m is None or not cap or m.total <= cap - margin:
+        # a lane with nothing on it is never over (a margin larger than a small card is not "use")
+        if m is None or not cap or m.total <= 0 or m.total <= cap - margin:
             return None
         return Overflow(lane, m.total, cap, margin, self.overflow_hint(lane, m.total - (cap - margin)))
 
@@ -381,7 +524,53 @@ class Session:
             placement_args(trial, self.export_cache)
         except (InexpressibleError, ValueError, KeyError) as exc:
             return None, str(exc).strip("'\"")
+        why = self._refused_by_backend(trial, lane)
+        if why:
+            return None, why
         return trial, None
+
+    def _refused_by_backend(self, trial: Placement, lane: str) -> str | None:
+        """Why ``lane``'s backend cannot hold a weight the move puts there (a Vulkan driver's size limit): llama.cpp
+        takes an -ot override as given and stops at load with "cannot run the operation"."""
+        target = next((d for d in trial.devices if d.name == lane), None)
+        if target is None or target.max_tensor_bytes is None:
+            return None
+        from .memory.backends import loader_op_sizes, refuses, weight_op
+        from .units import fmt_bytes
+
+        p = self.model.params
+        for t, dev in zip(self.model.tensors, trial.weight_placement().tensor_device):
+            if dev == lane and refuses(target, t, p):
+                biggest = max(loader_op_sizes(t, weight_op(t.name), p))
+                return (
+                    f"{lane} cannot run {t.name}: its {weight_op(t.name).lower()} touches {fmt_bytes(biggest)}, over "
+                    f"the {fmt_bytes(target.max_tensor_bytes)} the driver allows one tensor, so llama.cpp keeps it "
+                    "in host memory"
+                )
+        return None
+
+    def nearest_drop(self, items: Sequence[str], lane: str) -> tuple[list[str], str] | None:
+        """When moving ``items`` to ``lane`` is refused: the largest part of them that can move, and in words
+        what it is ("only the experts (12 blocks)"); None when no part can."""
+        idx = self.model.index
+
+        def role(i: str) -> Role:
+            return idx.block_of_item(i).role
+
+        tries = (
+            ("only the experts", lambda i: role(i) is Role.EXPERTS),
+            ("only the FFN and experts", lambda i: role(i) in (Role.EXPERTS, Role.FFN)),
+            ("everything but the attention", lambda i: role(i) is not Role.ATTN),
+        )
+        seen: set[tuple[str, ...]] = set()
+        for words, keep in tries:
+            sub = [i for i in items if keep(i) and self.placement.device_of(i) != lane]
+            if not sub or len(sub) == len(items) or tuple(sub) in seen:
+                continue
+            seen.add(tuple(sub))
+            if self.check_move(sub, lane)[0] is not None:
+                return sub, f"{words} ({len(sub)} block{'s' if len(sub) > 1 else ''})"
+        return None
 
     def preview(self, items: Sequence[str], lane: str | None) -> Preview | None:
         """Estimate the drop of ``items`` on ``lane`` without making it; ``lane`` None ends the preview."""
@@ -459,6 +648,33 @@ class Session:
         self.replace(res.placement, "Auto-fit")
         return res
 
+    def start_fitted(self) -> str | None:
+        """Before the first edit: when the starting layout (everything on the devices) does not fit, start from
+        the layout llama.cpp's own fit would run (``--fit``, on by default: experts, then layers, leave the
+        devices until everything fits their free memory less the margin). Returns what was done, for the user;
+        None when it already fits, nothing was edited yet or nothing fits."""
+        from .placement.autofit import FitError, auto_fit
+
+        if self.history.undo_stack or self.history.redo_stack or not self.devices:
+            return None
+        over = [o for o in self.overflows() if o.lane != CPU]
+        if not over:
+            return None
+        try:
+            res = auto_fit(
+                self.model, self.devices, self.placement.settings, margin=self.margin, estimator=self.estimator
+            )
+        except FitError as exc:
+            return f"{self.model.path.name} does not fit these devices even with everything movable in RAM: {exc}"
+        excess = ", ".join(f"{o.lane} by {_gib(o.excess)}" for o in over)
+        self.placement.restore(res.placement.snapshot())
+        self._on_history()
+        return (
+            f"With every layer on the GPUs the model would not fit ({excess} over), so it opened fitted the way "
+            "llama.cpp runs it (--fit, on by default: experts, then layers, move to RAM until the rest fits). "
+            "'All on GPU' puts everything back on the GPUs."
+        )
+
     def fastest(self):
         """The fastest placement that fits (raises FitError when nothing fits); one edit."""
         from .placement.fastest import fastest
@@ -492,8 +708,9 @@ class Session:
         trial = self.placement.copy()
         trial.settings = new_settings
         keys = sorted(k for k in changes if getattr(new_settings, k) != getattr(self.placement.settings, k))
-        label = "Set " + ", ".join(f"{_SETTING_LABELS.get(k, k)} {_setting_value(k, getattr(new_settings, k))}"
-                                   for k in keys)
+        label = "Set " + ", ".join(
+            f"{_SETTING_LABELS.get(k, k)} {_setting_value(k, getattr(new_settings, k))}" for k in keys
+        )
         self.history.push(edit_to(self.placement, trial, label, merge_key="settings:" + ",".join(keys)))
         return True
 
@@ -530,29 +747,73 @@ class Session:
         """Take the placement and memory settings of a pasted llama.cpp command, as one edit.
 
         Returns the parser's warnings (unknown flags...); raises a LayerdeckError (or ValueError) naming the
-        problem when the text cannot be read.
+        problem when the text cannot be read. :meth:`import_command_full` also says what was kept.
         """
+        return list(self.import_command_full(text, shell).warnings)
+
+    def import_command_full(self, text: str, shell: str | None = None) -> ImportResult:
+        """:meth:`import_command`, returning every warning, the flags kept as the launch profile (port, host,
+        API key, and the flags Layerdeck does not place as extra arguments) and the model the command names."""
         from .command.parse import parse_llama_args
 
         env, argv = parse_command_text(text, shell)
         parsed = parse_llama_args(argv, env=env)
         new = Placement.from_settings(self.model, self.devices, parsed.settings)
         new.settings = self.placement.settings.copy(**{k: getattr(parsed.settings, k) for k in IMPORTED_SETTINGS})
-        if new.snapshot() == self.placement.snapshot():
-            self.say("Import command: no change")
-        else:
+        profile, notes = split_launch_args(argv)
+        warnings = [w for w in parsed.warnings if not w.startswith("unknown flag ")] + notes
+        other = parsed.model is not None and parsed.model != "" and not self._same_file(parsed.model)
+        if other:
+            warnings.append(
+                f"the command names another model ({parsed.model}); its settings were applied to the open one "
+                f"({self.model.path.name})"
+            )
+        changed = new.snapshot() != self.placement.snapshot()
+        if changed:
             self.history.push(edit_to(self.placement, new, "Import command"))
-            self.say("Import command")
-        return list(parsed.warnings)
+        if profile != self.launch_profile and (profile.extra or profile.port or profile.api_key or profile.lan):
+            self.set_launch_profile(profile)
+            changed = True
+        self.say("Import command" if changed else "Import command: no change")
+        return ImportResult(tuple(warnings), tuple(profile.extra), parsed.model, other)
+
+    def _same_file(self, path: str) -> bool:
+        try:
+            return os.path.samefile(path, self.model.path)
+        except OSError:
+            return os.path.basename(path) == self.model.path.name
+
+    def restore_launch_profile(self, profile: LaunchProfile) -> None:
+        """The model's last launch profile as the starting point (remembered, so not unsaved work)."""
+        self.launch_profile = LaunchProfile(profile.port, profile.host, profile.api_key, list(profile.extra))
+        self._emit(Change.SETTINGS, None)
+
+    def set_launch_profile(self, profile: LaunchProfile) -> bool:
+        """The launch profile (port, host, API key, extra arguments); unsaved work until the plan is saved."""
+        if profile == self.launch_profile:
+            return False
+        self.launch_profile = LaunchProfile(profile.port, profile.host, profile.api_key, list(profile.extra))
+        self._launch_dirty = True
+        self._emit(Change.SETTINGS | Change.HISTORY, "Launch profile changed")
+        return True
 
     def open_plan(self, path: str | os.PathLike, label: str | None = None) -> None:
         """Load a plan file made for this model (raises PlanError otherwise), as one edit."""
-        new = load_plan(path, self.model)
+        data = read_plan(path)
+        try:
+            new = from_dict(data, self.model)
+            profile = launch_from_dict(data)
+        except PlanError as exc:
+            err = type(exc)(f"{os.fspath(path)}: {exc}")
+            err.where = exc.where
+            raise err from None
         self.history.push(edit_to(self.placement, new, label or f"Open plan {os.path.basename(os.fspath(path))}"))
+        if profile is not None:
+            self.set_launch_profile(profile)
 
     def save_plan(self, path: str | os.PathLike, *, as_document: bool = True) -> None:
         """Write the plan; ``as_document`` makes it the session's file and marks the session saved."""
-        save_plan(self.placement, path)
+        save_plan(self.placement, path, self.launch_profile)
         if as_document:
             self.plan_path = os.fspath(path)
             self.mark_saved()
@@ -565,6 +826,7 @@ class Session:
 
     def mark_saved(self) -> None:
         self.history.mark_clean()
+        self._launch_dirty = False
 
     def _on_history(self) -> None:
         state = self.placement.snapshot()
@@ -587,6 +849,31 @@ class Session:
 
     # ------------------------------------------------------------------ llama.cpp's second opinion
 
+    def verifiable(self) -> tuple[Placement, list[str], list[str]]:
+        """What llama.cpp's dry run can check on this machine: (placement, lanes it checks, planned lanes);
+        raises InexpressibleError (saying why) when the planned cards hold layers that cannot move to the CPU.
+
+        llama.cpp refuses a device it does not have ("invalid device: CUDA0"), so a planned card's blocks are
+        counted on the CPU for the dry run: the detected devices' figures are then llama.cpp's own, the CPU's
+        are not comparable (it also holds the planned cards' blocks) and are left out of the checked lanes."""
+        planned = [d.name for d in self.devices if d.kind == "planned"]
+        if not planned:
+            return self.placement.copy(), list(self.lanes), []
+        trial = self.placement.copy()
+        trial.devices = [d for d in trial.devices if d.name not in planned]
+        trial.layer_device = [CPU if x in planned else x for x in trial.layer_device]
+        trial.tensor_device = [CPU if x in planned else x for x in trial.tensor_device]
+        trial.pinned = set()
+        try:
+            placement_args(trial)
+        except InexpressibleError as exc:
+            raise InexpressibleError(
+                f"{', '.join(planned)} {'is a planned card' if len(planned) == 1 else 'are planned cards'}, which "
+                f"llama.cpp cannot see, and with {'its' if len(planned) == 1 else 'their'} layers counted on the "
+                f"CPU the placement cannot be run here ({exc}). Verify on the machine that has the cards."
+            ) from None
+        return trial, [d.name for d in trial.devices], planned
+
     def set_opinion(self, opinion, error: str | None = None) -> None:
         self.opinion, self.opinion_error = opinion, error
         self._emit(Change.OPINION)
@@ -604,7 +891,9 @@ class Session:
         ``rpc`` defaults to every RPC host of the lanes; ``options`` go to
         :func:`app.placement.command.build_command` (``tool``, ``program``, ``host``, ``port``, ``extra``,
         ``cuda_order``)."""
-        path = model_path or os.fspath(self.model.path)
+        path = model_path or self.model.source or os.fspath(self.model.path)  # source: read over HTTP
+        # the launch profile's port, host, API key and extra arguments come after the placement
+        options["extra"] = self.launch_profile.argv() + list(options.get("extra") or [])
         if caps is not None:
             options["caps"] = caps
         return build_command(

@@ -1,5 +1,6 @@
 """Regenerate the README screenshots (offscreen Qt): the demo on two planned GPUs + CPU, an over-capacity
-state, and the command panel, at 1280x800 and 1920x1080.
+state, and the command panel, at 1024x700, 1280x800 and 1920x1080 (light), the demo in the dark theme, and
+the server's launch options and chat at 1280x800.
 
     QT_QPA_PLATFORM=offscreen python scripts/screenshots.py [--out docs/screenshots]
 """
@@ -26,7 +27,8 @@ def settle(app: QApplication, rounds: int = 5) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="docs/screenshots")
-    ap.add_argument("--sizes", default="1280x800,1920x1080")
+    ap.add_argument("--sizes", default="1024x700,1280x800,1920x1080")
+    ap.add_argument("--dark", default="1280x800", help="sizes also shot in the dark theme (comma-separated)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -34,10 +36,29 @@ def main() -> int:
     QSettings.setDefaultFormat(QSettings.Format.IniFormat)
     app = QApplication.instance() or QApplication([])
     from ui.main_window import MainWindow
+    from ui.settings_dialog import apply_appearance
 
+    settings = QSettings()
     written = []
-    for size in args.sizes.split(","):
+    shots = [(size, "light") for size in args.sizes.split(",")]
+    shots += [(size, "dark") for size in args.dark.split(",") if size]
+    for size, theme in shots:
+        settings.setValue("theme", theme)
+        apply_appearance(settings)
         w, h = (int(x) for x in size.split("x"))
+        if theme == "dark":
+            win = MainWindow(detect_devices=False)
+            win.setProperty("ask_on_close", False)
+            win.resize(w, h)
+            win.show()
+            settle(app)
+            win.board.relayout()
+            settle(app)
+            p = out / f"demo-dark-{size}.png"
+            win.grab().save(str(p))
+            written.append(p)
+            win.close()
+            continue
         win = MainWindow(detect_devices=False)
         win.setProperty("ask_on_close", False)
         win.resize(w, h)
@@ -63,7 +84,23 @@ def main() -> int:
         p = out / f"command-{size}.png"
         win.grab().save(str(p))
         written.append(p)
+        if size == "1280x800":
+            # 4. the server tab: launch options (fixed port, network, API key, extra arguments) and the chat
+            opts = win.launch.options_tab
+            opts.port.setValue(8080)
+            opts.extra.setText("--temp 0.7 --jinja")
+            opts.apply()
+            win.bottom.setCurrentWidget(win.launch)
+            split = win.centralWidget()
+            total = sum(split.sizes())
+            split.setSizes([int(total * 0.45), total - int(total * 0.45)])
+            win.launch.tabs.setCurrentIndex(0)
+            settle(app)
+            p = out / f"server-options-{size}.png"
+            win.grab().save(str(p))
+            written.append(p)
         win.close()
+    settings.setValue("theme", "light")
     for p in written:
         print(p)
     return 0

@@ -111,3 +111,33 @@ def test_fit_compare_with_llama_cpp_on_rpc(q30, llama_bin, rpc_servers):
                   "--compare-llama", "--host-bw", "60", env={"LAYERDECK_LLAMA_CPP_DIR": str(llama_bin)})
     assert r.returncode == 0, r.stderr
     assert "llama.cpp --fit" in r.stdout and "layerdeck auto-fit" in r.stdout
+
+
+def test_estimate_carries_its_speed_prediction_and_what_it_assumes(q30, tmp_path, monkeypatch):
+    """Anyone can hold the prediction against llama-bench: the figures and the machine figures they assume."""
+    env = {"XDG_DATA_HOME": str(tmp_path)}  # no saved calibration
+    base = ["--devices", "CUDA0=24576@900", "--", "-m", str(q30), "-ngl", "all", "-c", "4096"]
+    r = layerdeck("estimate", "--json", *base, env=env)
+    assert r.returncode == 0, r.stderr
+    speed = json.loads(r.stdout)["speed"]
+    cmoe = json.loads(layerdeck("estimate", "--json", *base, "-cmoe", env=env).stdout)["speed"]
+    assert speed["calibrated"] is False and speed["pp_ubatch"] == 512
+    assert speed["devices"]["CUDA0"]["bandwidth_gb_s"] == 900 and speed["devices"]["Host"]["bandwidth_gb_s"] == 60
+    assert 0 < cmoe["tg_tokens_per_s"] < speed["tg_tokens_per_s"]  # experts read from RAM instead of the card
+
+    from app.command.parse import parse_llama_args
+    from app.memory.device_adapter import parse_device_spec
+    from app.model import open_model
+    from app.placement import Placement
+    from app.session import Session
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))  # the same (absent) calibration in this process
+    parsed = parse_llama_args(base[3:])
+    lanes = parse_device_spec("CUDA0=24576@900")
+    model = open_model(q30)
+    session = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings))
+    decode, prompt = session.speed_of(session.estimate_settings(parsed.settings).placement, parsed.settings)
+    assert speed["tg_tokens_per_s"] == round(decode.tokens_per_s, 2)
+    assert speed["pp_tokens_per_s"] == round(prompt.tokens_per_s, 2)
+    text = layerdeck("estimate", *base, env=env).stdout
+    assert f"speed: generation {decode.tokens_per_s:.1f} tok/s" in text and "not calibrated" in text

@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import os
+from html import escape
 from pathlib import Path
 
-from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
                                QPushButton, QVBoxLayout, QWidget)
 
 from app.errors import LayerdeckError
 from app.llamacpp.capabilities import UNKNOWN
 from app.placement.export import InexpressibleError
+from app.command.argv import mask_secrets
 from app.command.formats import render
 
 from .document import Document
+from .feedback import copy_with_feedback
 
 SHELLS = [("bash / zsh", "bash"), ("PowerShell", "powershell"), ("Windows cmd", "cmd"),
           ("llama-swap YAML", "yaml"), ("Environment variables", "env"), ("Ollama Modelfile", "ollama")]
 
 
 class CommandPanel(QWidget):
+    #: (model path, command text): open that model and import the command onto it
+    open_model_requested = Signal(str, str)
+
     def __init__(self, document: Document, parent=None, rpc: list[str] | None = None, program: str | None = None):
         super().__init__(parent)
         self.doc = document
@@ -51,7 +58,7 @@ class CommandPanel(QWidget):
         self.notes.setWordWrap(True)
         lay.addWidget(self.notes)
         self.shell.currentIndexChanged.connect(self.refresh)
-        self.copy_btn.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.text.toPlainText()))
+        self.copy_btn.clicked.connect(self.copy)
         self.save_btn.clicked.connect(self._save)
         self.import_btn.clicked.connect(self._import_dialog)
         self.doc.changed.connect(self.refresh)
@@ -69,7 +76,9 @@ class CommandPanel(QWidget):
         fmt = self.shell.currentData()
         try:
             cmd = self.doc.command(rpc=self._rpc(), program=self.program, caps=self.caps)
-            text = render(cmd.argv, fmt, name=self.doc.model.path.stem, n_layers=self.doc.model.params.n_layer)
+            # the API key never shows on screen (Copy and Save write the real one)
+            text = render(mask_secrets(cmd.argv), fmt, name=self.doc.model.path.stem,
+                          n_layers=self.doc.model.params.n_layer)
         except (InexpressibleError, LayerdeckError) as exc:  # LayerdeckError: a path this format cannot carry
             self.text.setPlainText(f"# cannot export: {exc}")
             self.notes.setText("")
@@ -78,7 +87,21 @@ class CommandPanel(QWidget):
         notes = list(cmd.notes)
         if self.doc.model.is_demo:
             notes.insert(0, "Demo model: the path is a placeholder; open a real GGUF to launch it.")
+        elif self.doc.model.source:
+            notes.insert(0, f"Header only ({self.doc.model.source}): llama.cpp downloads the model itself (-hf/-mu).")
         self.notes.setText("\n".join(notes))
+
+    def _real_text(self, fmt: str) -> str:
+        """The command as shown, but with the real API key (the display masks it)."""
+        try:
+            cmd = self.doc.command(rpc=self._rpc(), program=self.program, caps=self.caps)
+            return render(cmd.argv, fmt, name=self.doc.model.path.stem, n_layers=self.doc.model.params.n_layer)
+        except (InexpressibleError, LayerdeckError):
+            return self.text.toPlainText()
+
+    def copy(self) -> None:
+        """Copy the command, and say so on the button for two seconds."""
+        copy_with_feedback(self.copy_btn, self._real_text(self.shell.currentData()))
 
     def _save(self) -> None:
         fmt = self.shell.currentData()
@@ -90,7 +113,7 @@ class CommandPanel(QWidget):
     def save_to(self, path: str, fmt: str) -> None:
         """Write the command as a file: a .cmd file in cmd's batch-file form (``%`` doubled, ``!`` literal), not
         the prompt's; a shell script with its shebang and the run bit."""
-        text = self.text.toPlainText()
+        text = self._real_text(fmt)
         if fmt == "cmd":
             try:
                 cmd = self.doc.command(rpc=self._rpc(), program=self.program, caps=self.caps)
@@ -104,36 +127,83 @@ class CommandPanel(QWidget):
             os.chmod(path, 0o755)
 
     def import_text(self, text: str) -> str | None:
-        """Load the placement a pasted command means. Returns an error sentence, or None on success."""
+        """Load the placement a pasted command means. Returns an error sentence, or the warnings ("Imported,
+        with warnings: ..."), or None when it was taken as it is. :attr:`last_import` says what was kept."""
+        self.last_import = None
         try:
-            warnings = self.doc.import_command(text)
+            res = self.doc.import_command_full(text)
         except (LayerdeckError, ValueError) as exc:
             return str(exc)
-        if warnings:
-            return "Imported, with warnings: " + "; ".join(warnings)
+        self.last_import = res
+        if res.warnings:
+            return "Imported, with warnings: " + "; ".join(res.warnings)
         return None
 
+    def import_dialog(self) -> ImportDialog:
+        return ImportDialog(self)
+
     def _import_dialog(self) -> None:
-        dlg = QDialog(self)
-        dlg.setWindowTitle("Import a llama.cpp command")
-        lay = QVBoxLayout(dlg)
-        lay.addWidget(QLabel("Paste a llama-server / llama-cli command (bash, PowerShell or cmd; --fit output works too):"))
-        edit = QPlainTextEdit()
-        lay.addWidget(edit)
-        msg = QLabel()
-        msg.setWordWrap(True)
-        lay.addWidget(msg)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        lay.addWidget(buttons)
+        self.import_dialog().exec()
 
-        def accept() -> None:
-            err = self.import_text(edit.toPlainText())
-            if err and not err.startswith("Imported"):
-                msg.setText(f"<span style='color:#D64541'>{err}</span>")
-                return
-            dlg.accept()
 
-        buttons.accepted.connect(accept)
-        buttons.rejected.connect(dlg.reject)
-        dlg.resize(720, 360)
-        dlg.exec()
+class ImportDialog(QDialog):
+    """Paste a command; every warning is shown and the dialog stays open until read. Flags Layerdeck does
+    not place become the launch's extra arguments (said so); a command naming another model offers to open
+    it with the command applied."""
+
+    def __init__(self, panel: CommandPanel):
+        super().__init__(panel)
+        self.panel = panel
+        self.setWindowTitle("Import a llama.cpp command")
+        lay = QVBoxLayout(self)
+        lay.addWidget(QLabel("Paste a llama-server / llama-cli command (bash, PowerShell or cmd; --fit output works "
+                             "too):"))
+        self.edit = QPlainTextEdit()
+        lay.addWidget(self.edit)
+        self.msg = QLabel()
+        self.msg.setWordWrap(True)
+        self.msg.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.msg)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.ok.setText("Import")
+        self.open_other = self.buttons.addButton("Open that model", QDialogButtonBox.ButtonRole.ActionRole)
+        self.open_other.setVisible(False)
+        self.open_other.clicked.connect(self._open_other)
+        lay.addWidget(self.buttons)
+        self.buttons.accepted.connect(self._accept)
+        self.buttons.rejected.connect(self.reject)
+        self.imported = False
+        self.resize(720, 380)
+
+    def _accept(self) -> None:
+        if self.imported:  # the warnings were read
+            self.accept()
+            return
+        err = self.panel.import_text(self.edit.toPlainText())
+        res = self.panel.last_import
+        if res is None:
+            self.msg.setText(f"<span style='color:#D64541'>{escape(err or '')}</span>")
+            return
+        if not res.warnings and not res.extra:
+            self.accept()
+            return
+        self.imported = True
+        lines = [escape(w) for w in res.warnings]
+        if res.extra:
+            lines.append("Kept for the launch (Server tab → Launch options): <code>"
+                         + escape(" ".join(mask_secrets(list(res.extra)))) + "</code>")
+        self.msg.setText("<b>Imported.</b><ul>" + "".join(f"<li>{x}</li>" for x in lines) + "</ul>")
+        self.ok.setText("Close")
+        self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setVisible(False)
+        if res.other_model and res.model and Path(res.model).is_file():
+            self.open_other.setText(f"Open {Path(res.model).name} instead")
+            self.open_other.setVisible(True)
+
+    def _open_other(self) -> None:
+        res = self.panel.last_import
+        if res is not None and res.model:
+            if self.panel.doc.history.undo_label == "Import command":
+                self.panel.doc.undo()  # the settings meant for that model leave this one
+            self.panel.open_model_requested.emit(res.model, self.edit.toPlainText())
+        self.accept()

@@ -18,6 +18,13 @@ from .document import Document
 from .worker import run_in_background
 
 
+def llama_reason(text: str, lines: int = 4) -> str:
+    """llama.cpp's reason from an error text: everything before a usage dump, at most ``lines`` lines."""
+    head = text.split("\nusage:", 1)[0]
+    kept = [ln for ln in head.splitlines() if ln.strip()][:lines]
+    return "\n".join(kept)
+
+
 class CompareDialog(QDialog):
     def __init__(self, doc: Document, margin: int, llama_dir: str | None, rpc: list[str], parent=None):
         super().__init__(parent)
@@ -47,8 +54,12 @@ class CompareDialog(QDialog):
                                         pinned_from=doc.placement).placement)
         except FitError as exc:
             self.note.setText(str(exc))
+        planned = [d.name for d in doc.devices if d.kind == "planned"]
         if doc.model.is_demo:
             self.note.setText("llama.cpp's --fit needs the real model file; the demo has none.")
+        elif planned:
+            self.note.setText(f"llama.cpp's --fit is not shown: it only fits devices this machine has, and "
+                              f"{', '.join(planned)} {'is' if len(planned) == 1 else 'are'} planned.")
         else:
             from app.placement.llama_fit import llama_fit
 
@@ -57,7 +68,7 @@ class CompareDialog(QDialog):
                                                  margin=margin, llama_dir=llama_dir),
                               lambda res: (self.add("llama.cpp --fit", res[1]), self.note.setText(
                                   "llama.cpp's choice: " + " ".join(res[0])[:400])),
-                              lambda exc: self.note.setText(f"llama.cpp --fit: {exc}"))
+                              lambda exc: self.note.setText(f"llama.cpp --fit: {llama_reason(str(exc))}"))
 
     def add(self, label: str, placement) -> None:
         doc = self.doc

@@ -51,7 +51,8 @@ class DevicesDialog(QDialog):
         form.addRow("Name", self.name_edit)
         form.addRow("", add_card)
         self.cap = QDoubleSpinBox()
-        self.cap.setRange(0.5, 4096)
+        self.cap.setRange(0.0, 4096)  # below 0.5 GiB is refused with the reason, not clamped without a word
+        self.cap.setDecimals(2)
         self.cap.setValue(24)
         self.cap.setSuffix(" GiB")
         self.bw = QDoubleSpinBox()
@@ -139,7 +140,17 @@ class DevicesDialog(QDialog):
         e = catalogue.get(entry_id)
         self._add(self.name_edit.text(), e.memory_bytes, e.bandwidth_bytes_per_s)
 
+    #: the smallest card Layerdeck plans with
+    MIN_CARD_GIB = 0.5
+
     def _add_custom(self) -> None:
+        gib = self.cap.value()
+        if gib < self.MIN_CARD_GIB:
+            self.message.setText(
+                f"{gib:g} GiB is too small for a planned card: Layerdeck plans cards of at least "
+                f"{self.MIN_CARD_GIB:g} GiB (llama.cpp's compute buffers alone take a few hundred MiB, and no "
+                "GPU worth offloading to has less). The size is in GiB: type 8 for an 8 GB card.")
+            return
         self._add(self.name_edit.text(), int(self.cap.value() * GiB), self.bw.value() * 1e9)
 
     def _remove(self) -> None:

@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QSlider, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from app.memory.compute import APPROXIMATE
+from app.memory.compute import APPROXIMATE, UNCHECKED
 from app.memory.kv import CACHE_TYPE_BLOCKS
 from app.units import fmt_bytes
 
@@ -17,7 +17,10 @@ CTX_STOPS = [512, 1024, 2048, 4096, 8192, 12288, 16384, 24576, 32768, 49152, 655
 
 def _uncertain(note: str) -> bool:
     """A note that says part of the estimate is assumed or approximate, not just explained."""
-    return note.startswith(APPROXIMATE) or (note.startswith("memory of ") and " is unknown" in note)
+    return (
+        note.startswith((APPROXIMATE, UNCHECKED, "compute buffers of "))
+        or (note.startswith("memory of ") and " is unknown" in note)
+    )
 
 
 class KvPanel(QWidget):
@@ -44,7 +47,8 @@ class KvPanel(QWidget):
         self.np_spin.setRange(-1, 256)
         self.np_spin.setSpecialValueText("auto (4, unified)")
         form.addRow("Parallel slots", self.np_spin)
-        self.kvu = QCheckBox("Unified KV cache (slots share one cache)")
+        self.kvu = QCheckBox("Unified KV cache")
+        self.kvu.setToolTip("-kvu: the slots share one cache (each may use all of it) instead of one share each")
         form.addRow("", self.kvu)
         self.ctk = QComboBox()
         self.ctv = QComboBox()

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox, QSpinBox,
-                               QSplitter, QTabWidget, QToolBar, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox, QSizePolicy,
+                               QSpinBox, QSplitter, QTabWidget, QToolBar, QToolButton, QVBoxLayout, QWidget)
 
 from app.memory.device_adapter import from_detected
 from app.lanes import Lane
@@ -25,9 +25,12 @@ from app.placement.plan_file import PlanError
 from app.units import GiB
 
 from .board.board_view import BoardView
+from .board.legend import Legend
 from .command_panel import CommandPanel
 from .document import Document
+from .elided_label import ElidedLabel
 from .kv_panel import KvPanel
+from .message_bar import MessageBar
 from .summary_panel import SummaryPanel
 from .worker import run_in_background
 
@@ -52,8 +55,11 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._build_toolbar()
         self._build_menus()
-        self._status = QLabel()
+        self._status = ElidedLabel()  # the estimate line: elided, never widening the window
+        self._status.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.statusBar().addPermanentWidget(self._status)
+        # a temporary message the status bar cuts off can still be read in full
+        self.statusBar().messageChanged.connect(lambda text: self.statusBar().setToolTip(text))
         self._autosave_timer = QTimer(self)
         self._autosave_timer.setSingleShot(True)
         self._autosave_timer.setInterval(1500)
@@ -63,6 +69,9 @@ class MainWindow(QMainWindow):
             self._detect()
             self._measure_host()
             QTimer.singleShot(0, self.offer_restore)
+            from .first_run import attach_first_run  # no usable llama.cpp: say so once, offer to get one
+
+            self.first_run = attach_first_run(self)
 
     # ------------------------------------------------------------------ layout
 
@@ -77,8 +86,11 @@ class MainWindow(QMainWindow):
             return a
 
         self.open_act = act("&Open model…", self._choose_file, QKeySequence.StandardKey.Open)
+        self.open_act.setIconText("Open")  # the toolbar's short text (the menu says "Open model…")
         self.open_plan_act = act("Open &plan…", self._open_plan)
         self.save_plan_act = act("&Save plan…", self._save_plan, QKeySequence.StandardKey.Save)
+        self.launch_last_act = act("&Launch last model", self._launch_last, "Ctrl+Shift+L",
+                                   tip="Open the most recent model and launch it with its last launch profile")
         self.quit_act = act("&Quit", self.close, QKeySequence.StandardKey.Quit)
         self.undo_act = act("&Undo", lambda: self.doc and self.doc.undo(), QKeySequence.StandardKey.Undo)
         self.redo_act = act("&Redo", lambda: self.doc and self.doc.redo(), QKeySequence.StandardKey.Redo)
@@ -101,23 +113,45 @@ class MainWindow(QMainWindow):
         self.settings_act = act("S&ettings…", self._settings_dialog, QKeySequence.StandardKey.Preferences)
         self.verify_act = act("Verify with llama.cpp", self._verify, "Ctrl+R",
                               tip="Run llama.cpp's own dry run (llama-fit-params) and show its numbers per lane")
+        self.verify_act.setIconText("Verify")
+        self.experts_cpu_act.setIconText("Experts→CPU")
+        self.guide_act = act("&Guide to the board", self._guide, QKeySequence.StandardKey.HelpContents,
+                             tip="What each colour, gauge segment and number means")
+        if QKeySequence("F1") not in self.guide_act.shortcuts():
+            self.guide_act.setShortcuts([*self.guide_act.shortcuts(), QKeySequence("F1")])
+        self.about_act = act("&About Layerdeck", self._about)
 
     def _build_toolbar(self) -> None:
         tb = QToolBar("Main")
         tb.setObjectName("main-toolbar")
         tb.setMovable(False)
         self.addToolBar(tb)
-        for a in (self.open_act, self.undo_act, self.redo_act):
-            tb.addAction(a)
+        tb.addAction(self.open_act)
+        # undo/redo buttons keep a fixed text (the full label is their tooltip), so the toolbar never jumps
+        self.undo_btn, self.redo_btn = QToolButton(), QToolButton()
+        for btn, a, text in ((self.undo_btn, self.undo_act, "Undo"), (self.redo_btn, self.redo_act, "Redo")):
+            btn.setText(text)
+            btn.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+            btn.clicked.connect(a.trigger)
+            tb.addWidget(btn)
         tb.addSeparator()
-        tb.addWidget(QLabel(" Presets: "))
         tb.addAction(self.all_gpu_act)
         tb.addAction(self.experts_cpu_act)
+        tb.addWidget(QLabel(" --n-cpu-moe "))
         self.ncmoe_spin = QSpinBox()
         self.ncmoe_spin.setRange(0, 999)
-        self.ncmoe_spin.setToolTip("N for --n-cpu-moe")
-        tb.addAction(self.ncmoe_act)
+        self.ncmoe_spin.setToolTip("N for --n-cpu-moe: the experts of the first N layers stay in RAM (Enter applies)")
+        self.ncmoe_spin.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # never the first focus: keys go to the board
+        self.ncmoe_spin.lineEdit().returnPressed.connect(self.ncmoe_act.trigger)
         tb.addWidget(self.ncmoe_spin)
+        self.ncmoe_btn = QToolButton()
+        self.ncmoe_btn.setText("Apply")
+        self.ncmoe_btn.setAutoRaise(False)  # drawn as a button, not as a label
+        self.ncmoe_btn.setToolTip("Apply --n-cpu-moe N (Enter in the box does the same)")
+        self.ncmoe_btn.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.ncmoe_btn.clicked.connect(self.ncmoe_act.trigger)
+        tb.addWidget(self.ncmoe_btn)
+        self.ncmoe_btn.setAutoRaise(False)  # after addWidget: the toolbar raises its tool buttons
         tb.addSeparator()
         tb.addAction(self.fit_act)
         tb.addAction(self.fastest_act)
@@ -127,7 +161,11 @@ class MainWindow(QMainWindow):
         self.margin_spin.setRange(0, 16384)
         self.margin_spin.setSingleStep(256)
         self.margin_spin.setValue(int(self.settings.value("margin_mib", 1024)))
-        self.margin_spin.setSuffix(" MiB margin")
+        self.margin_spin.setSuffix(" MiB")
+        self.margin_spin.setToolTip("Free memory to keep on every GPU (llama.cpp's --fit-target; the hatched part "
+                                    "of each gauge)")
+        self.margin_spin.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        tb.addWidget(QLabel(" Margin "))
         self.margin_spin.valueChanged.connect(self._margin_changed)
         tb.addWidget(self.margin_spin)
 
@@ -135,8 +173,12 @@ class MainWindow(QMainWindow):
         m = self.menuBar().addMenu("&File")
         for a in (self.open_act, self.open_plan_act, self.save_plan_act):
             m.addAction(a)
+        from .remote_dialog import open_remote_dialog  # a model or a repository by name, read from its headers
+
+        m.addAction("Open from &Hugging Face…", lambda: open_remote_dialog(self))
         self.recent_menu = m.addMenu("Open &recent")
         self._fill_recent()
+        m.addAction(self.launch_last_act)
         m.addSeparator()
         m.addAction(self.quit_act)
         e = self.menuBar().addMenu("&Edit")
@@ -149,6 +191,9 @@ class MainWindow(QMainWindow):
         for a in (self.all_gpu_act, self.experts_cpu_act, self.ncmoe_act, self.fit_act, self.fastest_act,
                   self.compare_act, self.verify_act):
             p.addAction(a)
+        h = self.menuBar().addMenu("&Help")
+        h.addAction(self.guide_act)
+        h.addAction(self.about_act)
 
     def show_model(self, model: Model) -> None:
         """Build the document and the widgets for ``model``; devices are the detected ones (or planned)."""
@@ -170,6 +215,7 @@ class MainWindow(QMainWindow):
                                      ("Auto-fit", self._auto_fit),
                                      ("Select experts of layers…", self._select_experts)]
         self.board.hovered.connect(lambda text: self.statusBar().showMessage(text, 4000))
+        self.board.drop_refused.connect(self._drop_refused)
         self.command = CommandPanel(self.doc)
         self._load_capabilities()
         old = getattr(self, "launch", None)
@@ -178,7 +224,7 @@ class MainWindow(QMainWindow):
         from .launch_panel import LaunchPanel
 
         self.launch = LaunchPanel(self.doc, llama_dir=lambda: self.settings.value("llama_dir") or None,
-                                  rpc=lambda: self.doc.rpc_endpoints())
+                                  rpc=lambda: self.doc.rpc_endpoints(), settings=self.settings)
         self.launch.launch_btn.setShortcut(QKeySequence("Ctrl+L"))
         self.bottom = QTabWidget()
         self.bottom.addTab(self.command, "Command")
@@ -192,7 +238,15 @@ class MainWindow(QMainWindow):
             split.setSizes([int(total * 0.45), total - int(total * 0.45)])
 
         self.launch.launch_btn.clicked.connect(show_server)
-        split.addWidget(self.board)
+        top = QWidget()
+        top_lay = QVBoxLayout(top)
+        top_lay.setContentsMargins(0, 0, 0, 0)
+        top_lay.setSpacing(2)
+        self.message_bar = MessageBar()  # problems stay until dismissed (the status bar forgets in seconds)
+        top_lay.addWidget(self.message_bar)
+        top_lay.addWidget(Legend())
+        top_lay.addWidget(self.board, 1)
+        split.addWidget(top)
         split.addWidget(self.bottom)
         split.setStretchFactor(0, 4)
         split.setStretchFactor(1, 1)
@@ -218,6 +272,11 @@ class MainWindow(QMainWindow):
         left.setMinimumWidth(300)
         title = model.title or model.path.name
         self.setWindowTitle(f"{title} — Layerdeck")
+        self.command.open_model_requested.connect(self._open_with_command)
+        fitted = None if model.is_demo else self.doc.session.start_fitted()
+        if fitted:
+            self.message_bar.show_message("Opened fitted", fitted, "info")
+        self.board.setFocus()  # keys (Ctrl+D, Ctrl+E, Alt+N) reach the board, not a toolbar spin box
         self._doc_changed()
 
     def _doc_changed(self) -> None:
@@ -230,6 +289,10 @@ class MainWindow(QMainWindow):
         self.redo_act.setEnabled(bool(d.history.redo_label))
         self.undo_act.setText(f"&Undo {d.history.undo_label}" if d.history.undo_label else "&Undo")
         self.redo_act.setText(f"&Redo {d.history.redo_label}" if d.history.redo_label else "&Redo")
+        for btn, a, label in ((self.undo_btn, self.undo_act, d.history.undo_label),
+                              (self.redo_btn, self.redo_act, d.history.redo_label)):
+            btn.setEnabled(a.isEnabled())
+            btn.setToolTip(a.text().replace("&", "") if label else "Nothing to " + btn.text().lower())
         over = [o.lane for o in d.overflows()]
         text = f"estimate {d.last_estimate_ms:.1f} ms"
         if d.decode is not None:
@@ -349,8 +412,14 @@ class MainWindow(QMainWindow):
             if self.doc is not None:
                 self.doc.set_devices(devices, self.host_capacity)
             text = f"Found {', '.join(d.name for d in devices)}"
+        elif self.doc is not None and not self.doc.model.is_demo:
+            planned = [d.name for d in self.doc.devices if d.kind == "planned"]
+            text = ("No GPU found: planning on " + (f"the planned {', '.join(planned)} and " if planned else "")
+                    + "the CPU. Add cards you plan to buy in Tools → Devices…")
         else:
-            text = "No GPU found: showing two planned GPUs (24 GB + 12 GB) to plan with"
+            names = " + ".join(f"{d.total / GiB:.0f} GB" for d in self.doc.devices) if self.doc else ""
+            text = (f"No GPU found: the demo plans on {len(self.doc.devices)} planned GPUs ({names})" if self.doc and
+                    self.doc.devices else "No GPU found: planning on the CPU")
         # what detection could not learn or assumed (llama.cpp or NVML missing, names guessed, RPC devices assumed)
         problems = [f"{e.source}: {e.message}" for e in getattr(result, "errors", ())]
         self.statusBar().showMessage(" · ".join([text, *problems]), 30000 if problems else 8000)
@@ -363,8 +432,24 @@ class MainWindow(QMainWindow):
         if path:
             self.open_path(path)
 
+    def _confirm_leave(self) -> bool:
+        """Before another model replaces this one: offer to save an unsaved placement. False: stay."""
+        d = self.doc
+        if d is None or d.model.is_demo or not d.dirty:
+            return True
+        answer = QMessageBox.question(
+            self, "Unsaved placement",
+            f"The placement of {d.model.path.name} has changes that are not saved in a plan. Save them before "
+            "opening another model?",
+            QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel)
+        if answer == QMessageBox.StandardButton.Cancel:
+            return False
+        return answer != QMessageBox.StandardButton.Save or self._save_plan()
+
     def open_path(self, path: str) -> None:
         """Read the header off the GUI thread (with progress for split sets), then show it."""
+        if not self._confirm_leave():
+            return
         self.statusBar().showMessage(f"Reading {Path(path).name}…")
         run_in_background(lambda progress: open_model(path, progress=progress),
                           lambda model: self._opened(path, model), lambda exc: self._open_failed(path, exc),
@@ -375,6 +460,8 @@ class MainWindow(QMainWindow):
 
         True when the model is shown; False when it could not be opened (a message box says why and the
         model on screen stays)."""
+        if not self._confirm_leave():
+            return False
         try:
             model = open_model(path)
         except Exception as exc:  # noqa: BLE001 - typed errors and bugs alike end in the message box
@@ -403,6 +490,50 @@ class MainWindow(QMainWindow):
             text = f"{Path(path).name} could not be opened because of an internal error ({type(exc).__name__}: {exc})."
         self.statusBar().showMessage(f"Could not open {Path(path).name}", 8000)
         QMessageBox.warning(self, "Cannot open model", text)
+
+    def _drop_refused(self, reason: str, sub: list, lane: str, words: str) -> None:
+        """A refused drop: the reason stays in the message bar, with the nearest drop that works as a button."""
+        board = self.board
+        action = None
+        if sub:
+            def move_part() -> None:
+                board.select_ids(sub)
+                board.move_selection(lane)
+
+            action = (f"Move {words} to {lane}", move_part)
+        self.message_bar.show_message(f"Cannot drop on {lane}", reason, "warning", action)
+
+    def _launch_last(self) -> bool:
+        """The most recent model, opened (with its remembered launch profile) and launched: one click."""
+        recent = [p for p in (self.settings.value("recent", []) or []) if p]
+        if not recent:
+            self.statusBar().showMessage("No model opened yet: open one first (File → Open model…)", 8000)
+            return False
+        path = recent[0]
+        if self.doc is None or self.doc.model.is_demo or str(self.doc.model.path) != path:
+            if not self.open_path_sync(path):
+                return False
+        self.bottom.setCurrentWidget(self.launch)
+        return self.launch.launch()
+
+    def _guide(self) -> None:
+        from .help import GuideDialog
+
+        self._guide_dlg = GuideDialog(self)
+        self._guide_dlg.show()
+
+    def _about(self) -> None:
+        from .help import AboutDialog
+
+        self._about_dlg = AboutDialog(self.settings.value("llama_dir") or None, self)
+        self._about_dlg.show()
+
+    def _open_with_command(self, path: str, text: str) -> None:
+        """Open the model a pasted command names, then import that command onto it."""
+        if self.open_path_sync(path):
+            err = self.command.import_text(text)
+            if err:
+                self.statusBar().showMessage(err, 15000)
 
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
@@ -446,28 +577,56 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Auto-fit: " + "; ".join(res.report[:-1]), 10000)
 
     def _verify(self) -> None:
-        """llama.cpp's dry run for the current placement, off the GUI thread; its numbers appear per lane."""
+        """llama.cpp's dry run for the current placement, off the GUI thread; its numbers appear per lane.
+
+        Planned cards cannot be checked (llama.cpp does not have them): their blocks are counted on the CPU for
+        the dry run and the message says which devices were checked. A failure shows llama.cpp's own reason in
+        the message bar until it is dismissed."""
         from app.llamacpp.fit_print import FitPrintError
-        from app.placement.second_opinion import second_opinion
+        from app.placement.second_opinion import Opinion, second_opinion
 
         d = self.doc
         snapshot = d.placement.copy()
+        self.message_bar.dismiss()
+        try:
+            trial, checked, planned = d.verifiable()
+        except LayerdeckError as exc:
+            self.message_bar.show_message("Verify", str(exc), "warning")
+            return
         rpc = d.rpc_endpoints()
         llama_dir = self.settings.value("llama_dir") or None
+        if planned and not trial.devices:
+            # only the CPU is left: its figures would include the planned cards' blocks
+            self.message_bar.show_message(
+                "Verify", f"nothing can be checked here: {', '.join(planned)} "
+                f"{'is a planned card' if len(planned) == 1 else 'are planned cards'} (llama.cpp only sees "
+                "devices this machine has) and the CPU's share depends on them. Run Verify on the machine "
+                "that has the cards, or add a detected device or RPC host.", "warning")
+            return
         self.statusBar().showMessage("Running llama.cpp's dry run…")
 
         def done(op) -> None:
-            if self.doc is d and d.placement.snapshot() == snapshot.snapshot():  # nothing edited meanwhile
-                d.set_opinion(op)
-                self.statusBar().showMessage("llama.cpp's dry run is shown next to each lane", 6000)
+            if not (self.doc is d and d.placement.snapshot() == snapshot.snapshot()):  # edited meanwhile
+                return
+            if planned:
+                op = Opinion([r for r in op.rows if r.name in checked], op.argv,
+                             [*op.notes, f"not checked: {', '.join(planned)} (planned)"])
+                self.message_bar.show_message(
+                    "Verify", f"llama.cpp checked {', '.join(checked)}; {', '.join(planned)} "
+                    f"{'is' if len(planned) == 1 else 'are'} planned, so not checked (its blocks were counted on "
+                    "the CPU for the dry run, so the CPU is not shown either).", "info")
+            d.set_opinion(op)
+            self.statusBar().showMessage("llama.cpp's dry run is shown next to each lane (checked: "
+                                         + ", ".join(r.name for r in op.rows) + ")", 8000)
 
         def failed(exc) -> None:
             text = str(exc) if isinstance(exc, FitPrintError) else f"{type(exc).__name__}: {exc}"
             if self.doc is d:
                 d.set_opinion(None, text)
+            self.message_bar.show_message("Verify failed", text, "error")
             self.statusBar().showMessage(f"Verify: {text.splitlines()[0]}", 10000)
 
-        run_in_background(lambda: second_opinion(snapshot, str(d.model.path), rpc=rpc, llama_dir=llama_dir),
+        run_in_background(lambda: second_opinion(trial, str(d.model.path), rpc=rpc, llama_dir=llama_dir),
                           done, failed)
 
     def _fastest(self) -> None:

@@ -125,6 +125,11 @@ class SettingsDialog(QDialog):
         self.llama_info = QLabel()
         self.llama_info.setWordWrap(True)
         form.addRow("", self.llama_info)
+        from .llama_builds import LlamaBuildsWidget  # every build found or installed: use, remove
+
+        self.builds = LlamaBuildsWidget(lambda: self.llama_dir.text().strip(),
+                                        lambda folder: (self.llama_dir.setText(folder), self._check()))
+        form.addRow("Builds found", self.builds)
         self.llama_dir.editingFinished.connect(self._check)
         self.margin = QSpinBox()
         self.margin.setRange(0, 16384)

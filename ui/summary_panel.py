@@ -35,6 +35,9 @@ def summary_html(model: Model) -> str:
     head = f"<b>{escape(model.title or model.path.name)}</b>"
     if model.is_demo:
         head += "<br><span style='color:#E8833A'>Demo model: no weights; launching is disabled.</span>"
+    elif model.source:  # read over HTTP (app.remote): its header only
+        head += (f"<br><span style='color:#E8833A'>Header only, read from {escape(model.source)}: download the "
+                 "file to launch it (the exported command's -hf lets llama.cpp download it).</span>")
     body = "".join(f"<tr><td style='padding-right:8px;color:gray'>{k}</td><td>{v}</td></tr>" for k, v in rows)
     return f"{head}<table>{body}</table>"
 

@@ -14,11 +14,11 @@ import sys
 
 from .. import __version__
 from ..errors import LayerdeckError
-from . import canonical, devices, estimate, export, fit, import_, inspect
+from . import canonical, devices, estimate, export, fit, import_, inspect, llama, repo
 from .common import fail
 
 #: Modules that contribute a subcommand through ``add_parser(subparsers)``, in ``--help`` order.
-_COMMANDS = [inspect, estimate, export, import_, canonical, fit, devices]
+_COMMANDS = [inspect, estimate, export, import_, canonical, fit, devices, llama, repo]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -82,6 +82,42 @@ def to_json(est: Estimate) -> dict:
     }
 
 
+def speed_json(session: Session, decode, prompt, n_ubatch: int) -> dict:
+    """The predicted speeds and every machine figure they assume, so anyone can check them with llama-bench."""
+    params = session.speed_params
+    return {
+        "tg_tokens_per_s": round(decode.tokens_per_s, 2) if decode else None,
+        "pp_tokens_per_s": round(prompt.tokens_per_s, 2) if prompt else None,
+        "pp_ubatch": n_ubatch,
+        "calibrated": session.calibrated,
+        "devices": {
+            to_llama_name(d.name): {
+                "kind": d.kind,
+                "bandwidth_gb_s": round(d.bandwidth / 1e9, 2),
+                "bandwidth_efficiency": d.eff_bandwidth,
+                "flops_tflop_s": round(d.nominal_flops / 1e12, 3),
+                "flops_efficiency": d.eff_flops,
+                "link_gb_s": round(d.link_bandwidth / 1e9, 2),
+                "link_latency_us": round(d.link_latency * 1e6, 1),
+            }
+            for d in params.devices.values()
+        },
+        "threads": None,  # not modelled: the CPU figures are for llama.cpp's default thread count
+    }
+
+
+def render_speed(doc: dict) -> list[str]:
+    if doc["tg_tokens_per_s"] is None:
+        return ["speed: no prediction for this placement"]
+    host = doc["devices"].get("Host", {})
+    basis = "this machine's calibration" if doc["calibrated"] else "default figures (not calibrated on this machine)"
+    return [
+        f"speed: generation {doc['tg_tokens_per_s']:.1f} tok/s, prompt {doc['pp_tokens_per_s']:.0f} tok/s "
+        f"(ubatch {doc['pp_ubatch']}); {basis}, RAM {host.get('bandwidth_gb_s', 0):g} GB/s; check with "
+        "llama-bench and the same arguments"
+    ]
+
+
 def render_text(est: Estimate) -> str:
     lines = [f"{to_llama_name(d.name)} {d.model // MiB} {d.context // MiB} {d.compute // MiB} " for d in est.devices]
     lines.append("")
@@ -120,15 +156,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         model = load_model(parsed.model)
         lanes, detection = devices(args.devices, parsed.rpc, args.llama_dir, parsed.settings, parsed.fit)
-        est = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings)).estimate_settings(
-            parsed.settings
-        )
+        session = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings))
+        est = session.estimate_settings(parsed.settings)
     except ERRORS as exc:
         return fail(exc)
+    decode, prompt = session.speed_of(est.placement, parsed.settings)
+    speed = speed_json(session, decode, prompt, parsed.settings.n_ubatch)
     est.notes.extend(parsed.warnings)
     est.notes.extend(detection_problems(detection))
+    est.notes.extend(n for n in session.machine_notes if n not in est.notes)
     if args.json:
-        print_json(to_json(est))
+        print_json({**to_json(est), "speed": speed})
     else:
-        print(render_text(est))
+        print(render_text(est) + "\n" + "\n".join(render_speed(speed)))
     return 0

@@ -30,6 +30,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -39,7 +40,7 @@ from typing import Any
 from app.errors import LaunchError
 from app.llamacpp.binaries import LlamaCppNotFound, find_tool
 
-from ..command.argv import rpc_endpoints
+from ..command.argv import mask_secrets, rpc_endpoints
 from . import orphans
 from .diagnose import Diagnosis, diagnose, preflight_rpc_diagnosis
 from .preflight import check_rpc_hosts
@@ -129,6 +130,10 @@ class BenchError(LaunchError, RuntimeError):
         super().__init__(message)
         self.diagnosis = diagnosis
         self.output = output
+
+
+class BenchCancelled(BenchError):
+    """The user cancelled the benchmark; it was stopped."""
 
 
 def bench_args(
@@ -316,11 +321,16 @@ def run_bench(
     check_rpc: bool = True,
     guard: str = "auto",
     label: str | None = None,
+    cancel: threading.Event | None = None,
+    busy_rpc: Sequence[str] = (),
 ) -> BenchRun:
     """Run llama-bench with ``args`` (from :func:`bench_args`; ``-o json`` required) and parse it.
 
-    Blocks until it finishes: call it from a worker. Raises :class:`BenchError`
-    with a :class:`~app.launch.diagnose.Diagnosis` when it fails.
+    Blocks until it finishes, ``timeout`` seconds pass or ``cancel`` is set (then it is killed and
+    :class:`BenchCancelled` raised): call it from a worker. ``busy_rpc``: RPC hosts another process of ours
+    holds (a running llama-server); an RPC server serves one client at a time, so a benchmark on them would
+    wait forever, and it is refused first. Raises :class:`BenchError` with a
+    :class:`~app.launch.diagnose.Diagnosis` when it fails.
     """
     args = list(args)
     if "-o" not in args and "--output" not in args:
@@ -330,6 +340,13 @@ def run_bench(
     except LlamaCppNotFound as exc:
         raise BenchError(str(exc)) from exc
     diag: Diagnosis | None  # why it failed, where one is found
+    held = [ep for ep in rpc_endpoints(args) if ep in set(busy_rpc)]
+    if held:
+        raise BenchError(
+            f"the running llama-server holds the RPC host{'s' if len(held) > 1 else ''} {', '.join(held)}, and an "
+            "RPC server serves one client at a time, so llama-bench would wait for it forever: stop the server "
+            "first, then benchmark."
+        )
     if check_rpc:
         problems = check_rpc_hosts(rpc_endpoints(args))
         if problems:
@@ -338,19 +355,31 @@ def run_bench(
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
     child_env.update(env or {})
     argv = [exe, *args]
-    log.info("running %s", " ".join(argv))
+    log.info("running %s", " ".join(mask_secrets(argv, tool="bench")))
     spawned = orphans.spawn(argv, child_env, guard=guard)
     stopper = _BenchStopper(spawned)
     orphans.register(stopper)
+    deadline = time.monotonic() + timeout
     try:
-        out, err = spawned.popen.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        orphans.signal_group(spawned, SIGKILL)
-        out, err = spawned.popen.communicate()
-        raise BenchError(
-            f"llama-bench did not finish within {timeout:.0f} s and was stopped",
-            output=(out + err).decode("utf-8", errors="replace"),
-        ) from None
+        while True:
+            try:
+                # short waits, so a cancel is heard at once (communicate keeps what it read between calls)
+                out, err = spawned.popen.communicate(timeout=max(0.01, min(0.2, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                cancelled = cancel is not None and cancel.is_set()
+                if not cancelled and time.monotonic() < deadline:
+                    continue
+                orphans.signal_group(spawned, SIGKILL)
+                out, err = spawned.popen.communicate()
+                output = (out + err).decode("utf-8", errors="replace")
+                if cancelled:
+                    raise BenchCancelled("llama-bench was cancelled", output=output) from None
+                raise BenchError(
+                    f"llama-bench did not finish within {timeout:.0f} s and was stopped (an RPC host busy with "
+                    "another client makes it wait)",
+                    output=output,
+                ) from None
     finally:
         orphans.release(spawned)
         orphans.unregister(stopper)

@@ -86,5 +86,14 @@ def run_fit_print(
         )
     rows = parse_fit_print(proc.stdout)
     if proc.returncode != 0 or not rows or rows[-1].name != CPU:
-        raise FitPrintError(f"llama-fit-params failed (exit status {proc.returncode}):\n{tail_lines(proc.stderr)}")
+        raise FitPrintError(f"llama-fit-params failed (exit status {proc.returncode}): {llama_reason(proc.stderr)}")
     return rows
+
+
+def llama_reason(stderr: str, n: int = 6) -> str:
+    """llama.cpp's own reason ("invalid device: CUDA0") first, then its last lines, never its usage text."""
+    text = stderr.split("\nusage:", 1)[0]
+    said = [ln.strip() for ln in text.splitlines() if "error" in ln.lower() or "invalid" in ln.lower()]
+    head = said[-1] if said else "no reason given"
+    tail = tail_lines(text, n)
+    return head if not tail or tail.strip() == head else f"{head}\n{tail}"

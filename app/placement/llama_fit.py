@@ -14,7 +14,7 @@ from ..command.formats import parse_command_text
 from ..command.parse import parse_llama_args
 from ..lanes import Lane
 from ..llamacpp.binaries import LlamaCppNotFound, find_tool
-from ..llamacpp.fit_print import FitPrintError, tail_lines
+from ..llamacpp.fit_print import FitPrintError, llama_reason
 from ..memory.settings import LlamaSettings
 from ..model import Model
 from ..units import MiB
@@ -62,7 +62,7 @@ def llama_fit(
         raise FitPrintError(f"llama-fit-params did not finish within {timeout:.0f} s.") from None
     if proc.returncode != 0 or not proc.stdout.strip().startswith("-"):
         raise FitPrintError(
-            f"llama-fit-params could not fit (exit status {proc.returncode}):\n{tail_lines(proc.stderr)}"
+            f"llama-fit-params could not fit (exit status {proc.returncode}): {llama_reason(proc.stderr)}"
         )
     _env, fitted = parse_command_text(proc.stdout.strip())
     parsed = parse_llama_args(fitted, tool=settings.tool)

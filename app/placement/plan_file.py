@@ -46,6 +46,9 @@ __all__ = [
     "check_plan",
     "from_dict",
     "load_plan",
+    "LaunchProfile",
+    "launch_from_dict",
+    "check_launch",
 ]
 
 FORMAT = "layerdeck-plan"
@@ -67,6 +70,50 @@ LOAD_MODES = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9_.:\[\]@%-]{1,128}", re.ASCII)
 _LANE_FIELDS = tuple(f.name for f in dataclasses.fields(Lane))
 _MAX_PATTERN = 4096
+
+
+#: What ``launch.host`` may be: an IPv4/IPv6 address or a host name (what llama-server's ``--host`` takes).
+_HOST = re.compile(r"[A-Za-z0-9_.:\[\]%-]{1,255}", re.ASCII)
+#: An API key: printable ASCII without spaces (it travels in an HTTP header).
+_API_KEY = re.compile(r"[!-~]{1,512}", re.ASCII)
+_MAX_EXTRA = 256
+_MAX_ARG = 4096
+_LAUNCH_FIELDS = ("port", "host", "api_key", "extra")
+
+
+@dataclasses.dataclass
+class LaunchProfile:
+    """How llama-server is started for this model, besides the placement: saved with the plan (``launch``).
+
+    ``port`` None: a free port each launch. ``host`` other than 127.0.0.1 serves the local network.
+    ``extra``: further llama-server arguments (sampling, templates...), one argv item each.
+    """
+
+    port: int | None = None
+    host: str = "127.0.0.1"
+    api_key: str | None = None
+    extra: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def lan(self) -> bool:
+        return self.host not in ("127.0.0.1", "localhost", "::1")
+
+    def is_default(self) -> bool:
+        return self == LaunchProfile()
+
+    def to_dict(self) -> dict:
+        return {"port": self.port, "host": self.host, "api_key": self.api_key, "extra": list(self.extra)}
+
+    def argv(self) -> list[str]:
+        """The arguments this profile adds to the command (port and host only when set)."""
+        out: list[str] = []
+        if self.host != "127.0.0.1":
+            out += ["--host", self.host]
+        if self.port is not None:
+            out += ["--port", str(self.port)]
+        if self.api_key:
+            out += ["--api-key", self.api_key]
+        return out + list(self.extra)
 
 
 class PlanError(ReadError, ValueError):
@@ -91,7 +138,7 @@ def fingerprint(model: Model) -> str:
     return h.hexdigest()[:32]
 
 
-def to_dict(p: Placement) -> dict:
+def to_dict(p: Placement, launch: LaunchProfile | None = None) -> dict:
     default = p.default_tensor_devices()
     diffs = {t.name: dev for t, dev, d0 in zip(p.model.tensors, p.tensor_device, default) if dev != d0}
     settings = dataclasses.asdict(p.settings)
@@ -113,13 +160,17 @@ def to_dict(p: Placement) -> dict:
         "layers": list(p.layer_device),
         "tensors": diffs,
         "pinned": sorted(p.pinned),
+        # optional (plan version 1 readers that predate it ignore it): how llama-server is started
+        **({"launch": launch.to_dict()} if launch is not None and not launch.is_default() else {}),
     }
 
 
-def save_plan(p: Placement, path: str | os.PathLike) -> None:
-    """Write the plan in one step (never half a file). Raises ``OSError`` or :class:`PlanSaveError`."""
+def save_plan(p: Placement, path: str | os.PathLike, launch: LaunchProfile | None = None) -> None:
+    """Write the plan in one step (never half a file). Raises ``OSError`` or :class:`PlanSaveError`.
+
+    ``launch``: the model's launch profile, saved as the plan's optional ``launch`` section."""
     try:
-        text = json.dumps(to_dict(p), indent=1, allow_nan=False)
+        text = json.dumps(to_dict(p, launch), indent=1, allow_nan=False)
     except ValueError as exc:
         raise PlanSaveError(
             f"the placement cannot be saved as a plan ({exc}): a setting or device figure is not a finite "
@@ -287,6 +338,30 @@ class _Checker:
             self.lane(dev, f"tensors[{_key(name)}]", lanes)
         for i, item in enumerate(self.list_(data, "pinned", "pinned") or []):
             self.string(item, f"pinned[{i}]", "a block or part id (such as 12:experts)")
+        launch = self.obj(data, "launch", "launch", required=False)
+        if launch is not None:
+            self.launch(launch)
+
+    def launch(self, s: dict) -> None:
+        for key in s:
+            if key not in _LAUNCH_FIELDS:
+                raise self.bad(f"launch.{_clip(key, 40)}", f"not a launch field ({', '.join(_LAUNCH_FIELDS)})")
+        if "port" in s:
+            self.whole(s["port"], "launch.port", "a TCP port (1-65535) or null", 1, 65535, also=(None,))
+        if "host" in s:
+            v = s["host"]
+            if not isinstance(v, str) or not _HOST.fullmatch(v):
+                raise self.bad("launch.host", f"{_show(v)} is not an address or host name (such as 127.0.0.1)")
+        if "api_key" in s:
+            v = s["api_key"]
+            if v is not None and (not isinstance(v, str) or not _API_KEY.fullmatch(v)):
+                raise self.bad("launch.api_key", "is not an API key (printable characters without spaces) or null")
+        extra = self.list_(s, "extra", "launch.extra") or []
+        if len(extra) > _MAX_EXTRA:
+            raise self.bad("launch.extra", f"{len(extra)} arguments; at most {_MAX_EXTRA}")
+        for i, a in enumerate(extra):
+            if not isinstance(a, str) or len(a) > _MAX_ARG or "\0" in a:
+                raise self.bad(f"launch.extra[{i}]", f"{_show(a)} is not an argument (a text without NUL)")
 
     def model(self, m: dict) -> None:
         path = self.string(m.get("path"), "model.path", "the model's file path")
@@ -335,6 +410,13 @@ class _Checker:
             ep = d.get("endpoint")
             if ep is not None and (not isinstance(ep, str) or not _DEVICE_NAME.fullmatch(ep)):
                 raise self.bad(f"{where}.endpoint", f"{_show(ep)} is not an RPC endpoint (host:port) or null")
+            if d.get("max_tensor_bytes") is not None:
+                self.whole(
+                    d["max_tensor_bytes"], f"{where}.max_tensor_bytes", "a size in bytes (1 or more)", 1, _BYTES_MAX
+                )
+            for key in ("alignment", "max_buffer", "host_alignment", "host_max_buffer"):
+                if key in d:
+                    self.whole(d[key], f"{where}.{key}", "a size in bytes (0 or more)", 0, _BYTES_MAX)
         return lanes
 
     def settings(self, s: dict) -> None:
@@ -413,6 +495,25 @@ def check_plan(data: Any) -> None:
     Checks what a plan says on its own; :func:`from_dict` checks it against the model.
     """
     _Checker().plan(data)
+
+
+def check_launch(section: Any) -> LaunchProfile:
+    """A ``launch`` section (as a plan holds it) checked and read; raises :class:`PlanError` naming the field."""
+    c = _Checker()
+    if not isinstance(section, dict):
+        raise c.bad("launch", f"{_show(section)} is not an object")
+    c.launch(section)
+    return LaunchProfile(
+        port=section.get("port"),
+        host=section.get("host", "127.0.0.1"),
+        api_key=section.get("api_key") or None,
+        extra=list(section.get("extra", [])),
+    )
+
+
+def launch_from_dict(data: dict) -> LaunchProfile | None:
+    """The launch profile of a checked plan, or None when it has none."""
+    return check_launch(data["launch"]) if "launch" in data else None
 
 
 def from_dict(data: dict, model: Model, *, check: bool = True) -> Placement:

@@ -12,9 +12,10 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..lanes import Lane
-from ..launch.bench import BenchError, BenchHistory, bench_args, run_bench
+from ..launch.bench import BenchCancelled, BenchError, BenchHistory, bench_args, run_bench
 from ..model import Model
 from ..placement.command import build_command
 from ..placement.placement import Placement
@@ -57,8 +58,11 @@ def run_proof(
     history: BenchHistory | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     calibrate: bool = True,
+    cancel: Any = None,
 ) -> ProofResult:
-    """Benchmark every candidate (label, placement); returns predicted and measured speeds, and a calibration."""
+    """Benchmark every candidate (label, placement); returns predicted and measured speeds, and a calibration.
+
+    ``cancel`` (a ``threading.Event``): when set, the running llama-bench is stopped and BenchCancelled raised."""
     rows: list[ProofRow] = []
     notes: list[str] = []
     measurements: list[Measurement] = []
@@ -76,12 +80,14 @@ def run_proof(
         try:
             argv = build_command(p, model_path, rpc=rpc).argv
             args, bnotes = bench_args(argv, n_prompt=n_prompt, n_gen=n_gen, repetitions=repetitions)
-            run = run_bench(args, llama_dir=llama_dir, label=label)
+            run = run_bench(args, llama_dir=llama_dir, label=label, cancel=cancel)
             row.measured_tg, row.measured_pp = run.tg_ts, run.pp_ts
             notes += [f"{label}: {n}" for n in bnotes]
             if history is not None:
                 history.add(run)
             measurements.append(Measurement(wp, run.tg_ts, run.pp_ts, n_ub, label))
+        except BenchCancelled:
+            raise
         except (BenchError, ValueError) as exc:
             row.error = str(exc)
         rows.append(row)

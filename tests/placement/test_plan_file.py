@@ -83,7 +83,8 @@ WRONG = [
     (
         (("devices",), [{"bogus": 1}]),
         "devices[0].bogus",
-        "devices[0].bogus: not a device field (name, buft, free, total, kind, bandwidth, endpoint)",
+        "devices[0].bogus: not a device field (name, buft, free, total, kind, bandwidth, endpoint, max_tensor_bytes, "
+        "alignment, max_buffer, host_alignment, host_max_buffer)",
     ),
     (
         (("devices", 0, "bandwidth"), float("nan")),

@@ -155,7 +155,9 @@ def test_over_capacity_turns_the_lane_red_and_says_what_to_move(window):
 def test_import_pasted_command(window):
     err = window.command.import_text(
         "llama-server -m x.gguf -ngl 99 -ts 1,1 \\\n  --n-cpu-moe 12 -c 16384 -fa on --fit off")
-    assert err is None
+    # the only warning: the command was made for another file than the one on screen (issue #16, item 1)
+    assert err == ("Imported, with warnings: the command names another model (x.gguf); its settings were applied "
+                   "to the open one (Qwen3-30B-A3B-Q4_K_M (demo).gguf)")
     p = window.doc.placement
     assert [p.device_of(f"{i}:experts") for i in range(12)] == [CPU] * 12 and p.device_of("12:experts") != CPU
     assert p.settings.n_ctx == 16384 and window.kv_panel.ctx_spin.value() == 16384
@@ -184,6 +186,9 @@ def test_no_devices_and_a_big_model(qtbot, tmp_path):
     qtbot.addWidget(win)
     win.devices = [Lane("RPC0", "RPC0[127.0.0.1:1]", 8 * GiB, 8 * GiB, "rpc")]
     assert win.open_path_sync(str(write_sparse_model("qwen3-235b-a22b", tmp_path / "big.gguf")))
+    # it opens fitted, the way llama.cpp's --fit would run it, and says so (issue #16, item 9)
+    assert not win.board.lanes["RPC0"].over and "opened fitted" in win.message_bar.text()
+    win._preset("all")
     assert win.board.lanes["RPC0"].over
     win._auto_fit()
     assert not win.board.lanes["RPC0"].over

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QMimeData, QPointF, Qt, Signal
-from PySide6.QtGui import QAction, QBrush, QColor, QFont, QKeySequence, QPainter, QPalette, QPen
+from PySide6.QtGui import QAction, QBrush, QColor, QFont, QFontMetrics, QKeySequence, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (QApplication, QGraphicsEllipseItem, QGraphicsItem, QGraphicsRectItem, QGraphicsScene,
                                QGraphicsSimpleTextItem, QGraphicsView, QMenu, QToolTip)
 
@@ -62,7 +62,8 @@ class BlockItem(QGraphicsRectItem):
         f = QFont()
         f.setPointSizeF(7.5)
         self.text.setFont(f)
-        self.text.setBrush(QBrush(QColor("white")))
+        light = 0.2126 * color.redF() + 0.7152 * color.greenF() + 0.0722 * color.blueF() > 0.45
+        self.text.setBrush(QBrush(QColor("black" if light else "white")))
         self.pin_mark = QGraphicsEllipseItem(0, 0, 5, 5, self)
         self.pin_mark.setBrush(QBrush(QColor("white")))
         self.pin_mark.setPen(QPen(QColor("black"), 1))
@@ -84,7 +85,9 @@ class BlockItem(QGraphicsRectItem):
             self.setRect(0, 0, w, h)
             self.pin_mark.setPos(w - 7, 2)
             label = self.info.label
-            self.text.setVisible(w >= len(label) * 5.2 + 4)
+            if w < len(label) * 5.2 + 4 and self.info.layer is not None:
+                label = str(self.info.layer)  # a narrow block still shows its layer number
+            self.text.setVisible(w >= len(label) * 5.2 + 4 and h >= 14)
             self.text.setText(label)
             self.text.setPos(3, (h - 11) / 2)
         if self.pos().x() != x or self.pos().y() != y:
@@ -104,7 +107,17 @@ class LaneItem(QGraphicsRectItem):
         self.status = QGraphicsSimpleTextItem(self)
         self.gauge = GaugeItem(max(100.0, width - style.LABEL_W - 200), 14, self)
         self.target = False
+        self.refused = False  # the drag over it would be refused: drawn hatched, never as accepting
         self.over = False
+
+    def set_status(self, text: str, tip: str | None = None) -> None:
+        """The status line, elided to the lane's width (never wider); the full text is the tooltip."""
+        room = max(60.0, self.rect().width() - style.LABEL_W - 8)
+        fm = QFontMetrics(self.status.font())
+        shown = fm.elidedText(text, Qt.TextElideMode.ElideRight, int(room))
+        self.status.setText(shown)
+        self.full_status = text
+        self.setToolTip(tip if tip is not None else (text if shown != text else ""))
 
     def paint(self, painter: QPainter, option, widget=None) -> None:
         r = self.rect()
@@ -112,7 +125,9 @@ class LaneItem(QGraphicsRectItem):
         painter.fillRect(r, pal.color(QPalette.ColorRole.AlternateBase))
         if self.over:
             painter.fillRect(r, style.LANE_OVER_BG)
-        if self.target:
+        if self.refused:
+            painter.fillRect(r, QBrush(style.LANE_REFUSED, Qt.BrushStyle.BDiagPattern))
+        elif self.target:
             painter.fillRect(r, style.LANE_TARGET_BG)
         painter.setPen(QPen(pal.color(QPalette.ColorRole.Mid), 1))
         painter.drawRect(r)
@@ -121,6 +136,8 @@ class LaneItem(QGraphicsRectItem):
 class BoardView(QGraphicsView):
     selection_changed = Signal(list)   # selected item ids
     hovered = Signal(str)              # a line about what is under the mouse
+    #: a drop was refused: (reason, the part that could move instead or [], its lane, that part in words)
+    drop_refused = Signal(str, list, str, str)
 
     def __init__(self, document: Document, parent=None):
         super().__init__(parent)
@@ -142,6 +159,9 @@ class BoardView(QGraphicsView):
         self._ghost: QGraphicsRectItem | None = None
         self._anchor: str | None = None
         self._refusal: str | None = None
+        #: blocks drawn this many times wider than "lane width = capacity" (Ctrl+wheel, Ctrl++ / Ctrl+- / Ctrl+0);
+        #: a zoomed lane wraps into more rows, so a 94-layer model's small blocks get readable labels
+        self.zoom = 1.0
         self.scene().selectionChanged.connect(self._selection_changed)
         self.doc.changed.connect(self.relayout)
         self.doc.preview_changed.connect(self._show_preview)
@@ -188,7 +208,7 @@ class BoardView(QGraphicsView):
             lane = lanes_of[info.id]
             per_lane[lane] = per_lane.get(lane, 0) + info.nbytes
         ref = max(caps) if caps and max(caps) > 0 else max(per_lane.values(), default=1) / 2
-        return max(1e-12, (width - 2 * style.LANE_PAD) / max(ref, 1))
+        return max(1e-12, self.zoom * (width - 2 * style.LANE_PAD) / max(ref, 1))
 
     def relayout(self) -> None:
         width = max(640, self.viewport().width() - 2)
@@ -219,7 +239,11 @@ class BoardView(QGraphicsView):
             x, row_y = style.LANE_PAD, style.LANE_HEADER_H
             last_layer = None
             for info in by_lane.get(name, []):
-                w = max(style.MIN_BLOCK_W, info.nbytes * scale)
+                true_w = info.nbytes * scale
+                w = min(max(style.MIN_BLOCK_W, true_w), width - 2 * style.LANE_PAD)  # zoomed: never past the lane
+                # a block narrower than the floor is drawn lower instead, so its area stays honest to its bytes
+                h = style.BLOCK_H if true_w >= style.MIN_BLOCK_W else max(
+                    style.MIN_BLOCK_H, style.BLOCK_H * true_w / style.MIN_BLOCK_W)
                 if last_layer is not None and info.layer != last_layer:
                     x += style.LAYER_GAP
                 if x + w > width - style.LANE_PAD and x > style.LANE_PAD:
@@ -231,7 +255,7 @@ class BoardView(QGraphicsView):
                     self.scene().addItem(item)
                 item.info = info
                 item.set_pinned(info.id in pinned)
-                item.set_geometry(x, y + row_y, w, style.BLOCK_H)
+                item.set_geometry(x, y + row_y + style.BLOCK_H - h, w, h)
                 x += w + 1
                 last_layer = info.layer
             lane_h = row_y + style.BLOCK_H + style.LANE_PAD
@@ -268,11 +292,10 @@ class BoardView(QGraphicsView):
         if dec is not None:
             secs = dec.device_seconds.get(name, 0.0)
             if secs >= 5e-5:
-                text += f" · {secs * 1000:.1f} ms/token ({100 * secs / dec.seconds_per_token:.0f}%)"
-        if overflow is not None:
-            text += f"   over by {fmt_bytes(overflow.excess)}"
-            if overflow.hint:
-                text += f": move {overflow.hint}"
+                text += f" · {secs * 1000:.1f} ms/token ({100 * secs / dec.seconds_per_token:.0f}% of token time)"
+        if overflow is not None:  # the advice first: it is what must not be cut off on a narrow window
+            advice = f"over by {fmt_bytes(overflow.excess)}" + (f": move {overflow.hint}" if overflow.hint else "")
+            text = f"{advice} · {text}"
         op = self.doc.opinion
         if op is not None:
             row = op.row(name)
@@ -280,7 +303,7 @@ class BoardView(QGraphicsView):
                 theirs = (row.model + row.context + row.compute) << 20
                 text += f"   llama.cpp dry run: {fmt_bytes(theirs)} (model {row.model}, context {row.context}, " \
                         f"compute {row.compute} MiB)"
-        lane.status.setText(text)
+        lane.set_status(text)
         pal = QApplication.palette()
         lane.status.setBrush(QBrush(style.GAUGE_OVER if over else pal.color(QPalette.ColorRole.Text)))
         lane.status.setPos(style.LABEL_W, 26)
@@ -348,8 +371,8 @@ class BoardView(QGraphicsView):
                     if self.doc.preview_decode is not None and self.doc.decode is not None:
                         dv = self.doc.preview_decode.tokens_per_s - self.doc.decode.tokens_per_s
                         speed = f", {'+' if dv >= 0 else ''}{dv:.1f} tok/s"
-                    lane.status.setText(f"{fmt_bytes(mem.total)} / {fmt_bytes(cap) if cap else '?'}   "
-                                        f"({'+' if delta > 0 else ''}{fmt_bytes(delta)}{speed} if dropped)")
+                    lane.set_status(f"{fmt_bytes(mem.total)} / {fmt_bytes(cap) if cap else '?'}   "
+                                    f"({'+' if delta > 0 else ''}{fmt_bytes(delta)}{speed} if dropped)")
             elif est is None:
                 self._update_lane_header(lane, self.doc.estimate)
 
@@ -435,32 +458,55 @@ class BoardView(QGraphicsView):
         if lane == self._target:
             return
         if self._target in self.lanes:
-            self.lanes[self._target].target = False
-            self.lanes[self._target].update()
+            old = self.lanes[self._target]
+            old.target = old.refused = False
+            old.update()
+            self._update_lane_header(old, self.doc.estimate)
         self._target = lane
-        if lane is not None:
-            self.lanes[lane].target = True
-            self.lanes[lane].update()
+        self._nearest = None
         self._refusal = self.doc.preview(self._dragging, lane) if lane else self.doc.preview([], None)
-        if self._refusal:
+        if lane is not None:
+            item = self.lanes[lane]
+            item.target, item.refused = not self._refusal, bool(self._refusal)
+            item.update()
+        if self._refusal and lane is not None:
+            self._nearest = self.doc.nearest_drop(self._dragging, lane)
+            text = f"Cannot drop here: {self._refusal}"
+            if self._nearest is not None:
+                text = f"Cannot drop all here; release to move {self._nearest[1]} instead. ({self._refusal})"
+            self.lanes[lane].set_status(text, f"Cannot drop here: {self._refusal}")
+            self.lanes[lane].status.setBrush(QBrush(style.GAUGE_OVER))
             self.hovered.emit(f"Cannot drop here: {self._refusal}")
         elif lane:
             self.hovered.emit(f"Drop {len(self._dragging)} block(s) on {lane}")
 
     def _drop(self, pos: QPointF) -> None:
         ids, lane = self._dragging or [], self.lane_at(pos)
+        refusal, nearest = self._refusal, getattr(self, "_nearest", None)
         self._end_drag()
         if lane is not None and ids:
+            if refusal and lane == self.lane_at(pos):
+                self.refuse(ids, lane, refusal, nearest)
+                return
             self.drop_mime(self.mime_for(ids), lane)
+
+    def refuse(self, ids: list[str], lane: str, reason: str, nearest=None) -> None:
+        """Say why a drop was refused (on the lane and to the window), with the nearest drop that works."""
+        if nearest is None:
+            nearest = self.doc.nearest_drop(ids, lane)
+        sub, words = nearest if nearest is not None else ([], "")
+        self.drop_refused.emit(reason, list(sub), lane, words)
+        self.doc.say(f"Cannot drop on {lane}: {reason}")
 
     def _end_drag(self) -> None:
         if self._ghost is not None:
             self.scene().removeItem(self._ghost)
         self._ghost = None
         if self._target in self.lanes:
-            self.lanes[self._target].target = False
+            self.lanes[self._target].target = self.lanes[self._target].refused = False
             self.lanes[self._target].update()
         self._target = self._dragging = self._press = None
+        self._refusal = None
         self.viewport().unsetCursor()
         self.doc.preview([], None)
 
@@ -483,6 +529,12 @@ class BoardView(QGraphicsView):
         if not mime.hasFormat(MIME_BLOCKS):
             return False
         ids = [x for x in bytes(mime.data(MIME_BLOCKS)).decode().split("\n") if x]
+        ids_moving = [i for i in ids if self.doc.placement.device_of(i) != lane]
+        if ids_moving:
+            _trial, why = self.doc.check_move(ids_moving, lane)
+            if why:
+                self.refuse(ids_moving, lane, why)
+                return False
         ok = self.doc.move(ids, lane)
         if ok:
             self.select_ids(ids)
@@ -512,7 +564,32 @@ class BoardView(QGraphicsView):
             return
         super().mouseDoubleClickEvent(event)
 
+    ZOOM_MIN, ZOOM_MAX = 1.0, 128.0
+
+    def set_zoom(self, zoom: float) -> None:
+        zoom = min(self.ZOOM_MAX, max(self.ZOOM_MIN, zoom))
+        if zoom != self.zoom:
+            self.zoom = zoom
+            self.relayout()
+        self.hovered.emit(f"Zoom {self.zoom * 100:.0f}%" + (" (Ctrl+0: lane width = capacity again)"
+                                                             if self.zoom != 1 else ": lane width = capacity"))
+
+    def wheelEvent(self, event) -> None:  # noqa: N802
+        if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            self.set_zoom(self.zoom * (1.25 if event.angleDelta().y() > 0 else 0.8))
+            event.accept()
+            return
+        super().wheelEvent(event)
+
     def _build_actions(self) -> None:
+        for keys, fn in ((("Ctrl++", "Ctrl+="), lambda: self.set_zoom(self.zoom * 1.25)),
+                         (("Ctrl+-",), lambda: self.set_zoom(self.zoom / 1.25)),
+                         (("Ctrl+0",), lambda: self.set_zoom(1.0))):
+            zoom_act = QAction(self)
+            zoom_act.setShortcuts([QKeySequence(k) for k in keys])
+            zoom_act.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            zoom_act.triggered.connect(fn)
+            self.addAction(zoom_act)
         self.lane_actions: list[QAction] = []
         for i in range(9):
             act = QAction(self)
