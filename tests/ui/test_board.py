@@ -391,3 +391,30 @@ def test_settings_changes_count_as_unsaved_work(window, tmp_path, no_modal_dialo
     assert window.doc.dirty
     window.close()
     assert any(kind == "question" and "not saved" in text for kind, text in no_modal_dialogs)
+
+
+def test_a_layer_ruler_numbers_every_row_without_overlap(window):
+    """Under each row of blocks, the layer numbers where layers start, as many as fit without touching; the
+    first layer of every row is numbered, so a 94-layer model reads like a ruler."""
+    board = window.board
+    seen: set[int] = set()
+    for name, lane in board.lanes.items():
+        rows: dict[float, list] = {}
+        for item in lane.ruler:
+            rows.setdefault(item.pos().y(), []).append(item)
+        blocks = [b for b in board.blocks.values() if window.doc.placement.device_of(b.info.id) == name
+                  and b.info.layer is not None]
+        if not blocks:
+            continue
+        assert rows, name
+        for items in rows.values():
+            items.sort(key=lambda it: it.pos().x())
+            numbers = [int(it.text()) for it in items]
+            assert numbers == sorted(numbers)
+            for a, b in zip(items, items[1:]):
+                assert a.pos().x() + a.boundingRect().width() <= b.pos().x(), (a.text(), b.text())
+            seen.update(numbers)
+    assert 0 in seen and len(seen) >= 10  # the demo's 48 layers: numbered along both GPU lanes
+    window.resize(1024, 700)  # narrower: rows wrap, and every new row starts numbered again
+    window.doc.changed.emit()
+    assert all(lane.ruler for name, lane in board.lanes.items() if name != CPU)

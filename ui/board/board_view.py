@@ -109,6 +109,27 @@ class LaneItem(QGraphicsRectItem):
         self.target = False
         self.refused = False  # the drag over it would be refused: drawn hatched, never as accepting
         self.over = False
+        self.ruler: list[QGraphicsSimpleTextItem] = []  # layer numbers under the rows of blocks
+
+    def set_ruler(self, ticks: list[tuple[float, float, int]]) -> None:
+        """Layer numbers at (x, y) in the lane: where a layer's first block starts, as many as fit."""
+        for item in self.ruler[len(ticks):]:
+            item.setParentItem(None)
+            if item.scene() is not None:
+                item.scene().removeItem(item)
+        del self.ruler[len(ticks):]
+        pal = QApplication.palette()
+        for i, (x, y, layer) in enumerate(ticks):
+            if i == len(self.ruler):
+                item = QGraphicsSimpleTextItem(self)
+                f = QFont()
+                f.setPointSizeF(6.5)
+                item.setFont(f)
+                self.ruler.append(item)
+            item = self.ruler[i]
+            item.setBrush(QBrush(pal.color(QPalette.ColorRole.PlaceholderText)))
+            item.setText(str(layer))
+            item.setPos(x, y)
 
     def set_status(self, text: str, tip: str | None = None) -> None:
         """The status line, elided to the lane's width (never wider); the full text is the tooltip."""
@@ -238,6 +259,8 @@ class BoardView(QGraphicsView):
             lane.gauge.w = max(100.0, width - style.LABEL_W - 230)
             x, row_y = style.LANE_PAD, style.LANE_HEADER_H
             last_layer = None
+            ticks: list[tuple[float, float, int]] = []
+            last_tick = -1e9
             for info in by_lane.get(name, []):
                 true_w = info.nbytes * scale
                 w = min(max(style.MIN_BLOCK_W, true_w), width - 2 * style.LANE_PAD)  # zoomed: never past the lane
@@ -248,7 +271,11 @@ class BoardView(QGraphicsView):
                     x += style.LAYER_GAP
                 if x + w > width - style.LANE_PAD and x > style.LANE_PAD:
                     x = style.LANE_PAD
-                    row_y += style.BLOCK_H + style.ROW_GAP
+                    row_y += style.BLOCK_H + style.ROW_GAP + style.RULER_H
+                    last_tick = -1e9
+                if info.layer is not None and info.layer != last_layer and x - last_tick >= style.RULER_MIN_GAP:
+                    ticks.append((x, row_y + style.BLOCK_H, info.layer))
+                    last_tick = x
                 item = self.blocks.get(info.id)
                 if item is None:
                     item = self.blocks[info.id] = BlockItem(info)
@@ -258,8 +285,9 @@ class BoardView(QGraphicsView):
                 item.set_geometry(x, y + row_y + style.BLOCK_H - h, w, h)
                 x += w + 1
                 last_layer = info.layer
-            lane_h = row_y + style.BLOCK_H + style.LANE_PAD
+            lane_h = row_y + style.BLOCK_H + style.RULER_H + style.LANE_PAD
             lane.setRect(0, 0, width, lane_h)
+            lane.set_ruler(ticks)
             lane.setPos(0, y)
             self._update_lane_header(lane, est)
             y += lane_h + 6

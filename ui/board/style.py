@@ -40,6 +40,9 @@ LANE_REFUSED = QColor(213, 94, 0, 120)
 LANE_HEADER_H = 46
 BLOCK_H = 24
 ROW_GAP = 4
+#: the layer ruler under each row of blocks: its height and the least room between two numbers
+RULER_H = 10
+RULER_MIN_GAP = 16
 LAYER_GAP = 3
 MIN_BLOCK_W = 7
 #: the lowest a tiny block is drawn (its area stays honest to its bytes down to this floor)
