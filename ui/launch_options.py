@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.errors import LayerdeckError
+from app.launch.network import lan_urls
 from app.placement.plan_file import LaunchProfile, PlanError, check_launch
 from app.session import Change, LaunchArgsError, parse_extra_args
 
@@ -125,6 +126,12 @@ class LaunchOptions(QWidget):
             self.extra.setText(shlex.join(p.extra))
         for w in widgets:
             w.blockSignals(False)
+        self._show_lan(p)
+
+    def _show_lan(self, p: LaunchProfile) -> None:
+        """The warning, and the addresses other devices use, whenever the server is opened to the network."""
+        if p.lan:
+            self.lan_warning.setText(LAN_WARNING + " " + lan_urls(p.port))
         self.lan_warning.setVisible(p.lan)
 
     def profile(self) -> LaunchProfile:
@@ -149,7 +156,7 @@ class LaunchOptions(QWidget):
             return False
         self.error.setVisible(False)
         self.last_error = ""
-        self.lan_warning.setVisible(prof.lan)
+        self._show_lan(prof)
         self.doc.set_launch_profile(prof)
         if self.settings is not None and not self.doc.model.is_demo:
             remember_profile(self.settings, self.doc.model.path, prof)

@@ -242,6 +242,21 @@ def test_extra_arguments_are_checked_and_lan_is_an_opt_in_with_a_warning(model_w
     assert "--host 0.0.0.0" in " ".join(model_window.command.argv())
 
 
+def test_opened_to_the_network_it_says_where_other_devices_reach_it(model_window, monkeypatch):
+    import ui.launch_options as lo
+
+    monkeypatch.setattr("app.launch.network.lan_addresses", lambda: ["192.168.1.23"])
+    opts = model_window.launch.options_tab
+    opts.port.setValue(8099)
+    opts.network.setCurrentIndex(opts.network.findData(lo.LAN_HOST))
+    opts.apply()
+    assert "http://192.168.1.23:8099" in opts.lan_warning.text()
+    monkeypatch.setattr("app.launch.network.lan_addresses", lambda: [])
+    opts.port.setValue(0)
+    opts.apply()
+    assert "no local-network address" in opts.lan_warning.text()
+
+
 def test_launch_profile_is_saved_with_the_plan_and_remembered_per_model(model_window, tmp_path, qtbot):
     import json
 
