@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QPainter
-from PySide6.QtWidgets import QLabel, QSizePolicy
+from PySide6.QtWidgets import QLabel, QSizePolicy, QStatusBar, QWidget
 
 
 class ElidedLabel(QLabel):
@@ -37,3 +37,18 @@ class ElidedLabel(QLabel):
         shown = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, r.width())
         p.setPen(self.palette().color(self.foregroundRole()))
         p.drawText(r, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), shown)
+
+
+class ElidingStatusBar(QStatusBar):
+    """A status bar whose temporary messages end in "…" where they do not fit (QStatusBar cuts them off
+    mid-word); the full message is the tooltip."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.messageChanged.connect(lambda text: text or self.setToolTip(""))  # a cleared message, no stale tip
+
+    def showMessage(self, text: str, timeout: int = 0) -> None:  # noqa: N802
+        self.setToolTip(text)
+        permanent = sum(c.width() for c in self.findChildren(QWidget) if c.parent() is self and c.isVisible())
+        room = max(80, self.width() - permanent - 24)
+        super().showMessage(self.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, room), timeout)

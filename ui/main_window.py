@@ -28,7 +28,7 @@ from .board.board_view import BoardView
 from .board.legend import Legend
 from .command_panel import CommandPanel
 from .document import Document
-from .elided_label import ElidedLabel
+from .elided_label import ElidedLabel, ElidingStatusBar
 from .kv_panel import KvPanel
 from .message_bar import MessageBar
 from .summary_panel import SummaryPanel
@@ -55,11 +55,10 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._build_toolbar()
         self._build_menus()
+        self.setStatusBar(ElidingStatusBar(self))  # temporary messages end in "…" where they do not fit
         self._status = ElidedLabel()  # the estimate line: elided, never widening the window
         self._status.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.statusBar().addPermanentWidget(self._status)
-        # a temporary message the status bar cuts off can still be read in full
-        self.statusBar().messageChanged.connect(lambda text: self.statusBar().setToolTip(text))
         self._autosave_timer = QTimer(self)
         self._autosave_timer.setSingleShot(True)
         self._autosave_timer.setInterval(1500)

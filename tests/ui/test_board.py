@@ -418,3 +418,12 @@ def test_a_layer_ruler_numbers_every_row_without_overlap(window):
     window.resize(1024, 700)  # narrower: rows wrap, and every new row starts numbered again
     window.doc.changed.emit()
     assert all(lane.ruler for name, lane in board.lanes.items() if name != CPU)
+
+
+def test_a_long_status_message_ends_in_an_ellipsis_and_reads_in_full_as_the_tooltip(window):
+    window.resize(1024, 700)
+    text = "llama.cpp: " + "a very long explanation of what went wrong and what to do " * 6
+    window.statusBar().showMessage(text)
+    shown = window.statusBar().currentMessage()
+    assert shown.endswith("…") and len(shown) < len(text) and window.statusBar().toolTip() == text
+    assert window.width() <= 1024
