@@ -28,22 +28,10 @@ from app.memory.device_adapter import from_detected  # noqa: E402
 from app.memory.estimator import estimate  # noqa: E402
 from app.model import open_model  # noqa: E402
 from tests import gguf_factory as gf  # noqa: E402
-from tests.memory.accuracy import CASES  # noqa: E402
+from tests.memory.accuracy import CASES, single_device_args  # noqa: E402
 
 MiB = 1 << 20
 VULKAN_ENV = {"GGML_VK_VISIBLE_DEVICES": "0"}
-
-
-def one_device(args) -> list[str]:
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == "-ts":
-            skip = True
-        else:
-            out.append(a)
-    return out + ["--fit", "off", "--no-repack"]
 
 
 def main(argv: list[str]) -> int:
@@ -63,7 +51,7 @@ def main(argv: list[str]) -> int:
             path = Path(tmp) / f"{case.model}.gguf"
             if not path.exists():
                 gf.write_sparse_model(case.model, path)
-            args = one_device(case.args)
+            args = single_device_args(case.args)
             theirs = run_fit_print(path, args, llama_dir=bin_dir, env=llama_env, timeout=600)
             ours = estimate(open_model(path), lanes, settings_from_args(args, tool="fit-params"))
             bad = []

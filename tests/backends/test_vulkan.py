@@ -23,7 +23,7 @@ from app.memory.device_adapter import from_detected
 from app.memory.estimator import estimate
 from app.model import open_model
 from tests.llama_fixtures import VULKAN_ENV
-from tests.memory.accuracy import CASES, within_floor
+from tests.memory.accuracy import CASES, single_device_args, within_floor
 
 pytestmark = pytest.mark.llama
 
@@ -54,18 +54,6 @@ VULKAN_CASES = [
 ]
 
 
-def _one_device(args: tuple[str, ...]) -> list[str]:
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == "-ts":
-            skip = True
-        else:
-            out.append(a)
-    return out + ["--fit", "off", "--no-repack"]
-
-
 @pytest.fixture(scope="module")
 def vulkan_lanes(llama_vulkan_bin):
     result = detect(llama_vulkan_bin, rpc=[], env={**os.environ, **VULKAN_ENV}, cuda_probe=None, amd=False)
@@ -92,7 +80,7 @@ def test_a_tiny_model_loads_and_answers_on_vulkan0(vulkan_llama_server, tiny_mod
 @pytest.mark.parametrize("case", VULKAN_CASES, ids=[c.id for c in VULKAN_CASES])
 def test_estimate_equals_the_vulkan_dry_run(case, llama_vulkan_bin, vulkan_lanes, sparse_models):
     path = sparse_models[case.model]
-    args = _one_device(case.args)
+    args = single_device_args(case.args)
     ours = estimate(open_model(path), vulkan_lanes, settings_from_args(args, tool="fit-params"))
     plain = run_fit_print(path, args, llama_dir=llama_vulkan_bin, env={**os.environ, **VULKAN_ENV}, timeout=300)
     in_order = run_fit_print(path, args, llama_dir=llama_vulkan_bin, timeout=300,
@@ -114,7 +102,7 @@ def test_a_remote_vulkan0_behind_rpc(case, llama_bin, vulkan_rpc_servers, sparse
 
     (server,) = vulkan_rpc_servers(1)
     path = sparse_models[case.model]
-    args = ["--rpc", server.endpoint, *_one_device(case.args)]
+    args = ["--rpc", server.endpoint, *single_device_args(case.args)]
     theirs = run_fit_print(path, args, llama_dir=llama_bin, timeout=300)
     lanes = list_rpc_devices(llama_bin / "llama-server", [server.endpoint])
     assert lanes[0].total == 2048 * MiB  # the remote lavapipe's heap, not the host's RAM

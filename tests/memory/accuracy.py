@@ -218,3 +218,17 @@ def errors(result: Result) -> list[tuple[str, str, float, float, bool]]:
         ):
             out.append((row.name, q, ours_b / MiB, float(theirs_mib), within_floor(ours_b, theirs_mib, slack)))
     return out
+
+
+def single_device_args(args) -> list[str]:
+    """A case's arguments for one device (``-ts`` dropped) as the Vulkan runs take them, with llama.cpp's fit
+    off and repacking off (``CPU_REPACK`` weights are left out of ``--fit-print``)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "-ts":
+            skip = True
+        else:
+            out.append(a)
+    return out + ["--fit", "off", "--no-repack"]

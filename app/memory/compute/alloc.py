@@ -40,28 +40,7 @@ class _Alloc:
 
     def free(self, addr, size):
         a = self.align
-        size = (size + a - 1) // a * a
-        blocks = self.blocks
-        n = len(blocks)
-        for i in range(n):
-            blk = blocks[i]
-            if blk[0] + blk[1] == addr:
-                blk[1] += size
-                if i < n - 1 and blk[0] + blk[1] == blocks[i + 1][0]:
-                    blk[1] += blocks[i + 1][1]
-                    del blocks[i + 1]
-                return
-            if addr + size == blk[0]:
-                blk[0] = addr
-                blk[1] += size
-                if i > 0 and blocks[i - 1][0] + blocks[i - 1][1] == blk[0]:
-                    blocks[i - 1][1] += blk[1]
-                    del blocks[i]
-                return
-        i = 0
-        while i < n and blocks[i][0] < addr:
-            i += 1
-        blocks.insert(i, [addr, size])
+        _free_block(self.blocks, addr, (size + a - 1) // a * a)
 
 
 #: An address is ``chunk << _CHUNK_SHIFT | offset``, so offsets within a chunk add up as plain integers.
