@@ -154,7 +154,7 @@ def _estimate(
         notes.append(
             f"compute buffers of {', '.join(vulkan)}: the Vulkan backend reorders each graph split "
             "(ggml_vk_graph_optimize), which Layerdeck does not replay, so they can differ from llama.cpp's by tens "
-            "of MiB either way (on lavapipe: 32 of 468 figures, worst 76 MiB); weights and context are exact; "
+            "of MiB either way (on lavapipe: 33 of 504 figures, worst 76 MiB); weights and context are exact; "
             "use Verify"
         )
     big_rpc = [d.name for d in placement.devices if d.kind is DeviceKind.RPC and mem[d.name].compute > 1 << 30]
