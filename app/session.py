@@ -144,6 +144,10 @@ class Preview:
     reason: str | None = None  # why the drop is refused (estimate is None then)
 
 
+class ImportChanged(LayerdeckError, RuntimeError):
+    """A prepared import no longer fits the session (another model or other devices since)."""
+
+
 @dataclass(frozen=True)
 class ImportResult:
     """What an imported command did: its warnings, the arguments kept for the launch, the model it named."""
@@ -152,6 +156,20 @@ class ImportResult:
     extra: tuple[str, ...]  # flags Layerdeck does not place (sampling, templates...), kept as extra arguments
     model: str | None  # the -m of the command (None when it had none)
     other_model: bool  # that -m names a different file than the open model
+
+
+@dataclass(frozen=True)
+class PreparedImport:
+    """A pasted command read and laid out, not yet applied (:meth:`Session.prepare_import`): the slow part
+    (parsing, every ``-ot`` pattern matched against the tensor names) can run off the GUI thread."""
+
+    placement: Placement
+    settings: LlamaSettings
+    profile: LaunchProfile
+    warnings: tuple[str, ...]
+    model: str | None
+    other_model: bool
+    basis: tuple  # the model and devices it was laid out for
 
 
 def split_launch_args(argv: Sequence[str], tool: str = "server") -> tuple[LaunchProfile, list[str]]:
@@ -754,12 +772,19 @@ class Session:
     def import_command_full(self, text: str, shell: str | None = None) -> ImportResult:
         """:meth:`import_command`, returning every warning, the flags kept as the launch profile (port, host,
         API key, and the flags Layerdeck does not place as extra arguments) and the model the command names."""
+        return self.apply_import(self.prepare_import(text, shell))
+
+    def _import_basis(self) -> tuple:
+        return (id(self.model), tuple(self.devices))
+
+    def prepare_import(self, text: str, shell: str | None = None) -> PreparedImport:
+        """Read a pasted command and lay out its placement without changing the session (safe off the GUI
+        thread: it reads the model and the lanes, and matches patterns with a matcher of its own)."""
         from .command.parse import parse_llama_args
 
         env, argv = parse_command_text(text, shell)
         parsed = parse_llama_args(argv, env=env)
-        new = Placement.from_settings(self.model, self.devices, parsed.settings)
-        new.settings = self.placement.settings.copy(**{k: getattr(parsed.settings, k) for k in IMPORTED_SETTINGS})
+        new = Placement.from_settings(self.model, list(self.devices), parsed.settings)
         profile, notes = split_launch_args(argv)
         warnings = [w for w in parsed.warnings if not w.startswith("unknown flag ")] + notes
         other = parsed.model is not None and parsed.model != "" and not self._same_file(parsed.model)
@@ -768,6 +793,16 @@ class Session:
                 f"the command names another model ({parsed.model}); its settings were applied to the open one "
                 f"({self.model.path.name})"
             )
+        return PreparedImport(new, parsed.settings, profile, tuple(warnings), parsed.model, other, self._import_basis())
+
+    def apply_import(self, prep: PreparedImport) -> ImportResult:
+        """Make a prepared import one edit. Refused (ImportChanged) when the model or the lanes changed since it
+        was prepared: the layout would be for another machine."""
+        if prep.basis != self._import_basis():
+            raise ImportChanged("the model or the devices changed while the command was read: paste it again")
+        new = prep.placement
+        new.settings = self.placement.settings.copy(**{k: getattr(prep.settings, k) for k in IMPORTED_SETTINGS})
+        profile = prep.profile
         changed = new.snapshot() != self.placement.snapshot()
         if changed:
             self.history.push(edit_to(self.placement, new, "Import command"))
@@ -775,7 +810,7 @@ class Session:
             self.set_launch_profile(profile)
             changed = True
         self.say("Import command" if changed else "Import command: no change")
-        return ImportResult(tuple(warnings), tuple(profile.extra), parsed.model, other)
+        return ImportResult(prep.warnings, tuple(profile.extra), prep.model, prep.other_model)
 
     def _same_file(self, path: str) -> bool:
         try:

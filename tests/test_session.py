@@ -199,3 +199,19 @@ def test_a_calibration_file_of_the_wrong_shape_is_a_note_not_a_traceback(tmp_pat
     assert s.decode is not None and s.decode.tokens_per_s > 0
     assert any("calibration" in n for n in s.machine_notes)
     assert any("calibration" in n for n in s.estimate.notes)
+
+
+def test_a_prepared_import_changes_nothing_until_applied_and_not_after_the_devices_changed(session):
+    """prepare_import is the part that may run off the GUI thread: it reads, it never edits."""
+    from app.session import ImportChanged
+
+    before = session.placement.snapshot()
+    prep = session.prepare_import("llama-server -m x.gguf -ngl 99 -c 16384 -ot exps=CPU")
+    assert session.placement.snapshot() == before and not session.history.undo_stack
+    res = session.apply_import(prep)
+    assert session.placement.settings.n_ctx == 16384 and session.history.undo_label == "Import command"
+    assert res.model == "x.gguf"
+    prep = session.prepare_import("llama-server -m x.gguf -c 4096")
+    session.set_devices(parse_device_spec("CUDA0=24576"))
+    with pytest.raises(ImportChanged, match="paste it again"):
+        session.apply_import(prep)

@@ -18,6 +18,7 @@ from app.command.argv import mask_secrets
 from app.command.formats import render
 
 from .document import Document
+from .worker import run_in_background
 from .feedback import copy_with_feedback
 
 SHELLS = [("bash / zsh", "bash"), ("PowerShell", "powershell"), ("Windows cmd", "cmd"),
@@ -174,17 +175,39 @@ class ImportDialog(QDialog):
         self.buttons.accepted.connect(self._accept)
         self.buttons.rejected.connect(self.reject)
         self.imported = False
+        self.reading = False  # a command is being read in the background
         self.resize(720, 380)
 
     def _accept(self) -> None:
         if self.imported:  # the warnings were read
             self.accept()
             return
-        err = self.panel.import_text(self.edit.toPlainText())
-        res = self.panel.last_import
-        if res is None:
-            self.msg.setText(f"<span style='color:#D64541'>{escape(err or '')}</span>")
+        # reading the command matches every -ot pattern against the tensor names (up to half a second each for
+        # a hostile one): off the GUI thread; the result is applied here, as one edit
+        text = self.edit.toPlainText()
+        self.ok.setEnabled(False)
+        self.edit.setReadOnly(True)
+        self.msg.setText("Reading the command…")
+        self.reading = True
+        run_in_background(lambda: self.panel.doc.prepare_import(text), self._prepared, self._failed)
+
+    def _failed(self, exc: Exception) -> None:
+        self.reading = False
+        self.ok.setEnabled(True)
+        self.edit.setReadOnly(False)
+        self.panel.last_import = None
+        self.msg.setText(f"<span style='color:#D64541'>{escape(str(exc))}</span>")
+
+    def _prepared(self, prep) -> None:
+        try:
+            res = self.panel.doc.apply_import(prep)
+        except (LayerdeckError, ValueError) as exc:
+            self._failed(exc)
             return
+        self.reading = False
+        self.ok.setEnabled(True)
+        self.edit.setReadOnly(False)
+        self.panel.last_import = res
         if not res.warnings and not res.extra:
             self.accept()
             return

@@ -57,6 +57,7 @@ def test_import_shows_every_warning_and_keeps_unplaced_flags(model_window, qtbot
     dlg.show()
     dlg.edit.setPlainText("llama-server -m MODEL -ngl 99 -c 4096 --port 8099 --temp 0.7 --bogus-flag 7")
     dlg.ok.click()
+    qtbot.waitUntil(lambda: not dlg.reading)
     assert dlg.isVisible()  # the warnings stay until read
     text = dlg.msg.text()
     assert "--bogus-flag" in text and "MODEL" in text and "--fit is on" in text
@@ -77,18 +78,52 @@ def test_import_naming_another_model_offers_to_open_it(model_window, tmp_path, q
     dlg.show()
     dlg.edit.setPlainText(f"llama-server -m {other} -c 2048 --fit off")
     dlg.ok.click()
+    qtbot.waitUntil(lambda: not dlg.reading)
     assert "another model" in dlg.msg.text() and not dlg.open_other.isHidden()
     dlg.open_other.click()
     assert win.doc.model.path == other
     assert win.doc.placement.settings.n_ctx == 2048
 
 
-def test_import_of_a_bad_command_says_why_and_stays_open(model_window):
+def test_import_of_a_bad_command_says_why_and_stays_open(model_window, qtbot):
     dlg = model_window.command.import_dialog()
     dlg.show()
     dlg.edit.setPlainText("llama-server -c lots")
     dlg.ok.click()
+    qtbot.waitUntil(lambda: not dlg.reading)
     assert dlg.isVisible() and "-c expects" in dlg.msg.text()
+
+
+def test_a_hostile_pattern_is_read_off_the_gui_thread(model_window, qtbot, monkeypatch):
+    """Catastrophic backtracking is cut at half a second per pattern; meanwhile the window keeps painting and
+    answering, and the refusal arrives as a message (hardening: the GUI never waits on a pattern)."""
+    import time
+
+    from app.memory import layout
+
+    slow = layout.OverrideMatcher._search
+
+    def slower(self, pattern):  # the pattern search as a hostile one takes it, on whichever thread runs it
+        time.sleep(0.8)
+        return slow(self, pattern)
+
+    monkeypatch.setattr(layout.OverrideMatcher, "_search", slower)
+    dlg = model_window.command.import_dialog()
+    dlg.show()
+    dlg.edit.setPlainText("llama-server -m MODEL -ngl 99 -ot exps=CPU")
+    t0 = time.monotonic()
+    dlg.ok.click()
+    assert time.monotonic() - t0 < 0.5 and dlg.reading and not dlg.ok.isEnabled()  # the click returned at once
+    ticks = []
+    from PySide6.QtCore import QTimer
+
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(1))
+    timer.start(50)
+    qtbot.waitUntil(lambda: not dlg.reading, timeout=10000)
+    timer.stop()
+    assert len(ticks) >= 5  # the event loop ran while the command was read
+    assert model_window.doc.history.undo_label == "Import command"
 
 
 # --------------------------------------------------------------------------- item 4: focus and --n-cpu-moe
