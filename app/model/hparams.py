@@ -623,6 +623,12 @@ def extract_params(
     return p
 
 
+#: The tokenizer models llama_vocab::impl::load knows (src/llama-vocab.cpp); any other is "unknown tokenizer".
+TOKENIZER_MODELS = frozenset(
+    {"no_vocab", "none", "llama", "bert", "gpt2", "hybriddna", "whitespace", "t5", "rwkv", "test", "plamo2", "gemma4"}
+)
+
+
 def _check_vocab(m: Meta) -> int | None:
     """The vocabulary keys as llama_vocab::impl::load checks them; returns the number of tokens (or None).
 
@@ -634,9 +640,37 @@ def _check_vocab(m: Meta) -> int | None:
     tokens_key = "tokenizer.ggml.tokens"
     if m.types is None:
         return m.array_len(tokens_key)
+    if "tokenizer.ggml.model" not in m.meta:  # ml.get_key(LLM_KV_TOKENIZER_MODEL, tokenizer_model): required
+        raise m.missing("tokenizer.ggml.model")
     model = m.string("tokenizer.ggml.model")
-    if model in ("no_vocab", "none") or tokens_key not in m.meta:
+    if model not in TOKENIZER_MODELS:
+        raise m.error(
+            "tokenizer.ggml.model",
+            f"names the tokenizer {model!r}, which llama.cpp does not know ({', '.join(sorted(TOKENIZER_MODELS))})",
+            repr(model),
+            "a known tokenizer",
+            f"unknown tokenizer: '{model}'",
+        )
+    if model in ("no_vocab", "none"):
         return len(m.meta[tokens_key]) if m.type_of(tokens_key) == T_ARRAY else None
+    if tokens_key not in m.meta:
+        raise m.error(
+            tokens_key,
+            "is missing, and llama.cpp requires the vocabulary",
+            "nothing",
+            "",
+            "cannot find tokenizer vocab in model file",
+        )
+    merges = "tokenizer.ggml.merges"
+    bpe = model in ("gpt2", "hybriddna", "whitespace", "gemma4")
+    if bpe and merges not in m.meta and not (model != "gemma4" and m.meta.get("tokenizer.ggml.pre") == "kimi-k2"):
+        raise m.error(
+            merges,
+            "is missing, and llama.cpp needs the merges of a BPE vocabulary",
+            "nothing",
+            "",
+            "cannot find tokenizer merges in model file",
+        )
     n_tokens = 0
     for key, items in (
         (tokens_key, (T_STRING,)),

@@ -102,7 +102,8 @@ KEYS = [
     "{arch}.leading_dense_block_count", "{arch}.vocab_size", "{arch}.attention.kv_lora_rank",
     "{arch}.ssm.conv_kernel", "{arch}.ssm.inner_size", "{arch}.full_attention_interval",
     "general.architecture", "general.name", "general.file_type", "general.alignment",
-    "split.count", "split.no", "split.tensors.count", "tokenizer.ggml.tokens",
+    "split.count", "split.no", "split.tensors.count", "tokenizer.ggml.tokens", "tokenizer.ggml.model",
+    "tokenizer.ggml.merges",
 ]
 
 _tensor = st.integers(0, 400)
@@ -344,7 +345,9 @@ GENERIC_KEYS = {
 
 
 #: Keys llama.cpp requires for every architecture.
-REQUIRED_KEYS = {"{arch}.block_count", "{arch}.context_length", "{arch}.embedding_length", "general.architecture"}
+REQUIRED_KEYS = {"{arch}.block_count", "{arch}.context_length", "{arch}.embedding_length", "general.architecture",
+                 # llama_vocab::impl::load: the tokenizer, its vocabulary and (for BPE) its merges
+                 "tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.merges"}
 #: Keys that may hold one value per layer (a u32/i32/bool array of block_count values is of the right type).
 PER_LAYER_KEYS = {
     "{arch}.attention.head_count", "{arch}.attention.head_count_kv", "{arch}.feed_forward_length",
@@ -427,6 +430,8 @@ mirrored_mutation = st.one_of(
 @example(arch="llama", mutations=[["meta", "{arch}.attention.sliding_window", T_STR, "4"]])  # llama never reads it
 @example(arch="glm4moe", mutations=[["count", "tensors", -1]])  # leaves out an optional NextN tensor: loads
 @example(arch="glm4moe", mutations=[["count", "tensors", -2]])  # found by the long run: a required one, refused
+@example(arch="llama", mutations=[["del", "tokenizer.ggml.model"]])  # llama.cpp: "key not found in model"
+@example(arch="qwen3moe", mutations=[["del", "tokenizer.ggml.merges"]])  # a BPE vocabulary without merges
 def test_verdict_matches_llama_cpp(arch, mutations, bases, scratch, llama_bin):
     assume(all(mirrored(m, bases[arch]) for m in mutations))
     path = write_input(scratch, bases, arch, mutations)

@@ -147,6 +147,8 @@ def test_unknown_architecture_is_estimated_and_flagged(tmp_path):
     from app.memory.estimator import estimate
 
     w = GGUFWriter(str(tmp_path / "u.gguf"), "weirdnet")
+    w.add_tokenizer_model("llama")
+    w.add_token_list(["a", "b"])
     w.add_block_count(2)
     w.add_embedding_length(64)
     w.add_head_count(4)

@@ -30,6 +30,7 @@ def writer_model(path, n_vocab=10, n_layer=2, quant=True):
     w.add_embedding_length(64)
     w.add_head_count(4)
     w.add_head_count_kv([2] * n_layer)
+    w.add_tokenizer_model("llama")  # llama.cpp requires a tokenizer (llama_vocab::impl::load)
     w.add_token_list([f"t{i}" for i in range(n_vocab)])
     w.add_token_scores([0.5] * n_vocab)
     rng = np.random.default_rng(0)
@@ -208,6 +209,8 @@ def test_random_corruption_only_raises_typed_errors(tmp_path):
 
 def write_split(tmp_path, n_layer=6):
     w = GGUFWriter(str(tmp_path / "big.gguf"), "llama", split_max_tensors=5)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(["a", "b"])
     w.add_block_count(n_layer)
     w.add_context_length(2048)
     w.add_embedding_length(64)

@@ -500,6 +500,8 @@ def test_a_header_count_short_of_the_table(tmp_path, llama, delta, stray):
 
 def _split(path: Path, n_layer: int = 6, max_tensors: int = 5, dtype=np.float16) -> list[Path]:
     w = GGUFWriter(str(path), "llama", split_max_tensors=max_tensors)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(["a", "b"])
     w.add_block_count(n_layer)
     w.add_context_length(2048)
     w.add_embedding_length(64)
@@ -579,3 +581,25 @@ def test_a_header_count_that_leaves_out_a_nextn_tensor_loads_with_a_warning(tmp_
         "NextN tensor and loads the file, with every tensor's data read from shifted offsets (the sizes planned here are right, the "
         "weights are not: download the file again)"
     ]
+
+
+
+@pytest.mark.parametrize(
+    "edit,llama",
+    [
+        ([["del", "tokenizer.ggml.model"]], "key not found in model: tokenizer.ggml.model"),
+        ([["del", "tokenizer.ggml.tokens"]], "cannot find tokenizer vocab in model file"),
+        ([["meta", "tokenizer.ggml.model", T_STR, "sentencepiece-ish"]], "unknown tokenizer: 'sentencepiece-ish'"),
+    ],
+    ids=["no-tokenizer", "no-vocabulary", "unknown-tokenizer"],
+)
+def test_a_file_without_a_usable_tokenizer_is_refused_as_llama_cpp_refuses_it(tmp_path, edit, llama):
+    """llama_vocab::impl::load stops on these (src/llama-vocab.cpp), so no plan is made for such a file."""
+    from app.model.errors import MetadataError
+    from tests.gguf_factory import write_tiny_model
+
+    path = write_tiny_model("llama", tmp_path / "t.gguf")
+    path.write_bytes(apply(path.read_bytes(), edit))
+    with pytest.raises(MetadataError) as exc:
+        open_model(path)
+    assert llama in str(exc.value)
