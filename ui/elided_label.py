@@ -45,9 +45,15 @@ class ElidingStatusBar(QStatusBar):
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self._full = ""
         self.messageChanged.connect(lambda text: text or self.setToolTip(""))  # a cleared message, no stale tip
 
+    def currentMessage(self) -> str:  # noqa: N802
+        """The whole message on show (what it says), not the elided text that is drawn."""
+        return self._full if super().currentMessage() else ""
+
     def showMessage(self, text: str, timeout: int = 0) -> None:  # noqa: N802
+        self._full = text
         self.setToolTip(text)
         permanent = sum(c.width() for c in self.findChildren(QWidget) if c.parent() is self and c.isVisible())
         room = max(80, self.width() - permanent - 24)
