@@ -35,6 +35,8 @@ def models(tmp_path_factory) -> dict[str, Path]:
     split_dir = d / "split"
     split_dir.mkdir()
     w = GGUFWriter(str(split_dir / "Split-Q4_0.gguf"), "llama", split_max_tensors=5)
+    w.add_tokenizer_model("llama")  # llama.cpp requires a tokenizer (and so does open_model)
+    w.add_token_list(["a", "b"])
     w.add_block_count(6)
     w.add_context_length(2048)
     w.add_embedding_length(64)
