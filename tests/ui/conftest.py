@@ -18,6 +18,20 @@ def isolated_settings(tmp_path, qapp, monkeypatch):
     yield
 
 
+@pytest.fixture
+def window(qtbot):
+    """The main window on the demo model, 1280x800, shown (no device detection)."""
+    from ui.main_window import MainWindow
+
+    win = MainWindow(detect_devices=False)
+    win.setProperty("ask_on_close", False)
+    win.resize(1280, 800)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    return win
+
+
 @pytest.fixture(autouse=True)
 def no_modal_dialogs(monkeypatch):
     """Record message boxes instead of blocking the test on a modal loop."""

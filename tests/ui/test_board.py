@@ -15,19 +15,6 @@ pytestmark = pytest.mark.gui
 GiB = 1 << 30
 
 
-@pytest.fixture
-def window(qtbot):
-    from ui.main_window import MainWindow
-
-    win = MainWindow(detect_devices=False)
-    win.setProperty("ask_on_close", False)
-    win.resize(1280, 800)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
-
-
 def view_point(board, item) -> QPoint:
     return board.mapFromScene(item.sceneBoundingRect().center())
 

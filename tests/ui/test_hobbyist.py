@@ -16,19 +16,6 @@ GiB = 1 << 30
 
 
 @pytest.fixture
-def window(qtbot):
-    from ui.main_window import MainWindow
-
-    win = MainWindow(detect_devices=False)
-    win.setProperty("ask_on_close", False)
-    win.resize(1280, 800)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
-
-
-@pytest.fixture
 def model_window(window, tmp_path):
     """The window on a real tiny MoE model, planned on two cards."""
     window.devices = [Lane("CUDA0", "CUDA0", 8 * GiB, 8 * GiB, "planned", 1e12),
