@@ -1269,8 +1269,8 @@ def tensor_data(t: TensorSpec, seed: int = 0) -> np.ndarray:
 # --------------------------------------------------------------------------- writers
 
 
-def _writer(spec: ModelSpec, path: Path) -> GGUFWriter:
-    w = GGUFWriter(path, spec.gguf_arch)
+def _writer(spec: ModelSpec, path: Path, split_max_tensors: int = 0) -> GGUFWriter:
+    w = GGUFWriter(path, spec.gguf_arch, split_max_tensors=split_max_tensors)
     for key, (value, vtype, sub) in spec.kv.items():
         if key == "general.architecture":
             continue
@@ -1278,11 +1278,16 @@ def _writer(spec: ModelSpec, path: Path) -> GGUFWriter:
     return w
 
 
-def write_spec(spec: ModelSpec, path: str | os.PathLike, *, seed: int = 0, sparse: bool = False) -> Path:
-    """Write ``spec`` to ``path``; ``sparse`` leaves the data region as a hole."""
+def write_spec(spec: ModelSpec, path: str | os.PathLike, *, seed: int = 0, sparse: bool = False,
+               split_max_tensors: int = 0) -> Path:
+    """Write ``spec`` to ``path``; ``sparse`` leaves the data region as a hole. ``split_max_tensors`` writes a
+    split set instead (``PATH-0000i-of-0000n.gguf`` beside ``path``, at most that many tensors each; not with
+    ``sparse``) and returns its first shard."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    w = _writer(spec, path)
+    w = _writer(spec, path, split_max_tensors)
+    if sparse and split_max_tensors:
+        raise ValueError("a sparse split set is not supported")
     if sparse:
         for t in spec.tensors:
             w.add_tensor_info(t.name, t.numpy_shape, np.dtype(np.float32), t.nbytes, raw_dtype=t.qtype)
@@ -1307,6 +1312,8 @@ def write_spec(spec: ModelSpec, path: str | os.PathLike, *, seed: int = 0, spars
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    if split_max_tensors:
+        return sorted(path.parent.glob(f"{path.stem}-*-of-*.gguf"))[0]
     return path
 
 

@@ -12,12 +12,27 @@ from pathlib import Path
 import psutil
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow, QMessageBox, QSizePolicy,
-                               QSpinBox, QSplitter, QTabWidget, QToolBar, QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QInputDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QSizePolicy,
+    QSpinBox,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
-from app.memory.device_adapter import from_detected
-from app.lanes import Lane
 from app.errors import LayerdeckError
+from app.lanes import Lane
+from app.llamacpp.load_check import LoadCheck, check_load
+from app.memory.device_adapter import from_detected
 from app.model import Model, open_model
 from app.model.demo import load_demo
 from app.placement.autofit import FitError
@@ -450,9 +465,27 @@ class MainWindow(QMainWindow):
         if not self._confirm_leave():
             return
         self.statusBar().showMessage(f"Reading {Path(path).name}…")
-        run_in_background(lambda progress: open_model(path, progress=progress),
-                          lambda model: self._opened(path, model), lambda exc: self._open_failed(path, exc),
+        llama_dir = self.settings.value("llama_dir") or None
+
+        def job(progress):
+            model = open_model(path, progress=progress)
+            return model, self._check_load(path, model, llama_dir)
+
+        run_in_background(job, lambda result: self._opened(path, *result), lambda exc: self._open_failed(path, exc),
                           lambda done, total: self.statusBar().showMessage(f"Reading part {done} of {total}…"))
+
+    @staticmethod
+    def _check_load(path: str, model: Model, llama_dir: str | None) -> LoadCheck:
+        """llama.cpp's load verdict (any thread); raises :class:`LlamaRefusedModel` when it refuses the file."""
+        verdict = check_load(model.paths, llama_dir)
+        verdict.raise_if_refused(path)
+        return verdict
+
+    def show_load_check(self, verdict: LoadCheck | None) -> None:
+        """Show in the model summary whether llama.cpp loads the model on screen, or why that was not checked."""
+        self.summary.set_load_check(verdict)
+        if verdict is not None and not verdict.loads:
+            log.info("%s", verdict.note())
 
     def open_path_sync(self, path: str) -> bool:
         """The same as :meth:`open_path`, on the calling thread (command line start-up, tests).
@@ -463,17 +496,19 @@ class MainWindow(QMainWindow):
             return False
         try:
             model = open_model(path)
+            verdict = self._check_load(path, model, self.settings.value("llama_dir") or None)
         except Exception as exc:  # noqa: BLE001 - typed errors and bugs alike end in the message box
             self._open_failed(path, exc)
             return False
-        return self._opened(path, model)
+        return self._opened(path, model, verdict)
 
-    def _opened(self, path: str, model: Model) -> bool:
+    def _opened(self, path: str, model: Model, verdict: LoadCheck | None = None) -> bool:
         try:
             self.show_model(model)
         except Exception as exc:  # noqa: BLE001 - a slot must not raise; the old model stays on screen
             self._open_failed(path, exc)
             return False
+        self.show_load_check(verdict)
         self.settings.setValue("last_dir", str(Path(path).parent))
         recent = [p for p in (self.settings.value("recent", []) or []) if p != path]
         self.settings.setValue("recent", [path] + recent[:9])

@@ -30,8 +30,10 @@ from PySide6.QtWidgets import (
 from app.cli.repo import RepoRow, plan_repo
 from app.errors import LayerdeckError
 from app.lanes import CPU, to_llama_name
+from app.llamacpp.load_check import UNCHECKED, LoadCheck
 from app.memory.settings import LlamaSettings
 from app.remote import RemoteCancelled, RemoteNameError, RemoteOptions, open_remote, parse_name
+from app.remote.load_check import check_remote
 from app.units import MiB, fmt_bytes
 
 from .worker import run_in_background
@@ -220,16 +222,21 @@ class RemoteDialog(QDialog):
         self._busy(True)
         self.status.setText(f"Reading the header of {name}…")
 
+        llama_dir = self.window_.settings.value("llama_dir") or None if hasattr(self.window_, "settings") else None
+
         def job(progress):
             options.progress = progress
-            return open_remote(name, options)[0]
+            model, read = open_remote(name, options)
+            verdict = check_remote(read, llama_dir)  # llama.cpp loads stand-ins: the header, a hole for the data
+            verdict.raise_if_refused(name)
+            return model, verdict
 
         def progress(done: int, total: int) -> None:
             self.progress.setRange(0, max(total, 1) // 1024)
             self.progress.setValue(done // 1024)
             self.progress.setFormat(f"{done / MiB:.1f} MiB read")
 
-        run_in_background(job, self._show, self._failed, progress)
+        run_in_background(job, lambda result: self._show(*result), self._failed, progress)
 
     def _failed(self, exc: Exception) -> None:
         self._busy(False)
@@ -259,7 +266,8 @@ class RemoteDialog(QDialog):
             return
         self._show(r.model)
 
-    def _show(self, model) -> None:
+    def _show(self, model, verdict: LoadCheck | None = None) -> None:
+        """Put ``model`` on the board; ``verdict`` is llama.cpp's load check (None: a repository row, not checked)."""
         self._busy(False)
         w = self.window_
         confirm = getattr(w, "_confirm_leave", None)
@@ -270,6 +278,9 @@ class RemoteDialog(QDialog):
         except LayerdeckError as exc:
             self.status.setText(exc.message)
             return
+        if hasattr(w, "show_load_check"):
+            w.show_load_check(verdict or LoadCheck(UNCHECKED, "a row of the repository table: open it by name "
+                                                   "to have llama.cpp check it"))
         w.statusBar().showMessage(
             f"Opened {model.source} (header only: download it, or export the command with "
             "-hf so llama.cpp downloads it)",

@@ -7,11 +7,12 @@ from html import escape
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
+from app.llamacpp.load_check import LoadCheck
 from app.model import Model
 from app.units import fmt_bytes, fmt_count
 
 
-def summary_html(model: Model) -> str:
+def summary_html(model: Model, verdict: LoadCheck | None = None) -> str:
     p = model.params
     rows = [
         ("Architecture", f"{escape(p.arch)}" + (f" — {escape(p.name)}" if p.name else "")),
@@ -32,6 +33,11 @@ def summary_html(model: Model) -> str:
     rows.append(("Context", f"{p.n_ctx_train:,} tokens"))
     mix = ", ".join(f"{q.type_name} {100 * q.nbytes / max(model.tensor_bytes, 1):.0f}%" for q in model.quant_mix()[:5])
     rows.append(("Quantization", mix))
+    if verdict is not None and not model.is_demo:
+        if verdict.loads:
+            rows.append(("llama.cpp", "<span style='color:#3A9E5C'>loads this file</span>"))
+        else:  # refused files never reach the board; this is a check that could not be made
+            rows.append(("llama.cpp", f"<span style='color:#E8833A'>not checked: {escape(verdict.reason)}</span>"))
     head = f"<b>{escape(model.title or model.path.name)}</b>"
     if model.is_demo:
         head += "<br><span style='color:#E8833A'>Demo model: no weights; launching is disabled.</span>"
@@ -49,7 +55,16 @@ class SummaryPanel(QLabel):
         self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.setMargin(8)
+        self.model = model
+        self.verdict: LoadCheck | None = None
         self.show_model(model)
 
     def show_model(self, model: Model) -> None:
-        self.setText(summary_html(model))
+        self.model = model
+        self.setText(summary_html(model, self.verdict))
+
+    def set_load_check(self, verdict: LoadCheck | None) -> None:
+        """Show llama.cpp's load verdict on the model (:mod:`app.llamacpp.load_check`)."""
+        self.verdict = verdict
+        self.setText(summary_html(self.model, verdict))
+        self.setToolTip(verdict.note() or "" if verdict is not None else "")

@@ -16,6 +16,7 @@ from typing import TextIO
 from ..command.parse import ArgsError
 from ..errors import DetectError, EstimateError, LayerdeckError
 from ..lanes import DeviceKind, Lane
+from ..llamacpp.load_check import LoadCheck
 from ..memory.device_adapter import from_detected, parse_device_spec
 from ..memory.layout import model_devices
 from ..memory.settings import NGL_AUTO, LlamaSettings
@@ -27,6 +28,7 @@ __all__ = [
     "EXIT_USAGE",
     "fail",
     "load_model",
+    "check_notes",
     "devices",
     "detection_problems",
     "device_options",
@@ -55,23 +57,42 @@ def fail(error: Exception | str, status: int = EXIT_USAGE) -> int:
     return status
 
 
-def load_model(path: str) -> Model:
-    """The GGUF model at ``path`` (any shard of a split set), or the header-only model a remote name names
-    (``hf://ORG/REPO/FILE.gguf``, ``ORG/REPO:QUANT``, an http(s) URL: :mod:`app.remote`, only the header is
-    read); raises a :class:`app.errors.ReadError`."""
+def load_model(path: str, llama_dir: str | None = None, check: bool = True) -> tuple[Model, LoadCheck | None]:
+    """``(model, check)``: the GGUF model at ``path`` (any shard of a split set), or the header-only model a
+    remote name names (``hf://ORG/REPO/FILE.gguf``, ``ORG/REPO:QUANT``, an http(s) URL: :mod:`app.remote`,
+    only the header is read), and llama.cpp's verdict on loading it (:mod:`app.llamacpp.load_check`; None
+    when ``check`` is false).
+
+    Raises a :class:`app.errors.ReadError`: Layerdeck's own checks failed, or llama.cpp refuses the file
+    (:class:`~app.llamacpp.load_check.LlamaRefusedModel`, with llama.cpp's reason). A check that could not
+    be made is returned as ``unchecked``; :func:`check_notes` turns it into the caller's note.
+    """
+    from ..llamacpp.load_check import check_load
     from ..remote.names import parse_name
 
     if parse_name(path) is None:
-        return open_model(path)
-    from ..remote import RemoteOptions, open_remote
+        model = open_model(path)
+        verdict = check_load(model.paths, llama_dir) if check else None
+    else:
+        from ..remote import RemoteOptions, open_remote
+        from ..remote.load_check import check_remote
 
-    def progress(done: int, total: int) -> None:
-        print(f"\rreading the header of {path}: {done / MiB:.1f} MiB", end="", file=sys.stderr, flush=True)
+        def progress(done: int, total: int) -> None:
+            print(f"\rreading the header of {path}: {done / MiB:.1f} MiB", end="", file=sys.stderr, flush=True)
 
-    model, _ = open_remote(path, RemoteOptions(progress=progress if sys.stderr.isatty() else None))
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
-    return model
+        model, read = open_remote(path, RemoteOptions(progress=progress if sys.stderr.isatty() else None))
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+        verdict = check_remote(read, llama_dir) if check else None
+    if verdict is not None:
+        verdict.raise_if_refused(path)
+    return model, verdict
+
+
+def check_notes(verdict: LoadCheck | None) -> list[str]:
+    """The note a subcommand shows for llama.cpp's load verdict (none when llama.cpp loaded the file)."""
+    note = verdict.note() if verdict is not None else None
+    return [note] if note else []
 
 
 def devices(

@@ -18,7 +18,7 @@ from ..memory.estimator import Estimate
 from ..memory.settings import TOOLS
 from ..placement import Placement
 from ..session import Session
-from .common import ERRORS, MiB, detection_problems, devices, fail, llama_args, load_model, print_json
+from .common import ERRORS, MiB, check_notes, detection_problems, devices, fail, llama_args, load_model, print_json
 
 SCHEMA = "layerdeck.estimate/1"
 
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     if not parsed.model:
         return fail("give the model with -m after --, e.g. layerdeck estimate -- -m model.gguf -c 8192")
     try:
-        model = load_model(parsed.model)
+        model, verdict = load_model(parsed.model, args.llama_dir)
         lanes, detection = devices(args.devices, parsed.rpc, args.llama_dir, parsed.settings, parsed.fit)
         session = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings))
         est = session.estimate_settings(parsed.settings)
@@ -163,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
     decode, prompt = session.speed_of(est.placement, parsed.settings)
     speed = speed_json(session, decode, prompt, parsed.settings.n_ubatch)
     est.notes.extend(parsed.warnings)
+    est.notes.extend(check_notes(verdict))
     est.notes.extend(detection_problems(detection))
     est.notes.extend(n for n in session.machine_notes if n not in est.notes)
     if args.json:

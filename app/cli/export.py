@@ -12,7 +12,7 @@ from ..command.formats import FORMATS, render
 from ..errors import ExportError
 from ..placement.plan_file import load_plan
 from ..session import Session
-from .common import ERRORS, device_options, fail, load_model
+from .common import ERRORS, check_notes, device_options, fail, load_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +43,7 @@ def cuda_order(text: str | None) -> list[int] | None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        model = load_model(args.model)
+        model, verdict = load_model(args.model, args.llama_dir)
         p = load_plan(args.plan, model)
         session = Session(model, p.devices, placement=p)
         cmd = session.command(
@@ -64,6 +64,6 @@ def run(args: argparse.Namespace) -> int:
             multiline=False,
         )
     )
-    for note in cmd.notes:
+    for note in [*check_notes(verdict), *cmd.notes]:
         print(f"# {note}", file=sys.stderr)
     return 0

@@ -16,7 +16,7 @@ from ..memory.settings import LlamaSettings
 from ..model import Model
 from ..placement.plan_file import save_plan
 from ..session import Session
-from .common import ERRORS, MiB, device_options, devices, fail, fmt_mib, load_model
+from .common import ERRORS, MiB, check_notes, device_options, devices, fail, fmt_mib, load_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        model: Model = load_model(args.model)
+        model: Model
+        model, verdict = load_model(args.model, args.llama_dir)
         rpc = args.rpc.split(",") if args.rpc else []
         lanes, result = devices(args.devices, rpc, args.llama_dir)
         settings = LlamaSettings(
@@ -85,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     print()
     for line in report:
         print(line)
+    for note in check_notes(verdict):
+        print(f"note: {note}")
     print()
     names = [d.name for d in lanes] + [CPU]
     print(f"{'placement':22}" + "".join(f"{to_llama_name(n):>12}" for n in names) + f"{'tg tok/s':>11}{'pp tok/s':>11}")

@@ -15,6 +15,7 @@ from ..model import BlockId, Role
 from ..placement import Placement
 from .common import (
     ERRORS,
+    check_notes,
     detection_problems,
     device_options,
     devices,
@@ -43,9 +44,10 @@ def imported(argv: list[str], devices_spec: str | None, llama_dir: str | None):
     parsed = parse_llama_args(argv)
     if not parsed.model:
         raise CommandError("the command has no -m MODEL.")
-    model = load_model(parsed.model)
+    model, verdict = load_model(parsed.model, llama_dir)
     lanes, detection = devices(devices_spec, parsed.rpc, llama_dir, parsed.settings, parsed.fit)
-    return parsed, model, Placement.from_settings(model, lanes, parsed.settings), detection_problems(detection)
+    notes = check_notes(verdict) + detection_problems(detection)
+    return parsed, model, Placement.from_settings(model, lanes, parsed.settings), notes
 
 
 def placement_json(p: Placement) -> dict:

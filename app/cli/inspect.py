@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from ..llamacpp.load_check import LoadCheck
 from ..model import Model, Role
 from ..model.blocks import LAYER_ROLES
 from ..units import fmt_count
@@ -24,10 +25,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help="GGUF file (any shard of a split model opens the whole set)")
     p.add_argument("--json", action="store_true", help="print the layerdeck.inspect/1 JSON document")
+    p.add_argument(
+        "--llama-dir",
+        help="llama.cpp binaries folder that checks the file loads (default: settings, LAYERDECK_LLAMA_CPP_DIR, PATH)",
+    )
     p.set_defaults(func=run)
 
 
-def to_json(model: Model) -> dict:
+def to_json(model: Model, verdict: LoadCheck | None = None) -> dict:
     p = model.params
     hp = dataclasses.asdict(p)
     hp["file_type_name"] = p.file_type_name
@@ -69,10 +74,11 @@ def to_json(model: Model) -> dict:
         ],
         "layers": layers,
         "warnings": model.warnings,
+        "llama_check": verdict.to_json() if verdict is not None else None,
     }
 
 
-def render_text(model: Model) -> str:
+def render_text(model: Model, verdict: LoadCheck | None = None) -> str:
     p = model.params
     out = []
     out.append(f"{model.path.name}" + (f" (+{len(model.paths) - 1} more parts)" if len(model.paths) > 1 else ""))
@@ -107,6 +113,11 @@ def render_text(model: Model) -> str:
     out.append(f"  quantization   {mix}")
     for w in model.warnings:
         out.append(f"  warning        {w}")
+    if verdict is not None:
+        out.append(
+            "  llama.cpp      "
+            + ("loads this file (" + verdict.build + ")" if verdict.loads else "not checked: " + verdict.reason)
+        )
     out.append("")
     cols = [r.value for r in LAYER_ROLES]
     present = [c for c in cols if any(b.role.value == c for b in model.blocks)]
@@ -130,11 +141,11 @@ def render_text(model: Model) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        model = load_model(args.model)
+        model, verdict = load_model(args.model, args.llama_dir)
     except ERRORS as exc:
         return fail(exc)
     if args.json:
-        print_json(to_json(model))
+        print_json(to_json(model, verdict))
     else:
-        print(render_text(model))
+        print(render_text(model, verdict))
     return 0

@@ -142,6 +142,10 @@ def plan_repo(
             row.fits = False
         if progress is not None:
             progress(i + 1, len(groups))
+    notes.append(
+        "llama.cpp has not checked that these files load (each row is planned from its header): "
+        "`layerdeck inspect REPO:QUANT` asks it for one quantization"
+    )
     if host is None:
         notes.append("host RAM not known (planned devices): the CPU column is not checked against a capacity")
     if not host_bw:

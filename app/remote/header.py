@@ -56,6 +56,7 @@ class RemoteHeader:
     from_cache: bool
     bytes_read: int  # body bytes received for this header (0 from the cache)
     requests: int
+    data: bytes = b""  # the header's bytes as read (what a sparse stand-in file for llama.cpp starts with)
 
 
 def _etag(a: Answer) -> str | None:
@@ -271,6 +272,7 @@ def read_remote_header(
                 True,
                 fetcher.stats.bytes_read - before_bytes,
                 len(fetcher.stats.requests) - before_req,
+                cached.data,
             )
         assert src.size is not None
         while True:
@@ -305,4 +307,5 @@ def read_remote_header(
         False,
         fetcher.stats.bytes_read - before_bytes,
         len(fetcher.stats.requests) - before_req,
+        bytes(src.data),
     )

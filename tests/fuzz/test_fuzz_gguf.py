@@ -17,7 +17,10 @@ result or a typed :class:`app.errors.LayerdeckError` within :data:`TIME_BUDGET_S
 For inputs that still load, the model's blocks add up to its tensor bytes and every tensor is in exactly
 one block. A ``llama`` test replays a seeded sample of the mutations whose checks Layerdeck mirrors
 (metadata types, gguf.cpp's structure rules, layer counts) through ``llama-fit-params`` and requires the
-same verdict: Layerdeck refuses exactly the files llama.cpp refuses.
+same verdict: Layerdeck's reader alone refuses exactly the files llama.cpp refuses. A second ``llama`` test
+takes every mutation, mirrored or not, through the CLI with llama.cpp on the machine (so with the load check
+of :mod:`app.llamacpp.load_check`, which asks llama.cpp about its per-architecture tensor tables) and
+requires the same verdict and llama.cpp's reason.
 
 Failing examples are kept as JSON files under ``regressions/gguf/`` (``{"arch", "mutations", "note"}``)
 and replayed by :func:`test_regressions`. The editor is :mod:`tests.model.gguf_edit`. A mutation is a JSON
@@ -52,6 +55,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from app.errors import LayerdeckError
+from app.llamacpp import load_check
 from app.memory.device_adapter import parse_device_spec
 from app.model import llama_keys, open_model
 from app.session import Session
@@ -438,6 +442,32 @@ def test_verdict_matches_llama_cpp(arch, mutations, bases, scratch, llama_bin):
     outcome = check_input(path)
     refused, reason = llama_refuses(llama_bin, path)
     assert refused == (not outcome.loaded), (mutations, reason, outcome.message)
+
+
+@pytest.mark.llama
+@given(arch=st.sampled_from(FUZZ_ARCHS), mutations=st.lists(any_mutation, min_size=1, max_size=2))
+@example(arch="qwen3moe", mutations=[["rename", 3, "blk.0.attn_nrom.weight"]])  # a required tensor missing
+@example(arch="llama", mutations=[["dim", 4, 0, 32]])  # a shape llama.cpp's table does not expect
+@example(arch="qwen3moe", mutations=[["digit", 12, 0, 1]])  # a tensor moved to another existing layer
+@example(arch="llama", mutations=[["del", "{arch}.attention.head_count"]])  # a key llama.cpp requires for llama
+def test_with_llama_cpp_the_cli_refuses_exactly_what_it_refuses(arch, mutations, bases, scratch, llama_bin):
+    """Every mutation, mirrored or not: with llama.cpp on the machine, ``inspect`` and ``estimate`` refuse a
+    file exactly when llama.cpp does (Layerdeck's reader never stricter, llama.cpp's load check covering its
+    per-architecture tables), and say llama.cpp's reason."""
+    path = write_input(scratch, bases, arch, mutations)
+    refused, reason = llama_refuses(llama_bin, path)
+    for argv in (["inspect", "--llama-dir", str(llama_bin), str(path)],
+                 ["estimate", "--llama-dir", str(llama_bin), "--devices", "CUDA0=24000", "--", "-m", str(path)]):
+        with watchdog(2 * TIME_BUDGET_S):
+            code, out, err, _ = run_cli(argv)
+        assert "Traceback" not in err, err
+        if argv[0] == "inspect":
+            assert code == (2 if refused else 0), (mutations, reason, err)
+        else:  # an estimate may also stop on its settings for a file that loads (e.g. a context too large)
+            assert code in (0, 2) and (code == 2 or not refused), (mutations, reason, err)
+        if refused and "refuses to load" in err and " E " in reason:  # llama.cpp's first error line, said
+            said = reason.split(" E ", 1)[1].split("error loading model: ", 1)[-1].strip()
+            assert said in err.replace("\n", " ") or any(w in said for w in load_check._WRAPPERS), (reason, err)
 
 
 # --------------------------------------------------------------------------- the GUI open path

@@ -416,3 +416,45 @@ def test_bytes_read_per_header_of_full_size_models(spec, hub, tmp_path):
     assert read.bytes_read < 8 * 2**20  # a few MB of a 60-380 GB file
     assert read.bytes_read < h.header_size + READ_AHEAD
     assert max(_range_end(e.range) for e in hub.storage_log()) < h.header_size + READ_AHEAD
+
+
+@pytest.mark.llama
+def test_llama_cpp_checks_a_remote_model_before_it_is_downloaded(hub, models, llama_bin, tmp_path, monkeypatch):
+    """The headers read over HTTP become sparse stand-ins (header bytes, a hole for the data) that llama.cpp
+    loads with no_alloc: its verdict on a file nobody downloaded, the same as on the downloaded file."""
+    import json
+
+    from app.llamacpp import load_check
+    from app.remote import open_remote
+    from app.remote.load_check import check_remote, write_stand_ins
+    from tests.model.gguf_edit import apply, parse
+
+    monkeypatch.setattr(load_check, "_cache_file", lambda: tmp_path / "load-checks.json")
+    rc, out, err = _cli(["inspect", "--json", "--llama-dir", str(llama_bin), QWEN])
+    assert rc == 0 and json.loads(out)["llama_check"]["status"] == "loads", err
+    # 18.5 GB apparent, a few MB on disk
+    _, read = open_remote(QWEN)
+    (tmp_path / "stand-ins").mkdir()
+    (stand_in,) = write_stand_ins(read, tmp_path / "stand-ins")
+    st = stand_in.stat()
+    assert stand_in.name == "Qwen3-30B-A3B-Q4_K_M.gguf" and st.st_size == models["sparse"].stat().st_size
+    assert st.st_blocks * 512 < 64 << 20, st.st_blocks
+    # a served file that only llama.cpp's tensor table refuses: refused before any download, with its reason
+    base = models["llama"].read_bytes()
+    names = [t[0] for t in parse(base).tensors]
+    bad = tmp_path / "Bad-Q8_0.gguf"
+    bad.write_bytes(apply(base, [["rename", names.index("blk.1.attn_norm.weight"), "blk.1.attn_nrom.weight"]]))
+    hub.add("acme/Bad-GGUF", "Bad-Q8_0.gguf", bad)
+    rc, out, err = _cli(["estimate", "--llama-dir", str(llama_bin), "--devices", "CUDA0=8000", "--", "-m",
+                         "hf://acme/Bad-GGUF/Bad-Q8_0.gguf"])
+    assert rc == 2 and err.startswith("layerdeck: llama.cpp refuses to load Bad-Q8_0.gguf: check_tensor_dims: "
+                                      "tensor 'blk.1.attn_norm.weight' not found"), err
+    assert load_check.check_load(bad, llama_bin).reason in err  # the same words as for the local file
+    # a split set: every shard has its stand-in, so llama.cpp's loader opens all three and goes on to the
+    # hyperparameters (this test set lacks one llama requires: refused for that, not for a missing shard)
+    _, read = open_remote("acme/Split-GGUF:Q4_0")
+    v = check_remote(read, llama_bin)
+    assert v.refused and "key not found in model: llama.attention.layer_norm_rms_epsilon" in v.reason, v.reason
+    read.headers.pop()
+    v = check_remote(read, llama_bin)
+    assert v.refused and "Split-Q4_0-00003-of-00003.gguf" in v.reason, v.reason

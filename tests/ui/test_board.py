@@ -50,6 +50,38 @@ def test_open_bad_file_says_why(window, tmp_path, qtbot, no_modal_dialogs):
     assert "download" in shown[0][1] and window.doc.model.is_demo
 
 
+@pytest.mark.llama
+def test_a_file_llama_cpp_refuses_is_not_put_on_the_board(window, tmp_path, qtbot, no_modal_dialogs, llama_bin,
+                                                           monkeypatch):
+    """The window asks llama.cpp (the configured build) whether a file loads, off the GUI thread: a refusal is
+    the message box with llama.cpp's reason and the model on screen stays; a pass is shown in the summary."""
+    from app.llamacpp import load_check
+    from tests.model.gguf_edit import apply, parse
+
+    monkeypatch.setattr(load_check, "_cache_file", lambda: tmp_path / "load-checks.json")
+    window.settings.setValue("llama_dir", str(llama_bin))
+    good = write_tiny_model("qwen3", tmp_path / "good.gguf")
+    window.open_path(str(good))
+    qtbot.waitUntil(lambda: window.doc.model.path == good, timeout=10000)
+    assert "llama.cpp" in window.summary.text() and "loads this file" in window.summary.text()
+    base = good.read_bytes()
+    names = [t[0] for t in parse(base).tensors]
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(apply(base, [["rename", names.index("blk.2.ffn_down.weight"), "blk.2.ffn_dwon.weight"]]))
+    window.open_path(str(bad))
+    qtbot.waitUntil(lambda: bool(no_modal_dialogs), timeout=10000)
+    kind, text = no_modal_dialogs[-1]
+    assert kind == "warning" and "llama.cpp refuses to load bad.gguf: check_tensor_dims: tensor " \
+        "'blk.2.ffn_down.weight' not found" in text, text
+    assert window.doc.model.path == good
+    assert window.open_path_sync(str(bad)) is False and len(no_modal_dialogs) == 2  # the same on the sync path
+    window.settings.setValue("llama_dir", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    monkeypatch.delenv("LAYERDECK_LLAMA_CPP_DIR", raising=False)
+    assert window.open_path_sync(str(bad))  # nobody to ask: it opens, and the summary says it was not checked
+    assert "not checked: no llama-fit-params found" in window.summary.text()
+
+
 def test_real_mouse_drag_moves_one_block(window, qtbot):
     board = window.board
     item = board.blocks["5:experts"]
