@@ -115,6 +115,10 @@ def _gib(value: int | None) -> str:
     return "-" if value is None else f"{value / GiB:.1f}"
 
 
+def _mib(value: int) -> str:
+    return f"{value / GiB:g} GiB" if value % GiB == 0 else f"{value / (1 << 20):,.0f} MiB"
+
+
 def _gbs(value: float | None) -> str:
     return "-" if value is None else f"{value / 1e9:.0f}"
 
@@ -147,6 +151,12 @@ def _rows(devices: Sequence[Device]) -> list[str]:
     for d in devices:
         label = d.name or d.description
         lines.append(f"  {label}: {_sources(d)}")
+        if d.buffer_alignment or d.max_buffer or d.max_tensor_bytes:
+            limits = [f"buffers aligned to {d.buffer_alignment or 'the default'} bytes"]
+            limits.append(f"largest buffer {_mib(d.max_buffer)}" if d.max_buffer else "no largest buffer")
+            if d.max_tensor_bytes:
+                limits.append(f"ops on tensors up to {_mib(d.max_tensor_bytes)}")
+            lines.append(f"  {label}: {', '.join(limits)}")
         lines += [f"  {label}: warning: {w}" for w in d.warnings]
         lines += [f"  {label}: could not read {fact}: {msg}" for fact, msg in d.errors.items()]
         if d.pci_bus_id:

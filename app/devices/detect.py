@@ -27,7 +27,9 @@ from app.devices.listing import DEFAULT_TIMEOUT_S, ListedDevice, Listing, Listin
 from app.devices.match import Match, match_by_name, match_cuda
 from app.devices.nvidia import read_nvidia
 from app.devices.records import DetectionResult, Device, DeviceKind, HostInfo, SourceError
-from app.devices.rpc import ASSUMED, CONNECT_TIMEOUT_S, PROBE_TIMEOUT_S, RpcProbe, probe_rpc_hosts
+from app.devices.rpc import ASSUMED, CONNECT_TIMEOUT_S, PROBE_TIMEOUT_S, RpcProbe, parse_endpoint, probe_rpc_hosts
+from app.devices.rpc_protocol import query_limits
+from app.errors import DetectError
 from app.llamacpp.binaries import LlamaCppNotFound, find_tool
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ def detect(
     cuda_probe: Callable[[Mapping[str, str]], Sequence[CudaDevice]] | None = probe_cuda,
     amd: bool | None = None,
     vulkan_probe: Callable[[Mapping[str, str]], Any] | None = None,
+    rpc_limits: Callable[[str, int], Any] | None = query_limits,
 ) -> DetectionResult:
     """Detect the devices llama.cpp can use here, in llama.cpp's model-device order.
 
@@ -67,6 +70,8 @@ def detect(
         amd: read AMD sysfs; default on Linux or with a non-default root.
         vulkan_probe: asks the Vulkan loader for the limits of llama.cpp's Vulkan devices (default
             :func:`app.devices.vulkan.probe_vulkan`); run only when llama.cpp lists a Vulkan device.
+        rpc_limits: asks each listed RPC server for its buffers' alignment and largest size
+            (:func:`app.devices.rpc_protocol.query_limits`); None to skip it.
     """
     env = dict(env)
     endpoints = list(rpc) if rpc is not None else rpc_from_env(env)
@@ -111,6 +116,8 @@ def detect(
         devices, hidden = _from_listing(listing, rpc_probe, gpus, env, probe, errors)
         if any(d.backend == "Vulkan" for d in listing.devices):
             devices = _with_vulkan_limits(devices, env, vulkan_probe, errors)
+        if rpc_limits is not None and any(d.rpc_endpoint and not d.warnings for d in devices):
+            devices = _with_rpc_limits(devices, rpc_limits, errors)
     else:
         devices, hidden = _guessed(rpc_probe, gpus, env, probe)
     devices.append(cpu_device(host))
@@ -157,6 +164,52 @@ def _with_vulkan_limits(devices: list[Device], env, vulkan_probe, errors: list[S
                     "Vulkan",
                     f"limits of {d.name} unknown ({why}): weights and ops above the driver's storage-buffer range "
                     "are estimated on the device although llama.cpp keeps them in host memory; use Verify",
+                )
+            )
+        out.append(d)
+    return out
+
+
+def _with_rpc_limits(devices: list[Device], query, errors: list[SourceError]) -> list[Device]:
+    """Attach each RPC device's buffer alignment and largest buffer, asked of its server in the RPC protocol
+    (a Vulkan host: alignment 16-256 and 1 GiB buffers, so compute buffers above 1 GiB are chunked). The hosts
+    are asked in parallel, after llama-server's listing let go of them; a host that does not answer is said."""
+    hosts = sorted({d.rpc_endpoint for d in devices if d.rpc_endpoint and not d.warnings})
+
+    def ask(text: str):
+        try:
+            ep = parse_endpoint(text)
+            return query(ep.host, ep.port), None
+        except (OSError, DetectError) as exc:
+            return None, str(exc)
+
+    with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
+        answers = dict(zip(hosts, pool.map(ask, hosts)))
+    out = []
+    for d in devices:
+        limits, problem = answers.get(d.rpc_endpoint or "", (None, None)) if not d.warnings else (None, None)
+        remote = None
+        if limits is not None:
+            remote = next((r for r in limits.devices if r.index == d.rpc_device_index), None)
+            if remote is None:
+                problem = f"the server reports {len(limits.devices)} devices, none with index {d.rpc_device_index}"
+        if remote is not None:
+            d = replace(
+                d,
+                buffer_alignment=remote.alignment,
+                max_buffer=remote.max_size,
+                sources={
+                    **d.sources,
+                    "limits": f"RPC server {d.rpc_endpoint} (protocol {'.'.join(map(str, limits.version))})",
+                },
+            )
+        elif problem:
+            errors.append(
+                SourceError(
+                    "RPC",
+                    f"buffer limits of {d.name} ({d.rpc_endpoint}) unknown ({problem}): its compute buffer is "
+                    "estimated as one buffer with alignment 32, as a CPU or CUDA server gives; a Vulkan server "
+                    "splits buffers above 1 GiB; use Verify",
                 )
             )
         out.append(d)

@@ -157,12 +157,16 @@ def _estimate(
             "of MiB either way (on lavapipe: 33 of 504 figures, worst 76 MiB); weights and context are exact; "
             "use Verify"
         )
-    big_rpc = [d.name for d in placement.devices if d.kind is DeviceKind.RPC and mem[d.name].compute > 1 << 30]
+    big_rpc = [
+        d.name
+        for d in placement.devices
+        if d.kind is DeviceKind.RPC and not d.alignment and mem[d.name].compute > 1 << 30  # limits not asked
+    ]
     if big_rpc:
         notes.append(
-            f"compute buffers of {', '.join(big_rpc)} are over 1 GiB: if that RPC host serves a Vulkan, Metal or "
-            "SYCL device, llama.cpp splits them into buffers of the device's largest size and may need more than "
-            "shown (Layerdeck assumes one buffer, as a CPU or CUDA host gives)"
+            f"compute buffers of {', '.join(big_rpc)} are over 1 GiB and the RPC server's buffer limits are not "
+            "known: if it serves a Vulkan, Metal or SYCL device, llama.cpp splits them into buffers of the device's "
+            "largest size and may need more than shown (Layerdeck assumes one buffer, as a CPU or CUDA host gives)"
         )
     if p.tied_embeddings and placement.duplicated_output:
         notes.append(f"tied embeddings: token_embd is loaded twice (host and {placement.duplicated_output})")

@@ -69,8 +69,8 @@ class _ChunkedAlloc:
         a = self.align
         size = (size + a - 1) // a * a
         best_c = best_b = -1
-        best_size = 1 << 63
         for c, (blocks, _) in enumerate(self.chunks):  # best fit among all but each chunk's last block
+            best_size = 1 << 63  # reset per chunk, as in ggml_dyn_tallocr_alloc: a later chunk's fit wins
             for i in range(len(blocks) - 1):
                 bs = blocks[i][1]
                 if bs >= size and bs <= best_size:
