@@ -63,6 +63,9 @@ NOT_TEXT_GENERATION = {
     "(unknown)": "placeholder entry of the table",
 }
 
+#: Architectures whose compared models carry NextN/MTP blocks (left out, as llama.cpp does without MTP speculation).
+NEXTN_CHECKED = frozenset({"glm4moe", "qwen35"})
+
 FEATURES = [
     (
         "Vision/audio projector (--mmproj, --no-mmproj-offload)",
@@ -77,7 +80,7 @@ FEATURES = [
     (
         "MTP / NextN layers as a draft (--spec-type draft-mtp)",
         "not yet",
-        "NextN layers are left out as llama.cpp does without MTP speculation (checked: glm4moe); "
+        "NextN layers are left out as llama.cpp does without MTP speculation (checked: glm4moe, qwen35); "
         "loading them for draft-mtp is not modelled",
     ),
     ("-sm tensor", "not yet", "weights and KV split across devices is not modelled"),
@@ -177,7 +180,7 @@ def render(archs: list[str], rows: list[dict]) -> str:
         counts[category] += 1
         backends = sorted({b for r in fit + srv if _passed(r) for b in r["backends"]})
         loads = _mark([r["ok"] for r in serves])
-        mtp = "NextN left out (as llama.cpp without MTP)" if a == "glm4moe" else "—"
+        mtp = "NextN left out (as llama.cpp without MTP)" if a in NEXTN_CHECKED else "—"
         out.append(
             f"| {a} | {graph} | {loads} | {blocks} | {kv} | {compute} | {', '.join(backends) or '—'} | "
             f"not yet | {mtp} |"

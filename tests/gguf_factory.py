@@ -116,6 +116,9 @@ ARCHS: tuple[str, ...] = (
     "hunyuan-moe",    # Hunyuan-A13B: q/k norms after rope, experts + shared MLP on every layer
     "glm4",           # GLM-4-0414: post norms, fused up projection (2 x n_ff) with a single-tensor SwiGLU
     "exaone4",        # EXAONE 4.0: no pre-norms, post norms, q/k norms; 64 layers: SWA 3:1, rope on SWA layers only
+    "qwen35",         # Qwen3.5 dense: gated delta-net (linear attention) layers, full gated attention every 4th
+    "qwen35moe",      # Qwen3.5 MoE: the same layers, routed experts + a sigmoid-gated shared expert
+    "qwen3next",      # Qwen3-Next: as qwen35moe with fused beta/alpha (ssm_ba), NEOX rope, q/k heads repeated
 )
 
 #: ``general.architecture`` per factory name.
@@ -299,6 +302,17 @@ _TINY: dict[str, dict[str, Any]] = {
     "exaone4": dict(n_ff=192, sliding_window=None),
     "gemma3": dict(n_layer=6, head_dim=32, n_ff=128, sliding_window=128, swa_pattern=None, rms_eps=1e-6,
                    rope_base=1000000.0, final_logit_softcapping=None),
+    # Qwen3.5: linear-attention heads (ssm_n_group key heads, ssm_n_head value heads, ssm_d_state wide each)
+    "qwen35": dict(head_dim=32, rope_dim=16, rope_sections=(3, 3, 2, 0), n_ff=128, full_attention_interval=4,
+                   recurrent_layers=None, ssm_d_conv=4, ssm_d_state=16, ssm_n_group=2, ssm_n_head=4, n_nextn=0,
+                   rms_eps=1e-6, rope_base=10000000.0),
+    "qwen35moe": dict(head_dim=32, rope_dim=16, rope_sections=(3, 3, 2, 0), n_ff=128, full_attention_interval=4,
+                      recurrent_layers=None, ssm_d_conv=4, ssm_d_state=16, ssm_n_group=2, ssm_n_head=4, n_nextn=0,
+                      n_expert=8, n_expert_used=2, n_ff_exp=64, n_ff_shexp=64, rms_eps=1e-6, rope_base=10000000.0),
+    # ssm_in: the legacy single qkvz projection instead of attn_qkv + attn_gate
+    "qwen3next": dict(head_dim=32, rope_dim=16, n_ff=128, full_attention_interval=4, recurrent_layers=None,
+                      ssm_d_conv=4, ssm_d_state=16, ssm_n_group=2, ssm_n_head=4, ssm_in=False, n_expert=8,
+                      n_expert_used=2, n_ff_exp=64, n_ff_shexp=64, rms_eps=1e-6, rope_base=10000000.0),
 }
 
 
@@ -437,6 +451,34 @@ SPARSE_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
         name="gemma-3-4b-it", n_layer=34, n_embd=2560, n_head=8, n_head_kv=4, head_dim=256, n_ff=10240,
         sliding_window=1024, n_ctx_train=131072, rope_base=1000000.0, n_vocab=262208, tied_embeddings=True,
         quant="q4_k_m", file_type=15)),
+    # Qwen3.5 (config.json): 27B dense, 64 layers of 3 gated delta-net : 1 full attention (interval 4), 24 query
+    # heads / 4 KV heads of 256 (rope on 64 dims, mrope sections 11/11/10), linear attention 16 key heads and 48
+    # value heads of 128, conv kernel 4, FFN 17408, vocabulary 248320, 262144 context, + 1 MTP block
+    "qwen3.5-27b": ("qwen35", dict(
+        name="Qwen3.5-27B", n_layer=64, n_nextn=1, n_embd=5120, n_head=24, n_head_kv=4, head_dim=256, rope_dim=64,
+        rope_sections=(11, 11, 10, 0), n_ff=17408, full_attention_interval=4, ssm_d_conv=4, ssm_d_state=128,
+        ssm_n_group=16, ssm_n_head=48, n_ctx_train=262144, rope_base=10000000.0, rms_eps=1e-6, n_vocab=248320,
+        quant="q4_k_m", file_type=15)),
+    # 35B-A3B: 40 layers (interval 4), 16 query / 2 KV heads of 256, linear attention 16 key / 32 value heads,
+    # 256 experts of 512 (8 used) + a shared expert of 512
+    # Qwen3-Next-80B-A3B: 48 layers (interval 4), 16 query / 2 KV heads of 256 (rope on 64 dims), linear attention
+    # 16 key / 32 value heads of 128, 512 experts of 512 (10 used) + a shared expert of 512, vocabulary 151936
+    "qwen3-next-80b-a3b": ("qwen3next", dict(
+        name="Qwen3-Next-80B-A3B-Instruct", n_layer=48, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256,
+        rope_dim=64, n_ff=5120, full_attention_interval=4, ssm_d_conv=4, ssm_d_state=128, ssm_n_group=16,
+        ssm_n_head=32, n_expert=512, n_expert_used=10, n_ff_exp=512, n_ff_shexp=512, n_ctx_train=262144,
+        rope_base=10000000.0, rms_eps=1e-6, n_vocab=151936, quant="q4_k_m", file_type=15)),
+    # the same in the layout of early conversions: one ssm_in (qkvz) projection instead of attn_qkv + attn_gate
+    "qwen3-next-80b-a3b-ssm-in": ("qwen3next", dict(
+        name="Qwen3-Next-80B-A3B-Instruct", n_layer=48, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256,
+        rope_dim=64, n_ff=5120, full_attention_interval=4, ssm_d_conv=4, ssm_d_state=128, ssm_n_group=16,
+        ssm_n_head=32, ssm_in=True, n_expert=512, n_expert_used=10, n_ff_exp=512, n_ff_shexp=512,
+        n_ctx_train=262144, rope_base=10000000.0, rms_eps=1e-6, n_vocab=151936, quant="q4_k_m", file_type=15)),
+    "qwen3.5-35b-a3b": ("qwen35moe", dict(
+        name="Qwen3.5-35B-A3B", n_layer=40, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256, rope_dim=64,
+        rope_sections=(11, 11, 10, 0), n_ff=512, full_attention_interval=4, ssm_d_conv=4, ssm_d_state=128,
+        ssm_n_group=16, ssm_n_head=32, n_expert=256, n_expert_used=8, n_ff_exp=512, n_ff_shexp=512,
+        n_ctx_train=262144, rope_base=10000000.0, rms_eps=1e-6, n_vocab=248320, quant="q4_k_m", file_type=15)),
 }
 
 
@@ -1158,6 +1200,87 @@ def _build_gemma3(s: ModelSpec, hp: dict[str, Any]) -> None:
         _dense_ffn(s, i, n_embd, hp["n_ff"])
         s.add(p + "post_ffw_norm.weight", (n_embd,), "norm")
 
+def _build_qwen35(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/qwen35.cpp and qwen35moe.cpp: gated delta-net layers (fused attn_qkv + attn_gate, conv1d,
+    beta/alpha, ssm_norm, ssm_out) and gated full attention (Q projection twice as wide: query and gate, q/k
+    norms) on every ``full_attention_interval``-th layer (or where ``recurrent_layers`` is False), each followed
+    by post_attention_norm and a dense FFN or (qwen35moe) routed experts + a gated shared expert. NextN/MTP
+    blocks (``n_nextn``) are full-attention blocks after the trunk. ``qwen3next`` (src/models/qwen3next.cpp):
+    one ``ssm_ba`` projection for beta and alpha, no mrope sections, always experts; ``ssm_in`` writes the
+    legacy fused qkvz projection instead of attn_qkv + attn_gate."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    n_nextn = int(hp.get("n_nextn") or 0)
+    nall = nl + n_nextn
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nall)
+    d_conv, d_state = int(hp["ssm_d_conv"]), int(hp["ssm_d_state"])
+    n_k, n_v = int(hp["ssm_n_group"]), int(hp["ssm_n_head"])
+    key_dim, value_dim = d_state * n_k, d_state * n_v
+    conv_dim = 2 * key_dim + value_dim
+    if hp.get("recurrent_layers") is not None:
+        recr = [bool(x) for x in hp["recurrent_layers"]][:nl]
+    else:
+        k = int(hp["full_attention_interval"])
+        recr = [(i + 1) % k != 0 for i in range(nl)]
+    moe = bool(hp.get("n_expert"))
+    nxt = s.gguf_arch == "qwen3next"
+    _common_kv(s, hp, nall)
+    s.set("{arch}.rope.dimension_count", int(hp["rope_dim"] or hd))
+    if not nxt:
+        s.set("{arch}.rope.dimension_sections", [int(x) for x in hp["rope_sections"]], VT.INT32)
+    s.set("{arch}.ssm.conv_kernel", d_conv)
+    s.set("{arch}.ssm.inner_size", value_dim)
+    s.set("{arch}.ssm.state_size", d_state)
+    s.set("{arch}.ssm.time_step_rank", n_v)
+    s.set("{arch}.ssm.group_count", n_k)
+    if hp.get("recurrent_layers") is not None:
+        s.set("{arch}.attention.recurrent_layers", recr + [False] * n_nextn, VT.BOOL)
+    else:
+        s.set("{arch}.full_attention_interval", int(hp["full_attention_interval"]))
+    if moe and hp.get("n_ff_shexp"):
+        s.set("{arch}.expert_shared_feed_forward_length", int(hp["n_ff_shexp"]))
+    if n_nextn:
+        s.set("{arch}.nextn_predict_layers", n_nextn)
+    _embeddings(s, hp)
+    for i in range(nall):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        s.add(p + "post_attention_norm.weight", (n_embd,), "norm")
+        if i < nl and recr[i]:
+            if nxt and hp.get("ssm_in"):
+                s.add(p + "ssm_in.weight", (n_embd, 2 * key_dim + 2 * value_dim))
+            else:
+                s.add(p + "attn_qkv.weight", (n_embd, conv_dim))
+                s.add(p + "attn_gate.weight", (n_embd, value_dim))
+            s.add(p + "ssm_conv1d.weight", (d_conv, conv_dim), "norm")  # left unquantized (llama-quant)
+            s.add(p + "ssm_dt.bias", (n_v,), "bias")
+            s.add(p + "ssm_a", (n_v,), "ssm_a")
+            if nxt:
+                s.add(p + "ssm_ba.weight", (n_embd, 2 * n_v))
+            else:
+                s.add(p + "ssm_beta.weight", (n_embd, n_v))
+                s.add(p + "ssm_alpha.weight", (n_embd, n_v))
+            s.add(p + "ssm_norm.weight", (d_state,), "norm")
+            s.add(p + "ssm_out.weight", (value_dim, n_embd))
+        else:
+            s.add(p + "attn_q.weight", (n_embd, 2 * hd * n_head))  # query and its output gate, per head
+            s.add(p + "attn_k.weight", (n_embd, hd * kv[i]))
+            s.add(p + "attn_v.weight", (n_embd, hd * kv[i]))
+            s.add(p + "attn_output.weight", (hd * n_head, n_embd))
+            s.add(p + "attn_q_norm.weight", (hd,), "norm")
+            s.add(p + "attn_k_norm.weight", (hd,), "norm")
+        if moe:
+            _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
+            s.add(p + "ffn_gate_inp_shexp.weight", (n_embd,), "router")
+            _shared_expert(s, i, n_embd, hp["n_ff_shexp"])
+        else:
+            _dense_ffn(s, i, n_embd, hp["n_ff"])
+        if i >= nl:
+            s.add(p + "nextn.eh_proj.weight", (2 * n_embd, n_embd))
+            s.add(p + "nextn.enorm.weight", (n_embd,), "norm")
+            s.add(p + "nextn.hnorm.weight", (n_embd,), "norm")
+            s.add(p + "nextn.shared_head_norm.weight", (n_embd,), "norm")
+
 
 _BUILDERS: dict[str, Callable[[ModelSpec, dict[str, Any]], None]] = {
     "llama": _build_llama,
@@ -1183,6 +1306,9 @@ _BUILDERS: dict[str, Callable[[ModelSpec, dict[str, Any]], None]] = {
     "hunyuan-moe": _build_hunyuan_moe,
     "glm4": _build_glm4,
     "exaone4": _build_exaone4,
+    "qwen35": _build_qwen35,
+    "qwen35moe": _build_qwen35,
+    "qwen3next": _build_qwen35,
 }
 
 

@@ -86,6 +86,14 @@ def test_special_layouts():
     assert gh.kv["granitehybrid.attention.head_count_kv"][0] == [0, 0, 2, 0]
     glm = gf.model_spec("glm4moe")
     assert glm.n_layer == 4 and glm.kv["glm4moe.nextn_predict_layers"][0] == 1
+    q35 = gf.model_spec("qwen35")  # layers 0-2 gated delta-net, 3 full attention (Q twice as wide: query + gate)
+    assert q35.tensor("blk.0.attn_qkv.weight").shape == (64, 2 * 2 * 16 + 4 * 16)
+    assert q35.tensor("blk.0.ssm_conv1d.weight").shape == (4, 128) and q35.tensor("blk.0.ssm_a").shape == (4,)
+    assert q35.tensor("blk.3.attn_q.weight").shape == (64, 2 * 4 * 32)
+    assert q35.kv["qwen35.rope.dimension_sections"][0] == [3, 3, 2, 0]
+    nxt = gf.model_spec("qwen3next", ssm_in=True)
+    assert nxt.tensor("blk.0.ssm_in.weight").shape == (64, 2 * 32 + 2 * 64)
+    assert nxt.tensor("blk.0.ssm_ba.weight").shape == (64, 8)
 
 
 # --------------------------------------------------------------------------- tiny models: llama-server
@@ -122,7 +130,10 @@ def test_tiny_model_serves_completion(arch, tiny_models, llama_server):
     ("llama", dict(tied_embeddings=True, n_head_kv=[2, 2, 2, 2], vocab_extra=100)),
     ("deepseek2", dict(tied_embeddings=True, n_layer=2)),
     ("gpt-oss", dict(swa_pattern=[True, False, True, False], n_ctx_train=2048)),
-], ids=["llama-tied-kv-array", "deepseek2-tied", "gpt-oss-swa-array"])
+    ("qwen35", dict(recurrent_layers=[True, False, True, False], tied_embeddings=True)),
+    ("qwen3next", dict(ssm_in=True)),
+], ids=["llama-tied-kv-array", "deepseek2-tied", "gpt-oss-swa-array", "qwen35-recurrent-array-tied",
+        "qwen3next-ssm-in"])
 def test_tiny_variants_serve_completion(arch, kwargs, tmp_path, llama_server):
     path = gf.write_tiny_model(arch, tmp_path / f"{arch}.gguf", **kwargs)
     server = llama_server(path, "-c", "256", "-np", "1", "--fit", "off", "-ngl", "0", "-t", "2")

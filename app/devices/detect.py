@@ -193,7 +193,7 @@ def _with_rpc_limits(devices: list[Device], query, errors: list[SourceError]) ->
             remote = next((r for r in limits.devices if r.index == d.rpc_device_index), None)
             if remote is None:
                 problem = f"the server reports {len(limits.devices)} devices, none with index {d.rpc_device_index}"
-        if remote is not None:
+        if remote is not None and limits is not None:
             d = replace(
                 d,
                 buffer_alignment=remote.alignment,

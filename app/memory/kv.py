@@ -113,11 +113,25 @@ def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) ->
 
 
 #: Architectures whose recurrent state llama.cpp sizes from the ``ssm.*`` keys the way
-#: :func:`recurrent_bytes_per_layer` does (``llama_hparams::n_embd_r``/``n_embd_s`` for Mamba 1/2 layers).
-#: RWKV (token shift, wkv), LFM2 (short conv), Kimi KDA and the gated delta-net layers of qwen3next/qwen35
-#: size theirs differently: not modelled, see :func:`state_is_modelled`.
+#: :func:`recurrent_bytes_per_layer` does (``llama_hparams::n_embd_r``/``n_embd_s`` without RWKV, short-conv,
+#: KDA or lightning-attention sizes): Mamba 1/2 layers, and the gated delta-net layers of qwen3next/qwen35,
+#: whose conv state is ``(d_conv - 1) * (d_inner + 2 * n_group * d_state)`` (q, k and v channels) and whose
+#: delta-rule state ``d_state * d_inner`` (a head_v_dim x head_v_dim matrix per value head, head_v_dim =
+#: d_state). RWKV (token shift, wkv), LFM2 (short conv), Kimi KDA and MiniMax size theirs differently: not
+#: modelled, see :func:`state_is_modelled`.
 MAMBA_STATE_ARCHS = frozenset(
-    {"mamba", "mamba2", "jamba", "falcon-h1", "granitehybrid", "nemotron_h", "nemotron_h_moe"}
+    {
+        "mamba",
+        "mamba2",
+        "jamba",
+        "falcon-h1",
+        "granitehybrid",
+        "nemotron_h",
+        "nemotron_h_moe",
+        "qwen3next",
+        "qwen35",
+        "qwen35moe",
+    }
 )
 
 

@@ -3,7 +3,9 @@
 Per layer: ``attn`` (norms, q/k/v/o, MLA projections, sinks), ``ffn`` (dense
 FFN, shared experts and router), ``experts`` (routed experts, with parts
 gate/up/down or fused gate_up that can be placed separately), ``ssm``
-(recurrent state tensors of hybrid layers) and ``other`` (anything unknown
+(recurrent state tensors of hybrid layers: ``ssm_*`` including ``ssm_norm``, and in a recurrent layer the
+linear-attention projections ``attn_qkv``/``attn_gate`` of the gated delta-net layers of qwen3next/qwen35) and
+``other`` (anything unknown
 in a layer, plus NextN/MTP extras). Global blocks: ``input`` (token
 embeddings), ``output`` (output norm and head) and ``global`` (anything
 else). Every tensor lands in exactly one block, so block sizes add up to the
@@ -48,10 +50,12 @@ _INPUT_NAMES = (
 _OUTPUT_NAMES = ("output.", "output_norm.")
 _SSM_PREFIXES = ("ssm_", "time_mix_", "channel_mix_", "shortconv", "conv1d")
 EXPERT_PARTS = ("gate", "up", "down", "gate_up")
+#: In a recurrent layer these are the linear-attention (gated delta-net) input projections, not attention.
+_RECURRENT_ATTN = ("attn_qkv.", "attn_gate.")
 
 
-def classify(name: str) -> tuple[int | None, Role, str | None]:
-    """(layer, role, expert part) for a tensor name."""
+def classify(name: str, recurrent: bool = False) -> tuple[int | None, Role, str | None]:
+    """(layer, role, expert part) for a tensor name; ``recurrent``: its layer is a recurrent one."""
     m = _LAYER_RE.match(name)
     if m is None:
         if name.startswith(_INPUT_NAMES):
@@ -65,6 +69,8 @@ def classify(name: str) -> tuple[int | None, Role, str | None]:
         return layer, Role.EXPERTS, e.group(1)
     if suffix.startswith("nextn."):
         return layer, Role.OTHER, None
+    if suffix.startswith(_SSM_PREFIXES) or (recurrent and suffix.startswith(_RECURRENT_ATTN)):
+        return layer, Role.SSM, None
     if (
         suffix.startswith("attn_")
         or "norm" in suffix.split(".")[0]
@@ -73,8 +79,6 @@ def classify(name: str) -> tuple[int | None, Role, str | None]:
         return layer, Role.ATTN, None
     if suffix.startswith(("ffn_", "exp_probs_b")):
         return layer, Role.FFN, None
-    if suffix.startswith(_SSM_PREFIXES):
-        return layer, Role.SSM, None
     return layer, Role.OTHER, None
 
 
@@ -112,8 +116,11 @@ def build_blocks(tensors: list[TensorInfo], params: ModelParams) -> list[Block]:
     """Group tensors into blocks, ordered input, layers (attn, ffn, experts, ssm, other), output, global."""
     by_id: dict[str, Block] = {}
     first_nextn = params.n_layer - params.nextn_layers if params.nextn_layers else None
+    recurrent = params.recurrent_layers
     for t in tensors:
-        layer, role, part = classify(t.name)
+        m = _LAYER_RE.match(t.name)
+        il = int(m.group(1)) if m is not None else -1
+        layer, role, part = classify(t.name, 0 <= il < len(recurrent) and recurrent[il])
         bid = block_id(layer, role)
         blk = by_id.get(bid)
         if blk is None:

@@ -732,11 +732,46 @@ def _check_experts(m: Meta, arch: str, n_layer: int) -> None:
         )
 
 
+#: Hybrids of gated delta-net (linear attention) and full-attention layers (``src/models/qwen35.cpp`` ...):
+#: ``attention.recurrent_layers`` (a per-layer bool array) or else ``full_attention_interval`` (default 4) marks
+#: the recurrent layers; NextN/MTP blocks after the trunk are full-attention blocks.
+DELTA_NET_ARCHS = frozenset({"qwen3next", "qwen35", "qwen35moe"})
+
+
 def _recurrent_layers(p: ModelParams, m: Meta) -> list[bool]:
     if p.arch in RECURRENT_ARCHS:
         return [True] * p.n_layer
     if p.arch not in HYBRID_ARCHS:
         return [False] * p.n_layer
+    if p.arch in DELTA_NET_ARCHS:
+        # load_arch_hparams: get_key_or_arr(LLM_KV_ATTENTION_RECURRENT_LAYERS, is_recr_impl, n_layer_all), else
+        # is_recr = il < n_layer && (il + 1) % full_attention_interval != 0 with the interval defaulting to 4
+        n_main = p.n_layer - p.nextn_layers
+        flags = m.layer_flags("{arch}.attention.recurrent_layers")
+        if isinstance(flags, list):
+            if len(flags) != p.n_layer:
+                key = m.key("{arch}.attention.recurrent_layers")
+                raise m.error(
+                    key,
+                    f"holds {len(flags):,} values, but block_count says {p.n_layer:,} layers",
+                    f"arr ({len(flags):,} items)",
+                    f"{p.n_layer} values",
+                    f"key {key} has wrong array length; expected {p.n_layer}, got {len(flags)}",
+                )
+            # the memory's layer filters keep NextN/MTP blocks out of the recurrent state either way
+            return [f and il < n_main for il, f in enumerate(flags)]
+        if flags is not None:
+            return [bool(flags) and il < n_main for il in range(p.n_layer)]
+        k = m.u32("{arch}.full_attention_interval", 4)
+        if k == 0:
+            raise m.error(
+                m.key("{arch}.full_attention_interval"),
+                "is 0, and llama.cpp divides by it",
+                "u32 (0)",
+                "u32 > 0",
+                "floating point exception (modulo by zero)",
+            )
+        return [il < n_main and (il + 1) % k != 0 for il in range(p.n_layer)]
     # Hybrids mark attention layers by a zero KV-head count per layer, or by a fixed interval.
     k = m.u32("{arch}.full_attention_interval")
     if k:

@@ -29,6 +29,7 @@ KEYS: tuple[str, ...] = (
     "ssm.time_step_rank",
     "ssm.group_count",
     "full_attention_interval",
+    "attention.recurrent_layers",
     "vocab_size",
 )
 
@@ -380,6 +381,7 @@ READERS: dict[str, frozenset[str]] = {
         ]
     ),
     "full_attention_interval": frozenset(["minimax-01", "qwen35", "qwen35moe", "qwen3next", "qwen4exp"]),
+    "attention.recurrent_layers": frozenset(["minimax-01", "qwen35", "qwen35moe", "qwen3next", "qwen4exp"]),
     "vocab_size": frozenset(["deepseek2", "llama", "llama-embed", "mistral4"]),
 }
 

@@ -155,6 +155,26 @@ CASES: list[Case] = [
     _c("ex1-1rpc", "exaone-4.0-1.2b", 1, "-c 65536 -ngl all -np 2 -fa on"),
     _c("goss-2rpc-pipeline", "gpt-oss-120b", 2, "-c 8192 -ngl all -ts 1,1 -fa off"),
     _c("q30-cpu-np3-nokvu", "qwen3-30b-a3b", 0, "-c 12288 -np 3 -fa off"),
+    # Qwen3.5 / Qwen3-Next hybrids: gated delta-net layers (recurrent state per sequence, no KV) with full attention
+    # every 4th layer (KV); the dense 27B carries an MTP block (left out, as without --spec-type draft-mtp)
+    _c("q35-27b-cpu", "qwen3.5-27b", 0, "-c 4096"),
+    _c("q35-27b-1rpc", "qwen3.5-27b", 1, "-c 8192 -ngl all -fa on"),
+    _c("q35-27b-2rpc-faoff", "qwen3.5-27b", 2, "-c 16384 -ngl all -ts 1,1 -fa off"),
+    _c("q35-27b-2rpc-np4", "qwen3.5-27b", 2, "-c 16384 -ngl all -ts 3,1 -np 4 -fa on"),
+    _c("q35-27b-1rpc-ngl30-q8", "qwen3.5-27b", 1, "-c 32768 -ngl 30 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("q35-27b-2rpc-np2-ub256", "qwen3.5-27b", 2, "-c 8192 -ngl all -ts 1,2 -np 2 -fa off -ub 256"),
+    _c("q35-27b-cpu-np3", "qwen3.5-27b", 0, "-c 16384 -np 3 -fa off"),
+    _c("q35-35b-cpu", "qwen3.5-35b-a3b", 0, "-c 4096"),
+    _c("q35-35b-1rpc-cmoe", "qwen3.5-35b-a3b", 1, "-c 16384 -ngl all -cmoe -fa on"),
+    _c("q35-35b-2rpc-ncmoe", "qwen3.5-35b-a3b", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 10 -fa off"),
+    _c("q35-35b-2rpc-np4-q8", "qwen3.5-35b-a3b", 2, "-c 32768 -ngl all -ts 2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("q35-35b-1rpc-ngl20-np2", "qwen3.5-35b-a3b", 1, "-c 8192 -ngl 20 -fa off -np 2"),
+    _c("q35-35b-1rpc-ncmoe32", "qwen3.5-35b-a3b", 1, "-c 8192 -ngl all -ncmoe 32 -fa on"),
+    _c("qnext-cpu", "qwen3-next-80b-a3b", 0, "-c 4096"),
+    _c("qnext-2rpc-cmoe-np2", "qwen3-next-80b-a3b", 2, "-c 16384 -ngl all -ts 1,1 -cmoe -fa off -np 2"),
+    _c("qnext-1rpc-ncmoe40", "qwen3-next-80b-a3b", 1, "-c 8192 -ngl all -ncmoe 40 -fa on"),
+    _c("qnext-cpu-np4-q8", "qwen3-next-80b-a3b", 0, "-c 8192 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("qnext-ssmin-2rpc-np2", "qwen3-next-80b-a3b-ssm-in", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 40 -fa on -np 2"),
 ]
 
 

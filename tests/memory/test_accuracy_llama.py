@@ -83,6 +83,11 @@ SERVER_CASES = [
     ("hunyuan-moe", 1, "-c 4096 -ngl all -fa on"),
     ("glm4", 2, "-c 4096 -ngl all -ts 1,1 -fa off"),
     ("exaone4", 1, "-c 4096 -ngl all"),
+    ("qwen35", 1, "-c 4096 -ngl all"),
+    ("qwen35", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2"),
+    ("qwen35moe", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 1"),
+    ("qwen35moe", 1, "-c 8192 -np 4 -ngl all -fa on"),
+    ("qwen3next", 1, "-c 4096 -ngl all -cmoe -fa off"),
 ]
 
 _BUF = re.compile(r"(\S+) (model|KV|RS|compute|output) buffer size =\s*([\d.]+) MiB")

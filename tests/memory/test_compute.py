@@ -23,11 +23,11 @@ from tests.gguf_factory import write_sparse_model
 GiB = 1 << 30
 
 
-def _uncut(sigs):
+def _uncut(sigs, hood=1):
     return list(range(len(sigs)))
 
 
-@pytest.mark.parametrize("spec", ["qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b"])
+@pytest.mark.parametrize("spec", ["qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b", "qwen3-next-80b-a3b", "qwen3.5-27b"])
 def test_compressed_graph_gives_the_same_buffers(spec, tmp_path, monkeypatch):
     model = open_model(write_sparse_model(spec, tmp_path / f"{spec}.gguf"))
     devices = [Lane(f"RPC{i}", f"RPC0[127.0.0.1:{5000 + i}]", 48 * GiB, 48 * GiB, "rpc") for i in range(3)]
@@ -52,3 +52,25 @@ def test_compressed_graph_gives_the_same_buffers(spec, tmp_path, monkeypatch):
             assert abs(a.compute - b.compute) <= 4096, (trial, a.name, a.compute - b.compute)
         checked += 1
     assert checked == 20
+
+
+@pytest.mark.parametrize("spec", ["qwen3-next-80b-a3b", "qwen3.5-35b-a3b"])
+def test_compressed_graph_of_periodic_hybrids(spec, tmp_path, monkeypatch):
+    """3 recurrent : 1 attention layers, the first N layers' experts on the CPU (-ncmoe N): a wrong cut of the
+    layers after the split loses a peak (qwen3next -ncmoe 40 -fa on lost 28 MiB with a narrower neighbourhood)."""
+    from app.command.parse import settings_from_args
+
+    model = open_model(write_sparse_model(spec, tmp_path / f"{spec}.gguf"))
+    devices = [Lane(f"RPC{i}", f"RPC{i}[127.0.0.1:{5000 + i}]", 96 * GiB, 96 * GiB, "rpc") for i in range(2)]
+    n = model.params.n_layer
+    for ncmoe in (n // 3, n - 9, n - 8, n - 7, n - 5):
+        for extra in (["-fa", "on"], ["-fa", "off", "-ts", "1,1", "-np", "2"]):
+            s = settings_from_args(["-c", "8192", "-ngl", "all", "-ncmoe", str(ncmoe), *extra], tool="fit-params")
+            model.__dict__.pop("_compute_facts", None)
+            fast = estimate(model, devices, s)
+            monkeypatch.setattr(core, "compress", _uncut)
+            model.__dict__.pop("_compute_facts", None)
+            full = estimate(model, devices, s)
+            monkeypatch.undo()
+            for a, b in zip(fast.devices, full.devices, strict=True):
+                assert b.compute > 0 and abs(a.compute - b.compute) <= 4096, (ncmoe, extra, a.name, a.compute, b.compute)

@@ -61,7 +61,7 @@ def test_exact_architectures_have_no_unchecked_note(arch):
 @pytest.mark.parametrize(
     "arch,graph",
     [("mamba2", "the mamba2 graph"), ("rwkv7", "a llama-style graph (no module of its own)"),
-     ("qwen35", "a llama-style graph (no module of its own)")],
+     ("plamo2", "a llama-style graph (no module of its own)")],
 )
 def test_other_architectures_say_so(arch, graph):
     note = compute.unchecked_note(arch)
@@ -80,3 +80,26 @@ def test_recurrent_state_not_modelled_is_said(tmp_path):
     assert note is not None and "recurrent state is not modelled" in note
     dense = open_model(write_tiny_model("llama", tmp_path / "l.gguf")).params
     assert state_is_modelled(dense)
+    # gated delta-net hybrids: the state is sized like Mamba's from the ssm.* keys, on the recurrent layers only
+    q35 = open_model(write_tiny_model("qwen35", tmp_path / "q.gguf")).params
+    assert state_is_modelled(q35) and q35.recurrent_layers == [True, True, True, False]
+    assert compute.unchecked_note("qwen35", state_is_modelled(q35)) is None
+
+
+def test_delta_net_layers_and_blocks(tmp_path):
+    """qwen35: attention.recurrent_layers (or full_attention_interval, default 4) marks the gated delta-net
+    layers; the MTP block is neither recurrent nor cached; linear-attention projections are recurrent blocks."""
+    from app.model import Role
+
+    m = open_model(write_tiny_model("qwen35", tmp_path / "a.gguf", recurrent_layers=[False, True, True, False]))
+    assert m.params.recurrent_layers == [False, True, True, False]
+    assert m.block_of("blk.1.attn_qkv.weight").role is Role.SSM
+    assert m.block_of("blk.1.attn_gate.weight").role is Role.SSM
+    assert m.block_of("blk.1.ssm_norm.weight").role is Role.SSM
+    assert m.block_of("blk.0.attn_q.weight").role is Role.ATTN
+    mtp = open_model(write_tiny_model("qwen35moe", tmp_path / "b.gguf", n_nextn=1)).params
+    assert mtp.n_layer == 5 and mtp.nextn_layers == 1
+    assert mtp.recurrent_layers == [True, True, True, False, False]
+    from app.memory.kv import has_kv_layers
+
+    assert has_kv_layers(mtp) == [False, False, False, True, False]

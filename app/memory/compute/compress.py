@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 _KEEP = 2  # periods of a repeating run simulated before jumping to its last period
-_KEEP_HOOD = 1  # copies of a repeated neighbourhood (previous, own, next layer) simulated
+_KEEP_HOOD = 1  # copies of a repeated neighbourhood (``hood`` layers either side and its own) simulated
 _MAX_PERIOD = 8
 
 
-def compress(sigs: list[tuple]) -> list[int]:
+def compress(sigs: list[tuple], hood: int = 1) -> list[int]:
     """Indices of the layers to build.
 
-    Periodic runs are cut to ``_KEEP`` periods plus their last one. Then any layer whose neighbourhood
-    (previous, own and next signature) has already been kept ``_KEEP`` times is dropped too, so scattered
-    overrides (every other layer's experts elsewhere, 40 -ot patterns) do not make the graph 94 layers long:
-    each backend's peak depends on a layer's own tensors and the copies at its boundaries, not on how many
-    times the same neighbourhood repeats. Checked against the uncut graph on 120 random placements of four
-    full-size models: one difference, 32 bytes (tests/memory/test_compute.py allows 4 KiB).
+    Periodic runs are cut to ``_KEEP`` periods plus their last one. Then any layer whose neighbourhood (the
+    signatures of the ``hood`` kept layers either side and its own) has already been kept ``_KEEP_HOOD`` times
+    is dropped too, so scattered overrides (every other layer's experts elsewhere, 40 -ot patterns) do not make
+    the graph 94 layers long: each backend's peak depends on a layer's own tensors and the copies at its
+    boundaries, not on how many times the same neighbourhood repeats. One layer either side (``hood`` 1) is
+    enough for every model but the hybrids with an attention layer every 4th, which get 2 (core.py; 2 for all
+    would cost 60% more estimate time): for qwen3next at -ncmoe 40 of 48, dropping one of the three recurrent
+    layers between the last two attention layers lost a 28 MiB peak. Checked against the uncut graph on random
+    placements of full-size models and on every -ncmoe split of the qwen35/qwen3next hybrids
+    (tests/memory/test_compute.py allows 4 KiB; seen: 32 bytes).
     """
     n = len(sigs)
     keep = []
@@ -44,10 +48,10 @@ def compress(sigs: list[tuple]) -> list[int]:
         if k < 2 or k >= len(keep) - 2:
             out.append(il)
             continue
-        hood = (sigs[keep[k - 1]], sigs[il], sigs[keep[k + 1]])
-        if seen.get(hood, 0) >= _KEEP_HOOD:
+        key = tuple(sigs[keep[j]] for j in range(k - hood, k + hood + 1))
+        if seen.get(key, 0) >= _KEEP_HOOD:
             continue
-        seen[hood] = seen.get(hood, 0) + 1
+        seen[key] = seen.get(key, 0) + 1
         out.append(il)
     return out
 

@@ -72,6 +72,8 @@ def model_facts(model: Model) -> dict:
         "names": names,
         "getters": getters,
         "kinds": kinds,
+        # hybrids (an attention layer among recurrent ones) need a wider neighbourhood in compress()
+        "hood": 2 if any(p.recurrent_layers[:n_main]) and not all(p.recurrent_layers[:n_main]) else 1,
         "glob": _getter(glob),
         # per layer, its tensors' types: layers of one structure but other quantizations (Q4_K_M puts Q6_K on
         # some) differ where weight bytes matter, in the copy of an offloaded weight and a backend's size limit
@@ -160,7 +162,7 @@ def compute_buffers(
         if cached_note and notes is not None:
             notes.append(cached_note)
         return dict(cached)
-    layers = pad_layers(compress(sigs), len(sigs))
+    layers = pad_layers(compress(sigs, facts["hood"]), len(sigs))
     gkey = (shape, settings.type_k, settings.type_v, tuple(facts["kinds"][il] for il in layers))
     graphs = facts["graphs"]
     approximate: str | None = None

@@ -19,6 +19,32 @@ from ..ggml import (
 )
 
 
+def rs_inputs(b):
+    """``build_rs_inp``: the ``rs_s_copy`` input and its main/extra views, one pair shared by every layer."""
+    c = b.c
+    ns, n_rs = c.n_seqs, c.n_rs
+    s_copy = b.inp("rs_s_copy", "i32", (n_rs,))
+    if "rs_views" not in b.inputs:
+        b.inputs["rs_views"] = (view(s_copy, (ns,), ()), view(s_copy, (n_rs - ns,), ()))
+    return b.inputs["rs_views"]
+
+
+def build_rs(b, state, size, fn=get_rows):
+    """``llm_graph_context::build_rs``: clear one state (an in-place scale of a view), gather the sequences'
+    states with ``fn`` (``get_rows`` unless the layer fuses it) and copy the untouched ones back."""
+    g = b.g
+    ns, n_rs = b.c.n_seqs, b.c.n_rs
+    s_main, s_extra = rs_inputs(b)
+    states = reshape(state, size, state.ne[1])
+    zero = view(states, (size,), ())
+    g.expand(view_tensor(zero, "SCALE", [zero]))
+    out = fn(states, s_main)
+    g.expand(out)
+    extra = get_rows(states, s_extra)
+    g.expand(cpy(extra, view(state, (size, n_rs - ns), (state.nb[1],))))
+    return out
+
+
 def mamba2_layer(b, cur, il):
     """``build_mamba2_layer`` (``src/models/mamba-base.cpp``) with the recurrent-state input of ``build_rs``."""
     c, p, g = b.c, b.p, b.g
@@ -29,10 +55,6 @@ def mamba2_layer(b, cur, il):
     n_group = p.ssm_n_group or 1
     n_seq_tokens = nt // ns
     n_rs = c.n_rs
-    s_copy = b.inp("rs_s_copy", "i32", (n_rs,))
-    if "rs_views" not in b.inputs:  # build_rs_inp: one pair of views shared by every recurrent layer
-        b.inputs["rs_views"] = (view(s_copy, (ns,), ()), view(s_copy, (n_rs - ns,), ()))
-    s_main, s_extra = b.inputs["rs_views"]
     conv_dim = d_inner + 2 * n_group * d_state
     n_embd_r = (d_conv - 1) * conv_dim
     n_embd_s = d_state * d_inner
@@ -40,14 +62,7 @@ def mamba2_layer(b, cur, il):
     s_all = b.cache(il, "s", "f32", (n_embd_s, n_rs))
 
     def rs(state, size, fn):
-        states = reshape(state, size, state.ne[1])
-        zero = view(states, (size,), ())
-        g.expand(view_tensor(zero, "SCALE", [zero]))
-        out = fn(states, s_main)
-        g.expand(out)
-        extra = get_rows(states, s_extra)
-        g.expand(cpy(extra, view(state, (size, n_rs - ns), (state.nb[1],))))
-        return out
+        return build_rs(b, state, size, fn)
 
     conv = rs(r_all, n_embd_r, get_rows)
     conv = reshape(conv, d_conv - 1, conv_dim, ns)
