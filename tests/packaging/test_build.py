@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -31,6 +32,8 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_BUNDLE_BYTES = 200 * 10**6
+#: The llama.cpp the bundle ships (the pinned CPU+RPC+Vulkan build: 4 static tools and the Vulkan loader, 157 MB).
+MAX_LLAMA_BYTES = 170 * 10**6
 DESKTOP_PACKAGES = {"libxcb-cursor0", "libxkbcommon-x11-0", "libegl1", "libgl1", "libfontconfig1", "libdbus-1-3",
                     "libxcb-icccm4", "libxcb-keysyms1", "libxcb1"}
 
@@ -56,7 +59,19 @@ def _clean_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
+def shipped_llama(llama_bin) -> Path:
+    """The llama.cpp build the installers carry: the CPU+RPC+Vulkan one where it can be built here, else the CPU
+    build (which the Vulkan-only checks then skip)."""
+    from app.llamacpp import build
+
+    try:
+        return Path(build.ensure_built(backend="vulkan"))
+    except (build.BuildError, OSError):
+        return llama_bin
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, shipped_llama) -> Path:
     try:
         import PyInstaller  # noqa: F401
     except ImportError:
@@ -65,7 +80,8 @@ def built(tmp_path_factory) -> Path:
         pytest.skip("dpkg-deb is not installed")
     out = tmp_path_factory.mktemp("dist")
     work = tmp_path_factory.mktemp("work")
-    res = subprocess.run([sys.executable, str(ROOT / "packaging" / "build.py"), "--out", str(out), "--work", str(work)],
+    res = subprocess.run([sys.executable, str(ROOT / "packaging" / "build.py"), "--out", str(out), "--work", str(work),
+                          "--llama-cpp", str(shipped_llama)],
                          cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, f"build.py failed:\n{res.stdout[-6000:]}\n{res.stderr[-6000:]}"
     assert "Artefacts:" in res.stdout
@@ -108,8 +124,11 @@ def run_app(exe: Path, *args: str, home: Path, timeout: float = 180, **env: str)
 
 def test_bundle_is_small_and_complete(built):
     bundle = built / "layerdeck"
-    size = sum(p.lstat().st_size for p in bundle.rglob("*") if p.is_file() and not p.is_symlink())
-    assert size < MAX_BUNDLE_BYTES, f"bundle is {size / 1e6:.0f} MB unpacked (limit 200 MB)"
+    size = sum(p.lstat().st_size for p in bundle.rglob("*")
+               if p.is_file() and not p.is_symlink() and "llama.cpp" not in p.relative_to(bundle).parts)
+    assert size < MAX_BUNDLE_BYTES, f"bundle is {size / 1e6:.0f} MB unpacked without llama.cpp (limit 200 MB)"
+    llama = sum(p.stat().st_size for p in (bundle / "llama.cpp").rglob("*") if p.is_file())
+    assert 0 < llama < MAX_LLAMA_BYTES, f"the shipped llama.cpp is {llama / 1e6:.0f} MB"
     internal = bundle / "_internal"
     assert (internal / "resources" / "demo" / "qwen3-30b-a3b.json").is_file()
     assert (internal / "resources" / "icons" / "layerdeck.svg").is_file()
@@ -152,7 +171,7 @@ def test_deb_metadata(deb):
     depends = {d.strip().split(" ")[0] for d in field("Depends").split(",")}
     assert DESKTOP_PACKAGES <= depends, DESKTOP_PACKAGES - depends
     assert re.search(r"libc6 \(>= 2\.\d+\)", field("Depends"))
-    assert int(field("Installed-Size")) * 1024 < MAX_BUNDLE_BYTES + 5 * 10**6
+    assert int(field("Installed-Size")) * 1024 < MAX_BUNDLE_BYTES + MAX_LLAMA_BYTES + 5 * 10**6
     recommends = set(field("Recommends").replace(",", " ").split())
     assert {"libwayland-client0", "libwayland-cursor0", "libwayland-egl1"} <= recommends
 
@@ -232,6 +251,65 @@ def test_installed_gui_smoke_test_on_x11(exe, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+def test_the_installed_app_runs_the_llama_cpp_it_ships(installed, exe, tmp_path, shipped_llama, tiny_models):
+    """The .deb carries the pinned llama.cpp in /opt/layerdeck/llama.cpp, found first with no settings at all;
+    the Vulkan build brings its loader (RUNPATH $ORIGIN/lib), lists lavapipe as Vulkan0 when it is made visible,
+    still starts with no Vulkan driver at all (the CPU device), and answers a prompt."""
+    folder = installed / "opt" / "layerdeck" / "llama.cpp"
+    tools = {p.name for p in folder.iterdir()}
+    assert {"llama-server", "llama-fit-params", "llama-bench", "ggml-rpc-server", "README.txt"} <= tools, tools
+    res = run_app(exe, "llama", "list", "--json", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    builds = json.loads(res.stdout)["builds"]
+    first = builds[0]
+    assert Path(first["folder"]) == folder and first["current"] and "beside the app" in first["sources"], first
+    vulkan = (shipped_llama / "llama-server").is_file() and "vulkan" in first["backends"]
+    if vulkan:
+        assert (folder / "lib" / "libvulkan.so.1").is_file()
+        assert "$ORIGIN/lib" in subprocess.run(["objdump", "-p", str(folder / "llama-server")], capture_output=True,
+                                               text=True).stdout
+        res = run_app(exe, "devices", "--json", home=tmp_path, GGML_VK_VISIBLE_DEVICES="0")
+        names = [d["name"] for d in json.loads(res.stdout)["devices"]]
+        assert names[0] == "Vulkan0", names
+        bare = subprocess.run([str(folder / "llama-server"), "--list-devices"], capture_output=True, text=True,
+                              timeout=60, env=_clean_env(tmp_path, VK_ICD_FILENAMES="/nonexistent.json",
+                                                         VK_DRIVER_FILES="/nonexistent.json"))
+        assert bare.returncode == 0 and "(none)" in bare.stdout, bare.stdout + bare.stderr
+    # the shipped server answers a prompt (on the CPU)
+    port = _free_port()
+    proc = subprocess.Popen([str(folder / "llama-server"), "-m", str(tiny_models["llama"]), "--port", str(port),
+                             "--host", "127.0.0.1", "-ngl", "0", "-c", "256"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=_clean_env(tmp_path))
+    try:
+        import urllib.request
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", method="POST",
+                                             data=json.dumps({"prompt": "a", "n_predict": 4}).encode(),
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    body = json.loads(r.read())
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.3)
+        assert body["tokens_predicted"] >= 1, body
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _fake_llama_server(folder: Path) -> Path:
     """A llama-server that records its environment and lists no devices."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -242,6 +320,9 @@ def _fake_llama_server(folder: Path) -> Path:
 
 
 def test_installed_app_finds_llama_cpp_beside_itself_first(installed, exe, tmp_path):
+    shipped = installed / "opt" / "layerdeck" / "llama.cpp"
+    if shipped.exists():  # the real build goes aside for this test: fakes that record their environment stand in
+        shipped.rename(tmp_path / "shipped")
     bundled = _fake_llama_server(installed / "opt" / "layerdeck" / "llama.cpp")
     configured = _fake_llama_server(tmp_path / "configured")
     on_path = _fake_llama_server(tmp_path / "on-path")
@@ -263,6 +344,8 @@ def test_installed_app_finds_llama_cpp_beside_itself_first(installed, exe, tmp_p
         assert server() == str(on_path)
     finally:
         shutil.rmtree(bundled.parent, ignore_errors=True)
+        if (tmp_path / "shipped").exists():
+            (tmp_path / "shipped").rename(shipped)
 
 
 # ------------------------------------------------------------------------------------------ clean Debian root

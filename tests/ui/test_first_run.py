@@ -16,7 +16,6 @@ import pytest
 
 from app.llamacpp import store
 from app.llamacpp.binaries import find_tool
-from tests.llama_fixtures import start_llama_server
 from tests.llamacpp.test_install import ReleaseServer, archives, recorded  # noqa: F401 - fixture
 
 SHOTS = os.environ.get("LAYERDECK_SHOTS")  # a folder: the banner's pictures are saved there to look at
@@ -85,14 +84,25 @@ def test_first_run_download_then_launch(qtbot, no_llama, server, tiny_models, tm
     assert "llama.cpp is ready" in banner.title.text()
     tool = find_tool("llama-server", win.settings.value("llama_dir"))
     assert tool.path == folder / "llama-server"
-    srv = start_llama_server(folder, tiny_models["llama"], "-c", "256", "-np", "1", log=tmp_path / "server.log")
+    # then, without leaving the window: open a model, Launch, ask, stop (the Launch panel's own path)
+    assert win.open_path_sync(str(tiny_models["llama"]))
+    win.doc.set_settings(n_ctx=256, n_parallel=1)
+    panel = win.launch
     try:
-        status, body = srv.request("/health")
-        assert status == 200
-        status, body = srv.request("/completion", {"prompt": "Hello", "n_predict": 4})
-        assert status == 200 and isinstance(body.get("content"), str)
+        assert panel.launch_btn.isEnabled(), panel.launch_btn.toolTip()
+        panel.launch_btn.click()
+        qtbot.waitUntil(lambda: panel.state_label.text() == "ready", timeout=90000)
+        assert panel.server.argv[0] == str(folder / "llama-server")  # the build the banner installed
+        panel.prompt.setText("Hello")
+        panel.n_predict.setValue(4)
+        panel.send_btn.click()
+        qtbot.waitUntil(lambda: "generation" in panel.try_speed.text(), timeout=60000)
+        assert panel.last_completion is not None and panel.last_completion.timings.predicted_n >= 1
+        _shot(win, "first-run-launched")
+        panel.stop_btn.click()
+        qtbot.waitUntil(lambda: panel.state_label.text() == "stopped", timeout=30000)
     finally:
-        srv.stop()
+        panel.shutdown()
 
 
 def test_first_run_cancel_keeps_everything(qtbot, no_llama, server):
