@@ -142,3 +142,51 @@ def test_compute_over_one_gib_behind_a_vulkan_rpc_server_is_chunked(model, args,
         for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context),
                              ("compute", mine.compute, row.compute)):
             assert within_floor(got, want), (name, q, got / MiB, want)
+
+
+@pytest.fixture
+def two_device_host(llama_vulkan_bin, tmp_path):
+    """One ggml-rpc-server serving two devices (``-d Vulkan0,CPU``): RPC0 is the remote lavapipe, RPC1 its CPU."""
+    import subprocess
+    import time
+
+    from tests.llama_fixtures import _port_open, free_port
+
+    port = free_port()
+    log = open(tmp_path / "rpc-two.log", "wb")
+    proc = subprocess.Popen([str(llama_vulkan_bin / "ggml-rpc-server"), "-p", str(port), "-d", "Vulkan0,CPU"],
+                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **VULKAN_ENV})
+    try:
+        deadline = time.monotonic() + 30
+        while not _port_open("127.0.0.1", port):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "rpc-two.log").read_text()
+            time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+@pytest.mark.parametrize("model,args", [("llama-3.1-8b", "-c 32768 -ngl all -ub 4096 -b 4096 -fa on -ts 1,1"),
+                                        ("qwen3-30b-a3b", "-c 16384 -ngl all -ts 3,1 -fa off")],
+                         ids=["l8b-ub4096", "q30-faoff"])
+def test_an_rpc_host_with_two_devices(model, args, llama_bin, two_device_host, sparse_models):
+    """Two lanes for one host, named as llama.cpp names them, each with its own buffer limits (the Vulkan device:
+    alignment 16 and 1 GiB buffers; the CPU device: 32 and none), and the estimate equal to the dry run's."""
+    path = sparse_models[model]
+    argv = ["--rpc", two_device_host, *args.split()]
+    theirs = {r.name: r for r in run_fit_print(path, argv, llama_dir=llama_bin, timeout=300)}
+    result = detect(llama_bin, rpc=[two_device_host], cuda_probe=None, amd=False)
+    rpc = [d for d in result.devices if d.rpc_endpoint]
+    assert [(d.name, d.rpc_endpoint, d.rpc_device_index) for d in rpc] == [
+        ("RPC0", two_device_host, 0), ("RPC1", two_device_host, 1)]
+    assert [(d.buffer_alignment, d.max_buffer) for d in rpc] == [(16, 1 << 30), (32, 0)]
+    lanes = from_detected(result.devices)
+    ours = estimate(open_model(path), lanes, settings_from_args(argv[2:], tool="fit-params"))
+    assert set(theirs) == {"RPC0", "RPC1", "CPU"}
+    for name, row in theirs.items():
+        mine = ours.device(name)
+        for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context),
+                             ("compute", mine.compute, row.compute)):
+            assert within_floor(got, want), (name, q, got / MiB, want)
