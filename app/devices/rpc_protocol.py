@@ -105,7 +105,13 @@ def query_limits(host: str, port: int, timeout: float = TIMEOUT_S) -> ServerLimi
     Raises :class:`RpcProtocolError` (or ``OSError`` for a refused connection) with what went wrong."""
     what = f"the RPC server {host}:{port}"
     deadline = time.monotonic() + timeout
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    try:  # over IPv4, resolved first, as the llama.cpp client connects (gethostbyname, AF_INET)
+        infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError) as exc:
+        raise RpcProtocolError(f"{what}: cannot resolve {host!r} to an IPv4 address ({exc})") from None
+    if not infos:
+        raise RpcProtocolError(f"{what}: {host!r} has no IPv4 address")
+    with socket.create_connection((str(infos[0][4][0]), port), timeout=timeout) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c = _Conn(sock, what, deadline)
         major, minor, patch, _ = struct.unpack_from("<4B", c.call(CMD_HELLO, bytes(CONN_CAPS_SIZE), 4 + CONN_CAPS_SIZE))
