@@ -139,3 +139,32 @@ def set_aside(path: str | os.PathLike, tag: str = "corrupt", *, keep_extension: 
     target = path.with_name(name(n))
     os.replace(path, target)
     return target
+
+
+def read_json_cache(path: str | os.PathLike, limit: int, what: str) -> dict:
+    """The JSON object cached at ``path``, or ``{}`` when there is none or it cannot be used (too large, not
+    JSON, not an object, unreadable: logged with ``what`` naming the cache, never raised)."""
+    import json
+    import logging
+
+    try:
+        data = json.loads(read_small_file(path, limit).decode("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, RecursionError) as exc:
+        logging.getLogger(__name__).warning("the %s cannot be used (%s); it is made again", what, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_json_cache(path: str | os.PathLike, data: dict, what: str) -> None:
+    """Replace the cache at ``path`` with ``data`` in one step (:func:`atomic_write_text`); a failure is logged."""
+    import json
+    import logging
+
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(data))
+    except OSError as exc:
+        logging.getLogger(__name__).warning("could not write the %s %s: %s", what, path, exc)

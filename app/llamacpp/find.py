@@ -19,7 +19,6 @@ the one vendored in the pinned llama-cpp-python sdist (:data:`PINNED_BUILD`).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import mmap
 import os
@@ -31,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..paths import atomic_write_text, read_small_file
+from ..paths import read_json_cache, write_json_cache
 from . import store
 from .binaries import search_dirs
 from .capabilities import capabilities
@@ -395,14 +394,7 @@ def _key(server: Path, env: dict[str, str] | None = None) -> str | None:
 
 
 def _load_cache() -> dict:
-    try:
-        data = json.loads(read_small_file(_cache_file(), MAX_CACHE_BYTES).decode("utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError, RecursionError) as exc:
-        log.warning("the llama.cpp build cache cannot be used (%s); probing again", exc)
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json_cache(_cache_file(), MAX_CACHE_BYTES, "llama.cpp build cache")
 
 
 def _from_cache(entry: object, folder: Path, server: Path) -> Build | None:
@@ -442,12 +434,7 @@ def _store_cache(key: str, build: Build) -> None:
         "problems": build.problems,
         "probed_at": time.time(),
     }
-    path = _cache_file()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(cache))
-    except OSError as exc:
-        log.warning("could not write the llama.cpp build cache %s: %s", path, exc)
+    write_json_cache(_cache_file(), cache, "llama.cpp build cache")
 
 
 def probe(folder: Path, timeout: float = TIMEOUT_S, env: dict[str, str] | None = None, use_cache: bool = True) -> Build:

@@ -23,7 +23,6 @@ Verdicts are cached per build and per file (path, size, mtime, inode of every sh
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ReadError
-from ..paths import atomic_write_text, read_small_file
+from ..paths import read_json_cache, write_json_cache
 from .binaries import LlamaCppNotFound, find_tool
 
 log = logging.getLogger(__name__)
@@ -184,14 +183,7 @@ def _file_key(paths: list[Path], tool: Path) -> str | None:
 
 
 def _load_cache() -> dict:
-    try:
-        data = json.loads(read_small_file(_cache_file(), MAX_CACHE_BYTES).decode("utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError, RecursionError) as exc:
-        log.warning("the load-check cache cannot be used (%s); asking llama.cpp again", exc)
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json_cache(_cache_file(), MAX_CACHE_BYTES, "load-check cache")
 
 
 def _cached(key: str) -> tuple[str, str] | None:
@@ -207,12 +199,7 @@ def _store(key: str, status: str, reason: str) -> None:
     cache[key] = {"status": status, "reason": reason[:2000], "at": time.time()}
     while len(cache) > MAX_ENTRIES:
         cache.pop(next(iter(cache)))
-    path = _cache_file()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(cache))
-    except OSError as exc:
-        log.warning("could not write the load-check cache %s: %s", path, exc)
+    write_json_cache(_cache_file(), cache, "load-check cache")
 
 
 # --------------------------------------------------------------------------- the check
