@@ -8,6 +8,10 @@ Fixtures
     (honours ``LAYERDECK_LLAMA_CPP_DIR``; otherwise builds once per version and
     caches).  Tests using it are never skipped: a failed build fails them.
 
+``llama_quantize`` (session)
+    Path of ``llama-quantize`` from the same build, built on first use (:func:`app.llamacpp.build.ensure_tool`;
+    ``LAYERDECK_LLAMA_CPP_DIR`` is used when it holds one).
+
 ``rpc_servers``
     Factory ``start(n, *, memory_mib=None, threads=None) -> list[RpcServer]``
     that runs ``n`` ``ggml-rpc-server`` processes on free loopback ports and
@@ -83,6 +87,24 @@ def llama_bin() -> Path:
     if missing:
         pytest.fail(f"llama.cpp tool directory {path} lacks {', '.join(missing)}", pytrace=False)
     return path
+
+
+# --------------------------------------------------------------------------- llama_quantize
+
+
+@pytest.fixture(scope="session")
+def llama_quantize() -> Path:
+    """The ``llama-quantize`` executable of the same pinned build (:func:`app.llamacpp.build.ensure_tool`: from
+    ``LAYERDECK_LLAMA_CPP_DIR`` when it holds one, else built once into the cache's ``bin/`` beside the four
+    tools, which are not rebuilt). Never skipped: a failed build fails the tests using it."""
+    from app.llamacpp import build
+
+    try:
+        return Path(build.ensure_tool("llama-quantize"))
+    except build.BuildError as exc:
+        pytest.fail(f"llama-quantize is not available and could not be built: {exc}", pytrace=False)
+    except OSError as exc:  # e.g. no cmake/compiler
+        pytest.fail(f"the llama-quantize build could not run: {exc!r}", pytrace=False)
 
 
 # --------------------------------------------------------------------------- llama_vulkan_bin

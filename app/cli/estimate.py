@@ -18,6 +18,7 @@ from ..memory.estimator import Estimate
 from ..memory.settings import TOOLS
 from ..placement import Placement
 from ..session import Session
+from .as_type import add_requant_options, predicted
 from .common import ERRORS, MiB, check_notes, detection_problems, devices, fail, llama_args, load_model, print_json
 
 SCHEMA = "layerdeck.estimate/1"
@@ -43,6 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="declare devices and capacities by hand (planning for cards you don't have)",
     )
     p.add_argument("--llama-dir", help="llama.cpp binaries folder (default: settings, LAYERDECK_LLAMA_CPP_DIR, PATH)")
+    add_requant_options(p)
     p.add_argument("llama_args", nargs=argparse.REMAINDER, help="llama.cpp arguments after --")
     p.set_defaults(func=run)
 
@@ -155,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("give the model with -m after --, e.g. layerdeck estimate -- -m model.gguf -c 8192")
     try:
         model, verdict = load_model(parsed.model, args.llama_dir)
+        model = predicted(model, args)
         lanes, detection = devices(args.devices, parsed.rpc, args.llama_dir, parsed.settings, parsed.fit)
         session = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings))
         est = session.estimate_settings(parsed.settings)
@@ -162,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(exc)
     decode, prompt = session.speed_of(est.placement, parsed.settings)
     speed = speed_json(session, decode, prompt, parsed.settings.n_ubatch)
+    est.notes.extend(w for w in model.warnings if model.predicted_from and w.startswith("predicted: "))
     est.notes.extend(parsed.warnings)
     est.notes.extend(check_notes(verdict))
     est.notes.extend(detection_problems(detection))

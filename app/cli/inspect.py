@@ -12,6 +12,7 @@ from ..llamacpp.load_check import LoadCheck
 from ..model import Model, Role
 from ..model.blocks import LAYER_ROLES
 from ..units import fmt_count
+from .as_type import add_requant_options, predicted
 from .common import ERRORS, fail, fmt_bytes, load_model, print_json
 
 SCHEMA = "layerdeck.inspect/1"
@@ -29,6 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--llama-dir",
         help="llama.cpp binaries folder that checks the file loads (default: settings, LAYERDECK_LLAMA_CPP_DIR, PATH)",
     )
+    add_requant_options(p)
     p.set_defaults(func=run)
 
 
@@ -74,6 +76,7 @@ def to_json(model: Model, verdict: LoadCheck | None = None) -> dict:
         ],
         "layers": layers,
         "warnings": model.warnings,
+        "predicted_from": model.predicted_from or None,
         "llama_check": verdict.to_json() if verdict is not None else None,
     }
 
@@ -84,6 +87,8 @@ def render_text(model: Model, verdict: LoadCheck | None = None) -> str:
     out.append(f"{model.path.name}" + (f" (+{len(model.paths) - 1} more parts)" if len(model.paths) > 1 else ""))
     out.append(f"  architecture   {p.arch}" + (f"  ({p.name})" if p.name else ""))
     out.append(f"  file size      {fmt_bytes(model.file_size)}  (GGUF v{model.version}, {p.file_type_name})")
+    notes = [w for w in model.warnings if model.predicted_from and w.startswith("predicted: ")]
+    out += [f"  predicted      {w.removeprefix('predicted: ')}" for w in notes]
     out.append(
         f"  parameters     {fmt_count(model.n_params)} total, {fmt_count(model.n_params_active)} active per token"
     )
@@ -112,7 +117,8 @@ def render_text(model: Model, verdict: LoadCheck | None = None) -> str:
     mix = ", ".join(f"{q.type_name} {100 * q.nbytes / max(model.tensor_bytes, 1):.1f}%" for q in model.quant_mix())
     out.append(f"  quantization   {mix}")
     for w in model.warnings:
-        out.append(f"  warning        {w}")
+        if w not in notes:
+            out.append(f"  warning        {w}")
     if verdict is not None:
         out.append(
             "  llama.cpp      "
@@ -142,6 +148,7 @@ def render_text(model: Model, verdict: LoadCheck | None = None) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         model, verdict = load_model(args.model, args.llama_dir)
+        model = predicted(model, args)
     except ERRORS as exc:
         return fail(exc)
     if args.json:

@@ -59,6 +59,13 @@ CMAKE_OPTIONS = (
     ),
 )
 
+#: Tools built only when something asks for one (:func:`ensure_tool`), into the same ``bin/`` from the same
+#: kept sources and options: they are not part of :func:`complete` or :func:`build_key`, so adding one
+#: never invalidates or rebuilds an existing cache.
+ON_DEMAND_TARGETS = {
+    "llama-quantize": "llama-quantize",
+}
+
 ENV_DIR = "LAYERDECK_LLAMA_CPP_DIR"
 
 #: Backends the builder can add to the CPU and RPC backends, with their CMake switches. A Vulkan build
@@ -155,6 +162,65 @@ def ensure_built(version: str = PINNED_VERSION, jobs: int | None = None, log_str
         return _build(version, root, bin_dir, jobs or os.cpu_count() or 2, backend)
 
 
+def ensure_tool(tool: str, version: str = PINNED_VERSION, jobs: int | None = None, backend: str = "cpu") -> Path:
+    """Return the path of an on-demand tool (:data:`ON_DEMAND_TARGETS`), building only that target if needed.
+
+    ``LAYERDECK_LLAMA_CPP_DIR`` (or the backend's variable) is used when it holds the tool. Otherwise the
+    cache folder's kept ``src/`` is configured with the same options into a temporary build folder, the one
+    target is built, and its executable is copied into the cache's ``bin/`` under the build lock; the four
+    tools of :data:`TARGETS` are neither rebuilt nor touched (the whole build runs first only when the cache
+    has no sources yet).
+    """
+    if tool not in ON_DEMAND_TARGETS:
+        raise BuildError(f"unknown on-demand tool {tool!r}: choose one of {', '.join(ON_DEMAND_TARGETS)}")
+    override = os.environ.get(BACKEND_ENV_DIRS.get(backend, ENV_DIR))
+    if override and (Path(override) / exe_name(tool)).is_file():
+        return Path(override) / exe_name(tool)
+    root = cache_root() / build_key(version, backend)
+    bin_dir = root / "bin"
+    exe = bin_dir / exe_name(tool)
+    if exe.is_file():
+        return exe
+    root.mkdir(parents=True, exist_ok=True)
+    jobs = jobs or os.cpu_count() or 2
+    with _BuildLock(root / "build.lock"):
+        if exe.is_file():  # another process built it while we waited
+            return exe
+        if not ((root / "src" / "CMakeLists.txt").is_file() and complete(bin_dir)):
+            _build(version, root, bin_dir, jobs, backend)
+        return _build_one(root, bin_dir, tool, jobs, backend)
+
+
+def _build_one(root: Path, bin_dir: Path, tool: str, jobs: int, backend: str) -> Path:
+    """Configure the kept sources into a temporary folder, build ``tool``'s target and copy it into ``bin_dir``."""
+    log_path = root / "build.log"
+    with open(log_path, "a", encoding="utf-8") as log, tempfile.TemporaryDirectory(dir=root, prefix="build-") as tmp:
+        build = Path(tmp)
+        configure = [*_options(backend), *_backend_configure_args(backend)]
+        _run(["cmake", "-S", str(root / "src"), "-B", str(build), *configure], log)
+        _run(
+            [
+                "cmake",
+                "--build",
+                str(build),
+                "--config",
+                "Release",
+                "-j",
+                str(jobs),
+                "--target",
+                ON_DEMAND_TARGETS[tool],
+            ],
+            log,
+        )
+        found = next(iter(list(build.glob(f"bin/{exe_name(tool)}")) + list(build.glob(f"**/{exe_name(tool)}"))), None)
+        if found is None:
+            raise BuildError(f"the build finished but produced no {tool} (see {log_path})")
+        staged = bin_dir / (exe_name(tool) + ".tmp")
+        shutil.copy2(found, staged)
+        os.replace(staged, bin_dir / exe_name(tool))
+    return bin_dir / exe_name(tool)
+
+
 class _BuildLock:
     """An exclusive lock file, so two test runs never build into the same folder at once."""
 
@@ -242,9 +308,10 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m app.llamacpp.build", description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=sorted(BACKEND_OPTIONS), default="cpu")
+    parser.add_argument("--tool", choices=sorted(ON_DEMAND_TARGETS), help="also build this tool and print its path")
     args = parser.parse_args(argv)
     try:
-        print(ensure_built(backend=args.backend))
+        print(ensure_tool(args.tool, backend=args.backend) if args.tool else ensure_built(backend=args.backend))
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

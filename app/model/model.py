@@ -47,11 +47,15 @@ class Model:
     #: where a header-only model was read from over HTTP (``hf://ORG/REPO/FILE.gguf``, a URL; see
     #: :mod:`app.remote`): no file on disk, ``paths`` are its file names there
     source: str = ""
+    #: set on a model predicted from another one's header (:func:`app.model.requant.predict_model`): what it
+    #: was predicted from; its tensors are what llama-quantize would write, there is no such file
+    predicted_from: str = ""
 
     @property
     def header_only(self) -> bool:
-        """No weights on disk behind it (the demo, or a header read over HTTP): it cannot be launched as it is."""
-        return self.is_demo or bool(self.source)
+        """No weights on disk behind it (the demo, a header read over HTTP, a predicted quantization): it cannot be
+        launched as it is."""
+        return self.is_demo or bool(self.source) or bool(self.predicted_from)
 
     @property
     def path(self) -> Path:
