@@ -84,6 +84,12 @@ class Estimator:
         return _estimate(self.model, devices, settings, placement, self)
 
 
+#: Weight types the CPU backend may repack into CPU_REPACK buffers (ggml-cpu/repack.cpp
+#: ggml_repack_get_optimal_repack_type; which ones depends on
+#: the CPU's instruction sets).
+_REPACKED_TYPES = frozenset({"Q1_0", "Q2_K", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "MXFP4", "Q8_0"})
+
+
 def estimate(
     model: Model,
     devices: list[Lane],
@@ -146,6 +152,19 @@ def _estimate(
             "list that RPC host, so one device of unknown memory is assumed per host; per-device use is exact, "
             "capacity and free space cannot be checked"
         )
+    if settings.tool == "fit-params" and settings.repack:
+        repackable = sum(
+            t.nbytes
+            for t, dev in zip(model.tensors, placement.tensor_device)
+            if dev == CPU and t.type_name in _REPACKED_TYPES and t.name != "token_embd.weight"
+        )
+        if repackable:
+            notes.append(
+                f"llama-fit-params leaves the CPU_REPACK buffer out of its Host figure: up to "
+                f"{repackable / 2**20:.0f} MiB of host weights of the types the CPU backend repacks "
+                f"({', '.join(sorted(_REPACKED_TYPES))}) are counted here, as llama-server allocates them, and "
+                "not in llama.cpp's dry run; with --no-repack the two agree"
+            )
     unchecked = unchecked_note(p.arch, state_is_modelled(p))
     if unchecked:
         notes.append(unchecked)

@@ -122,3 +122,26 @@ def test_the_matrix_decides_which_architectures_are_exact():
     assert compared - off <= CHECKED_ARCHS, sorted((compared - off) - CHECKED_ARCHS)
     assert not off & CHECKED_ARCHS, sorted(off & CHECKED_ARCHS)
     assert CHECKED_ARCHS <= compared, sorted(CHECKED_ARCHS - compared)
+
+
+@pytest.mark.llama
+def test_the_dry_runs_missing_repack_buffer_is_said(tmp_path, llama_bin):
+    """With repacking on, llama-fit-params leaves CPU_REPACK out of its Host figure; the fit-params estimate
+    counts those weights (llama-server allocates them) and says so; with --no-repack both agree, no note."""
+    from app.llamacpp.fit_print import run_fit_print
+    from tests.gguf_factory import write_sparse_model
+
+    path = write_sparse_model("qwen3-30b-a3b", tmp_path / "q30.gguf")
+    model = open_model(path)
+    on = estimate(model, [], settings_from_args(["-c", "4096"], tool="fit-params"))
+    (note,) = [n for n in on.notes if "CPU_REPACK" in n]
+    theirs = {r.name: r for r in run_fit_print(path, ["-c", "4096"], llama_dir=llama_bin, timeout=300)}
+    gap = on.device(CPU).model / 2**20 - theirs[CPU].model
+    said = float(note.split("up to ", 1)[1].split(" MiB", 1)[0])
+    # an upper bound (which types a CPU repacks depends on its instruction sets; here 13433 of 17476 MiB)
+    assert gap > 1000 and said >= gap, (note, gap)
+    off = estimate(model, [], settings_from_args(["-c", "4096", "--no-repack"], tool="fit-params"))
+    assert not [n for n in off.notes if "CPU_REPACK" in n]
+    theirs = {r.name: r for r in run_fit_print(path, ["-c", "4096", "--no-repack"], llama_dir=llama_bin,
+                                                timeout=300)}
+    assert abs(off.device(CPU).model / 2**20 - theirs[CPU].model) < 1
