@@ -132,6 +132,10 @@ _U64 = struct.Struct("<Q")
 _GGML_TYPES: dict[int, tuple[str, int, int]] = {
     int(t): (t.name, *GGML_QUANT_SIZES[t]) for t in GGMLQuantizationType if t in GGML_QUANT_SIZES
 }
+#: Types of the pinned ggml (ggml/include/ggml.h, the block sizes of ggml-common.h) that the installed gguf
+#: package may not know yet: without them a real Q1_0 or Q2_0 file would be refused as "ggml type 42 unknown".
+for _id, _entry in {40: ("NVFP4", 64, 36), 41: ("Q1_0", 128, 18), 42: ("Q2_0", 64, 18)}.items():
+    _GGML_TYPES.setdefault(_id, _entry)
 
 
 @dataclass(frozen=True)

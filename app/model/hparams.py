@@ -82,6 +82,9 @@ FILE_TYPES = {
     36: "TQ1_0",
     37: "TQ2_0",
     38: "MXFP4_MOE",
+    39: "NVFP4",
+    40: "Q1_0",
+    41: "Q2_0",
 }
 
 #: Architectures llama.cpp treats as recurrent or hybrid (llm_arch_is_recurrent / llm_arch_is_hybrid).

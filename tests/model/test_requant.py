@@ -430,3 +430,27 @@ def test_cli_as_type(tmp_path, llama_bin, llama_quantize):
     r = layerdeck("inspect", "--as", "IQ2_XXS", str(f16), env=env)
     assert r.returncode == 2 and "refuses IQ2_XXS without an importance matrix" in r.stderr
     assert layerdeck("inspect", "--as", "IQ2_XXS", "--imatrix", str(f16), env=env).returncode == 0
+
+
+@pytest.mark.parametrize("ftype,name", [("Q1_0", "Q1_0"), ("Q2_0", "Q2_0")])
+def test_files_of_the_newest_types_open_and_estimate_as_llama_cpp(ftype, name, llama_quantize, llama_bin, tmp_path):
+    """Q1_0 and Q2_0 (ggml types 41 and 42, newer than the installed gguf package's table) are read with the pinned
+    ggml's block sizes: the file opens, its file type is named, and its estimate equals llama.cpp's dry run."""
+    from app.llamacpp.fit_print import run_fit_print
+
+    src = gf.write_tiny_model("llama", tmp_path / "f16.gguf", quant="f16", n_embd=256, n_ff=512)
+    out = tmp_path / f"{ftype}.gguf"
+    subprocess.run([str(llama_quantize), str(src), str(out), ftype], check=True, capture_output=True, timeout=120)
+    model = open_model(out)
+    assert model.params.file_type_name == name and any(t.type_name == name for t in model.tensors)
+    # every tensor's size as the pinned ggml computes it: the data offsets llama-quantize wrote step by exactly
+    # that much (padded to the alignment), and the last one ends at the end of the file
+    by_offset = sorted(model.tensors, key=lambda t: t.offset)
+    for t, nxt in zip(by_offset, by_offset[1:]):
+        assert nxt.offset - t.offset == (t.nbytes + 31) // 32 * 32, t.name
+    assert by_offset[-1].offset + by_offset[-1].nbytes == out.stat().st_size
+    args = ["-c", "512", "-ngl", "0", "--no-repack"]
+    theirs = {r.name: r for r in run_fit_print(out, args, llama_dir=llama_bin)}
+    ours = estimate(model, [], settings_from_args(args, tool="fit-params"))
+    for q in ("model", "context", "compute"):
+        assert within_floor(getattr(ours.device("CPU"), q), getattr(theirs["CPU"], q)), q
