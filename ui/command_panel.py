@@ -90,6 +90,9 @@ class CommandPanel(QWidget):
             notes.insert(0, "Demo model: the path is a placeholder; open a real GGUF to launch it.")
         elif self.doc.model.source:
             notes.insert(0, f"Header only ({self.doc.model.source}): llama.cpp downloads the model itself (-hf/-mu).")
+        elif self.doc.model.predicted_from:  # app.remote.predicted / --as: no such file yet
+            notes.insert(0, f"Predicted ({self.doc.model.predicted_from}): no such file; -m names the file "
+                            "llama-quantize would write.")
         self.notes.setText("\n".join(notes))
 
     def _real_text(self, fmt: str) -> str:

@@ -2,9 +2,14 @@
 
 ``ORG/REPO`` lists the repository's quantizations (one row each, a split set as one), reads every header
 and auto-fits each on the window's devices: file size, fits or not, what is left per device, predicted
-speeds, what goes where (the table sorts by any column). A double click (or Open) puts that quantization on
-the board as a header-only model. ``hf://ORG/REPO/FILE.gguf``, ``ORG/REPO:QUANT`` or an https:// URL opens
-that model directly. Reading runs off the GUI thread with progress and Cancel; errors are shown as the
+speeds, what goes where (the table sorts by any column). Quantizations the repository does not have (the
+"Predict" field: ``common``, ``all``, ``none`` or a list of types) follow as *predicted* rows, from the header
+of its highest-precision file by llama-quantize's rules (:mod:`app.remote.predicted`). A double click (or
+Open) puts a quantization on the board as a header-only model (a predicted one marked predicted). Download
+fetches a real quantization (every shard, resumable, size and SHA-256 checked; :mod:`app.remote.download`)
+into the data folder or the folder chosen, with speed and time left, then opens the file; Copy command puts
+the launch command with ``-hf ORG/REPO:QUANT`` on the clipboard (llama.cpp downloads it itself).
+``hf://ORG/REPO/FILE.gguf``, ``ORG/REPO:QUANT`` or an https:// URL opens that model directly. Reading runs off the GUI thread with progress and Cancel; errors are shown as the
 core words them (:mod:`app.remote.errors`).
 """
 
@@ -13,8 +18,10 @@ from __future__ import annotations
 import threading
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
+    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -27,13 +34,15 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.cli.repo import RepoRow, plan_repo
+from app.cli.repo import RepoPlan, RepoRow, plan_repo
 from app.errors import LayerdeckError
 from app.lanes import CPU, to_llama_name
 from app.llamacpp.load_check import UNCHECKED, LoadCheck
 from app.memory.settings import LlamaSettings
 from app.remote import RemoteCancelled, RemoteNameError, RemoteOptions, open_remote, parse_name
+from app.remote.download import DownloadProgress, default_folder, download_quant
 from app.remote.load_check import check_remote
+from app.remote.predicted import COMMON_TYPES, parse_targets
 from app.units import MiB, fmt_bytes
 
 from .worker import run_in_background
@@ -62,6 +71,9 @@ class RemoteDialog(QDialog):
         self.resize(980, 460)
         self.cancel_flag: threading.Event | None = None
         self.rows: list[RepoRow] = []
+        self.repo = ""
+        self.dest: str | None = None  # None: default_folder(repo)
+        self._last_progress: DownloadProgress | None = None
         lay = QVBoxLayout(self)
         top = QHBoxLayout()
         self.name = QLineEdit()
@@ -70,6 +82,15 @@ class RemoteDialog(QDialog):
         )
         self.name.returnPressed.connect(self.start)
         top.addWidget(self.name, 1)
+        top.addWidget(QLabel("Predict:"))
+        self.predict = QLineEdit("common")
+        self.predict.setMaximumWidth(170)
+        self.predict.setToolTip(
+            "Quantizations the repository does not have, predicted from its highest-precision file by "
+            f"llama-quantize's rules: common ({', '.join(COMMON_TYPES)}), all, none, or types separated by commas"
+        )
+        self.predict.returnPressed.connect(self.start)
+        top.addWidget(self.predict)
         self.go = QPushButton("Read")
         self.go.clicked.connect(self.start)
         top.addWidget(self.go)
@@ -107,20 +128,69 @@ class RemoteDialog(QDialog):
         self.open_btn.setEnabled(False)
         self.open_btn.clicked.connect(lambda: self.open_row(self.table.currentRow()))
         bottom.addWidget(self.open_btn)
+        self.download_btn = QPushButton("Download")
+        self.download_btn.setEnabled(False)
+        self.download_btn.clicked.connect(lambda: self.download_row(self.table.currentRow()))
+        bottom.addWidget(self.download_btn)
+        self.copy_btn = QPushButton("Copy command")
+        self.copy_btn.setEnabled(False)
+        self.copy_btn.setToolTip("The launch command of this placement with -hf ORG/REPO:QUANT: llama.cpp "
+                                 "downloads the model itself")
+        self.copy_btn.clicked.connect(lambda: self.copy_command(self.table.currentRow()))
+        bottom.addWidget(self.copy_btn)
+        self.folder_btn = QPushButton("Folder…")
+        self.folder_btn.clicked.connect(self.choose_folder)
+        bottom.addWidget(self.folder_btn)
         close = QPushButton("Close")
         close.clicked.connect(self.reject)
         bottom.addWidget(close)
         lay.addLayout(bottom)
-        self.table.itemSelectionChanged.connect(lambda: self.open_btn.setEnabled(self.table.currentRow() >= 0))
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+        self._show_folder()
+
+    # ------------------------------------------------------------------ selection, folder
+
+    def row_of(self, table_row: int) -> RepoRow | None:
+        item = self.table.item(table_row, 0) if table_row >= 0 else None
+        return None if item is None else self.rows[item.data(Qt.ItemDataRole.UserRole)]
+
+    def _selection_changed(self) -> None:
+        r = self.row_of(self.table.currentRow())
+        busy = self.cancel_btn.isEnabled()
+        self.open_btn.setEnabled(r is not None and not busy)
+        real = r is not None and not r.predicted
+        self.download_btn.setEnabled(real and not busy)
+        self.copy_btn.setEnabled(real and r.session is not None and bool(r.hf_name))
+        why = "" if r is None or real else (
+            "A predicted quantization: the repository has no such file (quantize the source yourself, or pick "
+            "a file of the repository)")
+        self.download_btn.setToolTip(why or "Download every file of this quantization (resumes a cut download), "
+                                     "check its size and SHA-256, then open it")
+
+    def _folder(self) -> str:
+        return self.dest or (str(default_folder(self.repo)) if self.repo else str(default_folder("ORG/REPO")))
+
+    def _show_folder(self) -> None:
+        self.folder_btn.setToolTip(f"Downloads go to {self._folder()}")
+
+    def choose_folder(self) -> None:
+        chosen = QFileDialog.getExistingDirectory(self, "Download into", self._folder())
+        if chosen:
+            self.dest = chosen
+            self._show_folder()
+            self.status.setText(f"Downloads go to {chosen}.")
 
     # ------------------------------------------------------------------ reading
 
     def _busy(self, busy: bool) -> None:
         self.go.setEnabled(not busy)
         self.name.setEnabled(not busy)
+        self.predict.setEnabled(not busy)
         self.cancel_btn.setEnabled(busy)
+        self.folder_btn.setEnabled(not busy)
         if busy:
             self.progress.setRange(0, 0)  # busy until the first progress report
+        self._selection_changed()
 
     def _options(self) -> RemoteOptions:
         self.cancel_flag = threading.Event()
@@ -151,6 +221,12 @@ class RemoteDialog(QDialog):
         host = getattr(w, "host_capacity", None)
         bw = getattr(w, "host_bandwidth", None)
         margin = (w.margin_spin.value() << 20) if hasattr(w, "margin_spin") else 1024 * MiB
+        try:
+            targets = parse_targets(self.predict.text().strip() or "none")
+        except LayerdeckError as exc:
+            self.status.setText(f"Predict: {exc.message}")
+            return
+        info = RepoPlan()
         options = self._options()
         self._busy(True)
         self.status.setText(f"Reading {repo}: the file list, then each quantization's header…")
@@ -166,21 +242,26 @@ class RemoteDialog(QDialog):
                 options=options,
                 progress=progress,
                 keep_models=True,
+                predict=targets,
+                info=info,
             )
 
         def progress(done: int, total: int) -> None:
             self.progress.setRange(0, total)
             self.progress.setValue(done)
-            self.progress.setFormat(f"{done} of {total} headers")
+            self.progress.setFormat(f"{done} of {total} read")
 
-        run_in_background(job, lambda result: self._listed(repo, lanes, settings, result), self._failed, progress)
+        run_in_background(job, lambda result: self._listed(repo, lanes, settings, result, info), self._failed,
+                          progress)
 
-    def _listed(self, repo: str, lanes, settings, result) -> None:
+    def _listed(self, repo: str, lanes, settings, result, info: RepoPlan | None = None) -> None:
         self._busy(False)
         rows, notes = result
         self.rows = rows
+        self.repo = repo
+        self._show_folder()
         names = [to_llama_name(d.name) for d in lanes] + [to_llama_name(CPU)]
-        heads = ["Quant", "Size", "Fits"] + [f"Left {n}" for n in names] + ["tg tok/s", "pp tok/s", "Where"]
+        heads = ["Quant", "Kind", "Size", "Fits"] + [f"Left {n}" for n in names] + ["tg tok/s", "pp tok/s", "Where"]
         self.table.setSortingEnabled(False)
         self.table.clear()
         self.table.setColumnCount(len(heads))
@@ -189,9 +270,18 @@ class RemoteDialog(QDialog):
         for i, r in enumerate(rows):
             first = QTableWidgetItem(r.quant)
             first.setData(Qt.ItemDataRole.UserRole, i)
-            first.setToolTip("\n".join(r.files) + (f"\n\n{r.error}" if r.error else ""))
+            if r.predicted:
+                tip = (f"Predicted: no such file in {repo}. {r.quant} as llama-quantize would write it from "
+                       f"{info.source_file if info else 'the repository'}'s header"
+                       + (f"\n{r.imatrix_note}" if r.imatrix_note else ""))
+            else:
+                tip = "\n".join(r.files)
+            first.setToolTip(tip + (f"\n\n{r.error}" if r.error else ""))
+            kind = QTableWidgetItem("predicted" if r.predicted else "file")
+            kind.setToolTip(tip)
             cells = [
                 first,
+                kind,
                 _Num(fmt_bytes(r.size) if r.size is not None else "?", r.size),
                 QTableWidgetItem("yes" if r.fits else "no"),
             ]
@@ -204,17 +294,25 @@ class RemoteDialog(QDialog):
             for c, item in enumerate(cells):
                 if not r.fits:
                     item.setForeground(Qt.GlobalColor.darkRed)
+                elif r.predicted:
+                    item.setForeground(Qt.GlobalColor.darkBlue)
+                if r.predicted:
+                    f = QFont(item.font())
+                    f.setItalic(True)
+                    item.setFont(f)
                 self.table.setItem(i, c, item)
         self.table.setSortingEnabled(True)
         hh = self.table.horizontalHeader()
         hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         hh.setSectionResizeMode(len(heads) - 1, QHeaderView.ResizeMode.Stretch)
-        fits = sum(r.fits for r in rows)
-        self.status.setText(
-            f"{repo}: {len(rows)} quantization{'s' if len(rows) != 1 else ''}, {fits} fit "
-            f"on {', '.join(names)} at {settings.n_ctx:,} tokens of context. Double-click one to "
-            "open it on the board."
-        )
+        real = [r for r in rows if not r.predicted]
+        pred = [r for r in rows if r.predicted]
+        fits = sum(r.fits for r in real)
+        text = (f"{repo}: {len(real)} quantization{'s' if len(real) != 1 else ''}, {fits} fit "
+                f"on {', '.join(names)} at {settings.n_ctx:,} tokens of context")
+        if pred:
+            text += f"; {len(pred)} predicted ({sum(r.fits for r in pred)} fit)"
+        self.status.setText(text + ". Double-click one to open it on the board.")
         self.notes.setText("\n".join(notes))
 
     def _open(self, name: str) -> None:
@@ -242,8 +340,8 @@ class RemoteDialog(QDialog):
         self._busy(False)
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
-        if isinstance(exc, RemoteCancelled):
-            self.status.setText("Cancelled.")
+        if isinstance(exc, RemoteCancelled):  # a download's says where the part is kept
+            self.status.setText("Cancelled." + (f" {exc.message}" if "kept in" in exc.message else ""))
         elif isinstance(exc, LayerdeckError):
             self.status.setText(exc.message + (f" {exc.hint}" if exc.hint else ""))
         else:
@@ -257,14 +355,73 @@ class RemoteDialog(QDialog):
     # ------------------------------------------------------------------ opening
 
     def open_row(self, row: int) -> None:
-        if row < 0:
+        r = self.row_of(row)
+        if r is None:
             return
-        item = self.table.item(row, 0)
-        r = self.rows[item.data(Qt.ItemDataRole.UserRole)]
         if r.model is None:
             QMessageBox.warning(self, "Cannot open", r.error or "This quantization's header could not be read.")
             return
-        self._show(r.model)
+        if r.predicted:
+            self._show(r.model, LoadCheck(UNCHECKED, f"predicted ({r.model.predicted_from}): there is no such "
+                                          "file for llama.cpp to check"))
+        else:
+            self._show(r.model)
+
+    def copy_command(self, row: int) -> None:
+        r = self.row_of(row)
+        if r is None or r.predicted or r.session is None or not r.hf_name:
+            return
+        try:
+            text = r.session.export("bash", model_path=r.hf_name)
+        except LayerdeckError as exc:
+            self.status.setText(f"No command: {exc.message}")
+            return
+        QGuiApplication.clipboard().setText(text)
+        self.status.setText(f"Copied the command for {r.quant} (llama.cpp downloads it with -hf): "
+                            + text.splitlines()[0][:160])
+
+    def download_row(self, row: int) -> None:
+        r = self.row_of(row)
+        if r is None or r.predicted or self.cancel_btn.isEnabled():
+            return
+        name = r.hf_name or r.name
+        dest = self._folder()
+        options = self._options()
+        self._busy(True)
+        self._last_progress = None
+        self.status.setText(f"Downloading {r.quant} ({fmt_bytes(r.size) if r.size else 'size unknown'}) "
+                            f"into {dest}…")
+
+        def job(progress):
+            def report(p: DownloadProgress) -> None:
+                self._last_progress = p  # read by the GUI thread in shown()
+                progress(p.done // 1024, max(p.total, 1) // 1024)
+
+            return download_quant(name, dest, options=options, progress=report)
+
+        def shown(done: int, total: int) -> None:
+            self.progress.setRange(0, max(total, 1))
+            self.progress.setValue(min(done, total))
+            p = self._last_progress
+            if p is not None:
+                self.progress.setFormat(p.text())
+
+        run_in_background(job, lambda res: self._downloaded(r, res), self._failed, shown)
+
+    def _downloaded(self, r: RepoRow, res) -> None:
+        self._busy(False)
+        self.progress.setRange(0, 1)
+        self.progress.setValue(1)
+        self.progress.setFormat("done")
+        where = res.paths[0].parent
+        self.status.setText(f"Downloaded {r.quant} into {where} ({fmt_bytes(res.fetched)} fetched"
+                            + (f", {fmt_bytes(res.resumed)} resumed" if res.resumed else "")
+                            + (", already there" if res.already and not res.fetched else "") + "); opening it…")
+        self.downloaded = res
+        w = self.window_
+        if hasattr(w, "open_path"):
+            self.accept()
+            w.open_path(str(res.paths[0]))
 
     def _show(self, model, verdict: LoadCheck | None = None) -> None:
         """Put ``model`` on the board; ``verdict`` is llama.cpp's load check (None: a repository row, not checked)."""
@@ -281,11 +438,15 @@ class RemoteDialog(QDialog):
         if hasattr(w, "show_load_check"):
             w.show_load_check(verdict or LoadCheck(UNCHECKED, "a row of the repository table: open it by name "
                                                    "to have llama.cpp check it"))
-        w.statusBar().showMessage(
-            f"Opened {model.source} (header only: download it, or export the command with "
-            "-hf so llama.cpp downloads it)",
-            10000,
-        )
+        if model.predicted_from:
+            w.statusBar().showMessage(f"Opened a predicted quantization: {model.predicted_from}, by llama-quantize's "
+                                      "rules (no such file: header only)", 10000)
+        else:
+            w.statusBar().showMessage(
+                f"Opened {model.source} (header only: download it, or export the command with "
+                "-hf so llama.cpp downloads it)",
+                10000,
+            )
         self.accept()
 
     def reject(self) -> None:

@@ -19,6 +19,8 @@ __all__ = [
     "RemoteProtocolError",
     "HeaderTooLargeError",
     "RemoteCancelled",
+    "DownloadError",
+    "DownloadVerifyError",
 ]
 
 
@@ -85,3 +87,11 @@ class HeaderTooLargeError(RemoteError):
 
 class RemoteCancelled(RemoteError):
     """The user cancelled the read."""
+
+
+class DownloadError(RemoteError):
+    """A download cannot go on: no room on the disk, a file in the way, a folder that cannot be written."""
+
+
+class DownloadVerifyError(DownloadError):
+    """A downloaded file is not the one the repository lists: its size or its SHA-256 differs."""

@@ -29,13 +29,18 @@ DEFAULT_TAGS = ("Q4_K_M", "Q8_0")
 _SPLIT = re.compile(r"^(.+)-([0-9]{5})-of-([0-9]{5})$", re.IGNORECASE)
 _TAG = re.compile(r"[-.]([A-Z0-9_]+)$", re.IGNORECASE)
 _LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?', re.IGNORECASE)
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _SIDECARS = ("mmproj", "imatrix", "mtp-", "eagle3-", "dflash-", "dspark-")
 
 
 @dataclass(frozen=True)
 class RepoFile:
+    """A file of the listing: its path in the repository, its size, and the SHA-256 of its content where the
+    listing gives it (``lfs.oid`` of a file kept in Git LFS, which every GGUF file on the Hub is)."""
+
     path: str
     size: int | None
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,9 +156,14 @@ def list_files(repo: str, fetcher: Fetcher, revision: str = "main") -> list[Repo
                 continue
             size = item.get("size")
             lfs = item.get("lfs")
-            if isinstance(lfs, dict) and isinstance(lfs.get("size"), int):
-                size = lfs["size"]
-            out.append(RepoFile(item["path"], size if isinstance(size, int) and size >= 0 else None))
+            sha = None
+            if isinstance(lfs, dict):
+                if isinstance(lfs.get("size"), int):
+                    size = lfs["size"]
+                oid = lfs.get("oid")
+                if isinstance(oid, str) and _SHA256.match(oid):
+                    sha = oid.lower()
+            out.append(RepoFile(item["path"], size if isinstance(size, int) and size >= 0 else None, sha))
         m = _LINK_NEXT.search(answer.headers.get("link", ""))
         url = m.group(1) if m else None
     raise RemoteProtocolError(f"{what}: more than {MAX_PAGES} pages; Layerdeck stops there.", tree_url(repo, revision))

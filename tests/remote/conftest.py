@@ -66,3 +66,21 @@ def hub(models, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", h.url)
     yield h
     h.close()
+
+
+@pytest.fixture(scope="session")
+def pred_models(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("pred")
+    return {
+        "f16": write_tiny_model("qwen3moe", d / "Tiny-MoE-F16.gguf", quant="f16"),
+        "mixed": write_tiny_model("qwen3moe", d / "Tiny-MoE-Q4_0.gguf"),
+        "llama8": write_tiny_model("llama", d / "Llama8-F16.gguf", n_layer=8, quant="f16"),
+    }
+
+
+@pytest.fixture
+def pred_hub(hub, pred_models):
+    hub.add("acme/Pred-GGUF", "Tiny-MoE-Q4_0.gguf", pred_models["mixed"])  # listed first: not the source
+    hub.add("acme/Pred-GGUF", "Tiny-MoE-F16.gguf", pred_models["f16"])
+    hub.add("acme/Llama8-GGUF", "Llama8-F16.gguf", pred_models["llama8"])
+    return hub

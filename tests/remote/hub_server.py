@@ -42,12 +42,32 @@ class HubState:
     rate_limit: str | None = None  # Retry-After value: every resolve answers 429
     page_size: int = 0
     storage_base: str = ""  # redirect to this base (another server) instead of /storage on this one
+    listed_size: dict[str, int] = field(default_factory=dict)  # path in repo -> the size the listing claims
+    listed_sha: dict[str, str] = field(default_factory=dict)  # path in repo -> the sha256 the listing claims
+    cut_after: int | None = None  # storage: close the connection after this many body bytes...
+    cuts: int = 0  # ...this many times (then answer in full)
+    storage_status: int | None = None  # storage answers this error status (429 with Retry-After 7 when 429)
+    _sha: dict[str, str] = field(default_factory=dict)
     log: list[Logged] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def etag(self, file: Path) -> str:
         st = file.stat()
         return '"' + hashlib.sha256(f"{file.name}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:32] + '"'
+
+    def sha256(self, file: Path) -> str | None:
+        """The file's real SHA-256 (the listing's ``lfs.oid``) for files up to 256 MiB; None (no ``oid``) for
+        larger ones, whose hashing would cost a test minutes (sparse full-size models are never downloaded)."""
+        if file.stat().st_size > 256 * 1024 * 1024:
+            return None
+        key = f"{file}:{self.etag(file)}"
+        if key not in self._sha:
+            h = hashlib.sha256()
+            with open(file, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            self._sha[key] = h.hexdigest()
+        return self._sha[key]
 
     def find(self, token: str) -> Path | None:
         for files in self.repos.values():
@@ -136,9 +156,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                    for d in sorted({p.rsplit("/", 1)[0] for p in self.state.repos[repo] if "/" in p})]
         entries.append({"type": "file", "path": "README.md", "oid": "1" * 40, "size": 12})
         for p, f in self.state.repos[repo].items():
-            size = f.stat().st_size
-            entries.append({"type": "file", "path": p, "oid": "2" * 40, "size": size,
-                            "lfs": {"oid": "3" * 64, "size": size, "pointerSize": 134}})
+            size = self.state.listed_size.get(p, f.stat().st_size)
+            lfs = {"size": size, "pointerSize": 134}
+            sha = self.state.listed_sha.get(p) or self.state.sha256(f)
+            if sha:
+                lfs["oid"] = sha
+            entries.append({"type": "file", "path": p, "oid": "2" * 40, "size": size, "lfs": lfs})
         for p, size in self.state.extra_files.get(repo, {}).items():
             entries.append({"type": "file", "path": p, "oid": "4" * 40, "size": size})
         headers = {}
@@ -176,6 +199,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         f = self.state.find(token) or self.server.other_files.get(token)
         if f is None:
             return self._error(404, "EntryNotFound", "no such blob")
+        if self.state.storage_status is not None:
+            st = self.state.storage_status
+            return self._error(st, "Error", f"storage says {st}", {"Retry-After": "7"} if st == 429 else None)
         size = f.stat().st_size
         rng = self.headers.get("Range")
         start, end = 0, size - 1
@@ -198,12 +224,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         self.end_headers()
+        cut = None
+        with self.state.lock:
+            if self.state.cut_after is not None and self.state.cuts > 0:
+                self.state.cuts -= 1
+                cut = self.state.cut_after
         with open(f, "rb") as fh:
             fh.seek(start)
             left = end - start + 1
             try:
                 while left > 0:
-                    chunk = fh.read(min(16384, left))
+                    if cut is not None and e.sent >= cut:
+                        self.close_connection = True
+                        self.wfile.flush()
+                        self.connection.shutdown(2)  # the connection is cut mid-body
+                        return
+                    chunk = fh.read(min(16384, left, (cut - e.sent) if cut is not None else left))
                     if not chunk:
                         break
                     self.wfile.write(chunk)

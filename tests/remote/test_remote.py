@@ -362,17 +362,17 @@ def test_the_cli_reports_remote_errors_in_one_line(hub):
 
 def test_repo_lists_every_quant_with_its_fit(hub, models):
     hub.add("acme/Tiny-GGUF", "mmproj-Tiny-F16.gguf", models["llama"])  # a projector is not a quantization
-    rc, out, err = _cli(["repo", "acme/Tiny-GGUF", *DEVICES, "-c", "4096"])
+    rc, out, err = _cli(["repo", "acme/Tiny-GGUF", *DEVICES, "-c", "4096", "--predict", "none"])
     assert rc == 0, err
     lines = out.splitlines()
     assert lines[0] == "acme/Tiny-GGUF: 2 quantizations, context 4,096"
-    rows = [line.split() for line in lines[3:] if line and not line.startswith(("note", " "))]
+    rows = [line.split() for line in lines[3:] if line and not line.startswith(("note", " ", "download"))]
     assert [r[0] for r in rows] == ["Q8_0", "F16"]
-    assert all(r[3] == "yes" for r in rows)
+    assert all(r[1] == "file" and r[4] == "yes" for r in rows)
     assert "CUDA0: " in out and "layers" in out
     import json
 
-    rc, out, _ = _cli(["repo", "--json", "acme/Split-GGUF", *DEVICES])
+    rc, out, _ = _cli(["repo", "--json", "acme/Split-GGUF", *DEVICES, "--predict", "none"])
     doc = json.loads(out)
     assert doc["schema"] == "layerdeck.repo/1" and len(doc["rows"]) == 1
     row = doc["rows"][0]
@@ -393,6 +393,13 @@ def test_repo_on_a_full_size_model_puts_experts_on_the_cpu(hub):
     assert row["where"] == "CUDA0: 48 layers, CPU: experts of 40 layers", row["where"]
     assert 0 < row["left"]["CUDA0"] < 8000 * 2**20 and row["fits"]
     assert any("host RAM not known" in n for n in json.loads(out)["notes"])
+    # the other common quantizations, predicted from this Q4_K_M header by llama-quantize's rules
+    pred = {r["quant"]: r for r in json.loads(out)["rows"] if r["predicted"]}
+    assert list(pred) == ["Q2_K", "Q3_K_M", "Q4_K_S", "IQ4_XS", "Q5_K_M", "Q6_K", "Q8_0"]
+    sizes = [pred[q]["size"] for q in ("Q2_K", "Q3_K_M", "Q4_K_S", "Q5_K_M", "Q6_K", "Q8_0")]
+    assert sizes == sorted(sizes) and sizes[2] < row["size"] < sizes[3]
+    assert 31e9 < pred["Q8_0"]["size"] < 34e9  # the Hub's Qwen3-30B-A3B-Q8_0.gguf: 32.5 GB
+    assert all(r["fits"] and "CPU: experts of" in r["where"] and r["tg"] > 0 for r in pred.values())
 
 
 def test_the_command_of_a_remote_model_downloads_it_with_hf(hub):
