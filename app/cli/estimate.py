@@ -84,9 +84,11 @@ def to_json(est: Estimate) -> dict:
     }
 
 
-def speed_json(session: Session, decode, prompt, n_ubatch: int) -> dict:
+def speed_json(session: Session, decode, prompt, n_ubatch: int, threads: int | None = None) -> dict:
     """The predicted speeds and every machine figure they assume, so anyone can check them with llama-bench."""
     params = session.speed_params
+    host = params.get("CPU")
+    cpu = params.cpu
     return {
         "tg_tokens_per_s": round(decode.tokens_per_s, 2) if decode else None,
         "pp_tokens_per_s": round(prompt.tokens_per_s, 2) if prompt else None,
@@ -101,10 +103,58 @@ def speed_json(session: Session, decode, prompt, n_ubatch: int) -> dict:
                 "flops_efficiency": d.eff_flops,
                 "link_gb_s": round(d.link_bandwidth / 1e9, 2),
                 "link_latency_us": round(d.link_latency * 1e6, 1),
+                **(
+                    {
+                        "cores": d.cores,
+                        "threads": d.n_threads(threads if d.name == "CPU" else None),
+                        "clock_mhz": round(d.clock_hz / 1e6),
+                        "simd": d.simd or None,
+                        "decode_gelem_s": round(d.vec_rate(threads if d.name == "CPU" else None) / 1e9, 2),
+                        "vec_efficiency": d.eff_vec,
+                    }
+                    if d.is_cpu
+                    else {}
+                ),
             }
             for d in params.devices.values()
         },
-        "threads": None,  # not modelled: the CPU figures are for llama.cpp's default thread count
+        "threads": host.n_threads(threads) if host.is_cpu else None,
+        "cpu": (
+            {
+                "physical_cores": cpu.physical_cores,
+                "simd": list(cpu.simd),
+                "mhz": cpu.mhz,
+                "clock_assumed": cpu.mhz is None,
+            }
+            if cpu
+            else None
+        ),
+    }
+
+
+def thread_advice(session: Session, decode, est: Estimate, detection) -> dict | None:
+    """-t/-tb/--numa advice for this placement (the CPU's share of the decode time decides how much it
+    matters), with the GPUs' PCI bus ids from detection for their NUMA node."""
+    from ..speed.threads import advise
+
+    cpu = session.speed_params.cpu
+    if cpu is None or decode is None:
+        return None
+    share = decode.device_seconds.get("CPU", 0.0) / decode.seconds_per_token if decode.seconds_per_token else 0.0
+    used = {d.name for d in est.devices if d.model}
+    gpus = [
+        (d.name, d.pci_bus_id)
+        for d in (detection.devices if detection is not None else ())
+        if d.name in used and d.name != "CPU"
+    ]
+    adv = advise(cpu, share, gpus=gpus)
+    return {
+        "threads": adv.threads,
+        "threads_batch": adv.threads_batch,
+        "numa": adv.numa,
+        "numa_node": adv.numa_node,
+        "cpu_decode_share": round(share, 3),
+        "advice": adv.lines,
     }
 
 
@@ -113,11 +163,15 @@ def render_speed(doc: dict) -> list[str]:
         return ["speed: no prediction for this placement"]
     host = doc["devices"].get("Host", {})
     basis = "this machine's calibration" if doc["calibrated"] else "default figures (not calibrated on this machine)"
+    cpu = doc.get("cpu") or {}
+    threads = f", {doc['threads']} CPU threads" if doc.get("threads") else ""
+    clock = f" at {cpu['mhz']:.0f} MHz" if cpu.get("mhz") else " (clock not readable: 2000 MHz assumed)" if cpu else ""
+    advice = (doc.get("threads_advice") or {}).get("advice", [])
     return [
         f"speed: generation {doc['tg_tokens_per_s']:.1f} tok/s, prompt {doc['pp_tokens_per_s']:.0f} tok/s "
-        f"(ubatch {doc['pp_ubatch']}); {basis}, RAM {host.get('bandwidth_gb_s', 0):g} GB/s; check with "
-        "llama-bench and the same arguments"
-    ]
+        f"(ubatch {doc['pp_ubatch']}); {basis}, RAM {host.get('bandwidth_gb_s', 0):g} GB/s{threads}{clock}; "
+        "check with llama-bench and the same arguments"
+    ] + [f"threads: {a}" for a in advice]
 
 
 def render_text(est: Estimate) -> str:
@@ -164,7 +218,8 @@ def run(args: argparse.Namespace) -> int:
     except ERRORS as exc:
         return fail(exc)
     decode, prompt = session.speed_of(est.placement, parsed.settings)
-    speed = speed_json(session, decode, prompt, parsed.settings.n_ubatch)
+    speed = speed_json(session, decode, prompt, parsed.settings.n_ubatch, parsed.settings.n_threads)
+    speed["threads_advice"] = thread_advice(session, decode, est, detection)
     est.notes.extend(w for w in model.warnings if model.predicted_from and w.startswith("predicted: "))
     est.notes.extend(parsed.warnings)
     est.notes.extend(check_notes(verdict))

@@ -1,9 +1,15 @@
 """Fit the speed model's efficiency factors from measured llama-bench results.
 
-Decode time per token is linear in the unknowns: ``t = sum_d bytes_d / bw_d * x_d + hops * h + c`` with
-``x_d = 1 / eff_d``. A least-squares fit with a prior pulling each unknown toward its default (so two or
-three measurements cannot send a factor to nonsense) gives ``eff_d``, the hop latency and the per-token
-overhead. Prompt processing gets one compute-efficiency scale per device the same way.
+Every predicted time is linear in the unknowns. Decode, per token:
+``t = sum_gpu bytes_d / bw_d * x_d + bytes_cpu / bw_cpu * x_cpu + sum_type elems_type / rate * u_type
++ hops * h + c``, where ``x = 1 / eff_bandwidth``, ``u_type = cost_type / eff_vec`` (the CPU kernels' time
+per weight element of that ggml type, attention included as its own "type") and ``c`` the per-token
+overhead. Prompt processing, per prompt: ``sum_gpu flops_d / F_d * y_d + sum_type flops_type / F_cpu *
+v_type + ...``. A least-squares fit with a prior pulling each unknown toward its default (so a few
+measurements cannot send a factor to nonsense) gives them all at once, over one model or several.
+
+CPU-type devices (the host and CPU-backed RPC servers of the same machine) share one set of CPU figures:
+they run on the same cores and RAM.
 """
 
 from __future__ import annotations
@@ -12,16 +18,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..lanes import CPU
 from ..memory.layout import WeightPlacement
 from ..model import Model
 from .predict import (
+    ATTENTION,
+    SpeedFacts,
     SpeedParams,
+    Workload,
+    _attended,
+    _layer_share,
     hop_cost,
     layer_path,
+    predict,
     predict_decode,
-    predict_prompt,
     prompt_work,
-    read_bytes_per_token,
 )
 
 
@@ -32,6 +43,9 @@ class Measurement:
     pp_tokens_per_s: float | None = None
     n_ubatch: int = 512
     label: str = ""
+    model: Model | None = None  # None: the model given to fit()
+    work: Workload | None = None  # None: tg at depth 0 and pp of one micro-batch, default threads
+    facts: SpeedFacts | None = None
 
 
 @dataclass
@@ -45,7 +59,7 @@ class FitReport:
         return max((abs(p - m) / m for _, _, p, m in self.rows if m), default=0.0)
 
 
-def _hop_counts(model: Model, wp: WeightPlacement, params: SpeedParams) -> tuple[int, int, float]:
+def _hop_counts(model: Model, wp: WeightPlacement, params: SpeedParams, n_seq: int = 1) -> tuple[int, int, float]:
     """(local hops, RPC hops, payload seconds) along a token's path."""
     path = layer_path(model, wp)
     local = rpc = 0
@@ -55,7 +69,7 @@ def _hop_counts(model: Model, wp: WeightPlacement, params: SpeedParams) -> tuple
             continue
         da, db = params.get(a), params.get(b)
         link = da if da.kind == "rpc" else db if db.kind == "rpc" else (da if da.kind != "cpu" else db)
-        payload += hop_cost(da, db, model.params.n_embd) - link.link_latency
+        payload += hop_cost(da, db, model.params.n_embd, n_seq) - link.link_latency
         if link.kind == "rpc":
             rpc += 1
         else:
@@ -75,58 +89,230 @@ def _solve(rows: list[list[float]], rhs: list[float], x0: list[float], prior_wei
     return sol * scale
 
 
-def fit(model: Model, measurements: list[Measurement], params: SpeedParams, prior_weight: float = 0.3) -> FitReport:
-    """Fit efficiencies, hop latencies and overheads so the model's times match the measurements."""
-    names = sorted({d for m in measurements for d in read_bytes_per_token(model, m.placement)})
+def _work(m: Measurement) -> Workload:
+    return m.work or Workload(n_prompt=m.n_ubatch, n_ubatch=m.n_ubatch)
+
+
+def _cpu_threads(params: SpeedParams, dev: str, work: Workload) -> int:
+    return params.get(dev).n_threads(work.threads if dev == CPU else None)
+
+
+def _decode_row(model: Model, facts: SpeedFacts, m: Measurement, params: SpeedParams) -> tuple[dict, float]:
+    """The coefficients of one decode measurement's time, and the time minus the fixed (payload) part."""
+    work = _work(m)
+    depth = work.depth + (work.n_prompt if work.n_gen else 0) + work.n_gen // 2
+    pred = predict_decode(model, m.placement, params, depth=depth, facts=facts, threads=work.threads, n_seq=work.n_seq)
+    row: dict[str, float] = {}
+    for dev, b in pred.device_bytes.items():
+        d = params.get(dev)
+        key = "bw:cpu" if d.is_cpu else f"bw:{dev}"
+        rate = d.ram_rate(work.threads if dev == CPU else None) / d.eff_bandwidth if d.is_cpu else d.bandwidth
+        row[key] = row.get(key, 0.0) + b / rate
+    share = _layer_share(model, m.placement)
+    attn = facts.attn_flops_per_cell * _attended(facts, depth) * work.n_seq / 2
+    for e, dev, ty in zip(facts.elems_per_token, m.placement.tensor_device, facts.types):
+        if dev and e and params.get(dev).is_cpu:
+            d = params.get(dev)
+            key = f"vec:{ty}"
+            row[key] = row.get(key, 0.0) + e * work.n_seq / (
+                d.vec_rate(work.threads if dev == CPU else None) / d.eff_vec
+            )
+    for dev, sh in share.items():
+        d = params.get(dev)
+        if d.is_cpu and attn:
+            key = f"vec:{ATTENTION}"
+            row[key] = row.get(key, 0.0) + attn * sh / (d.vec_rate(work.threads if dev == CPU else None) / d.eff_vec)
+    local, rpc, payload = _hop_counts(model, m.placement, params, work.n_seq)
+    row["lat:local"], row["lat:rpc"], row["overhead"] = float(local), float(rpc), 1.0
+    rate = m.tg_tokens_per_s or 0.0
+    return row, work.n_seq / rate - payload
+
+
+def _prompt_row(model: Model, facts: SpeedFacts, m: Measurement, params: SpeedParams) -> tuple[dict, float]:
+    """The coefficients of one prompt measurement's time (per prompt), and the time minus the fixed part."""
+    work = _work(m)
+    n_prompt = work.n_prompt or m.n_ubatch
+    n_ub = min(work.n_ubatch, n_prompt)
+    neutral = SpeedParams({k: _neutral(v) for k, v in params.devices.items()}, params.token_overhead, params.cpu)
+    row: dict[str, float] = {}
+    fixed = 0.0
+    done = 0
+    while done < n_prompt:
+        ub = min(n_ub, n_prompt - done)
+        # per type: FLOPs with every cost 1, so each type's share can be read off
+        for ty in sorted(set(facts.types)) + [ATTENTION]:
+            only = SpeedParams({k: _only(v, ty) for k, v in neutral.devices.items()}, params.token_overhead, params.cpu)
+            flops, host_bytes, target = prompt_work(model, m.placement, only, ub, True, facts, work.depth + done)
+            for dev, fl in flops.items():
+                if not fl:
+                    continue
+                d = params.get(dev)
+                if d.is_cpu:
+                    key = f"flc:{ty}"
+                    row[key] = row.get(key, 0.0) + fl / (
+                        d.cpu_flops(work.threads if dev == CPU else None) / d.eff_flops
+                    )
+                else:
+                    key = f"fl:{dev}"
+                    row[key] = row.get(key, 0.0) + fl / d.nominal_flops
+        _, host_bytes, target = prompt_work(model, m.placement, params, ub, True, facts, work.depth + done)
+        if target is not None and host_bytes:
+            fixed += host_bytes / params.get(target).link_bandwidth
+        fixed += params.token_overhead
+        done += ub
+    rate = m.pp_tokens_per_s or 0.0
+    return row, n_prompt / rate - fixed
+
+
+def _neutral(d):
+    import copy
+
+    n = copy.copy(d)
+    n.type_cost, n.type_cost_pp = {}, {}
+    return n
+
+
+def _only(d, ty: str):
+    """``d`` with a prompt cost of 1 for type ``ty`` and 0 for every other (attention included)."""
+    import copy
+
+    class _Costs(dict):
+        def get(self, key, default=None):  # noqa: D102
+            return 1.0 if key == ty else 0.0
+
+    n = copy.copy(d)
+    n.type_cost_pp = _Costs()
+    return n
+
+
+def _x0(key: str, params: SpeedParams) -> float:
+    kind, _, name = key.partition(":")
+    cpu = next((d for d in params.devices.values() if d.is_cpu), params.get(CPU))
+    if kind == "bw":
+        return 1.0 / (cpu.eff_bandwidth if name == "cpu" else params.get(name).eff_bandwidth)
+    if kind == "vec":
+        return cpu.type_cost.get(name, 1.0) / cpu.eff_vec
+    if kind == "flc":
+        return cpu.type_cost_pp.get(name, 1.0) / cpu.eff_flops
+    if kind == "fl":
+        return 1.0 / params.get(name).eff_flops
+    if key == "lat:local":
+        return next((d.link_latency for d in params.devices.values() if d.kind == "gpu"), 60e-6)
+    if key == "lat:rpc":
+        return next((d.link_latency for d in params.devices.values() if d.kind == "rpc"), 1.5e-3)
+    return params.token_overhead
+
+
+def _fit_rows(rows: list[tuple[dict, float]], params: SpeedParams, prior_weight: float) -> dict[str, float]:
+    keys = sorted({k for r, _ in rows for k in r})
+    x0 = [_x0(k, params) for k in keys]
+    x = _solve([[r.get(k, 0.0) for k in keys] for r, _ in rows], [b for _, b in rows], x0, prior_weight)
+    return dict(zip(keys, (float(v) for v in x)))
+
+
+def _weighted_mean(values: dict[str, float], weights: dict[str, float]) -> float:
+    total = sum(weights.get(t, 0.0) for t in values)
+    return sum(v * weights.get(t, 0.0) for t, v in values.items()) / total if total else 1.0
+
+
+def fit_many(measurements: list[Measurement], params: SpeedParams, prior_weight: float = 0.3) -> dict[str, dict]:
+    """Fit ``params`` (changed in place) to ``measurements`` (each with its own model); returns the fitted
+    figures in the calibration file's shape (device -> figure -> value, ``_overhead``)."""
+    facts_of: dict[int, SpeedFacts] = {}
+
+    def facts(m: Measurement) -> tuple[Model, SpeedFacts]:
+        model = m.model
+        assert model is not None
+        if m.facts is not None and m.facts.model is model:
+            return model, m.facts
+        if id(model) not in facts_of:
+            facts_of[id(model)] = SpeedFacts(model)
+        return model, facts_of[id(model)]
+
     fitted: dict[str, dict] = {}
-    tg = [(m, m.tg_tokens_per_s) for m in measurements if m.tg_tokens_per_s]
+    cpus = [d for d in params.devices.values() if d.is_cpu]
+    tg = [m for m in measurements if m.tg_tokens_per_s]
     if tg:
-        k = len(names)
-        rows, rhs = [], []
-        for m, tg_rate in tg:
-            per = read_bytes_per_token(model, m.placement)
-            local, rpc, payload = _hop_counts(model, m.placement, params)
-            rows.append([per.get(n, 0.0) / params.get(n).bandwidth for n in names] + [local, rpc, 1.0])
-            rhs.append(1.0 / tg_rate - payload)
-        rpc_dev = next((d for d in params.devices.values() if d.kind == "rpc"), None)
-        local_dev = next((d for d in params.devices.values() if d.kind == "gpu"), None)
-        x0 = [1.0 / params.get(n).eff_bandwidth for n in names] + [
-            local_dev.link_latency if local_dev else 60e-6,
-            rpc_dev.link_latency if rpc_dev else 1.5e-3,
-            params.token_overhead,
-        ]
-        x = _solve(rows, rhs, x0, prior_weight)
-        for n, xi in zip(names, x[:k]):
-            eff = float(np.clip(1.0 / max(xi, 1e-6), 0.02, 1.0))
-            params.get(n).eff_bandwidth = eff
-            fitted.setdefault(n, {})["eff_bandwidth"] = eff
-        lat_local, lat_rpc = float(np.clip(x[k], 1e-6, 5e-3)), float(np.clip(x[k + 1], 1e-6, 0.05))
+        rows = [_decode_row(*facts(m), m, params) for m in tg]
+        x = _fit_rows(rows, params, prior_weight)
+        weights: dict[str, float] = {}
+        for r, _ in rows:
+            for k, v in r.items():
+                if k.startswith("vec:"):
+                    weights[k[4:]] = weights.get(k[4:], 0.0) + v
+        u = {k[4:]: max(v, 1e-3) for k, v in x.items() if k.startswith("vec:")}
+        for k, v in x.items():
+            if k.startswith("bw:"):
+                eff = float(np.clip(1.0 / max(v, 1e-6), 0.02, 4.0 if k == "bw:cpu" else 1.0))
+                for d in cpus if k == "bw:cpu" else [params.get(k[3:])]:
+                    d.eff_bandwidth = eff
+                    fitted.setdefault(d.name, {})["eff_bandwidth"] = eff
+        if u:
+            mean = _weighted_mean(u, weights)
+            for d in cpus:
+                d.eff_vec = float(np.clip(1.0 / mean, 0.01, 4.0))
+                d.type_cost = {t: float(np.clip(v / mean, 0.05, 20.0)) for t, v in u.items()}
+                fitted.setdefault(d.name, {})["eff_vec"] = d.eff_vec
+                fitted[d.name]["type_cost"] = dict(d.type_cost)
+        lat_local = float(np.clip(x.get("lat:local", _x0("lat:local", params)), 1e-6, 5e-3))
+        lat_rpc = float(
+            np.clip(x.get("lat:rpc", _x0("lat:rpc", params)), 1e-6, 1.0)
+        )  # loopback on shared cores: ~100 ms measured
         for d in params.devices.values():
+            if d.name == CPU:
+                continue
             d.link_latency = lat_rpc if d.kind == "rpc" else lat_local
             fitted.setdefault(d.name, {})["link_latency"] = d.link_latency
-        params.token_overhead = float(np.clip(x[k + 2], 0.0, 0.05))
+        params.token_overhead = float(np.clip(x.get("overhead", params.token_overhead), 0.0, 0.05))
         fitted["_overhead"] = {"token_overhead": params.token_overhead}
-    pp = [(m, m.pp_tokens_per_s) for m in measurements if m.pp_tokens_per_s]
+    pp = [m for m in measurements if m.pp_tokens_per_s]
     if pp:
-        works = [prompt_work(model, m.placement, params, m.n_ubatch) for m, _ in pp]
-        devs = sorted({d for flops, _, _ in works for d in flops})
-        rows, rhs = [], []
-        for (m, pp_rate), (flops, host_bytes, target) in zip(pp, works):
-            transfer = host_bytes / params.get(target).link_bandwidth if target else 0.0
-            rows.append([flops.get(d, 0.0) / params.get(d).nominal_flops for d in devs] + [1.0])
-            rhs.append(m.n_ubatch / pp_rate - transfer)
-        x0 = [1.0 / params.get(d).eff_flops for d in devs] + [params.token_overhead]
-        y = _solve(rows, rhs, x0, prior_weight)
-        for dev, yi in zip(devs, y[:-1]):
-            eff = float(np.clip(1.0 / max(yi, 1e-6), 0.001, 1.0))
-            params.get(dev).eff_flops = eff
-            fitted.setdefault(dev, {})["eff_flops"] = eff
+        rows = [_prompt_row(*facts(m), m, params) for m in pp]
+        y = _fit_rows(rows, params, prior_weight)
+        weights = {}
+        for r, _ in rows:
+            for k, v in r.items():
+                if k.startswith("flc:"):
+                    weights[k[4:]] = weights.get(k[4:], 0.0) + v
+        v_types = {k[4:]: max(v, 1e-3) for k, v in y.items() if k.startswith("flc:")}
+        for k, v in y.items():
+            if k.startswith("fl:"):
+                d = params.get(k[3:])
+                d.eff_flops = float(np.clip(1.0 / max(v, 1e-6), 0.001, 1.0))
+                fitted.setdefault(d.name, {})["eff_flops"] = d.eff_flops
+        if v_types:
+            mean = _weighted_mean(v_types, weights)
+            for d in cpus:
+                d.eff_flops = float(np.clip(1.0 / mean, 0.001, 1.0))
+                d.type_cost_pp = {t: float(np.clip(v / mean, 0.05, 20.0)) for t, v in v_types.items()}
+                fitted.setdefault(d.name, {})["eff_flops"] = d.eff_flops
+                fitted[d.name]["type_cost_pp"] = dict(d.type_cost_pp)
+    return fitted
+
+
+def fit(model: Model, measurements: list[Measurement], params: SpeedParams, prior_weight: float = 0.3) -> FitReport:
+    """Fit efficiencies, hop latencies and overheads so the model's times match the measurements (of ``model``
+    unless a measurement names its own)."""
+    for m in measurements:
+        m.model = m.model or model
+    fitted = fit_many(measurements, params, prior_weight)
     rows_out = []
     for m in measurements:
+        mm = m.model or model
+        work = _work(m)
         if m.tg_tokens_per_s:
-            rows_out.append((m.label, "tg", predict_decode(model, m.placement, params).tokens_per_s, m.tg_tokens_per_s))
-        if m.pp_tokens_per_s:
+            tg_work = Workload(n_gen=work.n_gen or 1, depth=work.depth, threads=work.threads, n_seq=work.n_seq)
             rows_out.append(
-                (m.label, "pp", predict_prompt(model, m.placement, params, m.n_ubatch).tokens_per_s, m.pp_tokens_per_s)
+                (m.label, "tg", predict(mm, m.placement, params, tg_work, m.facts).tokens_per_s, m.tg_tokens_per_s)
+            )
+        if m.pp_tokens_per_s:
+            pp_work = Workload(
+                n_prompt=work.n_prompt or m.n_ubatch,
+                depth=work.depth,
+                threads=work.threads,
+                n_ubatch=min(work.n_ubatch, m.n_ubatch),
+            )
+            rows_out.append(
+                (m.label, "pp", predict(mm, m.placement, params, pp_work, m.facts).tokens_per_s, m.pp_tokens_per_s)
             )
     return FitReport(params, rows_out, fitted)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..lanes import CPU, Lane
 from ..paths import atomic_write_text, data_dir, read_small_file, set_aside
-from .predict import GB, DeviceSpeed, SpeedParams
+from .predict import GB, CpuFacts, DeviceSpeed, SpeedParams
 
 log = logging.getLogger(__name__)
 
@@ -22,34 +22,104 @@ RPC_LINK = (1.25 * GB, 2.0e-3)  # 10 GbE, unless the user says otherwise
 LOOPBACK_LINK = (5 * GB, 1.5e-3)
 
 
+#: The fraction of the measured RAM figure (:func:`app.speed.membench.measure_host_bandwidth`, one thread's
+#: copies on every core, read and write counted) that llama.cpp's decode streams (fitted on this project's
+#: data set, benchmarks/speed_data: 0.82-0.93 on its two halves; calibration replaces it).
+CPU_EFF_BANDWIDTH = 0.85
+
+#: The clock assumed where the CPU does not say (said in the notes of whoever shows the figures).
+DEFAULT_MHZ = 2000.0
+
+
+def host_cpu() -> CpuFacts:
+    """This machine's CPU: physical cores (llama.cpp's default thread count), SIMD flags and clock."""
+    import platform
+
+    import psutil
+
+    cores = psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+    simd: tuple[str, ...] = ()
+    mhz: float | None = None
+    machine = platform.machine().lower()
+    if machine in ("arm64", "aarch64"):
+        simd = ("neon",)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags") and not simd:
+                    simd = tuple(x for x in line.split(":", 1)[1].split() if x.startswith(("avx", "fma")))
+                elif line.startswith("cpu MHz") and mhz is None:
+                    mhz = float(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        pass
+    if mhz is None:
+        try:
+            freq = psutil.cpu_freq()
+            mhz = (freq.max or freq.current) if freq else None
+        except (OSError, RuntimeError, NotImplementedError):
+            mhz = None
+    if not simd and machine in ("x86_64", "amd64"):
+        simd = ("avx2",)  # every x86-64 CPU llama.cpp's default build targets since 2013; flags not readable
+    return CpuFacts(physical_cores=int(cores), simd=simd, mhz=mhz or None)
+
+
+#: The fraction of the SIMD units' FLOPs ggml's CPU matrix kernels reach in prompt processing (fitted on
+#: this project's data set: 0.34-0.36; calibration replaces it).
+CPU_EFF_FLOPS = 0.35
+
+
+def _cpu_device(name: str, kind: str, bandwidth: float, cpu: CpuFacts, eff_bandwidth: float, **kw) -> DeviceSpeed:
+    return DeviceSpeed(
+        name,
+        kind,
+        bandwidth,
+        eff_bandwidth=eff_bandwidth,
+        eff_flops=CPU_EFF_FLOPS,
+        cores=cpu.physical_cores,
+        clock_hz=(cpu.mhz or DEFAULT_MHZ) * 1e6,
+        simd=cpu.best_simd,
+        **kw,
+    )
+
+
 def speed_params(
-    devices: list[Lane], host_bandwidth: float | None = None, calibration: dict[str, dict] | None = None
+    devices: list[Lane],
+    host_bandwidth: float | None = None,
+    calibration: dict[str, dict] | None = None,
+    cpu: CpuFacts | None = None,
 ) -> SpeedParams:
-    out: dict[str, DeviceSpeed] = {CPU: DeviceSpeed(CPU, "cpu", host_bandwidth or DEFAULT_HOST_BW, eff_bandwidth=0.5)}
+    """The speed model's figures for ``devices`` and the host (``cpu``: detected when not given).
+
+    A CPU-backed RPC server on this machine (loopback) shares this CPU; one on another host is assumed to
+    have the same CPU (it cannot say; the figures' notes say so)."""
+    cpu = cpu or host_cpu()
+    host_bw = host_bandwidth or DEFAULT_HOST_BW
+    out: dict[str, DeviceSpeed] = {CPU: _cpu_device(CPU, "cpu", host_bw, cpu, CPU_EFF_BANDWIDTH)}
     for d in devices:
         if d.kind == "rpc":
             link_bw, lat = LOOPBACK_LINK if d.is_loopback else RPC_LINK
-            # a CPU-backed RPC server reads from host RAM; a GPU one reports its own bandwidth
-            bw = d.bandwidth or (host_bandwidth or DEFAULT_HOST_BW)
-            cpu_backed = not d.bandwidth
-            out[d.name] = DeviceSpeed(
-                d.name,
-                "rpc",
-                bw,
-                link_bandwidth=link_bw,
-                link_latency=lat,
-                eff_bandwidth=0.5 if cpu_backed else 0.7,
-                flops_per_byte=8.0 if cpu_backed else 0.0,
-            )
+            if d.bandwidth:  # a GPU behind the server reports its own bandwidth
+                out[d.name] = DeviceSpeed(
+                    d.name, "rpc", d.bandwidth, link_bandwidth=link_bw, link_latency=lat, eff_bandwidth=0.7
+                )
+            else:  # a CPU-backed server reads from host RAM and computes on its cores
+                out[d.name] = _cpu_device(
+                    d.name, "rpc", host_bw, cpu, CPU_EFF_BANDWIDTH, link_bandwidth=link_bw, link_latency=lat
+                )
         else:
             out[d.name] = DeviceSpeed(d.name, "gpu", d.bandwidth or DEFAULT_GPU_BW)
     for name, fitted in (calibration or {}).items():
         if name in out:
-            for k in ("eff_bandwidth", "eff_flops", "link_latency"):
+            for k in ("eff_bandwidth", "eff_flops", "link_latency", "eff_vec"):
                 if k in fitted:
                     setattr(out[name], k, float(fitted[k]))
+            for k, attr in (("type_cost", "type_cost"), ("type_cost_pp", "type_cost_pp")):
+                if isinstance(fitted.get(k), dict):
+                    setattr(out[name], attr, {str(t): float(c) for t, c in fitted[k].items()})
     return SpeedParams(
-        out, token_overhead=float((calibration or {}).get("_overhead", {}).get("token_overhead", 1.5e-3))
+        out,
+        token_overhead=float((calibration or {}).get("_overhead", {}).get("token_overhead", 1.5e-3)),
+        cpu=cpu,
     )
 
 
@@ -64,7 +134,9 @@ def machine_key(devices: list[Lane]) -> str:
 #: The largest calibration file read (one small entry per machine and device set).
 MAX_CALIBRATION_BYTES = 1 << 20
 #: The figures a calibration entry may hold per device (and ``_overhead``), all finite and positive.
-_FITTED_KEYS = ("eff_bandwidth", "eff_flops", "link_latency", "token_overhead")
+_FITTED_KEYS = ("eff_bandwidth", "eff_flops", "link_latency", "token_overhead", "eff_vec")
+#: Per-type cost tables a calibration entry may hold per device (type family -> finite positive factor).
+_FITTED_TABLES = ("type_cost", "type_cost_pp")
 
 
 def _read_calibration_file(path: Path, notes: list[str]) -> dict | None:
@@ -100,11 +172,17 @@ def _valid_entry(entry: object) -> dict[str, dict] | None:
         if not isinstance(figures, dict):
             return None
         for k, v in figures.items():
-            if k not in _FITTED_KEYS or isinstance(v, bool) or not isinstance(v, (int, float)):
+            if k in _FITTED_TABLES and isinstance(v, dict) and len(v) <= 64:
+                if all(_finite(c) and isinstance(t, str) and t.isidentifier() and len(t) <= 16 for t, c in v.items()):
+                    continue
                 return None
-            if not math.isfinite(v) or v < 0:
+            if k not in _FITTED_KEYS or not _finite(v):
                 return None
     return entry
+
+
+def _finite(v: object) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
 
 
 def load_calibration(devices: list[Lane], notes: list[str] | None = None) -> dict[str, dict] | None:

@@ -33,25 +33,107 @@ from ..memory.layout import WeightPlacement
 from ..model import Model, Role
 
 GB = 1e9
+#: The key of attention (over the KV cache) in the per-type cost tables.
+ATTENTION = "attention"
+
+#: ggml types whose CPU kernels share a design, and so a cost per element (the tables' keys): the k-quants
+#: (super-blocks of 256), Q8_0, the other legacy 32-blocks, the i-quants (grid lookups), MXFP4 (a 4-bit
+#: float lookup), the float types. Few families keep a calibration identifiable: a Q4_K_M file always mixes
+#: Q4_K and Q6_K in about the same proportion, so a cost per ggml type could not be told apart.
+_FAMILY = {
+    0: "float",
+    1: "float",
+    30: "float",
+    8: "q8_0",
+    2: "legacy",
+    3: "legacy",
+    6: "legacy",
+    7: "legacy",
+    9: "legacy",
+    39: "mxfp4",
+    34: "ternary",
+    35: "ternary",
+}
+_FAMILY.update({t: "k" for t in range(10, 16)})
+_FAMILY.update({t: "iq" for t in (16, 17, 18, 19, 20, 21, 22, 23, 29)})
+
+
+def type_family(type_id: int) -> str:
+    """The cost family of a ggml type (see :data:`_FAMILY`); "other" for the rest."""
+    return _FAMILY.get(type_id, "other")
+
+
 OP_OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH (ggml/src/ggml-backend.cpp)
+
+
+#: Per core and clock cycle, by the widest SIMD the CPU has: (weight elements a decode dot product consumes,
+#: FLOPs a matrix-matrix kernel does). AVX2 with FMA: two 8-float FMA units (32 FLOP), about 8 quantized
+#: elements per cycle in ggml's vec_dot kernels; AVX-512 twice that; NEON half. Calibration scales them.
+SIMD_RATES: dict[str, tuple[float, float]] = {
+    "avx512f": (16.0, 64.0),
+    "avx2": (8.0, 32.0),
+    "neon": (4.0, 16.0),
+    "": (4.0, 16.0),
+}
+
+
+#: Cores that saturate a CPU's memory bandwidth in decode (one core streams a fraction of it; desktop dual-
+#: channel memory is saturated by a few). Measured here: -t 1 decodes at 0.57-0.58 of -t 2's rate on 2 cores.
+SATURATING_THREADS = 4
+
+#: Relative cost per element of ggml's CPU kernels by type, decode and prompt, where calibration has not
+#: measured it: MXFP4's 4-bit floats are decoded through a lookup table with an E8M0 scale per block
+#: (about 2x the integer types' cost per element, measured here on AVX2: 2.1-2.5 decode, 2.1-2.3 prompt).
+DEFAULT_TYPE_COST: dict[str, float] = {"mxfp4": 2.2}
+#: Decode also pays for attention over the cache: per cached token and head, the flash-attention kernel's
+#: f16 loads, online softmax (an exp per score) and bookkeeping cost about 16 weight elements' worth per
+#: element of K and V (measured here: +32 ms per token at depth 1024 on Llama-3.2-1B, +36 ms on OLMoE).
+DEFAULT_DECODE_COST: dict[str, float] = {**DEFAULT_TYPE_COST, ATTENTION: 16.0}
 
 
 @dataclass
 class DeviceSpeed:
-    """What the speed model knows about one device (``CPU`` for the host)."""
+    """What the speed model knows about one device (``CPU`` for the host).
+
+    A GPU decodes at its memory bandwidth and processes prompts at its compute rate. A CPU (the host, and a
+    ``ggml-rpc-server`` that runs the CPU backend) is limited by both in decode: per token it streams the
+    weights from RAM *and* runs ggml's dot-product kernels over every weight element, on ``threads`` cores;
+    the two add up (measured: ``benchmarks/bench_speed_truth.py``)."""
 
     name: str
     kind: str = "gpu"  # gpu | cpu | rpc
     bandwidth: float = 500 * GB  # bytes/s, memory
-    flops: float = 0.0  # FLOP/s usable for matmuls; 0 = derive from bandwidth
+    flops: float = 0.0  # FLOP/s usable for matmuls; 0 = derive from bandwidth (GPU) or cores x clock (CPU)
     link_bandwidth: float = 25 * GB  # bytes/s to the host (PCIe) or over the network (RPC)
     link_latency: float = 60e-6  # s per crossing (sync + launch; network round trip for RPC)
     eff_bandwidth: float = 0.70  # fitted by calibration; 0.5 for host RAM (see docs/speed-model.md)
     eff_flops: float = 0.45
     flops_per_byte: float = 0.0  # compute per byte of bandwidth when flops is unknown; 0 = by kind
+    # CPU-type devices (the host; an RPC server on the CPU backend): cores, clock and SIMD give the kernels'
+    # rates; 0 cores = not a CPU-type device (a GPU, or an RPC server that reported a GPU's bandwidth)
+    cores: int = 0  # physical cores llama.cpp's default thread count uses
+    clock_hz: float = 0.0
+    simd: str = ""
+    threads: int = 0  # -t for the host (0 = llama.cpp's default: the physical cores)
+    eff_vec: float = 0.90  # fraction of SIMD_RATES' decode elements per cycle reached; fitted by calibration
+    # decode cost per element and prompt cost per FLOP by ggml type (ATTENTION: over the KV cache), relative
+    type_cost: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_DECODE_COST))
+    type_cost_pp: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TYPE_COST))
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.cores > 0
+
+    def n_threads(self, threads: int | None = None) -> int:
+        """Threads this device's kernels run on: ``threads`` (the host's -t) or its default, at most its cores
+        (llama.cpp's threads beyond the physical cores share them: no gain, measured here)."""
+        t = threads or self.threads or self.cores
+        return max(1, min(t, self.cores)) if self.cores else 1
 
     @property
     def nominal_flops(self) -> float:
+        if self.is_cpu and not self.flops:
+            return self.cores * self.clock_hz * SIMD_RATES.get(self.simd, SIMD_RATES[""])[1]
         ratio = self.flops_per_byte or (8.0 if self.kind == "cpu" else 100.0)  # see docs/speed-model.md
         return self.flops or self.bandwidth * ratio
 
@@ -59,11 +141,27 @@ class DeviceSpeed:
     def effective_flops(self) -> float:
         return self.nominal_flops * self.eff_flops
 
+    def cpu_flops(self, threads: int | None = None) -> float:
+        """Matrix-matrix FLOP/s on ``threads`` cores (a CPU-type device), before the per-type cost."""
+        return self.nominal_flops * self.eff_flops * self.n_threads(threads) / self.cores
+
+    def ram_rate(self, threads: int | None = None) -> float:
+        """Bytes/s the decode kernels stream from RAM on ``threads`` cores: a single core cannot saturate the
+        memory controller; about :data:`SATURATING_THREADS` cores do (a CPU-type device)."""
+        sat = min(self.cores, SATURATING_THREADS) if self.cores else 1
+        return self.bandwidth * self.eff_bandwidth * min(1.0, self.n_threads(threads) / max(sat, 1))
+
+    def vec_rate(self, threads: int | None = None) -> float:
+        """Weight elements per second the decode kernels consume on ``threads`` cores (a CPU-type device)."""
+        per_cycle = SIMD_RATES.get(self.simd, SIMD_RATES[""])[0]
+        return self.n_threads(threads) * self.clock_hz * per_cycle * self.eff_vec
+
 
 @dataclass
 class SpeedParams:
     devices: dict[str, DeviceSpeed]
     token_overhead: float = 1.5e-3  # s per token: graph launch, sampling, host work
+    cpu: CpuFacts | None = None  # the host CPU the figures assume (None: not known)
 
     def get(self, name: str) -> DeviceSpeed:
         d = self.devices.get(name)
@@ -72,6 +170,35 @@ class SpeedParams:
                 DeviceSpeed(name, "cpu", 60 * GB, eff_bandwidth=0.5) if name == CPU else DeviceSpeed(name, "gpu")
             )
         return d
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    """The host CPU, for the CPU-type devices' kernel rates."""
+
+    physical_cores: int
+    simd: tuple[str, ...] = ()  # instruction-set flags (avx2, avx512f, neon, ...)
+    mhz: float | None = None  # sustained clock; None = unknown (2,000 MHz assumed, said in the notes)
+
+    @property
+    def best_simd(self) -> str:
+        return next((s for s in SIMD_RATES if s and s in self.simd), "")
+
+
+@dataclass
+class Workload:
+    """What llama-bench (or a server) runs: ``n_prompt`` tokens of prompt in micro-batches of ``n_ubatch``
+    after ``depth`` tokens already in the cache, or ``n_gen`` tokens generated one by one at that depth;
+    ``n_seq`` sequences decoding together (parallel slots: the aggregate rate is predicted)."""
+
+    n_prompt: int = 0
+    n_gen: int = 0
+    depth: int = 0
+    threads: int | None = None
+    n_ubatch: int = 512
+    n_batch: int = 2048
+    n_seq: int = 1
+    shared_prompt: bool = False
 
 
 @dataclass
@@ -95,7 +222,12 @@ class PromptPrediction:
 
 
 class SpeedFacts:
-    """Per-tensor constants of one model for the speed model: bytes read and FLOPs per token.
+    """Per-tensor constants of one model for the speed model: bytes and elements read per decoded token, FLOPs
+    per prompt token, and each tensor's ggml type.
+
+    The output head runs for every decoded token but only for the last token of a prompt (llama.cpp computes
+    logits where the batch asks for them: one per sequence), so it is left out of the prompt FLOPs; with tied
+    embeddings (no ``output.weight``) the token embedding is that head, read whole per decoded token.
 
     Whoever predicts many placements of one model (a session, the fastest search, calibration) builds one
     and passes it to :func:`predict_decode` / :func:`predict_prompt`."""
@@ -105,21 +237,53 @@ class SpeedFacts:
         frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
         self.model = model
         self.roles = [(b.layer, b.role, b.nextn) for b in model.index.tensor_block]
+        tied = not any(t.name == "output.weight" for t in model.tensors)
         self.read_per_token: list[float] = []
+        self.elems_per_token: list[float] = []
         self.flops_per_token: list[float] = []
+        self.types: list[str] = [type_family(t.type_id) for t in model.tensors]
+        self.expert: list[bool] = []
         for t, (_layer, role, nextn) in zip(model.tensors, self.roles):
+            head = (
+                role is Role.OUTPUT and t.name.startswith("output.weight") or (tied and t.name == "token_embd.weight")
+            )
+            self.expert.append(role is Role.EXPERTS and not nextn)
             if nextn:
-                self.read_per_token.append(0.0)
+                read, elems = 0.0, 0.0
+            elif head:
+                read, elems = float(t.nbytes), float(t.n_elements)
             elif role is Role.EXPERTS:
-                self.read_per_token.append(t.nbytes * frac)
+                read, elems = t.nbytes * frac, t.n_elements * frac
             elif role is Role.INPUT:
-                self.read_per_token.append(t.nbytes / max(p.n_vocab, 1))  # one row per token
+                read, elems = t.nbytes / max(p.n_vocab, 1), 0.0  # one row per token, no arithmetic
             else:
-                self.read_per_token.append(float(t.nbytes))
-            if nextn or role is Role.INPUT:
+                read, elems = float(t.nbytes), float(t.n_elements) if len(t.shape) > 1 else 0.0
+            self.read_per_token.append(read)
+            self.elems_per_token.append(elems)
+            if nextn or head or role is Role.INPUT or len(t.shape) < 2:
                 self.flops_per_token.append(0.0)
             else:  # each token uses n_used experts; a micro-batch touches (nearly) every expert's weights
                 self.flops_per_token.append(2.0 * t.n_elements * (frac if role is Role.EXPERTS else 1.0))
+        # attention per token and cached token, per layer: QK^T and softmax(QK^T)V (2 FLOPs a multiply-add)
+        n_attn = [
+            (p.n_head[i] if i < len(p.n_head) else 0)
+            * (p.head_dim_k + p.head_dim_v if not p.kv_lora_rank else p.kv_lora_rank * 2 + (p.n_rot or 0))
+            for i in range(p.n_layer - p.nextn_layers)
+            if not (p.recurrent_layers and i < len(p.recurrent_layers) and p.recurrent_layers[i])
+        ]
+        self.attn_flops_per_cell = 2.0 * sum(n_attn)
+        # the f16 K and V (or MLA's latent) of one cached token, all attention layers: read per decoded token
+        self.kv_bytes_per_cell = 2.0 * sum(
+            (p.n_head_kv[i] if i < len(p.n_head_kv) else 0) * (p.head_dim_k + p.head_dim_v)
+            if not p.kv_lora_rank
+            else p.kv_lora_rank + (p.n_rot or 0)
+            for i in range(p.n_layer - p.nextn_layers)
+            if not (p.recurrent_layers and i < len(p.recurrent_layers) and p.recurrent_layers[i])
+        )
+        self.swa_window = p.n_swa
+        self.swa_share = (
+            sum(1 for i, s in enumerate(p.swa_layers[: p.n_layer]) if s) / max(len(n_attn), 1) if p.n_swa else 0.0
+        )
 
 
 def _facts(model: Model, facts: SpeedFacts | None) -> SpeedFacts:
@@ -132,6 +296,20 @@ def read_bytes_per_token(model: Model, wp: WeightPlacement, facts: SpeedFacts | 
     for b, dev in zip(_facts(model, facts).read_per_token, wp.tensor_device):
         if dev:
             out[dev] = out.get(dev, 0.0) + b
+    return out
+
+
+def decode_elements(
+    model: Model, wp: WeightPlacement, params: SpeedParams, facts: SpeedFacts | None = None, n_seq: int = 1
+) -> dict[str, float]:
+    """Per device, the weight elements its decode kernels process for one step of ``n_seq`` sequences,
+    weighted by the device's per-type cost (1 where none was fitted)."""
+    f = _facts(model, facts)
+    out: dict[str, float] = {}
+    costs = {dev: params.get(dev).type_cost for dev in {d for d in wp.tensor_device if d}}
+    for e, dev, ty in zip(f.elems_per_token, wp.tensor_device, f.types):
+        if dev and e:
+            out[dev] = out.get(dev, 0.0) + e * n_seq * costs[dev].get(ty, 1.0)
     return out
 
 
@@ -170,6 +348,24 @@ def hop_cost(a: DeviceSpeed, b: DeviceSpeed, n_embd: int, tokens: int = 1) -> fl
     return gpu.link_latency + payload / gpu.link_bandwidth
 
 
+def _layer_share(model: Model, wp: WeightPlacement) -> dict[str, float]:
+    """The fraction of the model's attention layers each device runs (its share of the KV cache work)."""
+    n = model.params.n_layer - model.params.nextn_layers
+    out: dict[str, float] = {}
+    for il in range(n):
+        dev = wp.layer_device[il]
+        out[dev] = out.get(dev, 0.0) + 1.0 / max(n, 1)
+    return out
+
+
+def _attended(facts: SpeedFacts, depth: float) -> float:
+    """Cached tokens one token attends to, averaged over the layers (sliding-window layers see at most the
+    window)."""
+    if not facts.swa_window:
+        return depth
+    return (1 - facts.swa_share) * depth + facts.swa_share * min(depth, facts.swa_window)
+
+
 def predict_decode(
     model: Model,
     wp: WeightPlacement,
@@ -178,22 +374,50 @@ def predict_decode(
     depth: int = 0,
     kv_cells: int = 1,
     facts: SpeedFacts | None = None,
+    threads: int | None = None,
+    n_seq: int = 1,
 ) -> DecodePrediction:
-    """Tokens/s at batch 1. ``kv_bytes`` per device and ``depth``/``kv_cells`` give the KV share read per token."""
+    """Tokens/s at batch 1 (``n_seq`` > 1: the aggregate rate of that many sequences decoding together).
+
+    ``kv_bytes`` per device and ``depth``/``kv_cells`` give the KV share read per token; ``threads`` is the
+    host's -t."""
     facts = _facts(model, facts)
     per_dev = read_bytes_per_token(model, wp, facts)
+    if n_seq > 1 and model.params.n_expert:  # n tokens route to more distinct experts than one does
+        p = model.params
+        k, e = p.n_expert_used, p.n_expert
+        touched = e * (1 - (1 - k / e) ** n_seq) / k
+        for dev in list(per_dev):
+            experts = sum(r for r, d, x in zip(facts.read_per_token, wp.tensor_device, facts.expert) if d == dev and x)
+            per_dev[dev] += experts * (touched - 1)
+    share = _layer_share(model, wp)
     if kv_bytes and depth > 0:
         for dev, kv in kv_bytes.items():
-            per_dev[dev] = per_dev.get(dev, 0.0) + kv * min(1.0, depth / max(kv_cells, 1))
-    secs = {dev: b / (params.get(dev).bandwidth * params.get(dev).eff_bandwidth) for dev, b in per_dev.items()}
+            per_dev[dev] = per_dev.get(dev, 0.0) + n_seq * kv * min(1.0, _attended(facts, depth) / max(kv_cells, 1))
+    elif depth > 0:  # an f16 cache on the layers' devices
+        for dev, sh in share.items():
+            per_dev[dev] = per_dev.get(dev, 0.0) + n_seq * facts.kv_bytes_per_cell * sh * _attended(facts, depth)
+    elems = decode_elements(model, wp, params, facts, n_seq)
+    attn = facts.attn_flops_per_cell * _attended(facts, depth) * n_seq / 2  # multiply-adds
+    secs: dict[str, float] = {}
+    for dev in set(per_dev) | set(elems):
+        d = params.get(dev)
+        if d.is_cpu:
+            t = per_dev.get(dev, 0.0) / d.ram_rate(threads if dev == CPU else None)
+        else:
+            t = per_dev.get(dev, 0.0) / (d.bandwidth * d.eff_bandwidth)
+        if d.is_cpu:
+            work = elems.get(dev, 0.0) + attn * share.get(dev, 0.0) * d.type_cost.get(ATTENTION, 1.0)
+            t += work / d.vec_rate(threads if dev == CPU else None)
+        secs[dev] = t
     path = layer_path(model, wp, facts)
     hops, hop_s = 0, 0.0
     for a, b in zip(path, path[1:]):
         if a != b:
             hops += 1
-            hop_s += hop_cost(params.get(a), params.get(b), model.params.n_embd)
+            hop_s += hop_cost(params.get(a), params.get(b), model.params.n_embd, n_seq)
     total = sum(secs.values()) + hop_s + params.token_overhead
-    return DecodePrediction(1.0 / total, total, secs, per_dev, hops, hop_s)
+    return DecodePrediction(n_seq / total, total, secs, per_dev, hops, hop_s)
 
 
 def prompt_work(
@@ -203,21 +427,30 @@ def prompt_work(
     n_ubatch: int = 512,
     op_offload: bool = True,
     facts: SpeedFacts | None = None,
+    depth: int = 0,
 ) -> tuple[dict[str, float], float, str | None]:
-    """FLOPs per device for one micro-batch, host bytes copied to the GPU, and the GPU they go to."""
+    """FLOPs per device for one micro-batch (weighted by the device's per-type prompt cost, 1 where none was
+    fitted; attention over ``depth`` cached tokens and the batch itself included), host bytes copied to the
+    GPU, and the GPU they go to."""
+    f = _facts(model, facts)
     gpus = [d for d in wp.devices if params.get(d.name).kind == "gpu"]
     offload = op_offload and bool(gpus) and n_ubatch >= OP_OFFLOAD_MIN_BATCH
     target = gpus[0].name if offload else None
     flops: dict[str, float] = {}
     host_bytes = 0.0
-    for f, t, dev in zip(_facts(model, facts).flops_per_token, model.tensors, wp.tensor_device):
-        if not dev or not f:
+    costs: dict[str, dict[str, float]] = {}
+    for fl, t, dev, ty in zip(f.flops_per_token, model.tensors, wp.tensor_device, f.types):
+        if not dev or not fl:
             continue
         run_on = dev
         if dev == CPU and target is not None:  # target is set exactly when offloading
             run_on = target
             host_bytes += t.nbytes
-        flops[run_on] = flops.get(run_on, 0.0) + f * n_ubatch
+        cost = costs.setdefault(run_on, params.get(run_on).type_cost_pp).get(ty, 1.0)
+        flops[run_on] = flops.get(run_on, 0.0) + fl * n_ubatch * cost
+    attn = f.attn_flops_per_cell * n_ubatch * _attended(f, depth + n_ubatch / 2)
+    for dev, share in _layer_share(model, wp).items():
+        flops[dev] = flops.get(dev, 0.0) + attn * share * params.get(dev).type_cost_pp.get(ATTENTION, 1.0)
     return flops, host_bytes, target
 
 
@@ -228,11 +461,44 @@ def predict_prompt(
     n_ubatch: int = 512,
     op_offload: bool = True,
     facts: SpeedFacts | None = None,
+    threads: int | None = None,
+    depth: int = 0,
+    n_prompt: int | None = None,
 ) -> PromptPrediction:
-    """Prompt-processing tokens/s for full micro-batches of ``n_ubatch`` tokens."""
-    flops, host_bytes, target = prompt_work(model, wp, params, n_ubatch, op_offload, facts)
-    offload = target is not None
-    secs = {dev: f / params.get(dev).effective_flops for dev, f in flops.items()}
-    transfer = host_bytes / params.get(target).link_bandwidth if target is not None and host_bytes else 0.0
-    total = sum(secs.values()) + transfer + params.token_overhead
-    return PromptPrediction(n_ubatch / total, total, secs, transfer, offload)
+    """Prompt-processing tokens/s for a prompt of ``n_prompt`` tokens (default: one full micro-batch) in
+    micro-batches of ``n_ubatch`` after ``depth`` cached tokens; ``threads`` is the host's -t."""
+    n_prompt = n_prompt or n_ubatch
+    total, transfer_all, offloaded = 0.0, 0.0, False
+    secs: dict[str, float] = {}
+    done = 0
+    while done < n_prompt:
+        ub = min(n_ubatch, n_prompt - done)
+        flops, host_bytes, target = prompt_work(model, wp, params, ub, op_offload, facts, depth + done)
+        offloaded = offloaded or target is not None
+        for dev, fl in flops.items():
+            d = params.get(dev)
+            rate = d.cpu_flops(threads if dev == CPU else None) if d.is_cpu else d.effective_flops
+            secs[dev] = secs.get(dev, 0.0) + fl / rate
+        transfer = host_bytes / params.get(target).link_bandwidth if target is not None and host_bytes else 0.0
+        transfer_all += transfer
+        done += ub
+    total = sum(secs.values()) + transfer_all + params.token_overhead * -(-n_prompt // n_ubatch)
+    per_ubatch = total / -(-n_prompt // n_ubatch)
+    return PromptPrediction(n_prompt / total, per_ubatch, secs, transfer_all, offloaded)
+
+
+def predict(
+    model: Model,
+    wp: WeightPlacement,
+    params: SpeedParams,
+    work: Workload,
+    facts: SpeedFacts | None = None,
+    kv_bytes: dict[str, float] | None = None,
+    kv_cells: int = 1,
+) -> DecodePrediction | PromptPrediction:
+    """The rate llama-bench reports for ``work``: prompt tokens/s when it has a prompt and no generation,
+    else generated tokens/s (aggregate over ``n_seq`` sequences)."""
+    if work.n_prompt and not work.n_gen:
+        return predict_prompt(model, wp, params, work.n_ubatch, True, facts, work.threads, work.depth, work.n_prompt)
+    depth = work.depth + work.n_prompt + work.n_gen // 2  # the prompt (if any) is in the cache
+    return predict_decode(model, wp, params, kv_bytes, depth, kv_cells, facts, threads=work.threads, n_seq=work.n_seq)
