@@ -203,7 +203,7 @@ def evaluate(doc: dict, prior: float = 0.3) -> Evaluation:
     fitted = []
     for train, test in (folds, folds[::-1]):
         # loopback RPC is left out of the fit: see RPC_NOTE
-        meas = [measurement(r) for r in rows if r.model in train and r.kind in ("tg", "pp") and not r.lanes]
+        meas = [measurement(r) for r in rows if r.model in train and r.kind in ("tg", "pp", "par") and not r.lanes]
         params = base_params()
         fitted.append(fit_many(meas, params, prior_weight=prior))
         for r in rows:
@@ -278,7 +278,7 @@ def measurement(row: Row) -> Measurement:
     model, facts = model_of(row.model)
     wp = Placement.from_settings(model, row.lanes, row.settings).weight_placement()
     rate = row.measured
-    return Measurement(wp, rate if row.kind == "tg" else None, rate if row.kind == "pp" else None,
+    return Measurement(wp, rate if row.kind in ("tg", "par") else None, rate if row.kind == "pp" else None,
                        row.workload.n_ubatch, f"{row.case} {row.model}", model, row.workload, facts)
 
 
