@@ -132,7 +132,7 @@ def speed_json(session: Session, decode, prompt, n_ubatch: int, threads: int | N
     }
 
 
-def thread_advice(session: Session, decode, est: Estimate, detection) -> dict | None:
+def thread_advice(session: Session, decode, est: Estimate, detection, requested: int | None = None) -> dict | None:
     """-t/-tb/--numa advice for this placement (the CPU's share of the decode time decides how much it
     matters), with the GPUs' PCI bus ids from detection for their NUMA node."""
     from ..speed.threads import advise
@@ -147,7 +147,7 @@ def thread_advice(session: Session, decode, est: Estimate, detection) -> dict | 
         for d in (detection.devices if detection is not None else ())
         if d.name in used and d.name != "CPU"
     ]
-    adv = advise(cpu, share, gpus=gpus)
+    adv = advise(cpu, share, gpus=gpus, requested=requested)
     return {
         "threads": adv.threads,
         "threads_batch": adv.threads_batch,
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(exc)
     decode, prompt = session.speed_of(est.placement, parsed.settings)
     speed = speed_json(session, decode, prompt, parsed.settings.n_ubatch, parsed.settings.n_threads)
-    speed["threads_advice"] = thread_advice(session, decode, est, detection)
+    speed["threads_advice"] = thread_advice(session, decode, est, detection, parsed.settings.n_threads)
     est.notes.extend(w for w in model.warnings if model.predicted_from and w.startswith("predicted: "))
     est.notes.extend(parsed.warnings)
     est.notes.extend(check_notes(verdict))

@@ -85,6 +85,7 @@ def advise(
     nodes: list[NumaNode] | None = None,
     gpus: list[tuple[str, str | None]] | None = None,
     sys_root: str | os.PathLike = "/sys",
+    requested: int | None = None,
 ) -> ThreadAdvice:
     """The -t/-tb (and --numa) to use. ``cpu_share``: the fraction of the decode time the CPU spends (its part
     of the weights); ``gpus``: (name, PCI bus id) of the GPUs the placement uses."""
@@ -95,6 +96,13 @@ def advise(
         f"-t {cores} -tb {cores}: one thread per physical core (llama.cpp's default); SMT siblings and extra threads "
         "share the same SIMD units and slow the thread pool down"
     )
+    if requested and requested > cores:
+        adv.lines.append(
+            f"-t {requested} is more than the {cores} physical cores: llama.cpp's thread pool spins while it "
+            "waits, so the extra threads take turns with the working ones (measured on a 2-core machine, "
+            "benchmarks/speed_data: -t 4 generated 19x slower than -t 2); the speed shown is for "
+            f"{cores} threads"
+        )
     if cpu_share < 0.05:
         adv.lines.append("the CPU does under 5% of the decode work here: the thread count hardly matters")
     if len(nodes) > 1:

@@ -75,3 +75,8 @@ def test_no_sysfs_means_no_numa_claims(tmp_path):
     assert numa_nodes(tmp_path / "absent") == []
     assert pci_numa_node("0000:01:00.0", tmp_path / "absent") is None
     assert pci_numa_node(None) is None
+
+
+def test_more_threads_than_cores_is_warned_with_the_measured_cost(tmp_path):
+    adv = advise(CpuFacts(2), cpu_share=1.0, nodes=[], sys_root=tmp_path, requested=4)
+    assert adv.threads == 2 and any("-t 4 is more than the 2 physical cores" in line for line in adv.lines)
