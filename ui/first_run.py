@@ -7,8 +7,11 @@ usable is there it appears at the top of the main window with three buttons:
   runs off the GUI thread with a progress bar, speed, time left and Cancel. Nothing is downloaded
   before the click. The release is the official latest one unless ``LAYERDECK_LLAMA_RELEASE_URL`` (or
   the ``release_url`` argument) names a mirror.
-* **Build from source** builds the pinned llama.cpp (:func:`app.llamacpp.build.ensure_built`), with a
-  time estimate from the number of CPU cores.
+* **Build from source** builds the pinned llama.cpp (:func:`app.llamacpp.build.ensure_built`) for the
+  backend chosen beside it (the fastest one whose compiler is here is preselected; one whose toolchain is
+  missing says what is missing and how to get it), with a time estimate from the backend and the number of
+  CPU cores, a bar that follows CMake's percentages, Cancel (the compilers stop; what was compiled is kept
+  and the next build resumes) and "Build log" one click away.
 * **Choose a folder…** takes a folder that holds ``llama-server``.
 
 Whatever succeeds becomes the Settings folder and the current build; a failure leaves everything as it
@@ -24,6 +27,7 @@ import time
 
 from PySide6.QtCore import QObject, QSettings, Qt, Signal
 from PySide6.QtWidgets import (
+    QComboBox,
     QFileDialog,
     QFrame,
     QHBoxLayout,
@@ -45,10 +49,12 @@ log = logging.getLogger(__name__)
 RELEASE_URL_ENV = "LAYERDECK_LLAMA_RELEASE_URL"
 
 
-def build_minutes(cores: int | None = None) -> int:
-    """About how long building the four tools takes: 12-15 min on 2 cores (measured), shorter with more."""
-    cores = cores or os.cpu_count() or 2
-    return max(3, round(28 / cores))
+def build_minutes(cores: int | None = None, backend: str = "cpu") -> int:
+    """About how long building the four tools takes (:func:`app.llamacpp.build.estimate_minutes`: the CPU build
+    12-15 min on 2 cores, measured; shorter with more)."""
+    from app.llamacpp.build import estimate_minutes
+
+    return estimate_minutes(backend, cores)
 
 
 class _Relay(QObject):
@@ -95,18 +101,25 @@ class FirstRunBanner(QFrame):
         self.download_btn = QPushButton("Download")
         self.download_btn.setEnabled(False)
         self.download_btn.clicked.connect(self.download)
-        self.build_btn = QPushButton(f"Build from source (about {build_minutes()} min)")
-        self.build_btn.setToolTip(
-            "Compile the llama.cpp version Layerdeck is tested with (needs CMake and a C++ "
-            "compiler); CPU and RPC backends"
-        )
+        self.build_btn = QPushButton()
         self.build_btn.clicked.connect(self.build)
+        self.backend_box = QComboBox()
+        self.backend_box.addItem("CPU", "cpu")
+        self.backend_box.setToolTip("The backend to build; the fastest one whose compiler is here is preselected")
+        self.backend_box.currentIndexChanged.connect(self._backend_changed)
+        self.choices: list = []
+        self.build_log_path = None
+        self.log_btn = QPushButton("Build log")
+        self.log_btn.setToolTip("Show the log of the build from source")
+        self.log_btn.clicked.connect(self.show_log)
+        self.log_btn.hide()
+        self._backend_changed()
         self.folder_btn = QPushButton("Choose a folder…")
         self.folder_btn.setToolTip("A folder that already holds llama-server")
         self.folder_btn.clicked.connect(self.choose_folder)
         self.close_btn = QPushButton("Not now")
         self.close_btn.clicked.connect(self.dismiss)
-        for b in (self.download_btn, self.build_btn, self.folder_btn):
+        for b in (self.download_btn, self.build_btn, self.backend_box, self.folder_btn, self.log_btn):
             row.addWidget(b)
         row.addStretch(1)
         row.addWidget(self.close_btn)
@@ -126,6 +139,10 @@ class FirstRunBanner(QFrame):
         lay.addWidget(self.progress_row)
         self._relay = _Relay()
         self._relay.progress.connect(self._show_progress)
+        from .llama_builds import _BuildRelay
+
+        self._build_relay = _BuildRelay(self)
+        self._build_relay.progress.connect(self._show_build_progress)
         self.setVisible(False)
 
     def reveal(self) -> None:
@@ -149,6 +166,7 @@ class FirstRunBanner(QFrame):
             if not usable:
                 self.reveal()
                 self.fetch_release()
+                self.look_for_toolchains()
             if on_done is not None:
                 on_done(builds)
 
@@ -191,11 +209,50 @@ class FirstRunBanner(QFrame):
 
         run_in_background(job, done, failed)
 
+    def look_for_toolchains(self) -> None:
+        """Which backends can be built here (off the GUI thread); preselect the fastest for this machine's GPU."""
+        from app.llamacpp.releases import this_machine
+
+        from .llama_builds import backend_choices, best_backend, fill_backend_box
+
+        def job():
+            return backend_choices(), this_machine().gpus
+
+        def done(result) -> None:
+            if self.busy:
+                return
+            self.choices, gpus = result
+            fill_backend_box(self.backend_box, self.choices, best_backend(self.choices, gpus))
+            self._backend_changed()
+
+        run_in_background(job, done, lambda exc: log.warning("could not look for compilers: %s", exc))
+
+    def _choice(self):
+        backend = self.backend_box.currentData() or "cpu"
+        return next((c for c in self.choices if c.backend == backend), None)
+
+    def _backend_changed(self, *_args) -> None:
+        from .llama_builds import BACKEND_LABELS
+
+        backend = self.backend_box.currentData() or "cpu"
+        label = BACKEND_LABELS.get(backend, backend)
+        self.build_btn.setText(f"Build from source (about {build_minutes(backend=backend)} min, {label})")
+        c = self._choice()
+        if c is not None and c.missing:
+            self.build_btn.setToolTip(f"{label} cannot be built here: {c.missing}")
+        else:
+            from app.llamacpp.build import estimate_text
+
+            self.build_btn.setToolTip(
+                f"Compile the llama.cpp version Layerdeck is tested with, {label} and RPC backends "
+                f"(needs CMake and a C++ compiler): {estimate_text(backend)}"
+            )
+
     # ------------------------------------------------------------------ actions
 
     def _set_busy(self, busy: bool, cancellable: bool = True) -> None:
         self.busy = busy
-        for b in (self.download_btn, self.build_btn, self.folder_btn, self.close_btn):
+        for b in (self.download_btn, self.build_btn, self.backend_box, self.folder_btn, self.close_btn):
             b.setEnabled(not busy)
         self.progress_row.setVisible(busy)
         self.cancel_btn.setVisible(cancellable)
@@ -229,18 +286,40 @@ class FirstRunBanner(QFrame):
             self.status.setText("Cancelling…")
 
     def build(self) -> None:
-        from app.llamacpp.build import cache_root, ensure_built
-        from app.llamacpp.install import use
+        from .llama_builds import BACKEND_LABELS, start_build
 
-        self._set_busy(True, cancellable=False)
-        self.bar.setRange(0, 0)  # busy: CMake's progress is in the log
-        self.status.setText(f"Building llama.cpp from source (about {build_minutes()} min; log under {cache_root()})…")
+        backend = self.backend_box.currentData() or "cpu"
+        c = self._choice()
+        if c is not None and c.missing:
+            self._fail_text(f"{BACKEND_LABELS.get(backend, backend)} cannot be built here: {c.missing}")
+            return
+        if c is not None and c.log_path is not None:
+            self.build_log_path = c.log_path
+        self.log_btn.setVisible(self.build_log_path is not None)
+        self._set_busy(True, cancellable=True)
+        self.backend_box.setEnabled(False)
+        self.bar.setRange(0, 0)  # until CMake prints its first percentage
+        self.status.setText(f"Building llama.cpp from source ({c.estimate if c else 'CPU'})…")
+        self.cancel_event = start_build(backend, self._build_relay, self._installed, self._fail)
 
-        def job():
-            folder = ensure_built(backend="cpu")
-            return use(os.fspath(folder))
+    def _show_build_progress(self, p) -> None:
+        from .llama_builds import progress_text
 
-        run_in_background(job, self._installed, self._fail)
+        if p.log_path is not None and self.build_log_path != p.log_path:
+            self.build_log_path = p.log_path
+            self.log_btn.show()
+        if p.fraction is None:
+            self.bar.setRange(0, 0)
+        else:
+            self.bar.setRange(0, 1000)
+            self.bar.setValue(int(1000 * p.fraction))
+        self.status.setText(progress_text(p))
+
+    def show_log(self) -> None:
+        from .llama_builds import show_build_log
+
+        if self.build_log_path is not None:
+            self.log_dialog = show_build_log(self.build_log_path, self)
 
     def choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Folder with llama-server")
@@ -272,14 +351,18 @@ class FirstRunBanner(QFrame):
         )
         self.download_btn.hide()
         self.build_btn.hide()
+        self.backend_box.hide()
         self.folder_btn.hide()
         self.close_btn.setText("Close")
         self.installed.emit(folder)
 
     def _fail(self, exc) -> None:
+        self._fail_text(_message(exc))
+
+    def _fail_text(self, text: str) -> None:
         self._set_busy(False)
+        self.cancel_event = None
         self.bar.setRange(0, 1000)
-        text = _message(exc)
         self.detail.setText(f"<span style='color:#c0392b'>{text[:1].upper() + text[1:]}</span>")
 
 

@@ -4,7 +4,7 @@ Usage::
 
     layerdeck llama list [--json] [--llama-dir DIR]
     layerdeck llama get [--backend cpu|cuda|vulkan|rocm|metal|sycl] [--release-url URL] [--json]
-    layerdeck llama build [--backend cpu|vulkan|...]
+    layerdeck llama build [--backend cpu|vulkan|cuda|rocm|metal] [--jobs N] [--cuda-from-pypi]
     layerdeck llama use PATH|VERSION
     layerdeck llama remove VERSION
 
@@ -15,7 +15,7 @@ installs, runs its ``--version`` and ``--list-devices`` and only then makes it c
 downloaded unless this command is run.
 
 Exit status: 0; 2 with one ``layerdeck: MESSAGE`` line when something cannot be done; 130 on Ctrl+C
-(a download resumes next time).
+(a download resumes next time; a build keeps what it compiled and resumes next time).
 
 JSON of ``list --json`` (``"schema": "layerdeck.llama-builds/1"``)::
 
@@ -62,10 +62,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     get.add_argument("--json", action="store_true", help="print the result as JSON")
     get.set_defaults(func=run_get)
-    b = sub.add_parser("build", help="build llama.cpp from source (the pinned llama-cpp-python sdist)")
-    from ..llamacpp.build import BACKEND_OPTIONS
+    b = sub.add_parser(
+        "build",
+        help="build llama.cpp from source (the pinned llama-cpp-python sdist)",
+        description="Build llama.cpp from the pinned llama-cpp-python sdist for one backend. The toolchain is "
+        "checked first (what is missing and how to get it is said); CUDA is built for the compute capability of "
+        "this machine's GPUs only. Progress comes from CMake's output; the log is saved in the build folder. "
+        "Ctrl+C stops the compilers; what was compiled is kept and the next build resumes from it.",
+    )
+    from ..llamacpp.build import BACKENDS
 
-    b.add_argument("--backend", choices=sorted(BACKEND_OPTIONS), default="cpu")
+    b.add_argument("--backend", choices=BACKENDS, default="cpu")
+    b.add_argument("--jobs", "-j", type=int, metavar="N", help="parallel compile jobs (default: the CPU count)")
+    b.add_argument(
+        "--cuda-from-pypi",
+        action="store_true",
+        help="without a CUDA toolkit: install NVIDIA's CUDA 13 toolkit wheels from PyPI into a private folder first",
+    )
     b.set_defaults(func=run_build)
     use = sub.add_parser("use", help="make a build current (an installed version or a folder)")
     use.add_argument("spec", metavar="PATH|VERSION")
@@ -205,20 +218,73 @@ def run_get(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
     return 0
 
 
-def run_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    from ..llamacpp.build import ensure_built
+def _build_progress_printer(err: TextIO):
+    """One status line (rewritten in place on a terminal; a line per 10% step otherwise)."""
+    tty = err.isatty()
+    last: list = [None]
 
+    def show(p) -> None:
+        step = f"[{p.step}/{p.steps}] " if p.steps > 1 else ""
+        if tty:
+            err.write("\r" + (step + p.text()).ljust(110)[:110])
+            err.flush()
+            return
+        mark = (p.stage, p.step, None if p.fraction is None else int(p.fraction * 10))
+        if mark != last[0]:
+            last[0] = mark
+            pct = f" {100 * p.fraction:.0f}%" if p.fraction is not None else ""
+            err.write(f"{step}{p.stage}{pct}\n")
+            err.flush()
+
+    return show
+
+
+def run_build(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    from ..llamacpp import build
+
+    backend = args.backend
     try:
-        folder = ensure_built(backend=args.backend)
+        override = os.environ.get(build.BACKEND_ENV_DIRS[backend])
+        if not override:
+            if backend == "cuda" and args.cuda_from_pypi:
+                nvcc = build.find_nvcc()
+                if nvcc is None:
+                    err.write(f"installing NVIDIA's CUDA toolkit wheels from PyPI into {build.cuda_wheel_dir()}\n")
+                    build.install_cuda_wheels(progress=_build_progress_printer(err))
+                    if err.isatty():
+                        err.write("\n")
+                else:
+                    err.write(f"note: nvcc is already here ({nvcc}); the PyPI toolkit is not installed\n")
+            arch = build.key_arch(backend, build.PINNED_VERSION, None)
+            root = build.cache_root() / build.build_key(build.PINNED_VERSION, backend, arch)
+            if not build.complete(root / "bin"):  # a finished build needs no toolchain
+                plan = build.plan(backend)
+                err.write(
+                    f"building llama.cpp {build.PINNED_VERSION} ({backend}) in {root}: "
+                    f"{build.estimate_text(backend, args.jobs)}\n"
+                )
+                for name, path in plan.tools.items():
+                    err.write(f"  {name}: {path}\n")
+                if plan.arch:
+                    err.write(f"  GPU architecture: {' '.join(plan.arch)}\n")
+                err.write(f"  log: {root / 'build.log'}\n")
+        folder = build.ensure_built(backend=backend, jobs=args.jobs, progress=_build_progress_printer(err))
+        if err.isatty():
+            err.write("\n")
         b = install.use(os.fspath(folder))
-    except ERRORS as exc:
-        return fail(exc)
     except KeyboardInterrupt:
+        err.write(
+            "\ncancelled: the compilers were stopped; what was compiled is kept in the build folder and the next "
+            "`layerdeck llama build` resumes from it\n"
+        )
         return 130
+    except ERRORS as exc:
+        if err.isatty():
+            err.write("\n")
+        return fail(exc)
     out.write(
-        f"built {args.backend} and made it current: {folder}\n  version: {b.label()}\n"
-        f"  backends: {', '.join(b.backends)}\n"
+        f"built {backend} and made it current: {folder}\n  version: {b.label()}\n  backends: {', '.join(b.backends)}\n"
     )
     return 0
 

@@ -56,8 +56,9 @@ def test_a_missing_tool_builds_only_that_target(tmp_path, monkeypatch):
     (root / "src" / "CMakeLists.txt").write_text("")
     calls = []
 
-    def fake_run(cmd, log, cwd=None):
+    def fake_run(cmd, log, cwd=None, **kw):
         calls.append(cmd)
+        assert kw["stage"] == ("compile" if "--build" in cmd else "configure")
         if "--build" in cmd:
             out = _fake_bin(type(root)(cmd[cmd.index("--build") + 1]) / "bin", ["llama-quantize"])
             assert out.is_dir()
@@ -69,8 +70,18 @@ def test_a_missing_tool_builds_only_that_target(tmp_path, monkeypatch):
     configure, make = calls
     assert configure[:3] == ["cmake", "-S", str(root / "src")] and all(o in configure for o in build.CMAKE_OPTIONS)
     assert make[-2:] == ["--target", "llama-quantize"]
-    assert not any(p.name.startswith("build-") for p in root.iterdir())  # the temporary build folder is gone
+    # the on-demand build folder is kept, so the next on-demand tool (or a cancelled build) is incremental
+    assert configure[4] == make[2] == str(root / build.TOOLS_BUILD_DIR)
     assert sorted(os.listdir(bin_dir)) == sorted(build.exe_name(t) for t in [*build.TARGETS, "llama-quantize"])
+
+
+def test_batched_bench_is_an_on_demand_target_of_the_pinned_sources(llama_bin):
+    assert build.ON_DEMAND_TARGETS["llama-batched-bench"] == "llama-batched-bench"
+    src = build.cache_root() / build.build_key() / "src"
+    if not src.is_dir():
+        pytest.skip(f"no pinned sources at {src}")
+    assert "add_subdirectory(batched-bench)" in (src / "tools" / "CMakeLists.txt").read_text()
+    assert "set(TARGET llama-batched-bench)" in (src / "tools" / "batched-bench" / "CMakeLists.txt").read_text()
 
 
 def test_unknown_tool():

@@ -198,8 +198,53 @@ def test_build_from_source_button(qtbot, no_llama, server, llama_bin, monkeypatc
     15-minute compile."""
     win, banner = _window(qtbot, server.release_url)
     qtbot.waitUntil(banner.isVisible, timeout=30000)
+    qtbot.waitUntil(lambda: bool(banner.choices), timeout=30000)  # the toolchains were looked for
+    banner.backend_box.setCurrentIndex(banner.backend_box.findData("cpu"))
     monkeypatch.setenv("LAYERDECK_LLAMA_CPP_DIR", str(llama_bin))
     with qtbot.waitSignal(banner.installed, timeout=60000) as sig:
         banner.build_btn.click()
     assert Path(sig.args[0]) == llama_bin and win.settings.value("llama_dir") == str(llama_bin)
     assert store.current_dir() == llama_bin
+
+
+def test_build_from_source_progress_log_and_cancel(qtbot, no_llama, server, tmp_path, monkeypatch):
+    """A real CMake build from the banner (the cache's src/ is the small project of tests/llamacpp/cmake_project.py,
+    with a step that sleeps): the bar follows CMake's percentages, "Build log" shows the log, Cancel stops every
+    process of the build and says that what was compiled is kept."""
+    import psutil
+
+    from app.llamacpp import build
+    from tests.llamacpp.cmake_project import write_project
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = build.cache_root() / build.build_key()
+    write_project(root / "src", n_files=6, sleep_s=120)
+    win, banner = _window(qtbot, server.release_url)
+    qtbot.waitUntil(lambda: bool(banner.choices), timeout=30000)
+    banner.backend_box.setCurrentIndex(banner.backend_box.findData("cpu"))
+    assert banner.build_btn.text() == f"Build from source (about {build.estimate_minutes('cpu')} min, CPU)"
+    assert "measured" in banner.build_btn.toolTip()
+    banner.build_btn.click()
+    assert banner.cancel_btn.isVisible() and not banner.backend_box.isEnabled()
+    qtbot.waitUntil(lambda: banner.bar.maximum() == 1000 and banner.bar.value() > 0, timeout=120000)
+    assert banner.log_btn.isVisible() and banner.build_log_path == root / "build.log"
+    me = psutil.Process()
+    qtbot.waitUntil(lambda: any(p.name() == "sleep" for p in me.children(recursive=True)), timeout=120000)
+    tree = me.children(recursive=True)
+    assert "compile" in banner.status.text()
+    _shot(win, "first-run-building")
+    banner.log_btn.click()
+    dlg = banner.log_dialog
+    qtbot.waitUntil(lambda: "Built target parts" in dlg.text.toPlainText(), timeout=10000)
+    assert "$ cmake -S" in dlg.text.toPlainText() and dlg.where.text() == str(root / "build.log")
+    _shot(dlg, "first-run-build-log")
+    dlg.close()
+    banner.cancel_btn.click()
+    qtbot.waitUntil(lambda: "cancelled" in banner.detail.text(), timeout=30000)
+    assert f"kept in {root / 'build'}" in banner.detail.text() and "resumes" in banner.detail.text()
+    assert banner.build_btn.isEnabled() and banner.log_btn.isVisible() and not banner.progress_row.isVisible()
+    _shot(win, "first-run-build-cancelled")
+    qtbot.wait(500)
+    alive = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+    assert not (win.settings.value("llama_dir") or "") and store.current_dir() is None
