@@ -31,6 +31,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .command.formats import parse_command_text, render
 from .command.values import check_settings
@@ -46,6 +47,11 @@ from .placement.export import ExportCache, InexpressibleError, PlacementArgs, pl
 from .placement.history import History, edit_to, move_command, pin_command
 from .placement.plan_file import LaunchProfile, PlanError, from_dict, launch_from_dict, read_plan, save_plan
 from .placement.second_opinion import Opinion
+
+if TYPE_CHECKING:
+    from .llamacpp.fit_print import FitRow
+    from .memory.learned import DryRunCorrection, LearnedStore, Verification
+    from .placement.dry_run import DryRunJob
 from .speed.predict import DecodePrediction, PromptPrediction, SpeedFacts, SpeedParams, predict_decode, predict_prompt
 
 log = logging.getLogger(__name__)
@@ -294,7 +300,25 @@ class _Derived:
     error: str | None = None
     decode: DecodePrediction | None = None
     prompt: PromptPrediction | None = None
+    parallel: ParallelSpeed | None = None
     ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class ParallelSpeed:
+    """The server's slots all busy at once: ``n`` users, each with up to ``ctx_each`` tokens of context,
+    decoding together (one batch of ``n`` tokens per step; MoE layers then touch more experts)."""
+
+    n: int
+    ctx_each: int
+    per_user: float  # tokens/s each user sees (at half its context: the middle of a conversation)
+    aggregate: float
+
+    def text(self) -> str:
+        return (
+            f"{self.n} users at {self.ctx_each} tokens each: {self.per_user:.1f} tok/s each "
+            f"({self.aggregate:.1f} in all)"
+        )
 
 
 class Session:
@@ -331,6 +355,12 @@ class Session:
         self._launch_dirty = False
         self.opinion: Opinion | None = None  # llama.cpp's dry run for the current state
         self.opinion_error: str | None = None
+        #: figures learned from dry runs of the user's llama.cpp (app.memory.learned); None: not used
+        self.learned: LearnedStore | None = None
+        self.learned_build: str | None = None  # the llama.cpp build they are taken from
+        self.verification: Verification | None = None  # which figures of the estimate are llama.cpp's
+        self.last_correction: DryRunCorrection | None = None  # what the last dry run changed, MiB per device
+        self._model_id: str | None = None
         self.preview_state: Preview | None = None
         self._speed_params: SpeedParams | None = None
         #: what the machine figures could not use (a calibration file of the wrong shape...), for the user
@@ -447,6 +477,34 @@ class Session:
             log.info("no speed prediction: %s", exc)
             return None, None
 
+    def parallel_speed(self, p: Placement, est: Estimate) -> ParallelSpeed | None:
+        """Per-user and aggregate decode speed with every slot of ``p`` busy (None with one slot)."""
+        st, shape = p.settings, est.shape
+        n = st.eff_n_parallel
+        if n <= 1:
+            return None
+        each = shape.n_ctx if shape.unified else shape.n_ctx_seq
+        each = min(each, shape.n_ctx // n) if shape.unified else each  # a unified cache shares its cells
+        try:
+            dec = predict_decode(
+                self.model,
+                p.weight_placement(),
+                self.speed_params,
+                depth=max(1, each // 2),
+                facts=self.speed_facts,
+                threads=st.n_threads,
+                n_seq=n,
+            )
+        except (ValueError, ZeroDivisionError) as exc:
+            log.info("no parallel speed prediction: %s", exc)
+            return None
+        return ParallelSpeed(n, each, dec.tokens_per_s / n, dec.tokens_per_s)
+
+    @property
+    def parallel(self) -> ParallelSpeed | None:
+        """:meth:`parallel_speed` of the current placement (None with one slot)."""
+        return self._derived.parallel
+
     def speed_of(
         self, wp: WeightPlacement, settings: LlamaSettings
     ) -> tuple[DecodePrediction | None, PromptPrediction | None]:
@@ -454,8 +512,16 @@ class Session:
         try:
             params = self.speed_params
             return (
-                predict_decode(self.model, wp, params, facts=self.speed_facts),
-                predict_prompt(self.model, wp, params, settings.n_ubatch, settings.op_offload, facts=self.speed_facts),
+                predict_decode(self.model, wp, params, facts=self.speed_facts, threads=settings.n_threads),
+                predict_prompt(
+                    self.model,
+                    wp,
+                    params,
+                    settings.n_ubatch,
+                    settings.op_offload,
+                    facts=self.speed_facts,
+                    threads=settings.n_threads,
+                ),
             )
         except (ValueError, ZeroDivisionError) as exc:
             log.info("no speed prediction: %s", exc)
@@ -469,8 +535,11 @@ class Session:
         except (LayerdeckError, ValueError) as exc:
             d.error = str(exc)
         d.decode, d.prompt = self.speed_for(self.placement)
+        if d.estimate is not None and d.decode is not None:
+            d.parallel = self.parallel_speed(self.placement, d.estimate)
         if d.estimate is not None:
             d.estimate.notes.extend(n for n in self.machine_notes if n not in d.estimate.notes)
+            d.estimate = self._apply_learned(d.estimate)
         d.ms = (time.perf_counter() - t0) * 1000
         self._derived = d
 
@@ -601,6 +670,8 @@ class Session:
         if trial is not None:
             try:
                 est = self.estimate_for(trial)
+                view = self.learned_view(trial, est)  # the drop's figures as the gauges show the current ones
+                est = view.estimate if view is not None else est
                 dec = self.speed_for(trial)[0]
             except (LayerdeckError, ValueError) as exc:
                 why = str(exc)
@@ -912,6 +983,83 @@ class Session:
     def set_opinion(self, opinion, error: str | None = None) -> None:
         self.opinion, self.opinion_error = opinion, error
         self._emit(Change.OPINION)
+
+    # ------------------------------------------------------------------ learning from the user's llama.cpp
+
+    def use_learned(self, store: LearnedStore | None, build: str | None) -> None:
+        """Correct the estimate with the figures ``store`` learned from the llama.cpp build ``build``."""
+        self.learned, self.learned_build = store, build
+        self._recompute()
+        self._emit(Change.ESTIMATE | Change.OPINION)
+
+    def _apply_learned(self, est: Estimate) -> Estimate:
+        self.verification = self.learned_view(self.placement, est)
+        return self.verification.estimate if self.verification is not None else est
+
+    def learned_view(self, p: Placement, est: Estimate) -> Verification | None:
+        """``est`` (the estimate of ``p``) with the learned figures that apply to it; None when nothing is learned
+        from this llama.cpp build or there is nothing to learn (the demo)."""
+        from .memory import learned
+
+        if self.learned is None or self.learned_build is None or self.model.is_demo:
+            return None
+        if self._model_id is None:
+            self._model_id = learned.model_id(self.model)
+        machine = learned.Machine(self.learned_build, self._model_id, learned.devices_id(p.devices))
+        if not self.learned.has_machine(machine):
+            return learned.Verification(est, {}, {})
+        keys = learned.figure_keys(self.estimator, p.devices, p.settings, est.placement, est)
+        view = learned.apply(self.learned, machine, keys, est)
+        if p.settings.tool != "fit-params":
+            view.note = learned.SERVER_COMPUTE_NOTE
+        return view
+
+    def dry_run_job(self, llama_dir=None, timeout: float = 120.0, env: dict[str, str] | None = None) -> DryRunJob:
+        """The dry run for what this machine can check (:meth:`verifiable`); raises with the reason when it
+        cannot be made (demo or header-only model, planned cards only); a missing llama.cpp is said by the job's
+        run (``job.run.run()``, which finds the tool off the GUI thread)."""
+        from .llamacpp.fit_print import FitPrintError
+        from .placement.dry_run import prepare
+
+        if self.model.is_demo:
+            raise FitPrintError("the demo model has no file for llama.cpp to read: open a real GGUF to verify.")
+        if self.model.source:
+            raise FitPrintError(
+                f"only the header of {self.model.source} was read: llama.cpp's dry run needs the file; download "
+                "it and open it to verify."
+            )
+        trial, checked, planned = self.verifiable()
+        if planned and not trial.devices:
+            raise FitPrintError(
+                f"nothing can be checked here: {', '.join(planned)} {'is a planned card' if len(planned) == 1 else 'are planned cards'} "
+                "(llama.cpp only sees devices this machine has) and the CPU's share depends on them"
+            )
+        return prepare(
+            trial,
+            checked,
+            planned,
+            self.model.path,
+            rpc=self.rpc_endpoints(),
+            llama_dir=llama_dir,
+            timeout=timeout,
+            env=env,
+        )
+
+    def learn_dry_run(self, job: DryRunJob, rows: list[FitRow]) -> None:
+        """Keep what llama.cpp decided in ``job`` (its ``rows``), show them as the opinion, and correct the
+        estimate with them (for this placement and every later one they transfer to)."""
+        from .memory import learned
+        from .placement.dry_run import learned_from, opinion_of
+
+        if self.learned is None:
+            self.learned = learned.LearnedStore(None)
+        if self._model_id is None:
+            self._model_id = learned.model_id(self.model)
+        _machine, self.last_correction = learned_from(job, rows, self.estimator, self.learned, self._model_id)
+        self.learned_build = job.run.build
+        self.opinion, self.opinion_error = opinion_of(job, rows), None
+        self._recompute()
+        self._emit(Change.ESTIMATE | Change.OPINION)
 
     # ------------------------------------------------------------------ commands
 

@@ -105,6 +105,14 @@ class KvPanel(QWidget):
             # what the estimate could not know exactly (approximate compute, RPC memory unknown) stands out
             notes = "".join(f"<br><span style='color:{'#C98A00' if _uncertain(n) else 'gray'}'>{escape(n)}</span>"
                             for n in est.notes)
+            # which of these figures are llama.cpp's own (a dry run's, app.memory.learned)
+            ver = getattr(self.doc, "verification", None)
+            if ver is not None and ver.verified:
+                for kind, label in (("context", "KV cache"), ("compute", "compute buffers")):
+                    devs = [d for d, kinds in ver.verified.items() if kind in kinds]
+                    if devs:
+                        notes += (f"<br><span style='color:#3A9E5C'>{label} of {escape(', '.join(devs))}: "
+                                  "verified by llama.cpp</span>")
             self.info.setText(f"KV cache {fmt_bytes(kv)} for {sh.n_ctx:,} cells"
                               + (f" ({sh.n_stream} streams)" if sh.n_stream > 1 else "")
                               + (f"; sliding-window layers keep {sh.size_swa:,}" if sh.size_swa else "") + notes)

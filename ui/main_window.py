@@ -78,6 +78,18 @@ class MainWindow(QMainWindow):
         self._autosave_timer.setSingleShot(True)
         self._autosave_timer.setInterval(1500)
         self._autosave_timer.timeout.connect(self._autosave)
+        from app.memory.learned import LearnedStore, store_path
+
+        # what the user's llama.cpp decided in dry runs, kept per build, model and devices (app.memory.learned)
+        self.learned_store = LearnedStore(store_path())
+        self._llama_missing: str | None = None  # why no llama-fit-params was found, said in the summary
+        self._finding_llama = False  # looking for llama-fit-params (off the GUI thread)
+        self._bg_timer = QTimer(self)  # the background dry run starts when the board has been still this long
+        self._bg_timer.setSingleShot(True)
+        self._bg_timer.setInterval(1500)
+        self._bg_timer.timeout.connect(self._background_check)
+        self._bg_job = None  # the background dry run in flight (app.placement.dry_run.DryRunJob)
+        self._bg_state = ""  # what the summary says about it
         self.show_model(load_demo())
         if detect_devices:
             self._detect()
@@ -128,6 +140,11 @@ class MainWindow(QMainWindow):
         self.verify_act = act("Verify with llama.cpp", self._verify, "Ctrl+R",
                               tip="Run llama.cpp's own dry run (llama-fit-params) and show its numbers per lane")
         self.verify_act.setIconText("Verify")
+        self.bg_check_act = act("Check with llama.cpp in the background", self._bg_check_toggled,
+                                tip="When the board has been still for a moment, run llama.cpp's dry run off the "
+                                    "GUI thread and keep what it decided (stopped by the next edit)")
+        self.bg_check_act.setCheckable(True)
+        self.bg_check_act.setChecked(self.settings.value("background_check", "true") in (True, "true"))
         self.experts_cpu_act.setIconText("Experts→CPU")
         self.guide_act = act("&Guide to the board", self._guide, QKeySequence.StandardKey.HelpContents,
                              tip="What each colour, gauge segment and number means")
@@ -203,7 +220,7 @@ class MainWindow(QMainWindow):
         t.addAction(self.settings_act)
         p = self.menuBar().addMenu("&Placement")
         for a in (self.all_gpu_act, self.experts_cpu_act, self.ncmoe_act, self.fit_act, self.fastest_act,
-                  self.compare_act, self.verify_act):
+                  self.compare_act, self.verify_act, self.bg_check_act):
             p.addAction(a)
         h = self.menuBar().addMenu("&Help")
         h.addAction(self.guide_act)
@@ -223,6 +240,8 @@ class MainWindow(QMainWindow):
         if getattr(self, "host_bandwidth", None):
             self.doc.set_host_bandwidth(self.host_bandwidth)
         self.doc.changed.connect(self._doc_changed)
+        self.doc.session_changed.connect(self._session_event)
+        self.doc.opinion_changed.connect(self._show_verification)
         self.board = BoardView(self.doc)
         self.board.preset_actions = [("All on GPU", lambda: self._preset("all")),
                                      ("Experts → CPU", lambda: self._preset("experts")),
@@ -291,7 +310,10 @@ class MainWindow(QMainWindow):
         if fitted:
             self.message_bar.show_message("Opened fitted", fitted, "info")
         self.board.setFocus()  # keys (Ctrl+D, Ctrl+E, Alt+N) reach the board, not a toolbar spin box
+        self._cancel_background()
+        self._attach_learning()
         self._doc_changed()
+        self._bg_timer.start()
 
     def _doc_changed(self) -> None:
         d = self.doc
@@ -310,11 +332,139 @@ class MainWindow(QMainWindow):
         over = [o.lane for o in d.overflows()]
         text = f"estimate {d.last_estimate_ms:.1f} ms"
         if d.decode is not None:
+            par = d.parallel
             text = (f"expected ≈ {d.decode.tokens_per_s:.1f} tok/s generation, "
-                    f"{d.prompt.tokens_per_s:.0f} tok/s prompt · " + text)
+                    f"{d.prompt.tokens_per_s:.0f} tok/s prompt · "
+                    + (f"{par.text()} · " if par is not None else "") + text)
+            self._status.setToolTip(
+                "Predicted by the speed model (docs/speed-model.md), for one user; "
+                + (f"with all {par.n} slots busy: {par.text()}, once every user is generating"
+                   if par is not None else "one slot (-np 1)"))
         if over:
             text = "over capacity: " + ", ".join(over) + " · " + text
         self._status.setText(text)
+        self._show_verification()
+
+    # ------------------------------------------------------------------ learning from llama.cpp
+
+    def _attach_learning(self) -> None:
+        """Give the document the figures learned from this llama.cpp build (found off the GUI thread); say
+        plainly when there is none."""
+        from app.llamacpp.binaries import LlamaCppNotFound, find_tool
+        from app.memory.learned import build_id
+
+        d = self.doc
+        llama_dir = self.settings.value("llama_dir") or None
+        self._finding_llama = True
+
+        def find():
+            try:
+                tool = find_tool("llama-fit-params", llama_dir)
+            except LlamaCppNotFound as exc:
+                return None, str(exc)
+            try:
+                return build_id(tool.path), None
+            except OSError as exc:
+                return None, f"llama-fit-params cannot be read: {exc}"
+
+        def done(result) -> None:
+            build, missing = result
+            if self.doc is not d or d is None:
+                return
+            self._finding_llama = False
+            self._llama_missing = missing
+            d.use_learned(self.learned_store, build)
+
+        def failed(exc) -> None:
+            self._finding_llama = False
+            self._llama_missing = f"llama-fit-params could not be looked for: {exc}"
+            self._show_verification()
+
+        run_in_background(find, done, failed)
+
+    def _show_verification(self) -> None:
+        from .summary_panel import verification_html
+
+        d = self.doc
+        if d is None or not hasattr(self, "summary"):
+            return
+        self.summary.set_verification(verification_html(d.session, self._bg_state, self._llama_missing))
+
+    def _session_event(self, ev) -> None:
+        from app.session import Change
+
+        if ev.changes & (Change.PLACEMENT | Change.SETTINGS | Change.DEVICES):
+            self._cancel_background()  # the next edit supersedes a dry run in flight
+            self._bg_state = ""
+            if self.bg_check_act.isChecked():
+                self._bg_timer.start()
+
+    def _cancel_background(self) -> None:
+        job, self._bg_job = self._bg_job, None
+        if job is not None:
+            job.run.cancel()
+            self._bg_state = ""
+
+    def _bg_check_toggled(self, on: bool) -> None:
+        self.settings.setValue("background_check", "true" if on else "false")
+        if on:
+            self._bg_timer.start()
+        else:
+            self._bg_timer.stop()
+            self._cancel_background()
+            self._bg_state = "background checks are off (Placement menu)"
+        self._show_verification()
+
+    def _background_check(self) -> None:
+        """llama.cpp's dry run of the current placement, in a worker thread, once the board is still: its figures
+        are kept (app.memory.learned) and the gauges say "verified by llama.cpp" where they apply."""
+        from app.llamacpp.fit_print import FitPrintError
+        from app.memory.learned import Cancelled
+
+        d = self.doc
+        if d is None or not self.bg_check_act.isChecked() or self._bg_job is not None:
+            return
+        if d.model.is_demo or d.model.source:
+            return  # nothing to dry run; the summary says the figures are estimated and why
+        v = d.verification
+        if v is not None and v.all_verified:
+            return
+        if self._finding_llama:  # still looking for llama-fit-params: try again in a moment
+            self._bg_timer.start()
+            return
+        if d.learned_build is None:
+            self._bg_state = "no background check: llama.cpp was not found"
+            self._show_verification()
+            return
+        try:
+            job = d.dry_run_job(self.settings.value("llama_dir") or None)
+        except LayerdeckError as exc:
+            self._bg_state = f"no background check: {exc}"
+            self._show_verification()
+            return
+        snapshot = d.placement.snapshot()
+        self._bg_job = job
+        self._bg_state = "llama.cpp is checking this placement…"
+        self._show_verification()
+
+        def done(rows) -> None:
+            if self._bg_job is job:
+                self._bg_job = None
+            if job.run.cancelled or self.doc is not d or d.placement.snapshot() != snapshot:
+                return
+            self._bg_state = "checked by llama.cpp in the background"
+            d.learn_dry_run(job, rows)
+
+        def failed(exc) -> None:
+            if self._bg_job is job:
+                self._bg_job = None
+            if isinstance(exc, Cancelled) or job.run.cancelled or self.doc is not d:
+                return
+            text = str(exc) if isinstance(exc, FitPrintError) else f"{type(exc).__name__}: {exc}"
+            self._bg_state = f"background check failed: {text.splitlines()[0]}"
+            self._show_verification()
+
+        run_in_background(job.run.run, done, failed)
 
     # ------------------------------------------------------------------ devices
 
@@ -412,6 +562,7 @@ class MainWindow(QMainWindow):
         if SettingsDialog(self.settings, self).exec():
             self.margin_spin.setValue(int(self.settings.value("margin_mib", 1024)))
             self._load_capabilities()
+            self._attach_learning()  # the llama.cpp folder may have changed
             if self.board is not None:
                 self.board.relayout()
             self.command.refresh()
@@ -611,47 +762,40 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Auto-fit: " + "; ".join(res.report[:-1]), 10000)
 
     def _verify(self) -> None:
-        """llama.cpp's dry run for the current placement, off the GUI thread; its numbers appear per lane.
+        """llama.cpp's dry run for the current placement, off the GUI thread; its numbers appear per lane and are
+        kept (app.memory.learned), so this placement and every later one they transfer to show llama.cpp's figures.
 
         Planned cards cannot be checked (llama.cpp does not have them): their blocks are counted on the CPU for
         the dry run and the message says which devices were checked. A failure shows llama.cpp's own reason in
         the message bar until it is dismissed."""
         from app.llamacpp.fit_print import FitPrintError
-        from app.placement.second_opinion import Opinion, second_opinion
 
         d = self.doc
-        snapshot = d.placement.copy()
+        snapshot = d.placement.snapshot()
         self.message_bar.dismiss()
+        planned = [x.name for x in d.devices if x.kind == "planned"]
         try:
-            trial, checked, planned = d.verifiable()
+            job = d.dry_run_job(self.settings.value("llama_dir") or None)
         except LayerdeckError as exc:
-            self.message_bar.show_message("Verify", str(exc), "warning")
+            more = (" Run Verify on the machine that has the cards, or add a detected device or RPC host."
+                    if planned else "")
+            self.message_bar.show_message("Verify", f"{exc}{'.' if more and not str(exc).endswith('.') else ''}"
+                                          f"{more}", "warning")
             return
-        rpc = d.rpc_endpoints()
-        llama_dir = self.settings.value("llama_dir") or None
-        if planned and not trial.devices:
-            # only the CPU is left: its figures would include the planned cards' blocks
-            self.message_bar.show_message(
-                "Verify", f"nothing can be checked here: {', '.join(planned)} "
-                f"{'is a planned card' if len(planned) == 1 else 'are planned cards'} (llama.cpp only sees "
-                "devices this machine has) and the CPU's share depends on them. Run Verify on the machine "
-                "that has the cards, or add a detected device or RPC host.", "warning")
-            return
+        self._cancel_background()  # this run answers the same question
         self.statusBar().showMessage("Running llama.cpp's dry run…")
 
-        def done(op) -> None:
-            if not (self.doc is d and d.placement.snapshot() == snapshot.snapshot()):  # edited meanwhile
+        def done(rows) -> None:
+            if not (self.doc is d and d.placement.snapshot() == snapshot):  # edited meanwhile
                 return
-            if planned:
-                op = Opinion([r for r in op.rows if r.name in checked], op.argv,
-                             [*op.notes, f"not checked: {', '.join(planned)} (planned)"])
+            if job.planned:
                 self.message_bar.show_message(
-                    "Verify", f"llama.cpp checked {', '.join(checked)}; {', '.join(planned)} "
-                    f"{'is' if len(planned) == 1 else 'are'} planned, so not checked (its blocks were counted on "
-                    "the CPU for the dry run, so the CPU is not shown either).", "info")
-            d.set_opinion(op)
+                    "Verify", f"llama.cpp checked {', '.join(job.checked)}; {', '.join(job.planned)} "
+                    f"{'is' if len(job.planned) == 1 else 'are'} planned, so not checked (its blocks were counted "
+                    "on the CPU for the dry run, so the CPU is not shown either).", "info")
+            d.learn_dry_run(job, rows)
             self.statusBar().showMessage("llama.cpp's dry run is shown next to each lane (checked: "
-                                         + ", ".join(r.name for r in op.rows) + ")", 8000)
+                                         + ", ".join(r.name for r in d.opinion.rows) + ")", 8000)
 
         def failed(exc) -> None:
             text = str(exc) if isinstance(exc, FitPrintError) else f"{type(exc).__name__}: {exc}"
@@ -660,8 +804,7 @@ class MainWindow(QMainWindow):
             self.message_bar.show_message("Verify failed", text, "error")
             self.statusBar().showMessage(f"Verify: {text.splitlines()[0]}", 10000)
 
-        run_in_background(lambda: second_opinion(trial, str(d.model.path), rpc=rpc, llama_dir=llama_dir),
-                          done, failed)
+        run_in_background(job.run.run, done, failed)
 
     def _fastest(self) -> None:
         try:
@@ -818,5 +961,7 @@ class MainWindow(QMainWindow):
         if launch is not None:
             launch.shutdown()
         self._autosave_timer.stop()
+        self._bg_timer.stop()
+        self._cancel_background()  # a dry run in flight is killed, not left running
         self.autosave_path().unlink(missing_ok=True)  # a normal close: nothing to recover
         super().closeEvent(event)

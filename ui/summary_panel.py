@@ -48,6 +48,44 @@ def summary_html(model: Model, verdict: LoadCheck | None = None) -> str:
     return f"{head}<table>{body}</table>"
 
 
+def verification_html(session, state: str = "", llama_missing: str | None = None) -> str:
+    """Whether the memory figures are llama.cpp's own ("verified by llama.cpp": a dry run of this placement, or
+    learned figures that apply to it, :mod:`app.memory.learned`) or estimated, per device, and what the last
+    dry run corrected (MiB per device)."""
+    green, amber, gray = "#3A9E5C", "#E8833A", "gray"
+    lines = []
+    v = session.verification
+    est = session.estimate
+    if session.model.is_demo:
+        lines.append(f"<span style='color:{gray}'>estimated (the demo model has no file for llama.cpp)</span>")
+    elif llama_missing:
+        lines.append(f"<span style='color:{amber}'>estimated: llama.cpp was not found, so nothing was checked "
+                     f"({escape(llama_missing)})</span>")
+    elif est is None:
+        lines.append(f"<span style='color:{gray}'>no estimate</span>")
+    elif v is None or not v.verified:
+        lines.append(f"<span style='color:{gray}'>estimated (no dry run of llama.cpp covers this placement "
+                     "yet: Verify, or keep the board still)</span>")
+    else:
+        for d in est.devices:
+            status = v.status(d.name)
+            color = green if status == "verified" else amber if status == "partly" else gray
+            mark = "✓ " if status == "verified" else ""
+            lines.append(f"{escape(d.name)}: <span style='color:{color}'>{mark}{escape(v.describe(d.name))}</span>")
+    if v is not None and v.verified and v.note:
+        lines.append(f"<span style='color:{gray}'>{escape(v.note)}</span>")
+    corr = session.last_correction
+    if corr is not None and corr.deltas:
+        moved = [f"{escape(dev)} {'+' if n > 0 else ''}{n} MiB"
+                 + (" (" + ", ".join(f"{k} {'+' if x > 0 else ''}{x}" for k, x in kinds.items() if x) + ")"
+                    if any(kinds.values()) else "")
+                 for dev, kinds in corr.deltas.items() for n in [sum(kinds.values())]]
+        lines.append(f"<span style='color:{gray}'>last dry run corrected the estimate by: {'; '.join(moved)}</span>")
+    if state:
+        lines.append(f"<span style='color:{gray}'>{escape(state)}</span>")
+    return "<br>".join(lines)
+
+
 class SummaryPanel(QLabel):
     def __init__(self, model: Model, parent=None):
         super().__init__(parent)
@@ -57,14 +95,27 @@ class SummaryPanel(QLabel):
         self.setMargin(8)
         self.model = model
         self.verdict: LoadCheck | None = None
+        self.verification = ""  # verification_html() of the current placement
         self.show_model(model)
+
+    def _render(self) -> None:
+        html = summary_html(self.model, self.verdict)
+        if self.verification:
+            html += f"<p style='margin-top:6px'><b>Memory figures</b><br>{self.verification}</p>"
+        self.setText(html)
 
     def show_model(self, model: Model) -> None:
         self.model = model
-        self.setText(summary_html(model, self.verdict))
+        self._render()
+
+    def set_verification(self, html: str) -> None:
+        """Show which figures are llama.cpp's and which are estimated (:func:`verification_html`)."""
+        if html != self.verification:
+            self.verification = html
+            self._render()
 
     def set_load_check(self, verdict: LoadCheck | None) -> None:
         """Show llama.cpp's load verdict on the model (:mod:`app.llamacpp.load_check`)."""
         self.verdict = verdict
-        self.setText(summary_html(self.model, verdict))
+        self._render()
         self.setToolTip(verdict.note() or "" if verdict is not None else "")

@@ -448,3 +448,14 @@ def test_a_long_status_message_ends_in_an_ellipsis_and_reads_in_full_as_the_tool
     assert shown.endswith("…") and len(shown) < len(text) and bar.toolTip() == text
     assert bar.currentMessage() == text  # what it says
     assert window.width() <= 1024
+
+
+def test_status_says_what_each_user_gets_with_every_slot_busy(window):
+    window.doc.set_settings(n_parallel=4, n_ctx=16384)
+    par = window.doc.parallel
+    assert par is not None and par.n == 4
+    assert f"4 users at {par.ctx_each} tokens each" in window._status.text()
+    assert par.per_user < window.doc.decode.tokens_per_s  # each user gets a share
+    assert par.aggregate > window.doc.decode.tokens_per_s  # the reads are shared
+    window.doc.set_settings(n_parallel=1)
+    assert window.doc.parallel is None and "users at" not in window._status.text()

@@ -314,6 +314,8 @@ class BoardView(QGraphicsView):
         overflow = self.doc.overflow_of(name, est) if est is not None else None
         over = overflow is not None
         lane.gauge.set_values(mem or None, cap, margin, over)
+        ver = self.doc.verification
+        lane.gauge.set_verification(ver.describe(name) if ver is not None and mem is not None else "")
         lane.over = over
         text = f"{fmt_bytes(used)} / {fmt_bytes(cap)}" if cap else fmt_bytes(used)
         dec = self.doc.decode
@@ -324,6 +326,16 @@ class BoardView(QGraphicsView):
         if overflow is not None:  # the advice first: it is what must not be cut off on a narrow window
             advice = f"over by {fmt_bytes(overflow.excess)}" + (f": move {overflow.hint}" if overflow.hint else "")
             text = f"{advice} · {text}"
+        # which figures are llama.cpp's (app.memory.learned): last, so the figures and advice come first
+        mark = ""
+        ver = self.doc.verification
+        if ver is not None and mem is not None and not self.doc.model.is_demo:
+            status = ver.status(name)
+            moved = ver.corrected.get(name, 0)
+            mark = {"verified": "   ✓ verified by llama.cpp", "partly": "   partly verified by llama.cpp"}.get(
+                status, "   estimated")
+            if status != "estimated" and moved:
+                mark += f" ({'+' if moved > 0 else ''}{moved / 2**20:.0f} MiB)"
         op = self.doc.opinion
         if op is not None:
             row = op.row(name)
@@ -331,7 +343,7 @@ class BoardView(QGraphicsView):
                 theirs = (row.model + row.context + row.compute) << 20
                 text += f"   llama.cpp dry run: {fmt_bytes(theirs)} (model {row.model}, context {row.context}, " \
                         f"compute {row.compute} MiB)"
-        lane.set_status(text)
+        lane.set_status(text + mark)
         pal = QApplication.palette()
         lane.status.setBrush(QBrush(style.GAUGE_OVER if over else pal.color(QPalette.ColorRole.Text)))
         lane.status.setPos(style.LABEL_W, 26)

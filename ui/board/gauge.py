@@ -24,6 +24,7 @@ class GaugeItem(QGraphicsObject):
         self.capacity: int | None = None
         self.margin = 0
         self.over = False
+        self.verification = ""  # "verified by llama.cpp", "estimated"... (app.memory.learned.Verification.describe)
         self.setAcceptHoverEvents(True)
 
     def boundingRect(self) -> QRectF:  # noqa: N802
@@ -34,6 +35,12 @@ class GaugeItem(QGraphicsObject):
         self.mem, self.capacity, self.margin, self.over = mem, capacity, margin, over
         self.setToolTip(self.describe())
         self.update()
+
+    def set_verification(self, text: str) -> None:
+        if text != self.verification:
+            self.verification = text
+            self.setToolTip(self.describe())
+            self.update()
 
     def set_preview(self, mem: DeviceMemory | None) -> None:
         self.preview = mem
@@ -59,6 +66,8 @@ class GaugeItem(QGraphicsObject):
         if m.output:
             lines.append(f"output buffer {fmt_bytes(m.output)}")
         lines.append(f"total {fmt_bytes(m.total)}")
+        if self.verification:
+            lines.append(self.verification)
         if self.capacity:
             lines.append(f"capacity {fmt_bytes(self.capacity)}, margin {fmt_bytes(self.margin)}")
             lines.append(f"free after margin {fmt_bytes(self.capacity - self.margin - m.total)}")
@@ -98,3 +107,6 @@ class GaugeItem(QGraphicsObject):
         painter.setPen(QPen(pal.color(QPalette.ColorRole.Mid)))
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawRect(rect)
+        if self.verification.startswith("verified"):  # llama.cpp's own figures: a green edge
+            painter.setPen(QPen(style.GAUGE_VERIFIED, 2))
+            painter.drawRect(rect.adjusted(1, 1, -1, -1))

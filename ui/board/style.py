@@ -31,6 +31,7 @@ GAUGE_KV = QColor("#F0E442")  # yellow
 GAUGE_COMPUTE = QColor("#332288")  # indigo
 GAUGE_MARGIN = QColor(150, 150, 150, 90)  # hatched: the free memory kept on each device
 GAUGE_OVER = QColor("#D55E00")  # vermillion: over capacity (drawn past the margin line)
+GAUGE_VERIFIED = QColor("#3A9E5C")  # green edge: every figure of the lane is llama.cpp's own (a dry run's)
 GAUGE_LEGEND = [(GAUGE_WEIGHTS, "weights"), (GAUGE_KV, "KV cache"), (GAUGE_COMPUTE, "compute buffers"),
                 (GAUGE_MARGIN, "margin (kept free)"), (GAUGE_OVER, "over capacity")]
 LANE_OVER_BG = QColor(213, 94, 0, 40)
