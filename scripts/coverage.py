@@ -64,7 +64,7 @@ NOT_TEXT_GENERATION = {
 }
 
 #: Architectures whose compared models carry NextN/MTP blocks (left out, as llama.cpp does without MTP speculation).
-NEXTN_CHECKED = frozenset({"glm4moe", "qwen35"})
+NEXTN_CHECKED = frozenset({"glm4moe", "qwen35", "bailingmoe2"})
 
 FEATURES = [
     (
@@ -80,7 +80,8 @@ FEATURES = [
     (
         "MTP / NextN layers as a draft (--spec-type draft-mtp)",
         "not yet",
-        "NextN layers are left out as llama.cpp does without MTP speculation (checked: glm4moe, qwen35); "
+        "NextN layers are left out as llama.cpp does without MTP speculation "
+        "(checked: glm4moe, qwen35, bailingmoe2); "
         "loading them for draft-mtp is not modelled",
     ),
     ("-sm tensor", "not yet", "weights and KV split across devices is not modelled"),

@@ -119,6 +119,11 @@ ARCHS: tuple[str, ...] = (
     "qwen35",         # Qwen3.5 dense: gated delta-net (linear attention) layers, full gated attention every 4th
     "qwen35moe",      # Qwen3.5 MoE: the same layers, routed experts + a sigmoid-gated shared expert
     "qwen3next",      # Qwen3-Next: as qwen35moe with fused beta/alpha (ssm_ba), NEOX rope, q/k heads repeated
+    "phimoe",         # Phi-3.5-MoE: the phi3 graph (Q scaled before attention), biases on norms, qkv, output
+    "dots1",          # dots.llm1: q/k norms, 1 leading dense block, sigmoid experts with selection bias + shared
+    "bailingmoe2",    # Ling 2.0: fused qkv, partial rope, q/k norms, grouped sigmoid experts + shared, + 1 NextN
+    "lfm2",           # LFM2: short-conv layers (head_count_kv 0) + attention with q/k norms, output norm in token_embd_norm
+    "lfm2moe",        # LFM2-MoE: the same layers, dense leading blocks, sigmoid experts with selection bias
 )
 
 #: ``general.architecture`` per factory name.
@@ -313,6 +318,20 @@ _TINY: dict[str, dict[str, Any]] = {
     "qwen3next": dict(head_dim=32, rope_dim=16, n_ff=128, full_attention_interval=4, recurrent_layers=None,
                       ssm_d_conv=4, ssm_d_state=16, ssm_n_group=2, ssm_n_head=4, ssm_in=False, n_expert=8,
                       n_expert_used=2, n_ff_exp=64, n_ff_shexp=64, rms_eps=1e-6, rope_base=10000000.0),
+    # rope_factors: the LongRoPE long/short factor tensors (global, one copy per buffer type in llama.cpp; the
+    # full-size spec has them, the tiny default keeps to per-layer and input/output blocks)
+    "phimoe": dict(n_ff=64, n_expert=8, n_expert_used=2, rope_factors=False),
+    "dots1": dict(head_dim=32, n_head_kv=4, n_ff=128, n_expert=8, n_expert_used=2, n_ff_exp=64, n_expert_shared=1,
+                  n_layer_dense_lead=1, expert_gating_func=2, expert_weights_scale=2.5, expert_weights_norm=True,
+                  exp_probs_b=True, rope_base=10000000.0),
+    "bailingmoe2": dict(n_layer=3, n_nextn=1, rope_dim=8, n_ff=128, n_expert=8, n_expert_used=2, n_ff_exp=64,
+                        n_expert_shared=1, n_layer_dense_lead=1, n_expert_groups=4, n_group_used=2,
+                        expert_gating_func=2, expert_weights_scale=2.5, expert_weights_norm=True, exp_probs_b=True,
+                        rope_base=600000.0, rms_eps=1e-6),
+    # attn_layers: the attention layers (the others short-conv); l_cache: the conv kernel length
+    "lfm2": dict(attn_layers=(2,), l_cache=3, n_ff=128, rope_base=1000000.0),
+    "lfm2moe": dict(attn_layers=(2,), l_cache=3, n_ff=128, n_expert=8, n_expert_used=2, n_ff_exp=64,
+                    n_layer_dense_lead=1, expert_gating_func=2, rope_base=1000000.0),
 }
 
 
@@ -479,6 +498,40 @@ SPARSE_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
         rope_sections=(11, 11, 10, 0), n_ff=512, full_attention_interval=4, ssm_d_conv=4, ssm_d_state=128,
         ssm_n_group=16, ssm_n_head=32, n_expert=256, n_expert_used=8, n_ff_exp=512, n_ff_shexp=512,
         n_ctx_train=262144, rope_base=10000000.0, rms_eps=1e-6, n_vocab=248320, quant="q4_k_m", file_type=15)),
+    # Phi-3.5-MoE-instruct (config.json): 32 layers, 32 query / 8 KV heads of 128, 16 experts of 6400 (2 used),
+    # LongRoPE factors, vocabulary 32064, 131072 context
+    "phi-3.5-moe": ("phimoe", dict(
+        name="Phi 3.5 MoE Instruct", n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=6400, n_expert=16,
+        n_expert_used=2, n_ctx_train=131072, rope_base=10000.0, n_vocab=32064, rope_factors=True, quant="q4_k_m",
+        file_type=15)),
+    # dots.llm1.inst: 62 layers (the first dense, FFN 10944), 32 heads of 128 (MHA), 128 experts of 1408 (6 used,
+    # sigmoid with selection bias, normalised, x2.5) + 2 shared, vocabulary 152064, 32768 context
+    "dots.llm1": ("dots1", dict(
+        name="dots.llm1.inst", n_layer=62, n_embd=4096, n_head=32, n_head_kv=32, head_dim=128, n_ff=10944,
+        n_expert=128, n_expert_used=6, n_ff_exp=1408, n_expert_shared=2, n_ctx_train=32768, rope_base=10000000.0,
+        n_vocab=152064, quant="q4_k_m", file_type=15)),
+    # Ling-mini-2.0: 20 layers (the first dense, FFN 5120) + 1 NextN block, 16 query / 4 KV heads of 128 (rope on
+    # half), 256 experts of 512 in 8 groups (4 used, 8 experts used, sigmoid + bias, x2.5) + 1 shared, vocab 157184
+    "ling-mini-2.0": ("bailingmoe2", dict(
+        name="Ling-mini-2.0", n_layer=20, n_nextn=1, n_embd=2048, n_head=16, n_head_kv=4, rope_dim=64, n_ff=5120,
+        n_expert=256, n_expert_used=8, n_ff_exp=512, n_expert_shared=1, n_expert_groups=8, n_group_used=4,
+        n_ctx_train=32768, rope_base=600000.0, n_vocab=157184, quant="q4_k_m", file_type=15)),
+    # LFM2-1.2B: 16 layers (attention at 2, 5, 8, 10, 12, 14, short conv elsewhere, kernel 3), 32 query / 8 KV
+    # heads of 64, FFN 8192, vocabulary 65536, tied embeddings, 128000 context
+    "lfm2-1.2b": ("lfm2", dict(
+        name="LFM2-1.2B", n_layer=16, attn_layers=(2, 5, 8, 10, 12, 14), n_embd=2048, n_head=32, n_head_kv=8,
+        n_ff=8192, n_ctx_train=128000, n_vocab=65536, tied_embeddings=True, quant="q4_k_m", file_type=15)),
+    # LFM2-8B-A1B: 24 layers (attention at 2, 6, 10, 14, 18, 21), 2 dense leading blocks (FFN 7168), 32 experts
+    # of 1792 (4 used, sigmoid + selection bias, normalised)
+    "lfm2-8b-a1b": ("lfm2moe", dict(
+        name="LFM2-8B-A1B", n_layer=24, attn_layers=(2, 6, 10, 14, 18, 21), n_embd=2048, n_head=32, n_head_kv=8,
+        n_ff=7168, n_expert=32, n_expert_used=4, n_ff_exp=1792, n_layer_dense_lead=2, n_ctx_train=128000,
+        n_vocab=65536, tied_embeddings=True, quant="q4_k_m", file_type=15)),
+    # Ling-flash-2.0: 32 layers + 1 NextN, 32 query / 4 KV heads of 128, 256 experts of 1024 + 1 shared
+    "ling-flash-2.0": ("bailingmoe2", dict(
+        name="Ling-flash-2.0", n_layer=32, n_nextn=1, n_embd=4096, n_head=32, n_head_kv=4, rope_dim=64, n_ff=9216,
+        n_expert=256, n_expert_used=8, n_ff_exp=1024, n_expert_shared=1, n_expert_groups=8, n_group_used=4,
+        n_ctx_train=32768, rope_base=600000.0, n_vocab=157184, quant="q4_k_m", file_type=15)),
 }
 
 
@@ -1282,6 +1335,147 @@ def _build_qwen35(s: ModelSpec, hp: dict[str, Any]) -> None:
             s.add(p + "nextn.shared_head_norm.weight", (n_embd,), "norm")
 
 
+def _build_phimoe(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/phimoe.cpp: biased norms, q/k/v and output projections; experts (n_ff is the expert width);
+    LongRoPE factor tensors created with layer 0 (``rope_factors_long``/``_short``, n_rot / 2 each)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = n_embd // n_head
+    kv = _per_layer(hp["n_head_kv"], nl)
+    _common_kv(s, hp, nl)
+    s.set("{arch}.rope.dimension_count", hd)
+    if hp.get("rope_factors"):
+        s.set("{arch}.rope.scaling.original_context_length", min(4096, int(hp["n_ctx_train"])))
+    s.add("token_embd.weight", (n_embd, _n_vocab(hp)))
+    s.add("output_norm.weight", (n_embd,), "norm")
+    s.add("output_norm.bias", (n_embd,), "bias")
+    s.add("output.weight", (n_embd, _n_vocab(hp)))
+    s.add("output.bias", (_n_vocab(hp),), "bias")
+    if hp.get("rope_factors"):
+        s.add("rope_factors_long.weight", (hd // 2,), "ones")
+        s.add("rope_factors_short.weight", (hd // 2,), "ones")
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        s.add(p + "attn_norm.bias", (n_embd,), "bias")
+        _attn_qkvo(s, i, n_embd, n_embd, hd * kv[i], hd * kv[i], bias=True, out_bias=True)
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        s.add(p + "ffn_norm.bias", (n_embd,), "bias")
+        _experts(s, i, n_embd, hp["n_ff"], hp["n_expert"])
+
+
+def _moe_keys(s: ModelSpec, hp: dict[str, Any]) -> None:
+    s.set("{arch}.leading_dense_block_count", int(hp["n_layer_dense_lead"]))
+    s.set("{arch}.expert_shared_count", int(hp["n_expert_shared"]))
+    s.set("{arch}.expert_weights_scale", float(hp["expert_weights_scale"]))
+    s.set("{arch}.expert_weights_norm", bool(hp["expert_weights_norm"]))
+    s.set("{arch}.expert_gating_func", int(hp["expert_gating_func"]))
+    if hp.get("n_expert_groups"):
+        s.set("{arch}.expert_group_count", int(hp["n_expert_groups"]))
+        s.set("{arch}.expert_group_used_count", int(hp["n_group_used"]))
+
+
+def _build_dots1(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/dots1.cpp (q/k norms of head size, dense leading blocks, experts + shared experts)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    kv = _per_layer(hp["n_head_kv"], nl)
+    if any(k != n_head for k in kv):
+        raise ValueError("dots1: llama.cpp sizes attn_k/attn_v as head_dim * head_count (multi-head attention)")
+    _common_kv(s, hp, nl)
+    s.set("{arch}.rope.dimension_count", hd)
+    _moe_keys(s, hp)
+    _embeddings(s, hp, output_required=True)
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i])
+        s.add(p + "attn_k_norm.weight", (hd,), "norm")
+        s.add(p + "attn_q_norm.weight", (hd,), "norm")
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        if i < hp["n_layer_dense_lead"]:
+            _dense_ffn(s, i, n_embd, hp["n_ff"])
+        else:
+            _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
+            if hp.get("exp_probs_b"):
+                s.add(p + "exp_probs_b.bias", (hp["n_expert"],), "zero")
+            _shared_expert(s, i, n_embd, hp["n_ff_exp"] * hp["n_expert_shared"])
+
+
+def _build_bailingmoe2(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/bailingmoe2.cpp (fused attn_qkv, q/k norms, partial rope; NextN blocks counted in block_count,
+    with their nextn.* tensors and layer_output_norm, skipped by llama.cpp without MTP)."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    n_nextn = int(hp.get("n_nextn") or 0)
+    nall = nl + n_nextn
+    hd = n_embd // n_head
+    kv = _per_layer(hp["n_head_kv"], nall)
+    _common_kv(s, hp, nall)
+    s.set("{arch}.rope.dimension_count", int(hp["rope_dim"] or hd))
+    _moe_keys(s, hp)
+    if n_nextn:
+        s.set("{arch}.nextn_predict_layers", n_nextn)
+    _embeddings(s, hp, output_required=True)
+    for i in range(nall):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        s.add(p + "attn_qkv.weight", (n_embd, n_embd + 2 * hd * kv[i]))
+        s.add(p + "attn_output.weight", (hd * n_head, n_embd))
+        s.add(p + "attn_q_norm.weight", (hd,), "norm")
+        s.add(p + "attn_k_norm.weight", (hd,), "norm")
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        if i < hp["n_layer_dense_lead"]:
+            _dense_ffn(s, i, n_embd, hp["n_ff"])
+        else:
+            _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
+            if hp.get("exp_probs_b"):
+                s.add(p + "exp_probs_b.bias", (hp["n_expert"],), "zero")
+            _shared_expert(s, i, n_embd, hp["n_ff_exp"] * hp["n_expert_shared"])
+        if i >= nl:
+            s.add(p + "nextn.eh_proj.weight", (2 * n_embd, n_embd))
+            s.add(p + "nextn.enorm.weight", (n_embd,), "norm")
+            s.add(p + "nextn.hnorm.weight", (n_embd,), "norm")
+            s.add(p + "nextn.shared_head_norm.weight", (n_embd,), "norm")
+            s.add(p + "layer_output_norm.weight", (n_embd,), "norm")
+
+
+def _build_lfm2(s: ModelSpec, hp: dict[str, Any]) -> None:
+    """src/models/lfm2.cpp / lfm2moe.cpp: short-conv layers where head_count_kv[il] == 0 (in_proj to b, c, x;
+    a depthwise conv of ``shortconv.l_cache`` taps kept f32, as llama-quant does), attention layers with q/k
+    norms elsewhere; the output norm is named token_embd_norm; experts from leading_dense_block_count on."""
+    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    hd = n_embd // n_head
+    attn = set(int(i) for i in hp["attn_layers"])
+    kv = [int(hp["n_head_kv"]) if i in attn else 0 for i in range(nl)]
+    hp = dict(hp, n_head_kv=kv)
+    moe = bool(hp.get("n_expert"))
+    _common_kv(s, hp, nl)
+    s.set("{arch}.shortconv.l_cache", int(hp["l_cache"]))
+    if moe:
+        s.set("{arch}.leading_dense_block_count", int(hp["n_layer_dense_lead"]))
+        s.set("{arch}.expert_gating_func", int(hp["expert_gating_func"]))
+    s.add("token_embd.weight", (n_embd, _n_vocab(hp)))
+    s.add("token_embd_norm.weight", (n_embd,), "norm")
+    if not hp.get("tied_embeddings"):
+        s.add("output.weight", (n_embd, _n_vocab(hp)))
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        if moe and i >= hp["n_layer_dense_lead"]:
+            _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
+            s.add(p + "exp_probs_b.bias", (hp["n_expert"],), "zero")
+        else:
+            _dense_ffn(s, i, n_embd, hp["n_ff"])
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        if kv[i]:
+            s.add(p + "attn_q_norm.weight", (hd,), "norm")
+            s.add(p + "attn_k_norm.weight", (hd,), "norm")
+            _attn_qkvo(s, i, n_embd, n_embd, hd * kv[i], hd * kv[i])
+        else:
+            s.add(p + "shortconv.conv.weight", (int(hp["l_cache"]), n_embd), "ones")
+            s.add(p + "shortconv.in_proj.weight", (n_embd, 3 * n_embd))
+            s.add(p + "shortconv.out_proj.weight", (n_embd, n_embd))
+
+
 _BUILDERS: dict[str, Callable[[ModelSpec, dict[str, Any]], None]] = {
     "llama": _build_llama,
     "mixtral": _build_llama,
@@ -1309,6 +1503,11 @@ _BUILDERS: dict[str, Callable[[ModelSpec, dict[str, Any]], None]] = {
     "qwen35": _build_qwen35,
     "qwen35moe": _build_qwen35,
     "qwen3next": _build_qwen35,
+    "phimoe": _build_phimoe,
+    "dots1": _build_dots1,
+    "bailingmoe2": _build_bailingmoe2,
+    "lfm2": _build_lfm2,
+    "lfm2moe": _build_lfm2,
 }
 
 

@@ -94,6 +94,18 @@ def test_special_layouts():
     nxt = gf.model_spec("qwen3next", ssm_in=True)
     assert nxt.tensor("blk.0.ssm_in.weight").shape == (64, 2 * 32 + 2 * 64)
     assert nxt.tensor("blk.0.ssm_ba.weight").shape == (64, 8)
+    phi = gf.model_spec("phimoe", rope_factors=True)  # biases on norms, projections, output; LongRoPE n_rot / 2
+    assert phi.tensor("output.bias").shape == (320,) and phi.tensor("rope_factors_long.weight").shape == (8,)
+    assert phi.tensor("blk.0.attn_norm.bias").shape == (64,)
+    ling = gf.model_spec("bailingmoe2")  # fused qkv (n_embd + 2 KV heads of 16 each side), + 1 NextN block
+    assert ling.tensor("blk.0.attn_qkv.weight").shape == (64, 64 + 2 * 2 * 16)
+    assert ling.n_layer == 4 and ling.kv["bailingmoe2.nextn_predict_layers"][0] == 1
+    assert ling.tensor("blk.3.nextn.eh_proj.weight").shape == (128, 64)
+    lfm = gf.model_spec("lfm2")  # short conv on layers 0, 1, 3 (head_count_kv 0), attention on 2
+    assert lfm.kv["lfm2.attention.head_count_kv"][0] == [0, 0, 2, 0]
+    assert lfm.tensor("blk.0.shortconv.in_proj.weight").shape == (64, 192)
+    assert lfm.tensor("blk.0.shortconv.conv.weight").qtype == gf.F32
+    assert "token_embd_norm.weight" in {t.name for t in lfm.tensors}
 
 
 # --------------------------------------------------------------------------- tiny models: llama-server

@@ -117,8 +117,9 @@ def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) ->
 #: KDA or lightning-attention sizes): Mamba 1/2 layers, and the gated delta-net layers of qwen3next/qwen35,
 #: whose conv state is ``(d_conv - 1) * (d_inner + 2 * n_group * d_state)`` (q, k and v channels) and whose
 #: delta-rule state ``d_state * d_inner`` (a head_v_dim x head_v_dim matrix per value head, head_v_dim =
-#: d_state). RWKV (token shift, wkv), LFM2 (short conv), Kimi KDA and MiniMax size theirs differently: not
-#: modelled, see :func:`state_is_modelled`.
+#: d_state), and LFM2's short-conv layers (``shortconv.l_cache``: a conv state of ``(l_cache - 1) * n_embd``, no
+#: s state). RWKV (token shift, wkv), Kimi KDA and MiniMax size theirs differently: not modelled, see
+#: :func:`state_is_modelled`.
 MAMBA_STATE_ARCHS = frozenset(
     {
         "mamba",
@@ -131,6 +132,8 @@ MAMBA_STATE_ARCHS = frozenset(
         "qwen3next",
         "qwen35",
         "qwen35moe",
+        "lfm2",
+        "lfm2moe",
     }
 )
 
@@ -144,7 +147,13 @@ def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
     """Recurrent state (r + s, f32) of each recurrent layer; independent of the context length."""
     if not any(p.recurrent_layers):
         return [0] * p.n_layer
-    n_embd_r = (p.ssm_d_conv - 1) * (p.ssm_d_inner + 2 * p.ssm_n_group * p.ssm_d_state) if p.ssm_d_conv else 0
+    if p.shortconv_l_cache:
+        # llama_hparams::n_embd_r for LFM2: the short conv keeps l_cache - 1 columns of n_embd; no s state
+        n_embd_r = p.n_embd * (p.shortconv_l_cache - 1)
+    elif p.ssm_d_conv:
+        n_embd_r = (p.ssm_d_conv - 1) * (p.ssm_d_inner + 2 * p.ssm_n_group * p.ssm_d_state)
+    else:
+        n_embd_r = 0
     n_embd_s = p.ssm_d_state * p.ssm_d_inner
     rows = max(1, shape.n_seq)
     size = (n_embd_r + n_embd_s) * rows * 4

@@ -48,6 +48,8 @@ _INPUT_NAMES = (
     "pos_embd.",
 )
 _OUTPUT_NAMES = ("output.", "output_norm.")
+#: Architectures whose output norm is stored as ``token_embd_norm`` (llama-arch.cpp: "fix for wrong tensor name").
+OUTPUT_NORM_AS_EMBD_NORM = frozenset({"lfm2", "lfm2moe"})
 _SSM_PREFIXES = ("ssm_", "time_mix_", "channel_mix_", "shortconv", "conv1d")
 EXPERT_PARTS = ("gate", "up", "down", "gate_up")
 #: In a recurrent layer these are the linear-attention (gated delta-net) input projections, not attention.
@@ -121,6 +123,8 @@ def build_blocks(tensors: list[TensorInfo], params: ModelParams) -> list[Block]:
         m = _LAYER_RE.match(t.name)
         il = int(m.group(1)) if m is not None else -1
         layer, role, part = classify(t.name, 0 <= il < len(recurrent) and recurrent[il])
+        if role is Role.INPUT and params.arch in OUTPUT_NORM_AS_EMBD_NORM and t.name.startswith("token_embd_norm."):
+            role = Role.OUTPUT  # LLM_TENSOR_OUTPUT_NORM_LFM2: the output norm under the input norm's name
         bid = block_id(layer, role)
         blk = by_id.get(bid)
         if blk is None:

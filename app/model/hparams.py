@@ -402,6 +402,7 @@ class ModelParams:
     ssm_d_state: int = 0
     ssm_dt_rank: int = 0
     ssm_n_group: int = 0
+    shortconv_l_cache: int = 0  # LFM2 short-conv kernel length (its conv state keeps l_cache - 1 columns)
     recurrent_layers: list[bool] = field(default_factory=list)
     nextn_layers: int = 0
     file_type: int | None = None
@@ -615,10 +616,13 @@ def extract_params(
         ssm_d_state=m.u32("{arch}.ssm.state_size"),
         ssm_dt_rank=m.u32("{arch}.ssm.time_step_rank"),
         ssm_n_group=m.u32("{arch}.ssm.group_count"),
+        shortconv_l_cache=m.u32("{arch}.shortconv.l_cache", required=arch in SHORTCONV_ARCHS),
         nextn_layers=nextn,
         file_type=file_type,
     )
     p.recurrent_layers = _recurrent_layers(p, m)
+    if arch == "lfm2":
+        p.n_layer_dense_lead = n_layer  # llama_model_lfm2::load_arch_hparams: every layer's FFN is dense
     if warnings is not None:
         warnings.extend(m.warnings)
     if names is not None:
@@ -733,6 +737,11 @@ def _check_experts(m: Meta, arch: str, n_layer: int) -> None:
             "the file is corrupt; convert or download it again.",
             m.path,
         )
+
+
+#: LFM2 hybrids: short-conv layers where ``head_count_kv[il]`` is 0, attention elsewhere (``src/models/lfm2.cpp``);
+#: ``shortconv.l_cache`` is required.
+SHORTCONV_ARCHS = frozenset({"lfm2", "lfm2moe"})
 
 
 #: Hybrids of gated delta-net (linear attention) and full-attention layers (``src/models/qwen35.cpp`` ...):

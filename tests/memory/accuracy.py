@@ -175,6 +175,42 @@ CASES: list[Case] = [
     _c("qnext-1rpc-ncmoe40", "qwen3-next-80b-a3b", 1, "-c 8192 -ngl all -ncmoe 40 -fa on"),
     _c("qnext-cpu-np4-q8", "qwen3-next-80b-a3b", 0, "-c 8192 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
     _c("qnext-ssmin-2rpc-np2", "qwen3-next-80b-a3b-ssm-in", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 40 -fa on -np 2"),
+    # Phi-3.5-MoE (the phi3 graph: biased norms and projections, LongRoPE factors read from each device's copy)
+    _c("phimoe-cpu", "phi-3.5-moe", 0, "-c 4096"),
+    _c("phimoe-1rpc", "phi-3.5-moe", 1, "-c 8192 -ngl all -fa on"),
+    _c("phimoe-2rpc-ncmoe-faoff", "phi-3.5-moe", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 5 -fa off"),
+    _c("phimoe-3rpc-cmoe-q8", "phi-3.5-moe", 3, "-c 32768 -ngl all -ts 1,2,1 -cmoe -fa on -ctk q8_0 -ctv q8_0"),
+    _c("phimoe-2rpc-ngl20-np4", "phi-3.5-moe", 2, "-c 16384 -ngl 20 -ts 1,1 -np 4 -fa off"),
+    _c("phimoe-1rpc-nkvo-ub256", "phi-3.5-moe", 1, "-c 16384 -ngl all -nkvo -fa off -ub 256"),
+    # dots.llm1 (q/k norms, dense first layer, sigmoid experts with selection bias + 2 shared experts)
+    _c("dots1-cpu", "dots.llm1", 0, "-c 4096"),
+    _c("dots1-2rpc-cmoe", "dots.llm1", 2, "-c 8192 -ngl all -ts 1,1 -cmoe -fa on"),
+    _c("dots1-1rpc-cmoe-faoff", "dots.llm1", 1, "-c 16384 -ngl all -cmoe -fa off"),
+    _c("dots1-3rpc-ncmoe40-np2", "dots.llm1", 3, "-c 8192 -ngl all -ts 1,1,1 -ncmoe 40 -fa on -np 2"),
+    _c("dots1-2rpc-ngl30-q8", "dots.llm1", 2, "-c 32768 -ngl 30 -ts 2,1 -cmoe -ctk q8_0 -ctv q8_0 -fa on"),
+    _c("dots1-1rpc-ot-ub256", "dots.llm1", 1,
+       r"-c 4096 -ngl all -ot blk\.(1[0-9]|[2-5][0-9]|6[01])\.ffn_(up|gate|down)_exps=CPU -ub 256"),
+    # Ling 2.0 (bailingmoe2: fused qkv, rope on half the head, grouped sigmoid experts + shared, NextN skipped)
+    _c("ling-mini-cpu", "ling-mini-2.0", 0, "-c 4096"),
+    _c("ling-mini-1rpc", "ling-mini-2.0", 1, "-c 8192 -ngl all -fa on"),
+    _c("ling-mini-2rpc-ncmoe-faoff", "ling-mini-2.0", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 5 -fa off"),
+    _c("ling-mini-3rpc-np4-q8", "ling-mini-2.0", 3, "-c 32768 -ngl all -ts 1,1,2 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("ling-mini-1rpc-ngl12-ub1024", "ling-mini-2.0", 1, "-c 16384 -ngl 12 -fa off -ub 1024"),
+    _c("ling-flash-cpu-faoff", "ling-flash-2.0", 0, "-c 4096 -fa off"),
+    _c("ling-flash-2rpc-cmoe", "ling-flash-2.0", 2, "-c 16384 -ngl all -ts 1,1 -cmoe -fa on"),
+    _c("ling-flash-1rpc-ncmoe20-np2", "ling-flash-2.0", 1, "-c 8192 -ngl all -ncmoe 20 -np 2"),
+    # LFM2 hybrids: short-conv layers (a conv state per sequence, no KV) with attention on 6 of 16 / 24 layers
+    _c("lfm2-cpu", "lfm2-1.2b", 0, "-c 4096"),
+    _c("lfm2-1rpc", "lfm2-1.2b", 1, "-c 8192 -ngl all -fa on"),
+    _c("lfm2-2rpc-np2-faoff", "lfm2-1.2b", 2, "-c 8192 -ngl all -ts 1,1 -fa off -np 2"),
+    _c("lfm2-3rpc-np4-q8", "lfm2-1.2b", 3, "-c 32768 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("lfm2-1rpc-ngl9-ub256", "lfm2-1.2b", 1, "-c 16384 -ngl 9 -fa off -ub 256"),
+    _c("lfm2-2rpc-long-ub1024", "lfm2-1.2b", 2, "-c 65536 -ngl all -ts 3,1 -fa on -ub 1024"),
+    _c("lfm2moe-cpu", "lfm2-8b-a1b", 0, "-c 4096"),
+    _c("lfm2moe-1rpc-cmoe", "lfm2-8b-a1b", 1, "-c 8192 -ngl all -cmoe -fa on"),
+    _c("lfm2moe-2rpc-ncmoe-np2", "lfm2-8b-a1b", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 10 -fa off -np 2"),
+    _c("lfm2moe-3rpc-np4-q8", "lfm2-8b-a1b", 3, "-c 32768 -ngl all -ts 1,1,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("lfm2moe-1rpc-ngl12", "lfm2-8b-a1b", 1, "-c 8192 -ngl 12 -fa off"),
 ]
 
 

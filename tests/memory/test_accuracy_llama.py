@@ -88,6 +88,16 @@ SERVER_CASES = [
     ("qwen35moe", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 1"),
     ("qwen35moe", 1, "-c 8192 -np 4 -ngl all -fa on"),
     ("qwen3next", 1, "-c 4096 -ngl all -cmoe -fa off"),
+    ("phimoe", 1, "-c 4096 -ngl all"),
+    ("phimoe", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off"),
+    ("dots1", 1, "-c 4096 -ngl all -fa on"),
+    ("dots1", 2, "-c 4096 -ngl all -ts 1,1 -cmoe -fa off -np 2"),
+    ("bailingmoe2", 1, "-c 4096 -ngl all"),
+    ("bailingmoe2", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off"),
+    ("lfm2", 1, "-c 4096 -ngl all"),
+    ("lfm2", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 4"),
+    ("lfm2moe", 1, "-c 8192 -ngl all -cmoe -np 2"),
+    ("lfm2moe", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 2 -fa on"),
 ]
 
 _BUF = re.compile(r"(\S+) (model|KV|RS|compute|output) buffer size =\s*([\d.]+) MiB")

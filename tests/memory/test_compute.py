@@ -27,7 +27,8 @@ def _uncut(sigs, hood=1):
     return list(range(len(sigs)))
 
 
-@pytest.mark.parametrize("spec", ["qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b", "qwen3-next-80b-a3b", "qwen3.5-27b"])
+@pytest.mark.parametrize("spec", ["qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b", "qwen3-next-80b-a3b", "qwen3.5-27b",
+                                  "lfm2-8b-a1b", "phi-3.5-moe"])
 def test_compressed_graph_gives_the_same_buffers(spec, tmp_path, monkeypatch):
     model = open_model(write_sparse_model(spec, tmp_path / f"{spec}.gguf"))
     devices = [Lane(f"RPC{i}", f"RPC0[127.0.0.1:{5000 + i}]", 48 * GiB, 48 * GiB, "rpc") for i in range(3)]

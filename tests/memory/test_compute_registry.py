@@ -103,3 +103,43 @@ def test_delta_net_layers_and_blocks(tmp_path):
     from app.memory.kv import has_kv_layers
 
     assert has_kv_layers(mtp) == [False, False, False, True, False]
+
+
+def test_short_conv_layers_state_and_blocks(tmp_path):
+    """lfm2/lfm2moe: head_count_kv 0 marks the short-conv layers (recurrent, no KV); their state is
+    (l_cache - 1) x n_embd f32 per sequence (llama_hparams::n_embd_r, no s state); shortconv tensors are
+    recurrent blocks; token_embd_norm is the output norm (LLM_TENSOR_OUTPUT_NORM_LFM2), placed with the output."""
+    from app.memory.kv import ContextShape, has_kv_layers, recurrent_bytes_per_layer
+    from app.model import Role
+
+    m = open_model(write_tiny_model("lfm2moe", tmp_path / "l.gguf"))
+    p = m.params
+    assert p.recurrent_layers == [True, True, False, True] and p.shortconv_l_cache == 3
+    assert has_kv_layers(p) == [False, False, True, False]
+    assert state_is_modelled(p) and compute.unchecked_note("lfm2moe", state_is_modelled(p)) is None
+    shape = ContextShape(4096, 2048, 2, 2, False, 2048, 512, 0, True, 2)
+    assert recurrent_bytes_per_layer(p, shape) == [2 * 64 * 2 * 4, 2 * 64 * 2 * 4, 0, 2 * 64 * 2 * 4]
+    assert m.block_of("blk.0.shortconv.in_proj.weight").role is Role.SSM
+    assert m.block_of("blk.0.shortconv.conv.weight").role is Role.SSM
+    assert m.block_of("blk.2.attn_q.weight").role is Role.ATTN
+    assert m.block_of("token_embd_norm.weight").role is Role.OUTPUT
+    assert m.block_of("blk.1.ffn_gate_exps.weight").role is Role.EXPERTS
+    assert m.block_of("blk.0.ffn_gate.weight").role is Role.FFN
+    dense = open_model(write_tiny_model("lfm2", tmp_path / "d.gguf")).params
+    assert dense.n_layer_dense_lead == dense.n_layer  # llama.cpp: every LFM2 layer's FFN is dense
+
+
+def test_new_moe_families_blocks(tmp_path):
+    """phimoe's LongRoPE factors are global tensors (one copy per buffer type in llama.cpp); bailingmoe2's NextN
+    block is in the file but neither cached nor built."""
+    from app.memory.kv import has_kv_layers
+    from app.model import Role
+
+    phi = open_model(write_tiny_model("phimoe", tmp_path / "p.gguf", rope_factors=True))
+    assert phi.block_of("rope_factors_long.weight").role is Role.GLOBAL
+    assert phi.block_of("output.bias").role is Role.OUTPUT
+    ling = open_model(write_tiny_model("bailingmoe2", tmp_path / "b.gguf")).params
+    assert ling.n_layer == 4 and ling.nextn_layers == 1
+    assert has_kv_layers(ling) == [True, True, True, False]
+    assert {compute.family_of(a).name for a in ("phimoe", "dots1", "bailingmoe2", "lfm2", "lfm2moe")} == {
+        "phimoe", "dots1", "lfm2"}

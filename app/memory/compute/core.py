@@ -223,6 +223,13 @@ def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_
         t.wbe = be
         t.size = tensors[i].nbytes
         t.host = be == cpu and host_weights
+    for t, k, name in b.__dict__.get("drefs", ()):
+        # a global tensor every layer creates with TENSOR_DUPLICATED (LongRoPE factors): one copy per buffer
+        # type, so a layer reads the copy on its own device
+        i = names[name]
+        t.wbe = layer_be[layers[k]]
+        t.size = tensors[i].nbytes
+        t.host = t.wbe == cpu and host_weights
     for t, k in b.crefs:
         t.wbe = kv_be[layers[k]]
     if pin:
