@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..lanes import CPU
 from ..memory.layout import WeightPlacement
 from ..model import Model, Role
@@ -284,6 +286,85 @@ class SpeedFacts:
         self.swa_share = (
             sum(1 for i, s in enumerate(p.swa_layers[: p.n_layer]) if s) / max(len(n_attn), 1) if p.n_swa else 0.0
         )
+        # the same as arrays, for the per-placement digest (the board predicts on every drag)
+        self.families = sorted(set(self.types))
+        fam_index = {f: i for i, f in enumerate(self.families)}
+        self._fam = np.array([fam_index[f] for f in self.types], dtype=np.int64)
+        self._read = np.array(self.read_per_token, dtype=np.float64)
+        self._elems = np.array(self.elems_per_token, dtype=np.float64)
+        self._flops = np.array(self.flops_per_token, dtype=np.float64)
+        self._nbytes = np.array([float(t.nbytes) for t in model.tensors], dtype=np.float64)
+        self._expert = np.array(self.expert, dtype=bool)
+        ffn = [
+            layer is not None and not nextn and role in (Role.FFN, Role.EXPERTS) for layer, role, nextn in self.roles
+        ]
+        self._ffn = np.array(ffn, dtype=bool)
+        self._layer = np.array([-1 if layer is None else layer for layer, _, _ in self.roles], dtype=np.int64)
+        self._ffn_w = np.where(self._expert, self._nbytes * frac, self._nbytes) * self._ffn
+        self._digests: dict[tuple, _Digest] = {}
+
+    def digest(self, wp: WeightPlacement) -> _Digest:
+        """Everything the speed model needs of ``wp``, per device, computed once per placement (a small cache:
+        a board update predicts decode, prompt and all-slots-busy for the same placement)."""
+        key = (tuple(wp.tensor_device), tuple(wp.layer_device))
+        got = self._digests.get(key)
+        if got is None:
+            got = _Digest(self, wp)
+            if len(self._digests) >= 16:
+                self._digests.pop(next(iter(self._digests)))
+            self._digests[key] = got
+        return got
+
+
+class _Digest:
+    """Per-device sums of one placement: bytes read, expert bytes, elements and FLOPs by type family, host bytes
+    with FLOPs (copied to a GPU when prompts are offloaded), the token's device path and layer shares."""
+
+    def __init__(self, f: SpeedFacts, wp: WeightPlacement):
+        model = f.model
+        names = sorted({d for d in wp.tensor_device if d})
+        index = {d: i for i, d in enumerate(names)}
+        dev = np.array([index.get(d, -1) for d in wp.tensor_device], dtype=np.int64)
+        on = dev >= 0
+        nd, nf = len(names), len(f.families)
+        d_on, fam_on = dev[on], f._fam[on]
+
+        def per_dev(w: np.ndarray) -> dict[str, float]:
+            sums = np.bincount(d_on, weights=w[on], minlength=nd)
+            return {n: float(sums[i]) for i, n in enumerate(names)}
+
+        def per_dev_fam(w: np.ndarray) -> dict[str, dict[str, float]]:
+            sums = np.bincount(d_on * nf + fam_on, weights=w[on], minlength=nd * nf).reshape(nd, nf)
+            return {
+                n: {fam: float(sums[i, j]) for j, fam in enumerate(f.families) if sums[i, j]}
+                for i, n in enumerate(names)
+            }
+
+        self.bytes = per_dev(f._read)
+        self.expert_bytes = per_dev(f._read * f._expert)
+        self.elems = per_dev_fam(f._elems)
+        self.flops = per_dev_fam(f._flops)
+        cpu_i = index.get(CPU, -1)
+        self.host_flop_bytes = float(f._nbytes[(dev == cpu_i) & (f._flops > 0)].sum()) if cpu_i >= 0 else 0.0
+        # the token's path: per layer its attention's device, then the devices of its FFN by bytes read
+        p = model.params
+        n = p.n_layer - p.nextn_layers
+        sel = on & f._ffn & (f._layer >= 0) & (f._layer < n)
+        ffn = np.bincount(f._layer[sel] * nd + dev[sel], weights=f._ffn_w[sel], minlength=max(n, 1) * nd)
+        ffn = ffn.reshape(max(n, 1), nd)
+        path = [CPU]
+        for il in range(n):
+            path.append(wp.layer_device[il])
+            row = ffn[il]
+            for j in sorted((j for j in range(nd) if row[j] > 0), key=lambda j: -row[j]):
+                path.append(names[j])
+        path.append(wp.layer_device[p.n_layer])
+        path.append(CPU)
+        self.path = path
+        share: dict[str, float] = {}
+        for il in range(n):
+            share[wp.layer_device[il]] = share.get(wp.layer_device[il], 0.0) + 1.0 / max(n, 1)
+        self.layer_share = share
 
 
 def _facts(model: Model, facts: SpeedFacts | None) -> SpeedFacts:
@@ -292,11 +373,7 @@ def _facts(model: Model, facts: SpeedFacts | None) -> SpeedFacts:
 
 def read_bytes_per_token(model: Model, wp: WeightPlacement, facts: SpeedFacts | None = None) -> dict[str, float]:
     """Weight bytes each device reads for one decoded token."""
-    out: dict[str, float] = {}
-    for b, dev in zip(_facts(model, facts).read_per_token, wp.tensor_device):
-        if dev:
-            out[dev] = out.get(dev, 0.0) + b
-    return out
+    return dict(_facts(model, facts).digest(wp).bytes)
 
 
 def decode_elements(
@@ -304,39 +381,17 @@ def decode_elements(
 ) -> dict[str, float]:
     """Per device, the weight elements its decode kernels process for one step of ``n_seq`` sequences,
     weighted by the device's per-type cost (1 where none was fitted)."""
-    f = _facts(model, facts)
+    dig = _facts(model, facts).digest(wp)
     out: dict[str, float] = {}
-    costs = {dev: params.get(dev).type_cost for dev in {d for d in wp.tensor_device if d}}
-    for e, dev, ty in zip(f.elems_per_token, wp.tensor_device, f.types):
-        if dev and e:
-            out[dev] = out.get(dev, 0.0) + e * n_seq * costs[dev].get(ty, 1.0)
-    return out
+    for dev, fams in dig.elems.items():
+        cost = params.get(dev).type_cost
+        out[dev] = sum(e * cost.get(fam, 1.0) for fam, e in fams.items()) * n_seq
+    return {d: v for d, v in out.items() if v}
 
 
 def layer_path(model: Model, wp: WeightPlacement, facts: SpeedFacts | None = None) -> list[str]:
     """The devices a token's computation visits, in order (embedding, each layer's attention and FFN, output)."""
-    p = model.params
-    attn_dev: dict[int, str] = {}
-    ffn_bytes: dict[int, dict[str, float]] = {}
-    frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
-    for t, dev, (layer, role, nextn) in zip(model.tensors, wp.tensor_device, _facts(model, facts).roles):
-        if layer is None or not dev or nextn:
-            continue
-        if role in (Role.ATTN, Role.SSM):
-            attn_dev.setdefault(layer, wp.layer_device[layer])
-        elif role in (Role.FFN, Role.EXPERTS):
-            w = t.nbytes * (frac if role is Role.EXPERTS else 1.0)
-            d = ffn_bytes.setdefault(layer, {})
-            d[dev] = d.get(dev, 0.0) + w
-    path = [CPU]
-    for il in range(p.n_layer - p.nextn_layers):
-        path.append(attn_dev.get(il, wp.layer_device[il]))
-        # the FFN's ops run where their weights are; a layer split across devices visits each
-        for dev, _ in sorted(ffn_bytes.get(il, {}).items(), key=lambda kv: -kv[1]):
-            path.append(dev)
-    path.append(wp.layer_device[p.n_layer])
-    path.append(CPU)  # logits back to the host for sampling
-    return path
+    return list(_facts(model, facts).digest(wp).path)
 
 
 def hop_cost(a: DeviceSpeed, b: DeviceSpeed, n_embd: int, tokens: int = 1) -> float:
@@ -348,14 +403,9 @@ def hop_cost(a: DeviceSpeed, b: DeviceSpeed, n_embd: int, tokens: int = 1) -> fl
     return gpu.link_latency + payload / gpu.link_bandwidth
 
 
-def _layer_share(model: Model, wp: WeightPlacement) -> dict[str, float]:
+def _layer_share(model: Model, wp: WeightPlacement, facts: SpeedFacts | None = None) -> dict[str, float]:
     """The fraction of the model's attention layers each device runs (its share of the KV cache work)."""
-    n = model.params.n_layer - model.params.nextn_layers
-    out: dict[str, float] = {}
-    for il in range(n):
-        dev = wp.layer_device[il]
-        out[dev] = out.get(dev, 0.0) + 1.0 / max(n, 1)
-    return out
+    return _facts(model, facts).digest(wp).layer_share
 
 
 def _attended(facts: SpeedFacts, depth: float) -> float:
@@ -388,9 +438,9 @@ def predict_decode(
         k, e = p.n_expert_used, p.n_expert
         touched = e * (1 - (1 - k / e) ** n_seq) / k
         for dev in list(per_dev):
-            experts = sum(r for r, d, x in zip(facts.read_per_token, wp.tensor_device, facts.expert) if d == dev and x)
+            experts = facts.digest(wp).expert_bytes.get(dev, 0.0)
             per_dev[dev] += experts * (touched - 1)
-    share = _layer_share(model, wp)
+    share = _layer_share(model, wp, facts)
     if kv_bytes and depth > 0:
         for dev, kv in kv_bytes.items():
             per_dev[dev] = per_dev.get(dev, 0.0) + n_seq * kv * min(1.0, _attended(facts, depth) / max(kv_cells, 1))
@@ -436,20 +486,17 @@ def prompt_work(
     gpus = [d for d in wp.devices if params.get(d.name).kind == "gpu"]
     offload = op_offload and bool(gpus) and n_ubatch >= OP_OFFLOAD_MIN_BATCH
     target = gpus[0].name if offload else None
+    dig = f.digest(wp)
     flops: dict[str, float] = {}
-    host_bytes = 0.0
-    costs: dict[str, dict[str, float]] = {}
-    for fl, t, dev, ty in zip(f.flops_per_token, model.tensors, wp.tensor_device, f.types):
-        if not dev or not fl:
-            continue
-        run_on = dev
-        if dev == CPU and target is not None:  # target is set exactly when offloading
-            run_on = target
-            host_bytes += t.nbytes
-        cost = costs.setdefault(run_on, params.get(run_on).type_cost_pp).get(ty, 1.0)
-        flops[run_on] = flops.get(run_on, 0.0) + fl * n_ubatch * cost
+    host_bytes = dig.host_flop_bytes if target is not None else 0.0
+    for dev, fams in dig.flops.items():
+        run_on = target if dev == CPU and target is not None else dev  # target is set exactly when offloading
+        cost = params.get(run_on).type_cost_pp
+        total = sum(fl * cost.get(fam, 1.0) for fam, fl in fams.items()) * n_ubatch
+        if total:
+            flops[run_on] = flops.get(run_on, 0.0) + total
     attn = f.attn_flops_per_cell * n_ubatch * _attended(f, depth + n_ubatch / 2)
-    for dev, share in _layer_share(model, wp).items():
+    for dev, share in dig.layer_share.items():
         flops[dev] = flops.get(dev, 0.0) + attn * share * params.get(dev).type_cost_pp.get(ATTENTION, 1.0)
     return flops, host_bytes, target
 
