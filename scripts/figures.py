@@ -78,7 +78,7 @@ def section() -> str:
         rel = path.relative_to(ROOT).as_posix()
         if len(lines) > LONG:  # a per-case table: quote its summary, the whole output is one click away
             start = next((i for i, ln in enumerate(lines) if SUMMARY.search(ln)), len(lines) - LONG)
-            lines = [f"... ({start} lines per case: {rel})", *lines[start:]]
+            lines = [f"... ({start} lines before this, one per case and figure: {rel})", *lines[start:]]
         parts += [f"- {what} ({head.lstrip('# ').strip()}; [output]({rel})):", "", "  ```"]
         parts += [f"  {line}" if line else "" for line in lines]
         parts += ["  ```", ""]

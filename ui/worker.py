@@ -6,7 +6,7 @@ import logging
 import traceback
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QObject, QThreadPool, Signal
 
 log = logging.getLogger(__name__)
 
@@ -17,24 +17,6 @@ class _Signals(QObject):
     progress = Signal(int, int)
 
 
-class _Job(QRunnable):
-    def __init__(self, fn: Callable, signals: _Signals, with_progress: bool):
-        super().__init__()
-        self.fn, self.signals, self.with_progress = fn, signals, with_progress
-
-    def run(self) -> None:  # background thread: never touch widgets here
-        try:
-            if self.with_progress:
-                result = self.fn(lambda done, total: self.signals.progress.emit(done, total))
-            else:
-                result = self.fn()
-        except Exception as exc:  # noqa: BLE001 - handed to the GUI thread, which shows it
-            log.debug("background job failed:\n%s", traceback.format_exc())
-            self.signals.failed.emit(exc)
-            return
-        self.signals.done.emit(result)
-
-
 _alive: set[_Signals] = set()
 
 
@@ -43,6 +25,16 @@ def run_in_background(fn: Callable, on_done: Callable[[object], None], on_error:
     """``fn()`` (or ``fn(progress)`` when ``on_progress`` is given) in the global thread pool."""
     signals = _Signals()
     _alive.add(signals)
+    with_progress = on_progress is not None
+
+    def run() -> None:  # background thread: never touch widgets here
+        try:
+            result = fn(lambda done, total: signals.progress.emit(done, total)) if with_progress else fn()
+        except Exception as exc:  # noqa: BLE001 - handed to the GUI thread, which shows it
+            log.debug("background job failed:\n%s", traceback.format_exc())
+            signals.failed.emit(exc)
+            return
+        signals.done.emit(result)
 
     def finish(cb, value) -> None:
         _alive.discard(signals)
@@ -52,4 +44,7 @@ def run_in_background(fn: Callable, on_done: Callable[[object], None], on_error:
     signals.failed.connect(lambda e: finish(on_error, e))
     if on_progress is not None:
         signals.progress.connect(on_progress)
-    QThreadPool.globalInstance().start(_Job(fn, signals, on_progress is not None))
+    # a plain callable, not a Python QRunnable subclass: the pool deleting such a runnable on its own thread
+    # freed the Python wrapper there and crashed the process when many windows started jobs in quick
+    # succession (tests/fuzz/test_fuzz_plans.py, the GUI restore)
+    QThreadPool.globalInstance().start(run)
