@@ -29,12 +29,15 @@ def run_in_background(fn: Callable, on_done: Callable[[object], None], on_error:
 
     def run() -> None:  # background thread: never touch widgets here
         try:
-            result = fn(lambda done, total: signals.progress.emit(done, total)) if with_progress else fn()
-        except Exception as exc:  # noqa: BLE001 - handed to the GUI thread, which shows it
-            log.debug("background job failed:\n%s", traceback.format_exc())
-            signals.failed.emit(exc)
-            return
-        signals.done.emit(result)
+            try:
+                result = fn(lambda done, total: signals.progress.emit(done, total)) if with_progress else fn()
+            except Exception as exc:  # noqa: BLE001 - handed to the GUI thread, which shows it
+                log.debug("background job failed:\n%s", traceback.format_exc())
+                signals.failed.emit(exc)
+                return
+            signals.done.emit(result)
+        except RuntimeError as exc:  # the receiving side was deleted (its window closed): nobody is waiting
+            log.debug("background job's answer dropped: %s", exc)
 
     def finish(cb, value) -> None:
         _alive.discard(signals)
