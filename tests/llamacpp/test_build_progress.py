@@ -202,6 +202,13 @@ def test_cancelled_ensure_built_says_what_is_kept_and_resumes(tmp_path, monkeypa
     assert all(o.stat().st_mtime_ns == stamps[o] for o in objects if o.exists())
 
 
+def _default_sigint() -> None:
+    """A terminal's Ctrl+C reaches a process that handles SIGINT; a child inherits an ignored SIGINT (a
+    non-interactive shell's background jobs, and pytest once some test ignored it), and Python then keeps
+    ignoring it, so the child is given the default back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_in_the_cli(tmp_path):
     """``layerdeck llama build`` gets SIGINT (as its terminal's process group does on Ctrl+C) mid-build."""
     cache = tmp_path / "xdg"
@@ -212,7 +219,7 @@ def test_ctrl_c_in_the_cli(tmp_path):
                LAYERDECK_DATA_DIR=str(tmp_path / "data"))
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "llama", "build", "--backend", "cpu", "-j", "2"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
     try:
         tree = _wait_for_sleep(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)
