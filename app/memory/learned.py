@@ -53,9 +53,10 @@ from ..llamacpp.binaries import LlamaCppNotFound, find_tool
 from ..llamacpp.fit_print import FitPrintError, FitRow, llama_reason, parse_fit_print
 from ..model import Model
 from ..paths import data_dir, read_json_cache, write_json_cache
+from .compute.core import graph_inputs
 from .estimator import DeviceMemory, Estimate, Estimator
 from .layout import WeightPlacement
-from .settings import NGL_ALL, NGL_AUTO, LlamaSettings
+from .settings import LlamaSettings
 
 MiB = 1 << 20
 KINDS = ("model", "context", "compute")
@@ -143,14 +144,8 @@ def figure_keys(
     model = estimator.model
     p = model.params
     shape = est.shape
-    facts = estimator.compute_facts
-    devs = wp.devices
-    cpu = len(devs)
-    be_of = {d.name: i for i, d in enumerate(devs)}
-    be_of[CPU] = cpu
-    tbe = [be_of.get(d, cpu) for d in wp.tensor_device]
-    layer_be = [be_of.get(d, cpu) for d in wp.layer_device]
-    kv_be = [cpu if settings.no_kv_offload else layer_be[il] for il in range(p.n_layer)]
+    g = graph_inputs(model, estimator.compute_facts, wp, settings, shape)
+    devs, cpu, tbe, layer_be, kv_be, sigs = g.devs, g.cpu, g.tbe, g.layer_be, g.kv_be, g.sigs
     out: dict[tuple[str, str], str] = {}
     names = [d.name for d in devs] + [CPU]
     # -- model: the tensors on the device
@@ -169,45 +164,29 @@ def figure_keys(
         out[(name, "context")] = _digest(
             ("context", name, layers, cache_shape, settings.type_k, settings.type_v, settings.swa_full)
         )
-    # -- compute: the graph's global shape and the neighbourhoods the device takes part in (as in
-    #    app.memory.compute.core.compute_buffers, whose signature this mirrors)
-    getters = facts["getters"]
-    types = facts["types"]
-    limited = any(d.max_tensor_bytes is not None for d in devs)
-    offload = settings.op_offload and any(d.kind in (DeviceKind.GPU, DeviceKind.IGPU) for d in devs)
-    sigs = [
-        (kind, kv_be[il], layer_be[il], getters[il](tbe), types[il] if limited else None)
-        for il, kind in enumerate(facts["kinds"])
-    ]
-    ngl = settings.n_gpu_layers
-    if ngl is None or ngl in (NGL_AUTO, NGL_ALL):
-        ngl = p.n_layer + 1
-    real_run = settings.tool != "fit-params"
-    pin = real_run and (min(shape.n_ctx, shape.n_ubatch) < 32 or ngl > p.n_layer)
-    pin_cpu = real_run and settings.no_kv_offload
-    host_weights = not (settings.repack and not settings.use_host)
-    glob = facts["glob"](tbe)
+    # -- compute: the graph's global shape and the neighbourhoods the device takes part in (the inputs of
+    #    app.memory.compute.core.compute_buffers, from the same function)
     common = (
         shape,
         settings.type_k,
         settings.type_v,
         settings.no_kv_offload,
-        offload,
-        host_weights,
-        pin,
-        pin_cpu,
+        g.offload,
+        g.host_weights,
+        g.pin,
+        g.pin_cpu,
         est.pipeline_parallel,
         tuple(_lane_facts(d) for d in devs),
-        glob,
+        g.glob,
         wp.duplicated_output,
         layer_be[p.n_layer] if len(layer_be) > p.n_layer else None,
     )
     common_id = _digest(common)
-    hood = facts["hood"]
+    hood = estimator.compute_facts["hood"]
     n = len(sigs)
     windows = [tuple(sigs[j] if 0 <= j < n else None for j in range(il - hood, il + hood + 1)) for il in range(n)]
     everywhere = _digest(("all", frozenset(windows)))
-    offload_to = {i for i, d in enumerate(devs) if d.kind in (DeviceKind.GPU, DeviceKind.IGPU)} if offload else set()
+    offload_to = {i for i, d in enumerate(devs) if d.kind in (DeviceKind.GPU, DeviceKind.IGPU)} if g.offload else set()
     for i, name in enumerate(names):
         if i == cpu:
             local = everywhere

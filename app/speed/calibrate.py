@@ -110,13 +110,12 @@ def _decode_row(model: Model, facts: SpeedFacts, m: Measurement, params: SpeedPa
         row[key] = row.get(key, 0.0) + b / rate
     share = _layer_share(model, m.placement)
     attn = facts.attn_flops_per_cell * _attended(facts, depth) * work.n_seq / 2
-    for e, dev, ty in zip(facts.elems_per_token, m.placement.tensor_device, facts.types):
-        if dev and e and params.get(dev).is_cpu:
-            d = params.get(dev)
-            key = f"vec:{ty}"
-            row[key] = row.get(key, 0.0) + e * work.n_seq / (
-                d.vec_rate(work.threads if dev == CPU else None) / d.eff_vec
-            )
+    for dev, fams in facts.digest(m.placement).elems.items():
+        d = params.get(dev)
+        if d.is_cpu:
+            rate = d.vec_rate(work.threads if dev == CPU else None) / d.eff_vec
+            for family, e in fams.items():
+                row[f"vec:{family}"] = row.get(f"vec:{family}", 0.0) + e * work.n_seq / rate
     for dev, sh in share.items():
         d = params.get(dev)
         if d.is_cpu and attn:
@@ -129,60 +128,42 @@ def _decode_row(model: Model, facts: SpeedFacts, m: Measurement, params: SpeedPa
 
 
 def _prompt_row(model: Model, facts: SpeedFacts, m: Measurement, params: SpeedParams) -> tuple[dict, float]:
-    """The coefficients of one prompt measurement's time (per prompt), and the time minus the fixed part."""
+    """The coefficients of one prompt measurement's time (per prompt), and the time minus the fixed part: the
+    FLOPs of each type family (and attention) per device from the placement's digest, as ``prompt_work`` sums
+    them before weighting by the per-type costs that this fit finds."""
     work = _work(m)
     n_prompt = work.n_prompt or m.n_ubatch
     n_ub = min(work.n_ubatch, n_prompt)
-    neutral = SpeedParams({k: _neutral(v) for k, v in params.devices.items()}, params.token_overhead, params.cpu)
+    dig = facts.digest(m.placement)
     row: dict[str, float] = {}
     fixed = 0.0
     done = 0
+
+    def add(dev: str, family: str, fl: float) -> None:
+        d = params.get(dev)
+        if d.is_cpu:
+            key, rate = f"flc:{family}", d.cpu_flops(work.threads if dev == CPU else None) / d.eff_flops
+        else:
+            key, rate = f"fl:{dev}", d.nominal_flops
+        row[key] = row.get(key, 0.0) + fl / rate
+
     while done < n_prompt:
         ub = min(n_ub, n_prompt - done)
-        # per type: FLOPs with every cost 1, so each type's share can be read off
-        for ty in sorted(set(facts.types)) + [ATTENTION]:
-            only = SpeedParams({k: _only(v, ty) for k, v in neutral.devices.items()}, params.token_overhead, params.cpu)
-            flops, host_bytes, target = prompt_work(model, m.placement, only, ub, True, facts, work.depth + done)
-            for dev, fl in flops.items():
-                if not fl:
-                    continue
-                d = params.get(dev)
-                if d.is_cpu:
-                    key = f"flc:{ty}"
-                    row[key] = row.get(key, 0.0) + fl / (
-                        d.cpu_flops(work.threads if dev == CPU else None) / d.eff_flops
-                    )
-                else:
-                    key = f"fl:{dev}"
-                    row[key] = row.get(key, 0.0) + fl / d.nominal_flops
         _, host_bytes, target = prompt_work(model, m.placement, params, ub, True, facts, work.depth + done)
+        for dev, fams in dig.flops.items():
+            run_on = target if dev == CPU and target is not None else dev
+            for family, fl in fams.items():
+                add(run_on, family, fl * ub)
+        attn = facts.attn_flops_per_cell * ub * _attended(facts, work.depth + done + ub / 2)
+        for dev, share in dig.layer_share.items():
+            if attn * share:
+                add(dev, ATTENTION, attn * share)
         if target is not None and host_bytes:
             fixed += host_bytes / params.get(target).link_bandwidth
         fixed += params.token_overhead
         done += ub
     rate = m.pp_tokens_per_s or 0.0
     return row, n_prompt / rate - fixed
-
-
-def _neutral(d):
-    import copy
-
-    n = copy.copy(d)
-    n.type_cost, n.type_cost_pp = {}, {}
-    return n
-
-
-def _only(d, ty: str):
-    """``d`` with a prompt cost of 1 for type ``ty`` and 0 for every other (attention included)."""
-    import copy
-
-    class _Costs(dict):
-        def get(self, key, default=None):  # noqa: D102
-            return 1.0 if key == ty else 0.0
-
-    n = copy.copy(d)
-    n.type_cost_pp = _Costs()
-    return n
 
 
 def _x0(key: str, params: SpeedParams) -> float:
@@ -215,6 +196,25 @@ def _weighted_mean(values: dict[str, float], weights: dict[str, float]) -> float
     return sum(v * weights.get(t, 0.0) for t, v in values.items()) / total if total else 1.0
 
 
+def _type_costs(
+    rows: list[tuple[dict, float]], x: dict[str, float], prefix: str
+) -> tuple[dict[str, float], float] | None:
+    """The fitted per-family costs under ``prefix`` (``vec:`` decode, ``flc:`` prompt) relative to their mean
+    weighted by how much of the measured time each family's coefficients carry, and that mean (its inverse is the
+    device's efficiency); None when the fit has no such coefficient."""
+    n = len(prefix)
+    weights: dict[str, float] = {}
+    for r, _ in rows:
+        for k, v in r.items():
+            if k.startswith(prefix):
+                weights[k[n:]] = weights.get(k[n:], 0.0) + v
+    fitted = {k[n:]: max(v, 1e-3) for k, v in x.items() if k.startswith(prefix)}
+    if not fitted:
+        return None
+    mean = _weighted_mean(fitted, weights)
+    return {t: float(np.clip(v / mean, 0.05, 20.0)) for t, v in fitted.items()}, mean
+
+
 def fit_many(measurements: list[Measurement], params: SpeedParams, prior_weight: float = 0.3) -> dict[str, dict]:
     """Fit ``params`` (changed in place) to ``measurements`` (each with its own model); returns the fitted
     figures in the calibration file's shape (device -> figure -> value, ``_overhead``)."""
@@ -235,23 +235,18 @@ def fit_many(measurements: list[Measurement], params: SpeedParams, prior_weight:
     if tg:
         rows = [_decode_row(*facts(m), m, params) for m in tg]
         x = _fit_rows(rows, params, prior_weight)
-        weights: dict[str, float] = {}
-        for r, _ in rows:
-            for k, v in r.items():
-                if k.startswith("vec:"):
-                    weights[k[4:]] = weights.get(k[4:], 0.0) + v
-        u = {k[4:]: max(v, 1e-3) for k, v in x.items() if k.startswith("vec:")}
+        vec = _type_costs(rows, x, "vec:")
         for k, v in x.items():
             if k.startswith("bw:"):
                 eff = float(np.clip(1.0 / max(v, 1e-6), 0.02, 4.0 if k == "bw:cpu" else 1.0))
                 for d in cpus if k == "bw:cpu" else [params.get(k[3:])]:
                     d.eff_bandwidth = eff
                     fitted.setdefault(d.name, {})["eff_bandwidth"] = eff
-        if u:
-            mean = _weighted_mean(u, weights)
+        if vec is not None:
+            costs, mean = vec
             for d in cpus:
                 d.eff_vec = float(np.clip(1.0 / mean, 0.01, 4.0))
-                d.type_cost = {t: float(np.clip(v / mean, 0.05, 20.0)) for t, v in u.items()}
+                d.type_cost = dict(costs)
                 fitted.setdefault(d.name, {})["eff_vec"] = d.eff_vec
                 fitted[d.name]["type_cost"] = dict(d.type_cost)
         lat_local = float(np.clip(x.get("lat:local", _x0("lat:local", params)), 1e-6, 5e-3))
@@ -269,22 +264,17 @@ def fit_many(measurements: list[Measurement], params: SpeedParams, prior_weight:
     if pp:
         rows = [_prompt_row(*facts(m), m, params) for m in pp]
         y = _fit_rows(rows, params, prior_weight)
-        weights = {}
-        for r, _ in rows:
-            for k, v in r.items():
-                if k.startswith("flc:"):
-                    weights[k[4:]] = weights.get(k[4:], 0.0) + v
-        v_types = {k[4:]: max(v, 1e-3) for k, v in y.items() if k.startswith("flc:")}
+        flc = _type_costs(rows, y, "flc:")
         for k, v in y.items():
             if k.startswith("fl:"):
                 d = params.get(k[3:])
                 d.eff_flops = float(np.clip(1.0 / max(v, 1e-6), 0.001, 1.0))
                 fitted.setdefault(d.name, {})["eff_flops"] = d.eff_flops
-        if v_types:
-            mean = _weighted_mean(v_types, weights)
+        if flc is not None:
+            costs, mean = flc
             for d in cpus:
                 d.eff_flops = float(np.clip(1.0 / mean, 0.001, 1.0))
-                d.type_cost_pp = {t: float(np.clip(v / mean, 0.05, 20.0)) for t, v in v_types.items()}
+                d.type_cost_pp = dict(costs)
                 fitted.setdefault(d.name, {})["eff_flops"] = d.eff_flops
                 fitted[d.name]["type_cost_pp"] = dict(d.type_cost_pp)
     return fitted

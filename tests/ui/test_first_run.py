@@ -224,33 +224,42 @@ def test_build_from_source_progress_log_and_cancel(qtbot, no_llama, server, tmp_
     banner.backend_box.setCurrentIndex(banner.backend_box.findData("cpu"))
     assert banner.build_btn.text() == f"Build from source (about {build.estimate_minutes('cpu')} min, CPU)"
     assert "measured" in banner.build_btn.toolTip()
-    banner.build_btn.click()
-    assert banner.cancel_btn.isVisible() and not banner.backend_box.isEnabled()
-    qtbot.waitUntil(lambda: banner.bar.maximum() == 1000 and banner.bar.value() > 0, timeout=120000)
-    assert banner.log_btn.isVisible() and banner.build_log_path == root / "build.log"
-    me = psutil.Process()
-    def named(proc) -> str:  # a build's short-lived processes can end between the listing and the question
-        try:
-            return proc.name()
-        except psutil.Error:
-            return ""
+    try:
+        banner.build_btn.click()
+        assert banner.cancel_btn.isVisible() and not banner.backend_box.isEnabled()
+        qtbot.waitUntil(lambda: banner.bar.maximum() == 1000 and banner.bar.value() > 0, timeout=120000)
+        assert banner.log_btn.isVisible() and banner.build_log_path == root / "build.log"
+        me = psutil.Process()
+        def named(proc) -> str:  # a build's short-lived processes can end between the listing and the question
+            try:
+                return proc.name()
+            except psutil.Error:
+                return ""
 
-    qtbot.waitUntil(lambda: any(named(p) == "sleep" for p in me.children(recursive=True)), timeout=120000)
-    tree = me.children(recursive=True)
-    assert "compile" in banner.status.text()
-    _shot(win, "first-run-building")
-    banner.log_btn.click()
-    dlg = banner.log_dialog
-    qtbot.waitUntil(lambda: "Built target parts" in dlg.text.toPlainText(), timeout=10000)
-    assert "$ cmake -S" in dlg.text.toPlainText() and dlg.where.text() == str(root / "build.log")
-    _shot(dlg, "first-run-build-log")
-    dlg.close()
-    banner.cancel_btn.click()
-    qtbot.waitUntil(lambda: "cancelled" in banner.detail.text(), timeout=30000)
-    assert f"kept in {root / 'build'}" in banner.detail.text() and "resumes" in banner.detail.text()
-    assert banner.build_btn.isEnabled() and banner.log_btn.isVisible() and not banner.progress_row.isVisible()
-    _shot(win, "first-run-build-cancelled")
-    qtbot.wait(500)
-    alive = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert alive == []
-    assert not (win.settings.value("llama_dir") or "") and store.current_dir() is None
+        qtbot.waitUntil(lambda: any(named(p) == "sleep" for p in me.children(recursive=True)), timeout=120000)
+        tree = me.children(recursive=True)
+        assert "compile" in banner.status.text()
+        _shot(win, "first-run-building")
+        banner.log_btn.click()
+        dlg = banner.log_dialog
+        qtbot.waitUntil(lambda: "Built target parts" in dlg.text.toPlainText(), timeout=10000)
+        assert "$ cmake -S" in dlg.text.toPlainText() and dlg.where.text() == str(root / "build.log")
+        _shot(dlg, "first-run-build-log")
+        dlg.close()
+        banner.cancel_btn.click()
+        qtbot.waitUntil(lambda: "cancelled" in banner.detail.text(), timeout=30000)
+        assert f"kept in {root / 'build'}" in banner.detail.text() and "resumes" in banner.detail.text()
+        assert banner.build_btn.isEnabled() and banner.log_btn.isVisible() and not banner.progress_row.isVisible()
+        _shot(win, "first-run-build-cancelled")
+        qtbot.wait(500)
+        alive = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert alive == []
+        assert not (win.settings.value("llama_dir") or "") and store.current_dir() is None
+    finally:
+        # a failure above must not leave the build running past the test: it would finish after the
+        # environment is restored and make a pytest folder the user's current llama.cpp
+        if banner.cancel_event is not None:
+            banner.cancel_event.set()
+        from PySide6.QtCore import QThreadPool
+
+        assert QThreadPool.globalInstance().waitForDone(120000), "the cancelled build did not stop"

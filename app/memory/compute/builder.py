@@ -427,6 +427,23 @@ class Builder:
             sh = binary("MUL", sh, gate)
         return binary("ADD", moe_out, sh)
 
+    def dense_lead_moe(self, cur, il):
+        """The DeepSeek-style FFN (``deepseek2.cpp``, ``dots1.cpp``, ``bailingmoe2.cpp``): a dense SwiGLU FFN on the
+        ``leading_dense_block_count`` first layers, else routed experts (the model's gating, optional selection
+        bias ``exp_probs_b``, normalised and scaled top-k weights) plus the ungated shared experts."""
+        c = self.c
+        if il < self.p.n_layer_dense_lead:
+            return self.ffn(cur, "ffn", il)
+        moe_out = self.moe(
+            cur,
+            il,
+            gating=c.gating,
+            norm_w=c.expert_weights_norm,
+            w_scale=c.expert_weights_scale,
+            probs_b=self.w(f"blk.{il}.exp_probs_b.bias"),
+        )
+        return binary("ADD", moe_out, self._ffn_named(cur, il, "shexp"))
+
     def _ffn_named(self, cur, il, sfx):
         up = self.w(f"blk.{il}.ffn_up_{sfx}.weight")
         gate = self.w(f"blk.{il}.ffn_gate_{sfx}.weight")

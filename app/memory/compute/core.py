@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass
 from operator import itemgetter
 
 from ...lanes import CPU
@@ -18,7 +19,7 @@ from .builder import Builder
 from .compress import compress, pad_layers
 from .context import Ctx
 from .ggml import ne4, nelements
-from .models import graph_builder
+from .models import family_of, graph_builder
 from .schedule import schedule
 
 log = logging.getLogger("app.memory.compute")
@@ -54,6 +55,7 @@ def model_facts(model: Model) -> dict:
     n_main = p.n_layer - p.nextn_layers
     kinds: list[int] = []
     kind_ids: dict[tuple, int] = {}
+    layer_kind = family_of(p.arch).layer_kind
     for il in range(n_main):
         k = (
             p.swa_layers[il] if p.has_swa else False,
@@ -64,6 +66,7 @@ def model_facts(model: Model) -> dict:
             il < p.n_layer_dense_lead,
             il == n_main - 1,
             tuple(suffixes[il]),
+            layer_kind(p, il) if layer_kind is not None else None,
         )
         kinds.append(kind_ids.setdefault(k, len(kind_ids)))
     getters = [_getter(idx) for idx in per_layer[:n_main]]
@@ -74,6 +77,11 @@ def model_facts(model: Model) -> dict:
         "kinds": kinds,
         # hybrids (an attention layer among recurrent ones) need a wider neighbourhood in compress()
         "hood": 2 if any(p.recurrent_layers[:n_main]) and not all(p.recurrent_layers[:n_main]) else 1,
+        # recurrent layers are never cut: build_rs copies n_rs - n_seqs = 0 "extra" states, and ggml's allocator
+        # turns each such zero-size tensor into a zero-size free block that can sit out of address order and keep
+        # two neighbouring free blocks from merging, so the fragmentation (and a device's peak) grows with the
+        # number of recurrent layers simulated (Nemotron-H -cmoe: 18 MiB; Mamba2 -np 4: 0.25 MiB)
+        "uncut": any(p.recurrent_layers[:n_main]),
         "glob": _getter(glob),
         # per layer, its tensors' types: layers of one structure but other quantizations (Q4_K_M puts Q6_K on
         # some) differ where weight bytes matter, in the copy of an offloaded weight and a backend's size limit
@@ -83,6 +91,75 @@ def model_facts(model: Model) -> dict:
         "graphs": OrderedDict(),
     }
     return f
+
+
+@dataclass(frozen=True)
+class GraphInputs:
+    """What a compute-buffer figure depends on besides the context shape: the backend (index into ``devs``,
+    ``cpu`` = the host) of every tensor, layer and KV cache, each layer's signature (its structure and where
+    its tensors and cache live), the graph's global tensors' backends, and the scheduler's switches. The graph
+    replay (:func:`compute_buffers`) and the learned figures' keys (``app.memory.learned``) both read it, so a
+    key names exactly what the replay depends on."""
+
+    devs: list
+    cpu: int
+    tbe: list[int]
+    layer_be: list[int]
+    kv_be: list[int]
+    sigs: list[tuple]
+    glob: tuple
+    offload: bool  # op offload to a GPU is on and there is a GPU
+    limited: bool  # a device refuses tensors above a size (lavapipe's 128 MiB)
+    pin: bool
+    pin_cpu: bool
+    host_weights: bool
+
+
+def graph_inputs(
+    model: Model, facts: dict, placement: WeightPlacement, settings: LlamaSettings, shape: ContextShape
+) -> GraphInputs:
+    p = model.params
+    devs = placement.devices
+    cpu = len(devs)
+    be_of = {d.name: i for i, d in enumerate(devs)}
+    be_of[CPU] = cpu
+    tbe = [be_of.get(d, cpu) for d in placement.tensor_device]
+    layer_be = [be_of.get(d, cpu) for d in placement.layer_device]
+    kv_be = [cpu if settings.no_kv_offload else layer_be[il] for il in range(p.n_layer)]
+    getters = facts["getters"]
+    offload = settings.op_offload and any(d.kind in ("gpu", "igpu") for d in devs)
+    limited = any(d.max_tensor_bytes is not None for d in devs)
+    types = facts["types"]
+    # a size limit (lavapipe's 128 MiB) refuses some weights' ops by their bytes, so layers of one structure
+    # but another quantization are scheduled differently; without one the types change no peak measured
+    # (CUDA-like op offload of mixed Q4_K_M layers: Qwen3-30B/235B, Mixtral, DeepSeek-V2-Lite, identical)
+    sigs = [
+        (kind, kv_be[il], layer_be[il], getters[il](tbe), types[il] if limited else None)
+        for il, kind in enumerate(facts["kinds"])
+    ]
+    ngl = settings.n_gpu_layers
+    if ngl is None or ngl in (NGL_AUTO, NGL_ALL):
+        ngl = p.n_layer + 1
+    # Backends set while the graph is built: graph_get_cb pins each layer's "norm" ops to the layer's device
+    # when the batch is small or every layer is offloaded, and -nkvo pins the attention output to the CPU.
+    # The dry run that llama-fit-params reports (ggml_backend_sched_reserve_size) resets the scheduler after
+    # the graph is built, which drops both.
+    real_run = settings.tool != "fit-params"
+    pin = real_run and (min(shape.n_ctx, shape.n_ubatch) < 32 or ngl > p.n_layer)
+    return GraphInputs(
+        devs=devs,
+        cpu=cpu,
+        tbe=tbe,
+        layer_be=layer_be,
+        kv_be=kv_be,
+        sigs=sigs,
+        glob=facts["glob"](tbe),
+        offload=offload,
+        limited=limited,
+        pin=pin,
+        pin_cpu=real_run and settings.no_kv_offload,
+        host_weights=not (settings.repack and not settings.use_host),
+    )
 
 
 def compute_buffers(
@@ -105,40 +182,9 @@ def compute_buffers(
         return {}
     if facts is None:
         facts = model_facts(model)
-    devs = placement.devices
-    cpu = len(devs)
-    be_of = {d.name: i for i, d in enumerate(devs)}
-    be_of[CPU] = cpu
-    td = placement.tensor_device
-    tbe = [be_of.get(d, cpu) for d in td]
-    layer_be = [be_of.get(d, cpu) for d in placement.layer_device]
-    kv_be = [cpu if settings.no_kv_offload else layer_be[il] for il in range(p.n_layer)]
-    # a layer's signature: its structure and where its tensors and its KV cache live
-    getters = facts["getters"]
-    offload = settings.op_offload and any(d.kind in ("gpu", "igpu") for d in devs)
-    limited = any(d.max_tensor_bytes is not None for d in devs)
-    types = facts["types"]
-
-    def sig(il: int, kind: int) -> tuple:
-        where = getters[il](tbe)
-        # a size limit (lavapipe's 128 MiB) refuses some weights' ops by their bytes, so layers of one structure
-        # but another quantization are scheduled differently; without one the types change no peak measured
-        # (CUDA-like op offload of mixed Q4_K_M layers: Qwen3-30B/235B, Mixtral, DeepSeek-V2-Lite, identical)
-        return (kind, kv_be[il], layer_be[il], where, types[il] if limited else None)
-
-    sigs = [sig(il, kind) for il, kind in enumerate(facts["kinds"])]
-    glob = facts["glob"](tbe)
-    ngl = settings.n_gpu_layers
-    if ngl is None or ngl in (NGL_AUTO, NGL_ALL):
-        ngl = p.n_layer + 1
-    # Backends set while the graph is built: graph_get_cb pins each layer's "norm" ops to the layer's device
-    # when the batch is small or every layer is offloaded, and -nkvo pins the attention output to the CPU.
-    # The dry run that llama-fit-params reports (ggml_backend_sched_reserve_size) resets the scheduler after
-    # the graph is built, which drops both.
-    real_run = settings.tool != "fit-params"
-    pin = real_run and (min(shape.n_ctx, shape.n_ubatch) < 32 or ngl > p.n_layer)
-    pin_cpu = real_run and settings.no_kv_offload
-    host_weights = not (settings.repack and not settings.use_host)
+    g = graph_inputs(model, facts, placement, settings, shape)
+    devs, cpu, tbe, layer_be, kv_be, sigs = g.devs, g.cpu, g.tbe, g.layer_be, g.kv_be, g.sigs
+    offload, pin, pin_cpu, host_weights, glob = g.offload, g.pin, g.pin_cpu, g.host_weights, g.glob
     key = (
         shape,
         settings.type_k,
@@ -162,7 +208,7 @@ def compute_buffers(
         if cached_note and notes is not None:
             notes.append(cached_note)
         return dict(cached)
-    layers = pad_layers(compress(sigs, facts["hood"]), len(sigs))
+    layers = list(range(len(sigs))) if facts["uncut"] else pad_layers(compress(sigs, facts["hood"]), len(sigs))
     gkey = (shape, settings.type_k, settings.type_v, tuple(facts["kinds"][il] for il in layers))
     graphs = facts["graphs"]
     approximate: str | None = None
@@ -232,6 +278,8 @@ def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_
         t.host = t.wbe == cpu and host_weights
     for t, k in b.crefs:
         t.wbe = kv_be[layers[k]]
+    for t, il in b.__dict__.get("layer_crefs", ()):  # a cache another layer owns (gemma3n's shared KV)
+        t.wbe = kv_be[il]
     if pin:
         for t, k in b.pins:
             t.force = layer_be[layers[k]]

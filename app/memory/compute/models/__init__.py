@@ -25,6 +25,9 @@ class Family:
     exact: frozenset[str]  # architectures checked against llama-fit-params --fit-print with this graph
     fallback: bool = False  # the graph tried for architectures without a module (results approximate)
     also: frozenset[str] = frozenset()  # architectures built with this graph but not (yet) checked
+    #: ``layer_kind(params, il)``: what sets a layer's ops apart that its tensors do not show (gemma3n's KV-sharing
+    #: and sparsified layers), added to the layer's structure so the layer compression keeps one of each
+    layer_kind: Callable[[Any, int], Any] | None = None
 
 
 def _discover() -> list[Family]:

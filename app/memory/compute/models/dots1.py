@@ -15,7 +15,7 @@ from . import Family
 
 
 def build(b):
-    c, p = b.c, b.p
+    p = b.p
     inpL = b.inp_embd()
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
@@ -32,18 +32,7 @@ def build(b):
             inpSA = get_rows(inpSA, out_ids)
         ffn_inp = binary("ADD", cur, inpSA)
         cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
-        if il < p.n_layer_dense_lead:
-            cur = b.ffn(cur, "ffn", il)
-        else:
-            moe_out = b.moe(
-                cur,
-                il,
-                gating=c.gating,
-                norm_w=c.expert_weights_norm,
-                w_scale=c.expert_weights_scale,
-                probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
-            )
-            cur = binary("ADD", moe_out, b._ffn_named(cur, il, "shexp"))
+        cur = b.dense_lead_moe(cur, il)
         inpL = binary("ADD", cur, ffn_inp)
     return b.output(inpL, out_ids)
 
