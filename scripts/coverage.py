@@ -7,7 +7,9 @@ results the accuracy tests record (``LAYERDECK_COVERAGE_RESULTS``, see ``tests/m
   ``llama-fit-params --fit-print``: model (weights, i.e. blocks), context (KV and recurrent state) and compute
   per device, exact to the printed MiB;
 * ``server-log``: the same file, tiny real models against the buffers ``llama-server -lv 4`` logs;
-* ``serves``: tests/test_gguf_factory.py, the tiny model loads in ``llama-server`` and answers.
+* ``serves``: tests/test_gguf_factory.py, the tiny model loads in ``llama-server`` and answers;
+* ``refusal``: tests/memory/test_split_mode.py, a setting llama.cpp refuses is refused with its reason;
+* ``vulkan``: tests/backends/test_vulkan.py, Vulkan0 (lavapipe) and RPC hosts against their dry runs.
 
     python scripts/coverage.py                    # run the tests (a few minutes), then write docs/coverage.md
     python scripts/coverage.py --results FILE     # use results recorded earlier
@@ -38,6 +40,8 @@ from app.model.hparams import HYBRID_ARCHS, RECURRENT_ARCHS  # noqa: E402
 OUT = ROOT / "docs" / "coverage.md"
 TESTS = [
     "tests/memory/test_accuracy_llama.py",
+    "tests/memory/test_split_mode.py",
+    "tests/backends/test_vulkan.py",
     "tests/test_gguf_factory.py::test_tiny_model_serves_completion",
 ]
 
@@ -66,30 +70,83 @@ NOT_TEXT_GENERATION = {
 #: Architectures whose compared models carry NextN/MTP blocks (left out, as llama.cpp does without MTP speculation).
 NEXTN_CHECKED = frozenset({"glm4moe", "qwen35", "bailingmoe2"})
 
+#: The features table: (name, the key its results carry, what to say while no result carries it). Results carry
+#: a feature by their ``features`` list (the refusal, Vulkan and multi-device tests set it) or, for the fit-print
+#: comparisons, by their arguments (``-sm tensor``, ``-sm none``).
 FEATURES = [
     (
         "Vision/audio projector (--mmproj, --no-mmproj-offload)",
-        "not yet",
+        "mmproj",
         "the projector is not a block of its own; its weights and compute buffer are not counted",
     ),
     (
         "Speculative decoding with a draft model (-md, -ngld, -devd, -ctkd/-ctvd, -cd)",
-        "not yet",
+        "draft",
         "the draft model's weights, KV and compute buffers are not counted",
     ),
     (
         "MTP / NextN layers as a draft (--spec-type draft-mtp)",
-        "not yet",
+        "mtp",
         "NextN layers are left out as llama.cpp does without MTP speculation "
         "(checked: glm4moe, qwen35, bailingmoe2); "
         "loading them for draft-mtp is not modelled",
     ),
-    ("-sm tensor", "not yet", "weights and KV split across devices is not modelled"),
-    ("-sm row", "not yet", "not modelled"),
-    ("-sm none", "not yet", "not modelled"),
-    ("RPC hosts with several devices (ggml-rpc-server -d dev1,dev2)", "not yet", "one lane per RPC host only"),
-    ("Vulkan backend (lavapipe)", "not yet", "comes with the backends work; only CPU and RPC are checked here"),
+    ("-sm tensor", "sm-tensor", "weights and KV split across devices is not modelled"),
+    ("-sm row", "sm-row", "not modelled"),
+    ("-sm none", "sm-none", "not modelled"),
+    ("RPC hosts with several devices (ggml-rpc-server -d dev1,dev2)", "rpc-multi-device", "one lane per RPC host only"),
+    ("Vulkan backend (lavapipe)", "vulkan", "only CPU and RPC are checked"),
 ]
+
+#: What a feature's results mean, said after their counts.
+FEATURE_NOTES = {
+    "sm-tensor": "one Meta() device made of all GPU/RPC devices, its figures as llama-fit-params prints them "
+    "(each device's share is not printed by llama.cpp nor sized); refused with llama.cpp's reason without flash "
+    "attention or devices and for the architectures llama.cpp excludes; the board, which places blocks per "
+    "device, refuses it",
+    "sm-row": "llama.cpp refuses it on every backend but SYCL (\"does not support split buffers\"), and so does "
+    "the estimate, with that reason; SYCL's row split is refused as not modelled",
+    "sm-none": "the whole model on --main-gpu",
+    "rpc-multi-device": "one lane per remote device, named as llama.cpp names them (RPC0, RPC1 on one host), "
+    "each with its own buffer limits",
+    "vulkan": "Vulkan0 on lavapipe and a remote Vulkan0 behind RPC: weights and context exact; compute exact "
+    "with the backend's graph reordering off, within the stated bound with it on (docs/backends.md)",
+}
+
+
+def _feature_of(r: dict) -> list[str]:
+    got = list(r.get("features") or ())
+    if r["test"] == "fit-print":
+        args = r.get("args") or ""
+        for mode in ("tensor", "none", "row"):
+            if re.search(rf"(^|\s)-sm {mode}(\s|$)", args):
+                got.append(f"sm-{mode}")
+    return got
+
+
+def feature_rows(rows: list[dict]) -> list[str]:
+    by: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        for f in _feature_of(r):
+            by[f].append(r)
+    out = []
+    for name, key, pending in FEATURES:
+        got = by.get(key, [])
+        if not got:
+            out.append(f"| {name} | not yet | {pending} |")
+            continue
+        bad = [r for r in got if not _passed(r)]
+        kinds = defaultdict(int)
+        for r in got:
+            kinds[r["test"]] += 1
+        counts = ", ".join(f"{n} {t}" for t, n in sorted(kinds.items()))
+        backends = ", ".join(sorted({b for r in got for b in r["backends"]}))
+        status = "exact" if not bad else f"✗ ({len(bad)} of {len(got)} off)"
+        if all(r["test"] == "refusal" for r in got) and not bad:
+            status = "refused, as llama.cpp"
+        note = f"{counts} ({backends}): {FEATURE_NOTES.get(key, '')}".rstrip(": ")
+        out.append(f"| {name} | {status} | {note} |")
+    return out
 
 
 def arch_table(src: Path) -> list[str]:
@@ -179,7 +236,7 @@ def render(archs: list[str], rows: list[dict]) -> str:
                 why += "; recurrent/linear-attention state not modelled"
             compute, category = f"approximate ({why})", "approximate"
         counts[category] += 1
-        backends = sorted({b for r in fit + srv if _passed(r) for b in r["backends"]})
+        backends = sorted({b for r in fit + srv + got.get("vulkan", []) if _passed(r) for b in r["backends"]})
         loads = _mark([r["ok"] for r in serves])
         mtp = "NextN left out (as llama.cpp without MTP)" if a in NEXTN_CHECKED else "—"
         out.append(
@@ -202,7 +259,7 @@ def render(archs: list[str], rows: list[dict]) -> str:
         "| feature | status | notes |",
         "|---|---|---|",
     ]
-    out += [f"| {name} | {status} | {note} |" for name, status, note in FEATURES]
+    out += feature_rows(rows)
     out += [
         "",
         "## Cases",

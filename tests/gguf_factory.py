@@ -58,8 +58,10 @@ llama.cpp behaviour these files follow (llama-cpp-python 0.3.36's tree):
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
+import pkgutil
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1673,3 +1675,37 @@ def iter_specs() -> Iterable[tuple[str, ModelSpec]]:
     """All tiny specs with default hyperparameters (for tests and docs)."""
     for a in ARCHS:
         yield a, model_spec(a)
+
+
+# --------------------------------------------------------------------------- one file per architecture
+
+
+def register(name: str, *, build: Callable[[ModelSpec, dict[str, Any]], None], tiny: dict[str, Any],
+             sparse: dict[str, dict[str, Any]] | None = None, gguf_arch: str | None = None) -> None:
+    """Add an architecture from a module of :mod:`tests.factory_models`: its factory name, the tensor builder,
+    the tiny model's hyperparameters (over :data:`_COMMON_TINY`; arch-specific keys are declared here too),
+    full-size sparse models (name -> hyperparameters over the tiny ones) and the ``general.architecture`` it
+    writes (default: ``name``)."""
+    global ARCHS
+    if name in _TINY:
+        raise RuntimeError(f"architecture {name!r} is registered twice")
+    clash = set(sparse or ()) & set(SPARSE_SPECS)
+    if clash:
+        raise RuntimeError(f"sparse model(s) {sorted(clash)} registered twice")
+    ARCHS = ARCHS + (name,)
+    GGUF_ARCH[name] = gguf_arch or name
+    _TINY[name] = dict(tiny)
+    _BUILDERS[name] = build
+    for spec_name, hp in (sparse or {}).items():
+        SPARSE_SPECS[spec_name] = (name, dict(hp))
+
+
+def _load_factory_models() -> None:
+    """Import every module of ``tests/factory_models`` (each calls :func:`register`): adding an architecture to
+    the factory is adding a file, as it is for the graph replay (``app/memory/compute/models``)."""
+    folder = Path(__file__).with_name("factory_models")
+    for info in sorted(pkgutil.iter_modules([str(folder)]), key=lambda m: m.name):
+        importlib.import_module(f"{__package__ or 'tests'}.factory_models.{info.name}")
+
+
+_load_factory_models()

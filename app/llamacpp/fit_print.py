@@ -93,7 +93,12 @@ def run_fit_print(
 def llama_reason(stderr: str, n: int = 6) -> str:
     """llama.cpp's own reason ("invalid device: CUDA0") first, then its last lines, never its usage text."""
     text = stderr.split("\nusage:", 1)[0]
-    said = [ln.strip() for ln in text.splitlines() if "error" in ln.lower() or "invalid" in ln.lower()]
+    said = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ("error" in ln.lower() or "invalid" in ln.lower())
+        and not ln.startswith("terminate called")  # the C++ runtime's "std::runtime_error" line, not a reason
+    ]
     head = said[-1] if said else "no reason given"
     tail = tail_lines(text, n)
     return head if not tail or tail.strip() == head else f"{head}\n{tail}"

@@ -9,7 +9,7 @@ buffer model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..lanes import CPU, DeviceKind, Lane
 from ..model import Model
@@ -17,14 +17,16 @@ from .backends import backend_of
 from .compute import compute_buffers, model_facts, unchecked_note
 from .kv import (
     ContextShape,
+    SettingsError,
     context_shape,
     kv_bytes_per_layer,
     output_buffer_bytes,
     recurrent_bytes_per_layer,
     state_is_modelled,
 )
-from .layout import OverrideMatcher, WeightPlacement, place_weights
+from .layout import OverrideMatcher, WeightPlacement, model_devices, place_weights
 from .settings import LlamaSettings
+from .split_mode import check_split_mode
 
 
 @dataclass
@@ -118,8 +120,41 @@ def _estimate(
     """
     p = model.params
     shape = context_shape(p, settings)
+    meta = check_split_mode(p.arch, model_devices(devices, settings), settings)
+    if meta is not None:
+        if placement is not None:
+            raise SettingsError(
+                "-sm tensor makes one Meta() device of all GPUs and RPC devices, which the board, placing blocks "
+                "on each device, cannot show yet: plan with -sm layer here, or estimate the tensor split with "
+                "`layerdeck estimate` (it shows llama.cpp's Meta() figures)."
+            )
+        members = ", ".join(d.name for d in model_devices(devices, settings))
+        # llama.cpp's figures for the Meta device are those of the whole model on one device (checked against
+        # --fit-print on RPC members: -ngl, -cmoe, -np and -ts give the -sm none figures of one device)
+        est = _estimate(
+            model,
+            [meta],
+            replace(settings, split_mode="none", main_gpu=0, devices=None, tensor_split=None),
+            None,
+            estimator,
+        )
+        est.notes.append(
+            f"-sm tensor: llama.cpp splits every weight and the KV cache across {members} and reports them as one "
+            "device, Meta(), with their memory added up; the figures are Meta()'s as llama-fit-params prints them "
+            "(checked with RPC devices); each device's own share is not shown by llama.cpp nor sized here"
+        )
+        return est
     if placement is None:
         placement = place_weights(model, devices, settings, estimator.matcher if estimator else None)
+    elif settings.split_mode == "none":
+        allowed = {d.name for d in model_devices(devices, settings)} | {CPU}
+        stray = sorted({d for d in placement.tensor_device if d and d not in allowed})
+        if stray:
+            main = ", ".join(sorted(allowed - {CPU})) or "no device"
+            raise SettingsError(
+                f"-sm none loads the model on {main} (--main-gpu {settings.main_gpu}) and the CPU only: the blocks "
+                f"on {', '.join(stray)} cannot go there. Move them, or use -sm layer (the default)."
+            )
     names = [d.name for d in placement.devices]
     # capacity None: unknown (an RPC host llama.cpp did not list); never 0, which would read as "full"
     mem = {n: DeviceMemory(n, capacity=next((d.total or None for d in devices if d.name == n), None)) for n in names}

@@ -23,7 +23,7 @@ from app.memory.device_adapter import from_detected
 from app.memory.estimator import estimate
 from app.model import open_model
 from tests.llama_fixtures import VULKAN_ENV
-from tests.memory.accuracy import CASES, single_device_args, within_floor
+from tests.memory.accuracy import CASES, record, single_device_args, within_floor
 
 pytestmark = pytest.mark.llama
 
@@ -52,6 +52,13 @@ VULKAN_CASES = [
         "air-1rpc-cmoe",
     }
 ]
+
+
+def _all_exact(rows, ours) -> dict[str, bool]:
+    """Per quantity, whether every device's figure floors to the printed MiB (for scripts/coverage.py)."""
+    rows = list(rows)
+    return {q: all(within_floor(getattr(ours.device(r.name), q), getattr(r, q)) for r in rows)
+            for q in ("model", "context", "compute")}
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +93,14 @@ def test_estimate_equals_the_vulkan_dry_run(case, llama_vulkan_bin, vulkan_lanes
     in_order = run_fit_print(path, args, llama_dir=llama_vulkan_bin, timeout=300,
                              env={**os.environ, **VULKAN_ENV, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"})
     assert [r.name for r in plain] == ["Vulkan0", "CPU"]
+    ok = dict(model=True, context=True, compute=True)
+    for row, unordered in zip(plain, in_order, strict=True):
+        mine = ours.device(row.name)
+        ok["model"] &= within_floor(mine.model, row.model)
+        ok["context"] &= within_floor(mine.context, row.context)
+        ok["compute"] &= within_floor(mine.compute, unordered.compute) and (
+            abs(mine.compute / MiB - row.compute) <= REORDER_BOUND_MIB + 1)
+    record("vulkan", case=case.id, arch=open_model(path).params.arch, backends=["Vulkan"], features=["vulkan"], ok=ok)
     for row, unordered in zip(plain, in_order, strict=True):
         mine = ours.device(row.name)
         assert within_floor(mine.model, row.model), (row.name, "model", mine.model / MiB, row.model)
@@ -110,6 +125,8 @@ def test_a_remote_vulkan0_behind_rpc(case, llama_bin, vulkan_rpc_servers, sparse
     assert rpc0.total == 2048 * MiB  # the remote lavapipe's heap, not the host's RAM
     assert (rpc0.alignment, rpc0.max_buffer) == (16, 1 << 30), (rpc0.alignment, rpc0.max_buffer)
     ours = estimate(open_model(path), lanes, settings_from_args(args[2:], tool="fit-params"))
+    record("vulkan", case=f"{case.id}-rpc", arch=open_model(path).params.arch, backends=["RPC (Vulkan)"],
+           features=["vulkan"], ok=_all_exact(theirs, ours))
     for row in theirs:
         mine = ours.device(row.name)
         for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context),
@@ -184,6 +201,9 @@ def test_an_rpc_host_with_two_devices(model, args, llama_bin, two_device_host, s
     assert [(d.buffer_alignment, d.max_buffer) for d in rpc] == [(16, 1 << 30), (32, 0)]
     lanes = from_detected(result.devices)
     ours = estimate(open_model(path), lanes, settings_from_args(argv[2:], tool="fit-params"))
+    record("vulkan", case=f"two-device-host-{model}", arch=open_model(path).params.arch,
+           backends=["RPC (Vulkan + CPU host)"], features=["rpc-multi-device", "vulkan"],
+           ok=_all_exact(theirs.values(), ours))
     assert set(theirs) == {"RPC0", "RPC1", "CPU"}
     for name, row in theirs.items():
         mine = ours.device(name)

@@ -82,6 +82,12 @@ CASES: list[Case] = [
     _c("goss-1rpc-cmoe", "gpt-oss-120b", 1, "-c 32768 -ngl all -cmoe -fa on"),
     _c("goss-2rpc-swafull", "gpt-oss-120b", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -fa on -ncmoe 10"),
     _c("goss-1rpc-faoff-np", "gpt-oss-120b", 1, "-c 8192 -np 2 -ngl all -cmoe -fa off"),
+    # split modes: -sm none (the whole model on -mg), -sm tensor (one Meta() device made of all of them)
+    _c("l8b-2rpc-smnone-mg1", "llama-3.1-8b", 2, "-c 8192 -ngl all -sm none -mg 1"),
+    _c("q30-2rpc-smnone-cmoe", "qwen3-30b-a3b", 2, "-c 8192 -ngl all -sm none -cmoe -fa off"),
+    _c("l8b-2rpc-smtensor", "llama-3.1-8b", 2, "-c 8192 -ngl all -sm tensor -fa on"),
+    _c("q30-2rpc-smtensor-ngl20-np2", "qwen3-30b-a3b", 2, "-c 16384 -ngl 20 -sm tensor -ts 3,1 -np 2"),
+    _c("q30-3rpc-smtensor-cmoe-q8", "qwen3-30b-a3b", 3, "-c 32768 -ngl all -sm tensor -cmoe -ctk q8_0 -ctv q8_0"),
     # one full-size (sparse) model per further architecture: every buffer compared is tens of MiB or more
     # (the tiny models, whose buffers are a few MiB, are compared in server mode in test_accuracy_llama.py)
     _c("l8b-2rpc", "llama-3.1-8b", 2, "-c 8192 -ngl all -ts 1,1"),
@@ -138,6 +144,12 @@ CASES: list[Case] = [
     _c("m2-2rpc-np4", "mamba2-2.7b", 2, "-c 8192 -ngl all -ts 1,1 -np 4", compute_off=MAMBA2_NP),
     _c("mcod-1rpc-ngl40", "mamba-codestral-7b", 1, "-c 16384 -ngl 40 -ub 1024"),
     _c("mcod-3rpc", "mamba-codestral-7b", 3, "-c 8192 -ngl all -ts 1,1,2 -np 2"),
+    # Mistral Small 4 (mistral4: DeepSeek-V2's graph and MLA; fused gate_up experts, no dense leading layer)
+    _c("ms4-cpu", "mistral-small-4", 0, "-c 8192 -fa on"),
+    _c("ms4-1rpc-cmoe", "mistral-small-4", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("ms4-2rpc-ncmoe-faoff", "mistral-small-4", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 12 -fa off"),
+    _c("ms4-3rpc-cmoe-q8-np2", "mistral-small-4", 3, "-c 65536 -ngl all -ts 1,2,1 -cmoe -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("ms4-1rpc-ngl20-ub1024", "mistral-small-4", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     # ERNIE 4.5 MoE (1 dense leading block, selection bias, shared expert)
     _c("ernie-1rpc-cmoe", "ernie-4.5-21b-a3b", 1, "-c 32768 -ngl all -cmoe -fa on"),
     _c("ernie-2rpc-ncmoe", "ernie-4.5-21b-a3b", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 10 -fa off"),

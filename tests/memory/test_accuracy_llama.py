@@ -42,7 +42,7 @@ def test_estimate_matches_fit_print(case, llama_bin, rpc_servers, tiny_models, s
     rows = errors(result)
     arch = open_model(path).params.arch
     record("fit-print", case=case.id, arch=arch, backends=["CPU"] + (["RPC"] if case.n_rpc else []),
-           compute_off=case.compute_off,
+           compute_off=case.compute_off, args=" ".join(case.args),
            approximate=any(n.startswith(APPROXIMATE) for n in result.ours.notes),
            ok={q: all(ok for _d, qq, _o, _t, ok in rows if qq == q) for q in ("model", "context", "compute")})
     assert not [n for n in result.ours.notes if n.startswith(APPROXIMATE)], "the compute graph was built"
@@ -98,6 +98,8 @@ SERVER_CASES = [
     ("lfm2", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 4"),
     ("lfm2moe", 1, "-c 8192 -ngl all -cmoe -np 2"),
     ("lfm2moe", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 2 -fa on"),
+    ("mistral4", 1, "-c 4096 -ngl all -fa on"),
+    ("mistral4", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 2"),
 ]
 
 _BUF = re.compile(r"(\S+) (model|KV|RS|compute|output) buffer size =\s*([\d.]+) MiB")

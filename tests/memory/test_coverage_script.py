@@ -38,8 +38,22 @@ def test_every_table_architecture_has_one_row(cov):
     for a in archs:
         assert rows.count(a) >= 1, a
     assert "| llama | `llama` | — | ✓ | ✓ | exact | CPU, RPC |" in text
-    for name, status, _note in cov.FEATURES:
-        assert f"| {name} | {status} |" in text
+    for name, _key, _pending in cov.FEATURES:
+        assert f"| {name} | not yet |" in text  # no result carries a feature
+
+
+@needs_src
+def test_the_features_table_comes_from_the_results(cov):
+    tensor = dict(_fit("llama"), args="-c 8192 -ngl all -sm tensor -fa on")
+    refused = dict(test="refusal", case="-sm row", arch="llama", backends=["CPU", "RPC"], features=["sm-row"],
+                   ok=True)
+    vk_bad = dict(test="vulkan", case="v", arch="llama", backends=["Vulkan"], features=["vulkan"],
+                  ok=dict(model=True, context=True, compute=False))
+    text = cov.render(["llama"], [tensor, refused, vk_bad])
+    assert "| -sm tensor | exact | 1 fit-print (CPU, RPC): one Meta() device" in text
+    assert "| -sm row | refused, as llama.cpp | 1 refusal (CPU, RPC):" in text
+    assert "| Vulkan backend (lavapipe) | ✗ (1 of 1 off) |" in text
+    assert "| -sm none | not yet |" in text
 
 
 @needs_src

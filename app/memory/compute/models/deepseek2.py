@@ -1,4 +1,6 @@
-"""``src/models/deepseek2.cpp``."""
+"""``src/models/deepseek2.cpp``, also the graph of ``mistral4`` (Mistral Small 4: ``llama_model_mistral4`` reuses
+DeepSeek-V2's hparams, tensors and graph; its experts come fused as ``ffn_gate_up_exps``, which the shared MoE
+builder reads)."""
 
 from __future__ import annotations
 
@@ -60,22 +62,10 @@ def build(b):
             inpSA = get_rows(inpSA, out_ids)
         ffn_inp = binary("ADD", cur, inpSA)
         cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
-        if il < p.n_layer_dense_lead:
-            cur = b.ffn(cur, "ffn", il)
-        else:
-            moe_out = b.moe(
-                cur,
-                il,
-                gating=c.gating,
-                norm_w=c.expert_weights_norm,
-                w_scale=c.expert_weights_scale,
-                probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
-            )
-            sh = b._ffn_named(cur, il, "shexp")
-            cur = binary("ADD", moe_out, sh)
+        cur = b.dense_lead_moe(cur, il)
         cur = binary("ADD", cur, ffn_inp)
         inpL = cur
     return b.output(inpL, out_ids)
 
 
-FAMILY = Family(name="deepseek2", build=build, exact=frozenset({"deepseek2"}))
+FAMILY = Family(name="deepseek2", build=build, exact=frozenset({"deepseek2", "mistral4"}))
