@@ -86,8 +86,11 @@ def context_shape(p: ModelParams, s: LlamaSettings) -> ContextShape:
 
 
 def has_kv_layers(p: ModelParams) -> list[bool]:
-    """Layers that own a KV cache in the main context: not recurrent, not NextN/MTP."""
+    """Layers that own a KV cache in the main context: not recurrent, not NextN/MTP, not one that reuses an earlier
+    layer's cache (``n_layer_kv_from_start``: ``llama_hparams::has_kv`` and the KV cache's ``reuse`` callback)."""
     first_nextn = p.n_layer - p.nextn_layers if p.nextn_layers else p.n_layer
+    if p.n_layer_kv_from_start >= 0:
+        first_nextn = min(first_nextn, p.n_layer_kv_from_start)
     return [il < first_nextn and not p.recurrent_layers[il] and p.n_head_kv[il] > 0 for il in range(p.n_layer)]
 
 

@@ -250,8 +250,16 @@ def place_weights(
                     dup = CPU
         if out_dev != tensor_device[te]:
             dup = out_dev
+        elif model.params.arch in OUTPUT_FIRST_ARCHS and not (out_dev == CPU and _uses_mmap(settings)):
+            # the output's copy is created before token_embd, so create_tensor finds nothing to reuse in the shared
+            # buffer type and keeps two copies (a mapped host buffer maps both onto the same file range)
+            dup = out_dev
     return WeightPlacement(tensor_device, layers, dup, devs, bool(settings.overrides))
 
+
+#: Architectures whose loader creates the tied output (``token_embd`` with ``TENSOR_DUPLICATED``) before
+#: ``token_embd`` itself (``src/models/gemma3n.cpp``, ``gemma4.cpp``).
+OUTPUT_FIRST_ARCHS = frozenset({"gemma3n", "gemma4"})
 
 #: Backends whose devices bring a host buffer type (``ggml_backend_dev_host_buffer_type``); RPC and Metal do not.
 _HOST_BUFFER_BACKENDS = ("cuda", "rocm", "vulkan", "sycl")

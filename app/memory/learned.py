@@ -187,8 +187,13 @@ def figure_keys(
     windows = [tuple(sigs[j] if 0 <= j < n else None for j in range(il - hood, il + hood + 1)) for il in range(n)]
     everywhere = _digest(("all", frozenset(windows)))
     offload_to = {i for i, d in enumerate(devs) if d.kind in (DeviceKind.GPU, DeviceKind.IGPU)} if g.offload else set()
+    # a graph built with every layer (recurrent layers: their zero-size state tensors fragment the allocator
+    # differently with each layer count) depends on the whole sequence, not on neighbourhoods
+    uncut = bool(estimator.compute_facts.get("uncut"))
+    if uncut:
+        everywhere = _digest(("all-in-order", tuple(sigs)))
     for i, name in enumerate(names):
-        if i == cpu:
+        if i == cpu or uncut:
             local = everywhere
         else:
             # with op offload a GPU also runs the big ops on host weights: every neighbourhood with host tensors

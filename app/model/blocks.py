@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .gguf_reader import TensorInfo
-from .hparams import ModelParams
+from .hparams import NEMOTRON_H_ARCHS, ModelParams
 
 
 class Role(str, Enum):
@@ -42,12 +42,14 @@ _INPUT_NAMES = (
     "token_embd.",
     "token_embd_norm.",
     "per_layer_token_embd.",
-    "per_layer_model_proj.",
-    "per_layer_proj_norm.",
     "token_types.",
     "pos_embd.",
 )
-_OUTPUT_NAMES = ("output.", "output_norm.")
+# AltUp's projections (gemma3n) are output-layer tensors (LLM_TENSOR_LAYER_OUTPUT): on the output's device.
+_OUTPUT_NAMES = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.")
+#: Tensors without a ``blk.N.`` name that llama.cpp creates with layer 0 (LLM_TENSOR_LAYER_REPEATING, bid 0):
+#: gemma3n/gemma4's per-layer-input projection and its norm. They join layer 0's ``other`` block, on its device.
+_LAYER0_NAMES = ("per_layer_model_proj.", "per_layer_proj_norm.")
 #: Architectures whose output norm is stored as ``token_embd_norm`` (llama-arch.cpp: "fix for wrong tensor name").
 OUTPUT_NORM_AS_EMBD_NORM = frozenset({"lfm2", "lfm2moe"})
 _SSM_PREFIXES = ("ssm_", "time_mix_", "channel_mix_", "shortconv", "conv1d")
@@ -64,6 +66,8 @@ def classify(name: str, recurrent: bool = False) -> tuple[int | None, Role, str 
             return None, Role.INPUT, None
         if name.startswith(_OUTPUT_NAMES):
             return None, Role.OUTPUT, None
+        if name.startswith(_LAYER0_NAMES):
+            return 0, Role.OTHER, None
         return None, Role.GLOBAL, None
     layer, suffix = int(m.group(1)), m.group(2)
     e = _EXPS_RE.match(suffix)
@@ -125,6 +129,15 @@ def build_blocks(tensors: list[TensorInfo], params: ModelParams) -> list[Block]:
         layer, role, part = classify(t.name, 0 <= il < len(recurrent) and recurrent[il])
         if role is Role.INPUT and params.arch in OUTPUT_NORM_AS_EMBD_NORM and t.name.startswith("token_embd_norm."):
             role = Role.OUTPUT  # LLM_TENSOR_OUTPUT_NORM_LFM2: the output norm under the input norm's name
+        if (
+            role is Role.ATTN
+            and params.arch in NEMOTRON_H_ARCHS
+            and 0 <= il < len(recurrent)
+            and not params.n_head_kv[il]
+        ):
+            # Nemotron-H: every layer is one block (Mamba2, attention or FFN) behind attn_norm; a layer without
+            # attention keeps its norm in its own block, not in an attention block of one norm
+            role = Role.SSM if recurrent[il] else Role.FFN
         bid = block_id(layer, role)
         blk = by_id.get(bid)
         if blk is None:

@@ -405,6 +405,12 @@ class ModelParams:
     shortconv_l_cache: int = 0  # LFM2 short-conv kernel length (its conv state keeps l_cache - 1 columns)
     recurrent_layers: list[bool] = field(default_factory=list)
     nextn_layers: int = 0
+    #: llama_hparams::n_layer_kv_from_start: when >= 0 only the first that many layers own a KV cache; later layers
+    #: attend over an earlier layer's cache (gemma3n: 20, then layer 18's for sliding layers, 19's for full ones)
+    n_layer_kv_from_start: int = -1
+    #: llama_hparams::n_deepstack_layers (qwen3vl/qwen3vlmoe): the input row is n_embd * (1 + this) wide
+    #: (n_embd_inp), its extra parts added to the outputs of the first this-many layers
+    n_deepstack_layers: int = 0
     file_type: int | None = None
     tied_embeddings: bool = False
 
@@ -434,6 +440,10 @@ def _swa_pattern(arch: str, m: Meta, n_layer: int, n_swa: int) -> list[bool]:
     if arch == "llama4" and pattern is None:
         period = 4  # 3 chunked layers, then 1 full (src/models/llama4.cpp load_swa_pattern(ml, 4))
         return [(il % period) < (period - 1) for il in range(n_layer)]
+    if arch == "smallthinker" and not isinstance(pattern, list):
+        # src/models/smallthinker.cpp load_swa_pattern(ml, 4, dense_first=true): layer il slides iff il % p != 0
+        period = 4 if pattern is None else pattern
+        return [period == 0 or il % period != 0 for il in range(n_layer)]
     if isinstance(pattern, list):
         vals = pattern[:n_layer]
         return vals + [False] * (n_layer - len(vals))
@@ -441,7 +451,17 @@ def _swa_pattern(arch: str, m: Meta, n_layer: int, n_swa: int) -> list[bool]:
     period = (
         pattern
         if pattern is not None
-        else {"gemma3": 6, "gpt-oss": 2, "gemma2": 2, "cohere2": 4, "exaone4": 4}.get(arch, 0)
+        else {
+            "gemma3": 6,
+            "gemma3n": 5,
+            "gpt-oss": 2,
+            "gemma2": 2,
+            "cohere2": 4,
+            "exaone4": 4,
+            "exaone-moe": 4,
+            "afmoe": 4,
+            "olmo2": 4,
+        }.get(arch, 0)
     )
     if period <= 0:
         # A window without pattern: every layer uses it (e.g. Mistral-style sliding window).
@@ -577,10 +597,19 @@ def extract_params(
     if arch == "llama4":
         # chunked attention with 8192-token chunks unless the file sets the window to 0 (src/models/llama4.cpp)
         n_swa = 0 if m.has("{arch}.attention.sliding_window") and n_swa == 0 else 8192
+    if arch == "smallthinker" and n_swa > 0:
+        n_swa = 4096  # src/models/smallthinker.cpp: a window key > 0 turns SWA on, its width is always 4096
+    if arch == "exaone-moe":
+        # src/models/exaone-moe.cpp: the window key is required (the 128 default is always overwritten)
+        n_swa = m.u32("{arch}.attention.sliding_window", required=True)
+    if arch == "afmoe":
+        m.u32("{arch}.expert_shared_count", required=True)  # src/models/afmoe.cpp reads it without a default
     if arch == "exaone4":
         # src/models/exaone4.cpp: only the 64-layer (32B) model slides (window 4096 unless the file says, period 4);
         # for other sizes the window key is read but no layer slides
         n_swa = (n_swa if m.has("{arch}.attention.sliding_window") else 4096) if n_layer == 64 else 0
+    if arch == "phi3":
+        n_swa = 0  # src/models/phi3.cpp: "Phi SWA is currently disabled" (the window key is read, then dropped)
     n_expert_used = m.per_layer("{arch}.expert_used_count", n_layer)
     n_ff_exp = m.per_layer("{arch}.expert_feed_forward_length", n_layer)
     file_type = m.u32("general.file_type") if m.has("general.file_type") else None
@@ -621,8 +650,15 @@ def extract_params(
         file_type=file_type,
     )
     p.recurrent_layers = _recurrent_layers(p, m)
+    if arch == "gemma3n":
+        p.n_layer_kv_from_start = 20  # llama_model_gemma3n::load_arch_hparams (shared_kv_layers is not read)
     if arch == "lfm2":
         p.n_layer_dense_lead = n_layer  # llama_model_lfm2::load_arch_hparams: every layer's FFN is dense
+    if arch in ("qwen3vl", "qwen3vlmoe"):
+        # llama_model_qwen3vl(moe)::load_arch_hparams: deepstack count optional, rope sections required (IMRoPE)
+        p.n_deepstack_layers = m.u32("{arch}.n_deepstack_layers")
+        if not m.has("{arch}.rope.dimension_sections"):
+            raise m.missing(m.key("{arch}.rope.dimension_sections"))
     if warnings is not None:
         warnings.extend(m.warnings)
     if names is not None:
@@ -749,6 +785,10 @@ SHORTCONV_ARCHS = frozenset({"lfm2", "lfm2moe"})
 #: the recurrent layers; NextN/MTP blocks after the trunk are full-attention blocks.
 DELTA_NET_ARCHS = frozenset({"qwen3next", "qwen35", "qwen35moe"})
 
+#: Nemotron-H hybrids (``src/models/nemotron-h.cpp``): Mamba2 layers (no KV heads, no FFN), attention layers (no
+#: FFN) and FFN-only or MoE-only layers (no KV heads), told apart by ``head_count_kv`` and ``feed_forward_length``.
+NEMOTRON_H_ARCHS = frozenset({"nemotron_h", "nemotron_h_moe"})
+
 
 def _recurrent_layers(p: ModelParams, m: Meta) -> list[bool]:
     if p.arch in RECURRENT_ARCHS:
@@ -784,6 +824,11 @@ def _recurrent_layers(p: ModelParams, m: Meta) -> list[bool]:
                 "floating point exception (modulo by zero)",
             )
         return [il < n_main and (il + 1) % k != 0 for il in range(p.n_layer)]
+    if p.arch in NEMOTRON_H_ARCHS:
+        # llama_model_nemotron_h::load_arch_hparams: recurrent iff head_count_kv[il] == 0 AND n_ff[il] == 0 (the
+        # FFN-only / MoE-only layers have neither attention nor state); appended MTP blocks are not recurrent
+        n_main = p.n_layer - p.nextn_layers
+        return [il < n_main and h == 0 and f == 0 for il, (h, f) in enumerate(zip(p.n_head_kv, p.n_ff))]
     # Hybrids mark attention layers by a zero KV-head count per layer, or by a fixed interval.
     k = m.u32("{arch}.full_attention_interval")
     if k:

@@ -50,6 +50,8 @@ VULKAN_CASES = [
         "granite-2rpc",
         "dsv2l-2rpc",
         "air-1rpc-cmoe",
+        "vl8b-1rpc-ngl20-faoff",
+        "vl30-1rpc-cmoe",
     }
 ]
 

@@ -50,11 +50,6 @@ def _c(id, model, n_rpc, args, compute_off=""):
     return Case(id, model, n_rpc, tuple(args.split()), compute_off)
 
 
-#: compute of pure Mamba2 on the last of 2+ pipelined devices with -np 4 or 8 (n_tokens a multiple of n_seqs):
-#: llama.cpp is 0.23 MiB to 1.23 MiB above ours; other -np values and placements match. Not found yet.
-MAMBA2_NP = "last pipelined device with -np 4/8: llama.cpp 0.23-1.23 MiB above (cause not found yet)"
-
-
 CASES: list[Case] = [
     # Qwen3-30B-A3B (qwen3moe, 48 layers, 128 experts)
     _c("q30-cpu-4k", "qwen3-30b-a3b", 0, "-c 4096"),
@@ -141,15 +136,151 @@ CASES: list[Case] = [
     # pure Mamba2: recurrent state only (no KV), per sequence
     _c("m2-cpu", "mamba2-2.7b", 0, "-c 4096"),
     _c("m2-2rpc-np2", "mamba2-2.7b", 2, "-c 8192 -ngl all -ts 1,1 -np 2"),
-    _c("m2-2rpc-np4", "mamba2-2.7b", 2, "-c 8192 -ngl all -ts 1,1 -np 4", compute_off=MAMBA2_NP),
+    _c("m2-2rpc-np4", "mamba2-2.7b", 2, "-c 8192 -ngl all -ts 1,1 -np 4"),
+    _c("m2-3rpc-np8", "mamba2-2.7b", 3, "-c 16384 -ngl all -ts 1,1,1 -np 8"),
     _c("mcod-1rpc-ngl40", "mamba-codestral-7b", 1, "-c 16384 -ngl 40 -ub 1024"),
     _c("mcod-3rpc", "mamba-codestral-7b", 3, "-c 8192 -ngl all -ts 1,1,2 -np 2"),
+    # Qwen3-VL text models (qwen3vl / qwen3vlmoe: Qwen3's layers with IMRoPE, and deepstack: the input row is
+    # n_embd x 4 wide, padded token rows kept until the 3rd layer adds its part; -ngl 34 / 46 split those layers)
+    _c("vl8b-cpu", "qwen3-vl-8b", 0, "-c 4096"),
+    _c("vl8b-2rpc-ts13", "qwen3-vl-8b", 2, "-c 16384 -ngl all -ts 1,3 -fa on"),
+    _c("vl8b-1rpc-ngl20-faoff", "qwen3-vl-8b", 1, "-c 8192 -ngl 20 -fa off"),
+    _c("vl8b-3rpc-np4-q8", "qwen3-vl-8b", 3, "-c 32768 -ngl all -ts 1,1,2 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("vl8b-1rpc-ub1024-faoff", "qwen3-vl-8b", 1, "-c 16384 -ngl all -ub 1024 -fa off"),
+    _c("vl4b-1rpc-ngl34", "qwen3-vl-4b", 1, "-c 8192 -ngl 34 -fa on"),
+    _c("vl4b-3rpc-ts1-20-20-np2", "qwen3-vl-4b", 3, "-c 32768 -ngl all -ts 1,20,20 -np 2 -fa off"),
+    _c("vl30-cpu", "qwen3-vl-30b-a3b", 0, "-c 4096"),
+    _c("vl30-1rpc-cmoe", "qwen3-vl-30b-a3b", 1, "-c 16384 -ngl all -cmoe -fa on"),
+    _c("vl30-2rpc-ncmoe-faoff", "qwen3-vl-30b-a3b", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 20 -fa off"),
+    _c("vl30-3rpc-np4-q8", "qwen3-vl-30b-a3b", 3, "-c 32768 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("vl30-1rpc-ngl46-ub256", "qwen3-vl-30b-a3b", 1, "-c 8192 -ngl 46 -ub 256"),
+    _c("vl235-3rpc-cmoe", "qwen3-vl-235b-a22b", 3, "-c 32768 -ngl all -ts 1,1,1 -cmoe -fa on"),
+    _c("vl235-2rpc-ngl50-faoff", "qwen3-vl-235b-a22b", 2, "-c 8192 -ngl 50 -ts 1,3 -fa off"),
+    _c("vl8b-1rpc-nkvo", "qwen3-vl-8b", 1, "-c 8192 -ngl all -nkvo -fa off"),
+    _c("vl30-2rpc-long-q4-ub1024", "qwen3-vl-30b-a3b", 2,
+       "-c 65536 -ngl all -ts 1,1 -fa on -ctk q4_0 -ctv q4_0 -ub 1024"),
+    _c("vl30-1rpc-ot", "qwen3-vl-30b-a3b", 1,
+       r"-c 4096 -ngl all -ot blk\.(1[0-9]|2[0-3])\.ffn_(up|gate|down)_exps=CPU"),
+    _c("vl235-cpu", "qwen3-vl-235b-a22b", 0, "-c 4096 -fa on"),
+    # Nemotron-H hybrids: Mamba2 layers (recurrent state per sequence), a few attention layers without rope (KV) and
+    # FFN-only layers (squared-ReLU MLP, or sigmoid experts + shared expert in nemotron_h_moe)
+    _c("nh9-cpu", "nemotron-nano-9b-v2", 0, "-c 4096"),
+    _c("nh9-1rpc", "nemotron-nano-9b-v2", 1, "-c 8192 -ngl all -fa on"),
+    _c("nh9-2rpc-np2-faoff", "nemotron-nano-9b-v2", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 2"),
+    _c("nh9-2rpc-np4-q8", "nemotron-nano-9b-v2", 2, "-c 32768 -ngl all -ts 2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("nh9-1rpc-ngl30-ub256", "nemotron-nano-9b-v2", 1, "-c 8192 -ngl 30 -fa off -ub 256"),
+    _c("nh12-3rpc", "nemotron-nano-12b-v2", 3, "-c 16384 -ngl all -ts 1,1,1 -fa on"),
+    _c("nh12-cpu-np3", "nemotron-nano-12b-v2", 0, "-c 8192 -np 3 -fa off"),
+    _c("n3nano-cpu", "nemotron-3-nano-30b-a3b", 0, "-c 4096"),
+    _c("n3nano-1rpc-cmoe", "nemotron-3-nano-30b-a3b", 1, "-c 16384 -ngl all -cmoe -fa on"),
+    _c("n3nano-2rpc-ncmoe-faoff", "nemotron-3-nano-30b-a3b", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 10 -fa off"),
+    _c("n3nano-3rpc-np4-q8", "nemotron-3-nano-30b-a3b", 3,
+       "-c 32768 -ngl all -ts 1,1,2 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("n3nano-1rpc-ngl20-np2", "nemotron-3-nano-30b-a3b", 1, "-c 8192 -ngl 20 -fa off -np 2"),
+    _c("n3nano-2rpc-long-ub1024", "nemotron-3-nano-30b-a3b", 2, "-c 65536 -ngl all -ts 3,1 -fa on -ub 1024"),
+    # MiniMax-M2 (62 layers, 256 sigmoid experts with selection bias, q/k norms over the whole projection, rope on
+    # 64 of 128)
+    _c("mm2-cpu", "minimax-m2", 0, "-c 4096"),
+    _c("mm2-1rpc-cmoe", "minimax-m2", 1, "-c 8192 -ngl all -cmoe -fa on"),
+    _c("mm2-2rpc-ncmoe40-faoff", "minimax-m2", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 40 -fa off"),
+    _c("mm2-3rpc-cmoe-q8", "minimax-m2", 3, "-c 32768 -ngl all -ts 1,2,1 -cmoe -fa on -ctk q8_0 -ctv q8_0"),
+    _c("mm2-1rpc-ot-ub256", "minimax-m2", 1,
+       r"-c 8192 -ngl all -ot blk\.([0-9]|[1-5][0-9])\.ffn_(up|gate|down)_exps=CPU -ub 256"),
+    _c("mm2-2rpc-ngl30-np4", "minimax-m2", 2, "-c 16384 -ngl 30 -ts 2,1 -cmoe -np 4 -fa on"),
+    _c("mm2-cpu-np2-ub1024", "minimax-m2", 0, "-c 8192 -np 2 -fa off -ub 1024"),
+    _c("mm2-fused-2rpc-ncmoe40", "minimax-m2-fused-qkv", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 40 -fa off"),
+    # Apertus 8B / 70B (q/k norms per head, ungated xIELU FFN, llama3 rope factors read from each device's copy)
+    _c("apertus8-cpu", "apertus-8b", 0, "-c 8192"),
+    _c("apertus8-2rpc", "apertus-8b", 2, "-c 32768 -ngl all -ts 1,1 -fa on"),
+    _c("apertus8-1rpc-ngl20-faoff", "apertus-8b", 1, "-c 16384 -ngl 20 -fa off"),
+    _c("apertus8-3rpc-np4-q8", "apertus-8b", 3, "-c 65536 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("apertus8-1rpc-nkvo-ub256", "apertus-8b", 1, "-c 8192 -ngl all -nkvo -fa off -ub 256"),
+    _c("apertus8-2rpc-np2-ub1024", "apertus-8b", 2, "-c 16384 -ngl all -ts 3,1 -np 2 -fa off -ub 1024"),
+    _c("apertus70-cpu-faoff", "apertus-70b", 0, "-c 4096 -fa off"),
+    _c("apertus70-2rpc-q8", "apertus-70b", 2, "-c 32768 -ngl all -ts 1,1 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("apertus70-1rpc-ngl40-np2", "apertus-70b", 1, "-c 16384 -ngl 40 -fa on -np 2"),
+    # Gemma 3n E2B / E4B (AltUp streams, LAuReL, per-layer embeddings in host memory, 4:1 sliding window of 512;
+    # layers from 20 on reuse layer 18's / 19's KV cache, also across devices)
+    _c("g3n2-cpu", "gemma-3n-e2b", 0, "-c 8192"),
+    _c("g3n2-1rpc-faoff", "gemma-3n-e2b", 1, "-c 32768 -ngl all -fa off"),
+    _c("g3n2-2rpc-ts12", "gemma-3n-e2b", 2, "-c 16384 -ngl all -ts 1,2 -fa on"),
+    _c("g3n2-1rpc-ngl20-q8", "gemma-3n-e2b", 1, "-c 32768 -ngl 20 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("g3n2-3rpc-np4", "gemma-3n-e2b", 3, "-c 32768 -ngl all -ts 1,1,1 -np 4 -fa on"),
+    _c("g3n4-cpu-faoff", "gemma-3n-e4b", 0, "-c 16384 -fa off"),
+    _c("g3n4-2rpc-ub1024", "gemma-3n-e4b", 2, "-c 32768 -ngl all -ts 1,1 -ub 1024"),
+    _c("g3n4-1rpc-ngl25-np2", "gemma-3n-e4b", 1, "-c 16384 -ngl 25 -np 2 -fa off"),
+    _c("g3n4-2rpc-swafull", "gemma-3n-e4b", 2, "-c 16384 -ngl all -ts 3,1 --swa-full -fa on"),
     # Mistral Small 4 (mistral4: DeepSeek-V2's graph and MLA; fused gate_up experts, no dense leading layer)
     _c("ms4-cpu", "mistral-small-4", 0, "-c 8192 -fa on"),
     _c("ms4-1rpc-cmoe", "mistral-small-4", 1, "-c 32768 -ngl all -cmoe -fa on"),
     _c("ms4-2rpc-ncmoe-faoff", "mistral-small-4", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 12 -fa off"),
     _c("ms4-3rpc-cmoe-q8-np2", "mistral-small-4", 3, "-c 65536 -ngl all -ts 1,2,1 -cmoe -np 2 -fa on -ctk q8_0 -ctv q8_0"),
     _c("ms4-1rpc-ngl20-ub1024", "mistral-small-4", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
+    # Phi-4 / Phi-4-mini (phi3: fused qkv, fused up + single-tensor SwiGLU; LongRoPE factors and tied embeddings on
+    # the mini; the sliding window is read and disabled)
+    _c("phi4-cpu", "phi-4", 0, "-c 8192"),
+    _c("phi4-2rpc-ts13", "phi-4", 2, "-c 16384 -ngl all -ts 1,3 -fa on"),
+    _c("phi4-1rpc-ngl20-faoff", "phi-4", 1, "-c 8192 -ngl 20 -fa off"),
+    _c("phi4mini-1rpc-long", "phi-4-mini", 1, "-c 32768 -ngl all -fa on"),
+    _c("phi4mini-3rpc-np4-q8", "phi-4-mini", 3, "-c 16384 -ngl all -ts 1,1,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("phi4mini-cpu-short", "phi-4-mini", 0, "-c 4096 -fa off"),
+    # Gemma 2 (gemma3's layer without q/k norms, SWA 4096 on every other layer, attention and final soft-capping)
+    _c("g2-9b-cpu", "gemma-2-9b", 0, "-c 8192"),
+    _c("g2-9b-2rpc-faoff", "gemma-2-9b", 2, "-c 8192 -ngl all -ts 1,1 -fa off"),
+    _c("g2-9b-1rpc-ngl20-np2", "gemma-2-9b", 1, "-c 8192 -ngl 20 -np 2 -fa on"),
+    _c("g2-27b-3rpc-swafull-q8", "gemma-2-27b", 3, "-c 8192 -ngl all -ts 1,1,1 --swa-full -fa on -ctk q8_0 -ctv q8_0"),
+    _c("g2-27b-1rpc-ub1024", "gemma-2-27b", 1, "-c 8192 -ngl all -ub 1024"),
+    # ERNIE 4.5 dense (0.3B at f16: the llama layer, tied embeddings)
+    _c("ernie03-cpu", "ernie-4.5-0.3b", 0, "-c 16384"),
+    _c("ernie03-2rpc-ts12", "ernie-4.5-0.3b", 2, "-c 32768 -ngl all -ts 1,2 -fa on"),
+    _c("ernie03-1rpc-ngl10-faoff-np2", "ernie-4.5-0.3b", 1, "-c 16384 -ngl 10 -np 2 -fa off"),
+    _c("ernie03-3rpc-q8-ub1024", "ernie-4.5-0.3b", 3, "-c 65536 -ngl all -ts 1,1,1 -ub 1024 -fa on -ctk q8_0 -ctv q8_0"),
+    # Qwen2.5-VL text models (qwen2vl: Qwen2's layer with M-RoPE, 4 positions per token)
+    _c("vl25-7b-cpu", "qwen2.5-vl-7b", 0, "-c 8192"),
+    _c("vl25-7b-2rpc-ts13-faoff", "qwen2.5-vl-7b", 2, "-c 16384 -ngl all -ts 1,3 -fa off"),
+    _c("vl25-7b-1rpc-ngl15-np2", "qwen2.5-vl-7b", 1, "-c 16384 -ngl 15 -np 2 -fa on"),
+    _c("vl25-3b-3rpc-q8", "qwen2.5-vl-3b", 3, "-c 32768 -ngl all -ts 1,1,1 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("vl25-3b-1rpc-ub1024", "qwen2.5-vl-3b", 1, "-c 32768 -ngl all -ub 1024"),
+    # Olmo 3 / OLMo 2 (olmo2: no pre-norms, q/k norms over the whole projection, post norms; SWA 3:1 on Olmo 3)
+    _c("olmo3-7b-cpu", "olmo-3-7b", 0, "-c 8192"),
+    _c("olmo3-7b-2rpc-faoff", "olmo-3-7b", 2, "-c 16384 -ngl all -ts 1,1 -fa off"),
+    _c("olmo3-7b-1rpc-swafull-np2", "olmo-3-7b", 1, "-c 16384 -ngl all --swa-full -np 2 -fa on"),
+    _c("olmo3-7b-3rpc-ngl20-q8", "olmo-3-7b", 3, "-c 32768 -ngl 20 -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("olmo2-13b-1rpc", "olmo-2-13b", 1, "-c 4096 -ngl all -ub 1024"),
+    # K-EXAONE (exaone-moe: SWA 3:1 over 128 tokens, rope on sliding layers only, 1 dense leading block, sigmoid
+    # experts with selection bias + a shared expert, 1 skipped NextN block)
+    _c("kex-cpu", "k-exaone-236b-a23b", 0, "-c 8192 -fa on"),
+    _c("kex-1rpc-cmoe", "k-exaone-236b-a23b", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("kex-2rpc-ncmoe-faoff", "k-exaone-236b-a23b", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 20 -fa off"),
+    _c("kex-3rpc-cmoe-np4-q8", "k-exaone-236b-a23b", 3, "-c 65536 -ngl all -ts 1,2,1 -cmoe -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("kex-1rpc-ngl20-ub1024", "k-exaone-236b-a23b", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
+    _c("kex-2rpc-cmoe-swafull-np2", "k-exaone-236b-a23b", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
+    # SmallThinker 21B-A3B (router on the layer input, ReGLU experts, SWA 4096 on 3 of 4 layers with NoPE full
+    # layers) and 4B-A0.6B (no window, sigmoid router, tied embeddings)
+    _c("st21-cpu", "smallthinker-21b-a3b", 0, "-c 8192"),
+    _c("st21-1rpc-cmoe", "smallthinker-21b-a3b", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("st21-2rpc-ncmoe-faoff", "smallthinker-21b-a3b", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 20 -fa off"),
+    _c("st21-3rpc-np4-q8", "smallthinker-21b-a3b", 3, "-c 32768 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("st21-2rpc-swafull-cmoe", "smallthinker-21b-a3b", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -cmoe"),
+    _c("st21-1rpc-ngl30-ub1024", "smallthinker-21b-a3b", 1, "-c 16384 -ngl 30 -ub 1024 -fa off"),
+    _c("st4-cpu-faoff", "smallthinker-4b-a0.6b", 0, "-c 16384 -fa off"),
+    _c("st4-2rpc-ncmoe", "smallthinker-4b-a0.6b", 2, "-c 32768 -ngl all -ts 1,1 -ncmoe 10 -fa on"),
+    _c("st4-1rpc-np2", "smallthinker-4b-a0.6b", 1, "-c 16384 -ngl all -np 2 -fa off"),
+    # GroveMoE-Inst (Qwen3-30B-A3B's layers + 64 adjugate experts chained on the routed experts' output)
+    _c("grove-cpu", "grovemoe-inst", 0, "-c 8192"),
+    _c("grove-1rpc-cmoe", "grovemoe-inst", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("grove-2rpc-ncmoe-faoff", "grovemoe-inst", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 20 -fa off"),
+    _c("grove-3rpc-np4-q8", "grovemoe-inst", 3, "-c 32768 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("grove-1rpc-ngl30-ub1024", "grovemoe-inst", 1, "-c 16384 -ngl 30 -ub 1024 -fa off"),
+    _c("grove-1rpc-ot-chexps", "grovemoe-inst", 1, r"-c 8192 -ngl all -ot blk\.(1[0-9]|2[0-3])\.ffn_(up|gate|down)_chexps=CPU"),
+    # Trinity Mini (afmoe: MuP-scaled embeddings, gated attention, SWA 3:1 over 2048 tokens, no rope on the global
+    # layers, sandwich norms, 2 dense leading blocks, sigmoid experts with selection bias + a shared expert)
+    _c("trin-cpu", "trinity-mini", 0, "-c 16384 -fa on"),
+    _c("trin-1rpc-cmoe", "trinity-mini", 1, "-c 65536 -ngl all -cmoe -fa on"),
+    _c("trin-2rpc-ncmoe-faoff", "trinity-mini", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 12 -fa off"),
+    _c("trin-3rpc-cmoe-np4-q8", "trinity-mini", 3, "-c 65536 -ngl all -ts 1,2,1 -cmoe -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("trin-1rpc-ngl16-ub1024", "trinity-mini", 1, "-c 32768 -ngl 16 -ub 1024 -fa on"),
+    _c("trin-2rpc-swafull-np2", "trinity-mini", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -np 2"),
     # ERNIE 4.5 MoE (1 dense leading block, selection bias, shared expert)
     _c("ernie-1rpc-cmoe", "ernie-4.5-21b-a3b", 1, "-c 32768 -ngl all -cmoe -fa on"),
     _c("ernie-2rpc-ncmoe", "ernie-4.5-21b-a3b", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 10 -fa off"),

@@ -60,13 +60,23 @@ def test_exact_architectures_have_no_unchecked_note(arch):
 
 @pytest.mark.parametrize(
     "arch,graph",
-    [("mamba2", "the mamba2 graph"), ("rwkv7", "a llama-style graph (no module of its own)"),
-     ("plamo2", "a llama-style graph (no module of its own)")],
+    [("rwkv7", "a llama-style graph (no module of its own)"), ("plamo2", "a llama-style graph (no module of its own)")],
 )
 def test_other_architectures_say_so(arch, graph):
     note = compute.unchecked_note(arch)
     assert note is not None and note.startswith(compute.UNCHECKED)
     assert f"'{arch}'" in note and graph in note and "Verify" in note
+
+
+def test_an_architecture_built_by_a_family_but_not_compared_says_so(monkeypatch):
+    """A module may build an architecture it was not checked for (``also``): the note names its graph."""
+    from app.memory.compute import models
+
+    fam = models.Family(name="zz-family", build=lambda b: None, exact=frozenset(), also=frozenset({"zz-arch"}))
+    monkeypatch.setitem(models.REGISTRY, "zz-arch", fam)
+    note = compute.unchecked_note("zz-arch")
+    assert note is not None and note.startswith(compute.UNCHECKED)
+    assert "'zz-arch'" in note and "the zz-family graph" in note and "Verify" in note
 
 
 def test_recurrent_state_not_modelled_is_said(tmp_path):

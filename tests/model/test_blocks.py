@@ -14,7 +14,11 @@ def test_every_tensor_lands_in_one_block(arch, tiny_models):
     assert sum(b.nbytes for b in m.blocks) == m.tensor_bytes
     names = [t.name for b in m.blocks for t in b.tensors]
     assert sorted(names) == sorted(t.name for t in m.tensors)
-    assert not any(b.role is Role.GLOBAL for b in m.blocks), [b.id for b in m.blocks if b.role is Role.GLOBAL]
+    # the only tensors without a layer: the rope frequency factors llama.cpp creates with layer 0 and duplicates
+    # for the others (rope_freqs, LongRoPE's rope_factors_long/short); any other is a classification miss
+    strays = [t.name for b in m.blocks if b.role is Role.GLOBAL for t in b.tensors
+              if not t.name.startswith(("rope_freqs.", "rope_factors_long.", "rope_factors_short."))]
+    assert not strays, strays
     roles = {b.role for b in m.blocks}
     assert {Role.INPUT, Role.ATTN} <= roles
     p = m.params

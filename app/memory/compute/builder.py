@@ -324,12 +324,13 @@ class Builder:
         cur = self.add_b(cur, f"blk.{il}.{pfx}_down.bias")
         return cur
 
-    def moe(self, cur, il, gating="softmax", norm_w=False, w_scale=False, probs_b=None, before=False):
-        """``build_moe_ffn``: router, top-k, expert matmuls, weighting and the sum over the selected experts."""
+    def moe(self, cur, il, gating="softmax", norm_w=False, w_scale=False, probs_b=None, before=False, probs_in=None):
+        """``build_moe_ffn``: router, top-k, expert matmuls, weighting and the sum over the selected experts
+        (``probs_in``: router logits the model computed itself, e.g. from the layer input in smallthinker.cpp)."""
         c, g = self.c, self.g
         n_embd, nt = cur.ne[0], cur.ne[1]
         n_exp, k = c.n_expert, c.n_expert_used
-        logits = self.mm(f"blk.{il}.ffn_gate_inp.weight", cur)
+        logits = probs_in if probs_in is not None else self.mm(f"blk.{il}.ffn_gate_inp.weight", cur)
         logits = self.add_b(logits, f"blk.{il}.ffn_gate_inp.bias")
         if gating == "softmax":
             probs = unary("SOFT_MAX", logits)
@@ -491,3 +492,34 @@ def qkv(b, il, cur, hd_q, hd_k, hd_v):
 
 def rope(x, pos, freqs=None):
     return dup(x, "ROPE", (x, pos) if freqs is None else (x, pos, freqs))
+
+
+def qkv_2d(b, il, cur, hd):
+    """``build_qkv(..., reshape=false)``: the 2-D Q, K and V projections (with their biases if any); a fused
+    ``attn_qkv`` is split by 2-D views, each made contiguous."""
+    p, nt = b.p, b.nt
+    n_q, n_k = hd * p.n_head[il], hd * p.n_head_kv[il]
+    wqkv = b.w(f"blk.{il}.attn_qkv.weight")
+    if wqkv is None:
+        q = b.add_b(b.mm(f"blk.{il}.attn_q.weight", cur), f"blk.{il}.attn_q.bias")
+        k = b.add_b(b.mm(f"blk.{il}.attn_k.weight", cur), f"blk.{il}.attn_k.bias")
+        v = b.add_b(b.mm(f"blk.{il}.attn_v.weight", cur), f"blk.{il}.attn_v.bias")
+        return q, k, v
+    x = b.add_b(mul_mat(wqkv, cur), f"blk.{il}.attn_qkv.bias")
+    q = cont(view(x, (n_q, nt), (x.nb[1],)))
+    k = cont(view(x, (n_k, nt), (x.nb[1],)))
+    v = cont(view(x, (n_k, nt), (x.nb[1],)))
+    return q, k, v
+
+
+def layer_copy(b, name, il):
+    """The copy of the global tensor ``name`` that layer ``il`` reads: created by every layer with
+    ``TENSOR_DUPLICATED``, it exists once per buffer type, so each layer's ops find it on the layer's own device
+    (bound per placement by ``core._run``); None if the model lacks it."""
+    i = b.c.names.get(name)
+    if i is None:
+        return None
+    t = T("w", b.c.shapes[i], (0, 0, 0, 0), NONE, [])
+    t.name = name
+    b.__dict__.setdefault("drefs", []).append((t, b.pos[il], name))
+    return t

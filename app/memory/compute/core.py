@@ -76,7 +76,10 @@ def model_facts(model: Model) -> dict:
         "getters": getters,
         "kinds": kinds,
         # hybrids (an attention layer among recurrent ones) need a wider neighbourhood in compress()
-        "hood": 2 if any(p.recurrent_layers[:n_main]) and not all(p.recurrent_layers[:n_main]) else 1,
+        "hood": max(
+            2 if any(p.recurrent_layers[:n_main]) and not all(p.recurrent_layers[:n_main]) else 1,
+            family_of(p.arch).hood,  # a family's own (exaone_moe: 3 sliding layers before each global one)
+        ),
         # recurrent layers are never cut: build_rs copies n_rs - n_seqs = 0 "extra" states, and ggml's allocator
         # turns each such zero-size tensor into a zero-size free block that can sit out of address order and keep
         # two neighbouring free blocks from merging, so the fragmentation (and a device's peak) grows with the

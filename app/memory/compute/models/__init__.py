@@ -28,6 +28,9 @@ class Family:
     #: ``layer_kind(params, il)``: what sets a layer's ops apart that its tensors do not show (gemma3n's KV-sharing
     #: and sparsified layers), added to the layer's structure so the layer compression keeps one of each
     layer_kind: Callable[[Any, int], Any] | None = None
+    #: layers either side that :func:`~app.memory.compute.compress.compress` compares before dropping a repeated
+    #: neighbourhood (core.py takes the larger of this and its own choice)
+    hood: int = 1
 
 
 def _discover() -> list[Family]:

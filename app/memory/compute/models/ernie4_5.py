@@ -46,4 +46,4 @@ def build(b):
     return b.output(inpL, out_ids)
 
 
-FAMILY = Family(name="ernie4_5", build=build, exact=frozenset({"ernie4_5-moe"}), also=frozenset({"ernie4_5"}))
+FAMILY = Family(name="ernie4_5", build=build, exact=frozenset({"ernie4_5-moe", "ernie4_5"}))

@@ -1,31 +1,20 @@
-"""``src/models/phi3.cpp``, the graph ``llama_model_phimoe`` uses (``models.h``: ``graph = phi3::graph``).
+"""``src/models/phi3.cpp``: Phi-3/Phi-4 (``phi3``) and the graph ``llama_model_phimoe`` uses (``models.h``:
+``graph = phi3::graph``).
 
 RMS norms with biases (attention, FFN and output norm), Q/K/V with biases, rope with the LongRoPE factors of
 layer 0 (``get_rope_factors``: ``rope_factors_long`` when the per-sequence context exceeds the original one,
 else ``rope_factors_short``; either is a weight of layer 0 that every layer reads), Q scaled by
 1/sqrt(head_dim) before attention (whose own scale is 1), residual, norm, experts (softmax routing,
-normalised top-k weights, no shared expert), residual; the logits get the output bias. Phi-3's dense layers
-(one fused ``ffn_up`` split by a single-tensor SwiGLU) are not built here: ``phi3`` keeps the llama-style graph.
+normalised top-k weights, no shared expert) or, in Phi-3/4's dense layers, one fused ``ffn_up`` halved by a
+single-tensor SwiGLU, residual; the logits get the output bias where there is one. Phi-3's sliding window is read
+and then disabled by llama.cpp (``load_arch_hparams``), so every layer has a full cache.
 """
 
 from __future__ import annotations
 
-from ..builder import qkv, rope
-from ..ggml import NONE, OUTPUT, T, binary, get_rows, mul_mat, unary
+from ..builder import layer_copy, qkv, rope
+from ..ggml import OUTPUT, binary, get_rows, mul_mat, new, unary
 from . import Family
-
-
-def layer_copy(b, name, il):
-    """The copy of the global tensor ``name`` that layer ``il`` reads: created by every layer with
-    ``TENSOR_DUPLICATED``, it exists once per buffer type, so each layer's ops find it on the layer's own device
-    (bound per placement by ``core._run``); None if the model lacks it."""
-    i = b.c.names.get(name)
-    if i is None:
-        return None
-    t = T("w", b.c.shapes[i], (0, 0, 0, 0), NONE, [])
-    t.name = name
-    b.__dict__.setdefault("drefs", []).append((t, b.pos[il], name))
-    return t
 
 
 def build(b):
@@ -51,7 +40,13 @@ def build(b):
         cur = binary("ADD", cur, residual)
         residual = cur
         cur = b.norm(cur, f"blk.{il}.ffn_norm.weight", il, mb=b.w(f"blk.{il}.ffn_norm.bias"))
-        cur = b.moe(cur, il, gating="softmax", norm_w=True, w_scale=c.expert_weights_scale)
+        if b.w(f"blk.{il}.ffn_gate_inp.weight") is None:
+            # Phi-3/4 dense: one fused up projection (2 x n_ff) halved by a single-tensor SwiGLU
+            up = mul_mat(b.w(f"blk.{il}.ffn_up.weight"), cur)
+            act = new(up.ty, (up.ne[0] // 2, up.ne[1], up.ne[2], up.ne[3]), "GLU", (up,))
+            cur = mul_mat(b.w(f"blk.{il}.ffn_down.weight"), act)
+        else:
+            cur = b.moe(cur, il, gating="softmax", norm_w=True, w_scale=c.expert_weights_scale)
         inpL = binary("ADD", residual, cur)
     cur = b.norm(inpL, "output_norm.weight", -1, mb=b.w("output_norm.bias"))
     cur.flags = cur.fl0 = OUTPUT  # t_embd
@@ -64,4 +59,4 @@ def build(b):
     return logits
 
 
-FAMILY = Family(name="phimoe", build=build, exact=frozenset({"phimoe"}))
+FAMILY = Family(name="phimoe", build=build, exact=frozenset({"phimoe", "phi3"}))

@@ -1,0 +1,125 @@
+"""``src/models/nemotron-h.cpp`` for ``nemotron_h`` (Nemotron Nano 2) and ``nemotron_h_moe`` (Nemotron 3 Nano), which
+builds the same graph (``llama_model_nemotron_h_moe::graph`` is ``llama_model_nemotron_h::graph``).
+
+Every layer is one of three kinds, each ``attn_norm``, the kind's block, and the residual: a Mamba2 block
+(``build_mamba2_layer``, recurrent where ``head_count_kv`` and ``feed_forward_length`` are both 0), attention
+without rope (Q/K/V/O, the hybrid memory's KV cache, where only ``feed_forward_length`` is 0), or an FFN-only layer:
+a dense squared-ReLU MLP (``ffn_up`` -> relu -> sqr -> ``ffn_down``, ``LLM_FFN_RELU_SQR`` is two ops) or, with
+experts, sigmoid routing with a selection bias (``exp_probs_b``), up-only experts with squared ReLU, normalised and
+scaled weights, plus an ungated squared-ReLU shared expert added after. Without ``embeddings_nextn_masked``
+(llama.cpp's default) the last layer runs on every token and the output rows are picked after the final norm,
+whose full result (``h_nextn``) is itself a graph output.
+
+Not modelled: the MTP head of ``nemotron_h_moe`` (``graph_mtp``, built only for an MTP draft context; without
+``--spec-type draft-mtp`` its block is not loaded). A latent MoE (``ffn_latent_down``/``ffn_latent_up``, Nemotron 3
+Super) is built as llama.cpp builds it but was not compared.
+"""
+
+from __future__ import annotations
+
+from ..builder import qkv
+from ..ggml import argsort_top_k, binary, cont, get_rows, mul_mat, mul_mat_id, reshape, sum_rows, unary, view
+from . import Family
+from .mamba import mamba2_layer
+from .qwen35 import output_after_norm
+
+
+def _relu_sqr(x):
+    """``LLM_FFN_RELU_SQR``: ``ggml_relu`` then ``ggml_sqr``."""
+    return unary("SQR", unary("UNARY", x))
+
+
+def _mlp(b, cur, up, up_b, down, down_b):
+    """``build_ffn`` without a gate, squared ReLU."""
+    cur = mul_mat(b.w(up), cur)
+    cur = b.add_b(cur, up_b) if up_b else cur
+    cur = _relu_sqr(cur)
+    cur = mul_mat(b.w(down), cur)
+    return b.add_b(cur, down_b) if down_b else cur
+
+
+def _moe(b, cur, router_logits, il):
+    """``build_moe_ffn`` as nemotron-h calls it: given router logits, sigmoid gating, the ``exp_probs_b`` selection
+    bias, up/down experts (no gate) with squared ReLU, weights normalised (``expert_weights_norm``) and scaled."""
+    c, g = b.c, b.g
+    n_embd, nt = cur.ne[0], cur.ne[1]
+    n_exp, k = c.n_expert, c.n_expert_used
+    probs = unary("UNARY", router_logits)  # sigmoid
+    sel = probs
+    bias = b.w(f"blk.{il}.exp_probs_b.bias")
+    if bias is not None:
+        sel = binary("ADD", probs, bias)
+    selected = argsort_top_k(sel, k)
+    weights = get_rows(reshape(probs, 1, n_exp, nt), selected)
+    if c.expert_weights_norm:
+        weights = reshape(weights, k, nt)
+        wsum = unary("CLAMP", sum_rows(weights))
+        weights = reshape(binary("DIV", weights, wsum), 1, k, nt)
+    if c.expert_weights_scale:
+        weights = unary("SCALE", weights)
+    g.expand(weights)
+    cur = reshape(cur, n_embd, 1, nt)
+    up = mul_mat_id(b.w(f"blk.{il}.ffn_up_exps.weight"), cur, selected)
+    experts = mul_mat_id(b.w(f"blk.{il}.ffn_down_exps.weight"), _relu_sqr(up), selected)
+    experts = binary("MUL", experts, weights)
+    g.expand(experts)
+    views = []
+    for _ in range(k):
+        v = view(experts, (n_embd, nt), (experts.nb[2],))
+        g.expand(v)
+        views.append(v)
+    out = views[0]
+    for i in range(1, k):
+        out = binary("ADD", out, views[i])
+        g.expand(out)
+    if k == 1:
+        out = cont(out)
+    return out
+
+
+def ffn_layer(b, cur, il):
+    """``build_ffn_layer``: the dense MLP, or the routed experts (through the latent projections when the model
+    has them) plus the shared expert."""
+    if b.w(f"blk.{il}.ffn_gate_inp.weight") is None:
+        return _mlp(
+            b,
+            cur,
+            f"blk.{il}.ffn_up.weight",
+            f"blk.{il}.ffn_up.bias",
+            f"blk.{il}.ffn_down.weight",
+            f"blk.{il}.ffn_down.bias",
+        )
+    latent_down = b.w(f"blk.{il}.ffn_latent_down.weight")
+    latent_up = b.w(f"blk.{il}.ffn_latent_up.weight")
+    inp_latent = mul_mat(latent_down, cur) if latent_down is not None else cur
+    router_logits = b.mm(f"blk.{il}.ffn_gate_inp.weight", cur)
+    moe_out = _moe(b, inp_latent, router_logits, il)
+    if latent_up is not None:
+        moe_out = mul_mat(latent_up, moe_out)
+    shexp = _mlp(b, cur, f"blk.{il}.ffn_up_shexp.weight", "", f"blk.{il}.ffn_down_shexp.weight", "")
+    return binary("ADD", moe_out, shexp)
+
+
+def build(b):
+    c, p = b.c, b.p
+    inpL = b.inp_embd()
+    out_ids = b.inp_out_ids()
+    hd = p.head_dim_k
+    for il in b.layers:
+        inpSA = inpL
+        cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
+        if c.recurrent[il]:
+            cur = mamba2_layer(b, cur, il)
+        elif p.n_ff[il] == 0:
+            q, k, v = qkv(b, il, cur, hd, hd, hd)
+            cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), b.w(f"blk.{il}.attn_output.bias"))
+        else:
+            cur = ffn_layer(b, cur, il)
+        inpL = binary("ADD", cur, inpSA)
+    return output_after_norm(b, inpL, out_ids)
+
+
+# checked against llama-fit-params --fit-print (full-size Nemotron-Nano-9B-v2 / 12B-v2, Nemotron-3-Nano-30B-A3B: CPU
+# and 1-3 RPC, -ngl partial, -cmoe/-ncmoe, -np 2-4, flash attention on/off, q8_0 KV, -ub 256/1024) and llama-server
+# -lv 4 (tiny models): tests/memory/accuracy.py, test_accuracy_llama.py
+FAMILY = Family(name="nemotron_h", build=build, exact=frozenset({"nemotron_h", "nemotron_h_moe"}))
