@@ -407,18 +407,54 @@ def llama_server(llama_bin, tmp_path):
 # --------------------------------------------------------------------------- models
 
 
+class _LazyModels(dict):
+    """``{name: Path}`` whose files are written on first access (a targeted run writes only what it uses; the
+    full suite writes each once). Iteration and ``len`` see every name."""
+
+    def __init__(self, names, write):
+        super().__init__()
+        self._names = tuple(names)
+        self._write = write
+
+    def __missing__(self, name):
+        if name not in self._names:
+            raise KeyError(name)
+        path = self._write(name)
+        self[name] = path
+        return path
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self):
+        return len(self._names)
+
+    def __contains__(self, name):
+        return name in self._names
+
+    def keys(self):
+        return list(self._names)
+
+    def items(self):
+        return [(n, self[n]) for n in self._names]
+
+    def values(self):
+        return [self[n] for n in self._names]
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
-    """One tiny GGUF per architecture in :data:`tests.gguf_factory.ARCHS`."""
+    """One tiny GGUF per architecture in :data:`tests.gguf_factory.ARCHS` (written when first used)."""
     d = tmp_path_factory.mktemp("tiny_models")
-    return {arch: gguf_factory.write_tiny_model(arch, d / f"{arch}.gguf") for arch in gguf_factory.ARCHS}
+    return _LazyModels(gguf_factory.ARCHS, lambda arch: gguf_factory.write_tiny_model(arch, d / f"{arch}.gguf"))
 
 
 @pytest.fixture(scope="session")
 def sparse_models(tmp_path_factory) -> dict[str, Path]:
-    """Full-size-shaped sparse GGUFs (header only on disk) for every SPARSE_SPECS entry."""
+    """Full-size-shaped sparse GGUFs (header only on disk) for every SPARSE_SPECS entry (written when first used)."""
     d = tmp_path_factory.mktemp("sparse_models")
-    return {name: gguf_factory.write_sparse_model(name, d / f"{name}.gguf") for name in gguf_factory.SPARSE_SPECS}
+    return _LazyModels(gguf_factory.SPARSE_SPECS,
+                       lambda name: gguf_factory.write_sparse_model(name, d / f"{name}.gguf"))
 
 
 @pytest.fixture
