@@ -52,6 +52,24 @@ VULKAN_CASES = [
         "air-1rpc-cmoe",
         "vl8b-1rpc-ngl20-faoff",
         "vl30-1rpc-cmoe",
+        # one per architecture family added in #17's second round
+        "n3nano-1rpc-cmoe",
+        "nh9-1rpc",
+        "mm2-1rpc-cmoe",
+        "apertus8-1rpc-ngl20-faoff",
+        "g3n2-1rpc-faoff",
+        "ms4-1rpc-cmoe",
+        "phi4mini-1rpc-long",
+        "g2-9b-1rpc-ngl20-np2",
+        "ernie03-1rpc-ngl10-faoff-np2",
+        "vl25-7b-1rpc-ngl15-np2",
+        "olmo3-7b-1rpc-swafull-np2",
+        "exa35-8b-1rpc-ngl20-np2",
+        "kex-1rpc-cmoe",
+        "st21-1rpc-cmoe",
+        "grove-1rpc-cmoe",
+        "trin-1rpc-cmoe",
+        "m2-2rpc-np2",
     }
 ]
 
