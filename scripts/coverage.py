@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from app.llamacpp.build import PINNED_VERSION, build_key, cache_root  # noqa: E402
 from app.memory.compute import CHECKED_ARCHS, family_of  # noqa: E402
 from app.memory.compute.models import REGISTRY  # noqa: E402
-from app.memory.kv import MAMBA_STATE_ARCHS  # noqa: E402
+from app.memory.kv import MAMBA_STATE_ARCHS, RWKV_STATE_ARCHS  # noqa: E402
 from app.model.hparams import HYBRID_ARCHS, RECURRENT_ARCHS  # noqa: E402
 
 OUT = ROOT / "docs" / "coverage.md"
@@ -232,7 +232,7 @@ def render(archs: list[str], rows: list[dict]) -> str:
                 why = "graph of its own, not compared"
             else:
                 why = "llama-style graph, not compared"
-            if (a in RECURRENT_ARCHS or a in HYBRID_ARCHS) and a not in MAMBA_STATE_ARCHS:
+            if (a in RECURRENT_ARCHS or a in HYBRID_ARCHS) and a not in MAMBA_STATE_ARCHS | RWKV_STATE_ARCHS:
                 why += "; recurrent/linear-attention state not modelled"
             compute, category = f"approximate ({why})", "approximate"
         counts[category] += 1

@@ -131,6 +131,10 @@ def loader_op_sizes(t: TensorInfo, op: str, p: ModelParams) -> list[int]:
         return [t.nbytes, a, tok * 4, a]
     if op == "SSM_CONV":  # conv_x = [ne0 - 1 + 512, ne1, 3]; dst = [ne1, 512, 3]
         return [t.nbytes, (ne[0] - 1 + tok) * ne[1] * 3 * F32, ne[1] * tok * 3 * F32]
+    if op == "RWKV_WKV6":  # S = H = n_tokens = n_seqs = 123 (llama-model-loader.cpp "FIXME"): k, v, r, td, state, dst
+        n = 123
+        kvr = n * n * n * F32
+        return [t.nbytes, kvr, kvr, kvr, kvr, n * n * n * n * F32, n * n * (n + n * n) * F32]
     return [t.nbytes]
 
 

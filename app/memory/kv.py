@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import EstimateError
 from ..model import ModelParams
+from ..model.hparams import PARALLEL_HYBRID_ARCHS
 from .settings import LlamaSettings
 
 #: (elements per block, bytes per block) of the KV cache types (ggml/src/ggml-common.h).
@@ -78,11 +79,38 @@ def context_shape(p: ModelParams, s: LlamaSettings) -> ContextShape:
         raise SettingsError(f"a quantized V cache ({s.type_v}) needs flash attention: use -fa on or -ctv f16.")
     if p.is_mla and s.type_k != s.type_v:
         raise SettingsError("MLA models cache K only: -ctk and -ctv must be equal.")
+    if s.flash_attn != "off":
+        _check_cache_blocks(p, s)
     size_swa = 0
     if p.has_swa:
         size_swa = n_ctx_seq if s.swa_full else pad(min(n_ctx_seq, p.n_swa * (n_seq if unified else 1) + n_ubatch), 256)
     n_outputs_max = min(n_batch, s.eff_n_outputs_max()) if s.tool == "server" else n_batch
     return ContextShape(n_ctx, n_ctx_seq, n_stream, n_seq, unified, n_batch, n_ubatch, size_swa, fa, n_outputs_max)
+
+
+def _check_cache_blocks(p: ModelParams, s: LlamaSettings) -> None:
+    """``llama_init_from_model``: with flash attention not disabled, a quantized cache type's block must divide
+    every layer's head size (Phi-3-mini's 96, EXAONE 3.5 2.4B's 80 refuse q8_0 and q4_0)."""
+    for flag, which, t, full, swa in (
+        ("-ctk", "K", s.type_k, p.head_dim_k, p.head_dim_k_swa),
+        ("-ctv", "V", s.type_v, p.head_dim_v, p.head_dim_v_swa),
+    ):
+        blk = CACHE_TYPE_BLOCKS[t][0]
+        if blk <= 1:
+            continue
+        if p.is_mla:
+            dims = [p.kv_lora_rank + (p.n_rot or 0)] if which == "K" else [p.kv_lora_rank]
+        else:
+            dims = [
+                swa if p.has_swa and il < len(p.swa_layers) and p.swa_layers[il] else full for il in range(p.n_layer)
+            ]
+        bad = next((d for d in dims if d and d % blk), None)
+        if bad is not None:
+            raise SettingsError(
+                f'{flag} {t}: llama.cpp refuses it for this model ("{which} cache type {t} with block size {blk} does not '
+                f'divide n_embd_head_{which.lower()}={bad}"): use {flag} f16 or bf16, or a type whose block size divides '
+                f"{bad}."
+            )
 
 
 def has_kv_layers(p: ModelParams) -> list[bool]:
@@ -91,7 +119,10 @@ def has_kv_layers(p: ModelParams) -> list[bool]:
     first_nextn = p.n_layer - p.nextn_layers if p.nextn_layers else p.n_layer
     if p.n_layer_kv_from_start >= 0:
         first_nextn = min(first_nextn, p.n_layer_kv_from_start)
-    return [il < first_nextn and not p.recurrent_layers[il] and p.n_head_kv[il] > 0 for il in range(p.n_layer)]
+    attn_too = p.arch in PARALLEL_HYBRID_ARCHS  # falcon-h1: attention and Mamba2 in every layer
+    return [
+        il < first_nextn and (attn_too or not p.recurrent_layers[il]) and p.n_head_kv[il] > 0 for il in range(p.n_layer)
+    ]
 
 
 def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) -> list[int]:
@@ -111,8 +142,16 @@ def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) ->
         v = 0
         if not p.is_mla:
             v = row_size(s.type_v, max_v if v_trans else dims_v[il]) * cells * shape.n_stream
+        if p.arch in DSA_ARCHS and p.indexer_full[il]:
+            # llama_kv_cache_dsa: the lightning indexer's own K-only cache, one head of indexer.key_length per layer
+            # that runs its indexer (filter_lid: glm-dsa's shared layers have none)
+            k += row_size(s.type_k, p.indexer_head_size) * cells * shape.n_stream
         out.append(k + v)
     return out
+
+
+#: Architectures whose attention layers also cache the DSA lightning indexer's keys (``llama_kv_cache_dsa``).
+DSA_ARCHS = frozenset({"deepseek32", "glm-dsa"})
 
 
 #: Architectures whose recurrent state llama.cpp sizes from the ``ssm.*`` keys the way
@@ -121,8 +160,8 @@ def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) ->
 #: whose conv state is ``(d_conv - 1) * (d_inner + 2 * n_group * d_state)`` (q, k and v channels) and whose
 #: delta-rule state ``d_state * d_inner`` (a head_v_dim x head_v_dim matrix per value head, head_v_dim =
 #: d_state), and LFM2's short-conv layers (``shortconv.l_cache``: a conv state of ``(l_cache - 1) * n_embd``, no
-#: s state). RWKV (token shift, wkv), Kimi KDA and MiniMax size theirs differently: not modelled, see
-#: :func:`state_is_modelled`.
+#: s state). RWKV (token shift, wkv) sizes its own way (:data:`RWKV_STATE_ARCHS`); Kimi KDA and MiniMax
+#: size theirs differently: not modelled, see :func:`state_is_modelled`.
 MAMBA_STATE_ARCHS = frozenset(
     {
         "mamba",
@@ -141,15 +180,26 @@ MAMBA_STATE_ARCHS = frozenset(
 )
 
 
+#: RWKV architectures whose state (``llama_hparams::n_embd_r`` = ``token_shift_count * n_embd`` token shifts,
+#: ``n_embd_s`` = ``n_embd * wkv_head_size`` WKV matrices) :func:`recurrent_bytes_per_layer` sizes and the tests
+#: compare with llama.cpp.
+RWKV_STATE_ARCHS = frozenset({"rwkv6", "rwkv7", "arwkv7"})
+
+
 def state_is_modelled(p: ModelParams) -> bool:
     """False when the model has recurrent layers whose state this module does not size as llama.cpp does."""
-    return not any(p.recurrent_layers) or p.arch in MAMBA_STATE_ARCHS
+    return not any(p.recurrent_layers) or p.arch in MAMBA_STATE_ARCHS or p.arch in RWKV_STATE_ARCHS
 
 
 def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
     """Recurrent state (r + s, f32) of each recurrent layer; independent of the context length."""
     if not any(p.recurrent_layers):
         return [0] * p.n_layer
+    if p.wkv_head_size:
+        # llama_hparams::n_embd_r / n_embd_s for RWKV: the token shifts and one head_size x head_size matrix per head
+        n_embd_r = p.token_shift_count * p.n_embd
+        n_embd_s = p.n_embd * p.wkv_head_size
+        return [(n_embd_r + n_embd_s) * max(1, shape.n_seq) * 4 if r else 0 for r in p.recurrent_layers]
     if p.shortconv_l_cache:
         # llama_hparams::n_embd_r for LFM2: the short conv keeps l_cache - 1 columns of n_embd; no s state
         n_embd_r = p.n_embd * (p.shortconv_l_cache - 1)

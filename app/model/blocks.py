@@ -52,6 +52,9 @@ _OUTPUT_NAMES = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.")
 _LAYER0_NAMES = ("per_layer_model_proj.", "per_layer_proj_norm.")
 #: Architectures whose output norm is stored as ``token_embd_norm`` (llama-arch.cpp: "fix for wrong tensor name").
 OUTPUT_NORM_AS_EMBD_NORM = frozenset({"lfm2", "lfm2moe"})
+#: Architectures whose LN0 after the embeddings (``token_embd_norm``) llama.cpp creates with layer 0 (tn(..., 0),
+#: LLM_TENSOR_LAYER_REPEATING): it sits on layer 0's device, in layer 0's ``other`` block.
+EMBD_NORM_ON_LAYER0 = frozenset({"rwkv6", "rwkv7"})
 _SSM_PREFIXES = ("ssm_", "time_mix_", "channel_mix_", "shortconv", "conv1d")
 EXPERT_PARTS = ("gate", "up", "down", "gate_up")
 #: In a recurrent layer these are the linear-attention (gated delta-net) input projections, not attention.
@@ -80,7 +83,7 @@ def classify(name: str, recurrent: bool = False) -> tuple[int | None, Role, str 
     if (
         suffix.startswith("attn_")
         or "norm" in suffix.split(".")[0]
-        or suffix.startswith(("rope_", "wq", "wk", "wv", "wo"))
+        or suffix.startswith(("rope_", "wq", "wk", "wv", "wo", "indexer"))  # DSA's lightning indexer feeds attention
     ):
         return layer, Role.ATTN, None
     if suffix.startswith(("ffn_", "exp_probs_b")):
@@ -129,6 +132,8 @@ def build_blocks(tensors: list[TensorInfo], params: ModelParams) -> list[Block]:
         layer, role, part = classify(t.name, 0 <= il < len(recurrent) and recurrent[il])
         if role is Role.INPUT and params.arch in OUTPUT_NORM_AS_EMBD_NORM and t.name.startswith("token_embd_norm."):
             role = Role.OUTPUT  # LLM_TENSOR_OUTPUT_NORM_LFM2: the output norm under the input norm's name
+        elif role is Role.INPUT and params.arch in EMBD_NORM_ON_LAYER0 and t.name.startswith("token_embd_norm."):
+            layer, role = 0, Role.OTHER  # LLM_TENSOR_TOKEN_EMBD_NORM is LAYER_REPEATING, created with bid 0
         if (
             role is Role.ATTN
             and params.arch in NEMOTRON_H_ARCHS

@@ -89,6 +89,8 @@ FILE_TYPES = {
 
 #: Architectures llama.cpp treats as recurrent or hybrid (llm_arch_is_recurrent / llm_arch_is_hybrid).
 RECURRENT_ARCHS = {"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"}
+#: The RWKV architectures (``wkv.head_size``, token shifts: ``llama_hparams::n_embd_r``/``n_embd_s`` for RWKV).
+RWKV_ARCHS = frozenset({"rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
 HYBRID_ARCHS = {
     "jamba",
     "falcon-h1",
@@ -403,6 +405,10 @@ class ModelParams:
     ssm_dt_rank: int = 0
     ssm_n_group: int = 0
     shortconv_l_cache: int = 0  # LFM2 short-conv kernel length (its conv state keeps l_cache - 1 columns)
+    #: RWKV (llama_hparams::wkv_head_size, token_shift_count): the WKV head size (0 for every other architecture)
+    #: and the number of token shifts kept in the recurrent ``r`` state
+    wkv_head_size: int = 0
+    token_shift_count: int = 0
     recurrent_layers: list[bool] = field(default_factory=list)
     nextn_layers: int = 0
     #: llama_hparams::n_layer_kv_from_start: when >= 0 only the first that many layers own a KV cache; later layers
@@ -411,6 +417,16 @@ class ModelParams:
     #: llama_hparams::n_deepstack_layers (qwen3vl/qwen3vlmoe): the input row is n_embd * (1 + this) wide
     #: (n_embd_inp), its extra parts added to the outputs of the first this-many layers
     n_deepstack_layers: int = 0
+    #: llama_hparams::n_embd_per_layer (gemma4): width of the per-layer embedding input, 0 = none
+    n_embd_per_layer: int = 0
+    #: DSA lightning indexer (deepseek32, glm-dsa): query heads, key length (its own K-only cache of one head per
+    #: indexed layer, ``llama_kv_cache_dsa``) and the cells each token keeps
+    indexer_head_count: int = 0
+    indexer_head_size: int = 0
+    indexer_top_k: int = 0
+    #: per layer: the layer runs its own indexer and caches its keys ("full"); a "shared" GLM-5.2 layer reuses the
+    #: top-k of the full layer before it (``llama_hparams::is_indexer_full``); empty without DSA
+    indexer_full: list[bool] = field(default_factory=list)
     file_type: int | None = None
     tied_embeddings: bool = False
 
@@ -647,11 +663,24 @@ def extract_params(
         ssm_n_group=m.u32("{arch}.ssm.group_count"),
         shortconv_l_cache=m.u32("{arch}.shortconv.l_cache", required=arch in SHORTCONV_ARCHS),
         nextn_layers=nextn,
+        indexer_head_count=m.u32("{arch}.attention.indexer.head_count"),
+        indexer_head_size=m.u32("{arch}.attention.indexer.key_length"),
+        indexer_top_k=m.u32("{arch}.attention.indexer.top_k"),
         file_type=file_type,
     )
     p.recurrent_layers = _recurrent_layers(p, m)
+    if arch in RWKV_ARCHS:
+        # llama_model_rwkv6/rwkv7::load_arch_hparams: the head size is required, token shifts default to 2
+        p.wkv_head_size = m.u32("{arch}.wkv.head_size", required=True)
+        p.token_shift_count = m.u32("{arch}.token_shift_count", 2)
+    if arch in ("deepseek32", "glm-dsa"):
+        p.indexer_full = _indexer_full(arch, m, n_layer, nextn, n_ctx_train)
     if arch == "gemma3n":
         p.n_layer_kv_from_start = 20  # llama_model_gemma3n::load_arch_hparams (shared_kv_layers is not read)
+    if arch == "gemma4":
+        # llama_model_gemma4::load_arch_hparams: the last attention.shared_kv_layers layers reuse earlier caches
+        p.n_layer_kv_from_start = n_layer - m.u32("{arch}.attention.shared_kv_layers")
+        p.n_embd_per_layer = m.u32("{arch}.embedding_length_per_layer_input", required=True)
     if arch == "lfm2":
         p.n_layer_dense_lead = n_layer  # llama_model_lfm2::load_arch_hparams: every layer's FFN is dense
     if arch in ("qwen3vl", "qwen3vlmoe"):
@@ -789,6 +818,40 @@ DELTA_NET_ARCHS = frozenset({"qwen3next", "qwen35", "qwen35moe"})
 #: FFN) and FFN-only or MoE-only layers (no KV heads), told apart by ``head_count_kv`` and ``feed_forward_length``.
 NEMOTRON_H_ARCHS = frozenset({"nemotron_h", "nemotron_h_moe"})
 
+#: Hybrids whose every layer runs attention and a Mamba2 block side by side (``src/models/falcon-h1.cpp``): every
+#: layer is recurrent (``is_recr_impl`` all true) and every layer also owns a KV cache (the hybrid memory's attention
+#: and recurrent layer filters both accept every layer).
+PARALLEL_HYBRID_ARCHS = frozenset({"falcon-h1"})
+
+
+#: ``GLM_5_2_DEFAULT_INDEXER_TYPES`` (``src/models/glm-dsa.cpp``): two full layers, then one full every four
+_GLM_5_2_INDEXER = [True, True] + [il % 4 == 0 for il in range(76)]
+
+
+def _indexer_full(arch: str, m: Meta, n_layer: int, nextn: int, n_ctx_train: int) -> list[bool]:
+    """Which trunk layers run the DSA indexer (``load_arch_hparams`` of deepseek32 / glm-dsa): every one for
+    DeepSeek-V3.2 and for GLM-5/5.1 (``n_ctx_train`` < 1M, no ``indexer.types``); GLM-5.2's default pattern
+    otherwise, and ``{arch}.attention.indexer.types`` (scalar or per layer) over either for glm-dsa."""
+    n_main = n_layer - nextn
+    if arch != "glm-dsa":
+        return [il < n_main for il in range(n_layer)]
+    full = [True] * n_main if n_ctx_train < 1048576 else (_GLM_5_2_INDEXER + [False] * n_main)[:n_main]
+    given = m.layer_flags("{arch}.attention.indexer.types")
+    if isinstance(given, list):
+        if len(given) != n_main:
+            raise m.error(
+                m.key("{arch}.attention.indexer.types"),
+                f"has {len(given)} entries, not one per layer ({n_main})",
+                f"{len(given)} entries",
+                f"{n_main} entries",
+                f"key {m.key('{arch}.attention.indexer.types')} has wrong array length; expected {n_main}, "
+                f"got {len(given)}",
+            )
+        full = given
+    elif given is not None:
+        full = [bool(given)] * n_main
+    return full + [False] * nextn
+
 
 def _recurrent_layers(p: ModelParams, m: Meta) -> list[bool]:
     if p.arch in RECURRENT_ARCHS:
@@ -824,6 +887,8 @@ def _recurrent_layers(p: ModelParams, m: Meta) -> list[bool]:
                 "floating point exception (modulo by zero)",
             )
         return [il < n_main and (il + 1) % k != 0 for il in range(p.n_layer)]
+    if p.arch in PARALLEL_HYBRID_ARCHS:
+        return [True] * p.n_layer
     if p.arch in NEMOTRON_H_ARCHS:
         # llama_model_nemotron_h::load_arch_hparams: recurrent iff head_count_kv[il] == 0 AND n_ff[il] == 0 (the
         # FFN-only / MoE-only layers have neither attention nor state); appended MTP blocks are not recurrent

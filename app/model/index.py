@@ -25,6 +25,21 @@ _LAYER_ROLES = {r.value: r for r in Role if r.value not in _GLOBAL_ROLES}
 #: Tensor name endings llama.cpp's weights carry; some tensors have none (``ssm_a``, ``ssm_d``).
 WEIGHT_SUFFIXES = (".weight", ".bias", ".scale")
 
+#: Architectures whose NextN/MTP layers skip only the tensors created with the MTP flags (``TENSOR_SKIP`` without
+#: MTP): the others (q/k norms, the attention gate, the FFN, the shared head) are only ``TENSOR_NOT_REQUIRED`` and
+#: llama.cpp loads them in a normal context (``src/models/step35.cpp`` load_block_mtp). Base names, no ``blk.N.``.
+NEXTN_SKIPPED_ONLY: dict[str, frozenset[str]] = {
+    "step35": frozenset(
+        ("attn_norm", "attn_qkv", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm")
+        + ("nextn.eh_proj", "nextn.enorm", "nextn.hnorm")
+    ),
+    # src/models/hy-v3.cpp: load_block(i, mtp_flags) skips the attention and norms; FFN, router and experts load
+    "hy_v3": frozenset(
+        ("attn_norm", "attn_qkv", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm")
+        + ("ffn_norm", "nextn.eh_proj", "nextn.enorm", "nextn.hnorm")
+    ),
+}
+
 
 class BlockIdError(ReadError, ValueError):
     """Text that is not a block or expert-part id."""
@@ -99,7 +114,11 @@ class ModelIndex:
             for b in self.tensor_block
         ]
         #: tensors llama.cpp does not load in a normal context (NextN/MTP layers: ``TENSOR_SKIP``)
-        self.skipped: list[bool] = [b.nextn for b in self.tensor_block]
+        only = NEXTN_SKIPPED_ONLY.get(model.params.arch)
+        self.skipped: list[bool] = [
+            b.nextn and (only is None or tensor_base(t.name)[1] in only)
+            for b, t in zip(self.tensor_block, model.tensors)
+        ]
         self.token_embd: int | None = self.tensor_pos.get("token_embd.weight")
         self.layer_blocks: dict[int, list[Block]] = {}
         for b in model.blocks:

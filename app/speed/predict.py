@@ -33,6 +33,7 @@ import numpy as np
 from ..lanes import CPU
 from ..memory.layout import WeightPlacement
 from ..model import Model, Role
+from ..model.hparams import PARALLEL_HYBRID_ARCHS
 
 GB = 1e9
 #: The key of attention (over the KV cache) in the per-type cost tables.
@@ -267,11 +268,12 @@ class SpeedFacts:
             else:  # each token uses n_used experts; a micro-batch touches (nearly) every expert's weights
                 self.flops_per_token.append(2.0 * t.n_elements * (frac if role is Role.EXPERTS else 1.0))
         # attention per token and cached token, per layer: QK^T and softmax(QK^T)V (2 FLOPs a multiply-add)
+        attn_too = p.arch in PARALLEL_HYBRID_ARCHS  # falcon-h1: attention in every (recurrent) layer
         n_attn = [
             (p.n_head[i] if i < len(p.n_head) else 0)
             * (p.head_dim_k + p.head_dim_v if not p.kv_lora_rank else p.kv_lora_rank * 2 + (p.n_rot or 0))
             for i in range(p.n_layer - p.nextn_layers)
-            if not (p.recurrent_layers and i < len(p.recurrent_layers) and p.recurrent_layers[i])
+            if attn_too or not (p.recurrent_layers and i < len(p.recurrent_layers) and p.recurrent_layers[i])
         ]
         self.attn_flops_per_cell = 2.0 * sum(n_attn)
         # the f16 K and V (or MLA's latent) of one cached token, all attention layers: read per decoded token
@@ -280,7 +282,7 @@ class SpeedFacts:
             if not p.kv_lora_rank
             else p.kv_lora_rank + (p.n_rot or 0)
             for i in range(p.n_layer - p.nextn_layers)
-            if not (p.recurrent_layers and i < len(p.recurrent_layers) and p.recurrent_layers[i])
+            if attn_too or not (p.recurrent_layers and i < len(p.recurrent_layers) and p.recurrent_layers[i])
         )
         self.swa_window = p.n_swa
         self.swa_share = (

@@ -70,6 +70,18 @@ VULKAN_CASES = [
         "grove-1rpc-cmoe",
         "trin-1rpc-cmoe",
         "m2-2rpc-np2",
+        "fh7-1rpc",
+        "g4e2-1rpc-faoff",
+        "g4-31b-1rpc-ngl30-q8",
+        "nmc-1rpc-cmoe",
+        "mimo-1rpc-cmoe",
+        "step35-1rpc-cmoe",
+        "hy3-1rpc-cmoe",
+        "rwkv7-15-1rpc-ngl12-np4",
+        "arwkv7-7b-1rpc-ngl16-np2",
+        "rwkv6-7b-1rpc-ngl20-np2-faoff",
+        "dsv32-1rpc-cmoe",
+        "glm5-1rpc-cmoe",
     }
 ]
 

@@ -247,6 +247,123 @@ CASES: list[Case] = [
     _c("olmo3-7b-1rpc-swafull-np2", "olmo-3-7b", 1, "-c 16384 -ngl all --swa-full -np 2 -fa on"),
     _c("olmo3-7b-3rpc-ngl20-q8", "olmo-3-7b", 3, "-c 32768 -ngl 20 -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0"),
     _c("olmo2-13b-1rpc", "olmo-2-13b", 1, "-c 4096 -ngl all -ub 1024"),
+    # EXAONE 3.5 (exaone: the llama layer with a rope_freqs tensor; tied embeddings on the 2.4B)
+    _c("exa35-8b-cpu", "exaone-3.5-7.8b", 0, "-c 8192"),
+    _c("exa35-8b-2rpc-ts12-faoff", "exaone-3.5-7.8b", 2, "-c 16384 -ngl all -ts 1,2 -fa off"),
+    _c("exa35-8b-1rpc-ngl20-np2", "exaone-3.5-7.8b", 1, "-c 16384 -ngl 20 -np 2 -fa on"),
+    _c("exa35-2b-3rpc-np4", "exaone-3.5-2.4b", 3, "-c 32768 -ngl all -ts 1,1,1 -np 4 -fa on"),
+    _c("exa35-2b-1rpc-faoff-ctkq8", "exaone-3.5-2.4b", 1, "-c 32768 -ngl all -fa off -ctk q8_0"),
+    # Falcon-H1 (falcon-h1: attention + Mamba2 side by side in every layer, so every layer has a KV cache and a
+    # recurrent state; SwiGLU FFN; grouped Mamba norm on the 7B, none on the 1.5B)
+    _c("fh7-cpu", "falcon-h1-7b", 0, "-c 4096"),
+    _c("fh7-1rpc", "falcon-h1-7b", 1, "-c 16384 -ngl all -fa on"),
+    _c("fh7-2rpc-np2-faoff", "falcon-h1-7b", 2, "-c 8192 -ngl all -ts 1,1 -fa off -np 2"),
+    _c("fh7-3rpc-np4-q8", "falcon-h1-7b", 3, "-c 32768 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("fh7-1rpc-ngl30-ub256", "falcon-h1-7b", 1, "-c 8192 -ngl 30 -fa off -ub 256"),
+    _c("fh15-cpu-np3", "falcon-h1-1.5b", 0, "-c 8192 -np 3 -fa off"),
+    _c("fh15-2rpc-ub1024", "falcon-h1-1.5b", 2, "-c 65536 -ngl all -ts 3,1 -fa on -ub 1024"),
+    # AI21 Jamba Mini 1.7 (jamba: Mamba-1 layers, attention on 4 of 32 layers without rope, 16 softmax experts on
+    # the odd layers, dense SwiGLU FFN on the even ones)
+    _c("jm-cpu", "jamba-mini-1.7", 0, "-c 4096"),
+    _c("jm-1rpc-cmoe", "jamba-mini-1.7", 1, "-c 16384 -ngl all -cmoe -fa on"),
+    _c("jm-2rpc-ncmoe-faoff", "jamba-mini-1.7", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 6 -fa off"),
+    _c("jm-3rpc-np4-q8", "jamba-mini-1.7", 3, "-c 65536 -ngl all -ts 1,1,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("jm-1rpc-ngl20-np2", "jamba-mini-1.7", 1, "-c 8192 -ngl 20 -fa off -np 2"),
+    _c("jm-2rpc-ub1024", "jamba-mini-1.7", 2, "-c 32768 -ngl all -ts 3,1 -cmoe -fa on -ub 1024"),
+    _c("fh15-1rpc-ot-ssm", "falcon-h1-1.5b", 1, r"-c 16384 -ngl all -ot blk\.(1[0-9])\.ssm_(in|out)=CPU -fa on"),
+    _c("jm-1rpc-nkvo-cmoe", "jamba-mini-1.7", 1, "-c 16384 -ngl all -nkvo -cmoe -fa off"),
+    # falcon-h1 cases here
+    # Gemma 4 (gemma4): E2B (per-layer embeddings, 20 KV-sharing layers, double-wide FFNs), 26B-A4B (MoE + shared
+    # MLP, K=V full layers), 31B; 256/512 head sizes on sliding/full layers
+    _c("g4e2-cpu", "gemma-4-e2b", 0, "-c 8192"),
+    _c("g4e2-1rpc-faoff", "gemma-4-e2b", 1, "-c 32768 -ngl all -fa off"),
+    _c("g4e2-2rpc-ts12-q8", "gemma-4-e2b", 2, "-c 16384 -ngl all -ts 1,2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("g4e2-3rpc-np4", "gemma-4-e2b", 3, "-c 32768 -ngl all -ts 1,1,1 -np 4 -fa on"),
+    _c("g4e2-1rpc-ngl20-ub1024", "gemma-4-e2b", 1, "-c 16384 -ngl 20 -ub 1024"),
+    _c("g4e4-2rpc-ts31-faoff", "gemma-4-e4b", 2, "-c 16384 -ngl all -ts 3,1 -fa off"),
+    _c("g4e4-1rpc-ngl30-np2-q8", "gemma-4-e4b", 1, "-c 32768 -ngl 30 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("g4moe-cpu-faoff", "gemma-4-26b-a4b", 0, "-c 16384 -fa off"),
+    _c("g4moe-1rpc-cmoe", "gemma-4-26b-a4b", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("g4moe-2rpc-ncmoe10-ub1024", "gemma-4-26b-a4b", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 10 -ub 1024"),
+    _c("g4moe-3rpc-q8-np2", "gemma-4-26b-a4b", 3, "-c 32768 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("g4-31b-1rpc-ngl30-q8", "gemma-4-31b", 1, "-c 16384 -ngl 30 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("g4-31b-2rpc-swafull-np2", "gemma-4-31b", 2, "-c 16384 -ngl all -ts 3,1 --swa-full -fa off -np 2"),
+    # gemma4 cases here
+    # North Mini Code (cohere2moe: parallel block, dense global first layer, SWA 3:1 over 4096 with NoPE global
+    # layers, 128 sigmoid experts, tied embeddings with a logit scale; the last layer keeps every token)
+    _c("nmc-cpu", "north-mini-code-1.0", 0, "-c 8192"),
+    _c("nmc-1rpc-cmoe", "north-mini-code-1.0", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("nmc-2rpc-ncmoe-faoff", "north-mini-code-1.0", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 20 -fa off"),
+    _c("nmc-3rpc-np4-q8", "north-mini-code-1.0", 3, "-c 65536 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("nmc-1rpc-ngl20-ub1024", "north-mini-code-1.0", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
+    _c("nmc-2rpc-swafull-np2", "north-mini-code-1.0", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -np 2"),
+    _c("nmc-cpu-faoff-16k", "north-mini-code-1.0", 0, "-c 16384 -fa off"),
+    _c("nmc-cpu-ub1024-q8", "north-mini-code-1.0", 0, "-c 32768 -ub 1024 -fa on -ctk q8_0 -ctv q8_0"),
+    # MiMo-V2-Flash (mimo2: K heads 192 / V heads 128, 4 or 8 KV heads per layer, SWA over 128 with sinks on 39 of
+    # 48 layers, value scale, 256 sigmoid experts with selection bias, 3 skipped NextN blocks)
+    _c("mimo-cpu", "mimo-v2-flash", 0, "-c 8192"),
+    _c("mimo-cpu-faoff", "mimo-v2-flash", 0, "-c 8192 -fa off"),
+    _c("mimo-1rpc-cmoe", "mimo-v2-flash", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("mimo-2rpc-ncmoe-faoff", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 30 -fa off"),
+    _c("mimo-3rpc-cmoe-np4-q8", "mimo-v2-flash", 3, "-c 65536 -ngl all -ts 1,2,1 -cmoe -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
+    _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
+    # cohere2moe cases here
+    # Step-3.5-Flash (step35: 64/96 query heads on full/sliding layers, SWA 3:1 over 512 tokens, half-head rope on
+    # the full layers, head-wise attention gate, 3 dense leading blocks, sigmoid experts with selection bias + a
+    # shared expert, 3 skipped MTP blocks; -rf: llama3 rope factors duplicated per device)
+    _c("step35-cpu", "step-3.5-flash", 0, "-c 8192 -fa on"),
+    _c("step35-1rpc-cmoe", "step-3.5-flash", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("step35-2rpc-ncmoe-faoff", "step-3.5-flash", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 20 -fa off"),
+    _c("step35-3rpc-cmoe-np4-q8", "step-3.5-flash", 3, "-c 65536 -ngl all -ts 1,2,1 -cmoe -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("step35-1rpc-ngl20-ub1024", "step-3.5-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
+    _c("step35rf-2rpc-cmoe-swafull-np2", "step-3.5-flash-rf", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
+    # Hy3-preview (hy_v3: q/k norms before rope, 1 dense leading layer, 192 sigmoid experts with selection bias + a
+    # shared expert; the MTP block's router and experts load without MTP, on the output device)
+    _c("hy3-cpu", "hy3-preview", 0, "-c 8192"),
+    _c("hy3-1rpc-cmoe", "hy3-preview", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("hy3-2rpc-ncmoe-faoff", "hy3-preview", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 40 -fa off"),
+    _c("hy3-3rpc-cmoe-np4-q8", "hy3-preview", 3, "-c 65536 -ngl all -ts 1,2,1 -cmoe -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("hy3-1rpc-ngl30-ub1024", "hy3-preview", 1, "-c 16384 -ngl 30 -ub 1024 -fa on"),
+    # step35 cases here
+    # RWKV-7 "Goose" / G1 (rwkv7: every layer recurrent, no KV; state per sequence = 2 token shifts + the WKV
+    # matrices, n_embd x (2 + 64) f32 a layer; LN0 on layer 0's device)
+    _c("rwkv7-29-cpu", "rwkv7-g1-2.9b", 0, "-c 4096"),
+    _c("rwkv7-29-2rpc-np4", "rwkv7-g1-2.9b", 2, "-c 16384 -ngl all -ts 1,1 -np 4"),
+    _c("rwkv7-72-1rpc-ngl20-np2", "rwkv7-g1-7.2b", 1, "-c 8192 -ngl 20 -np 2 -fa off"),
+    _c("rwkv7-72-3rpc-ub1024-np2", "rwkv7-g1-7.2b", 3, "-c 8192 -ngl all -ts 1,1,2 -np 2 -ub 1024"),
+    _c("rwkv7-15-2rpc-ts31-np8", "rwkv7-1.5b-world", 2, "-c 32768 -ngl all -ts 3,1 -np 8"),
+    _c("rwkv7-15-1rpc-ngl12-np4", "rwkv7-1.5b-world", 1, "-c 4096 -ngl 12 -np 4 -ub 256"),
+    # ARWKV-7 (arwkv7: Qwen2.5 with RWKV-7 time mixing; RMS norms, one token shift, SwiGLU FFN, no LN0)
+    _c("arwkv7-7b-cpu", "arwkv-7b-preview", 0, "-c 4096"),
+    _c("arwkv7-7b-2rpc-np2-faoff", "arwkv-7b-preview", 2, "-c 16384 -ngl all -ts 1,1 -np 2 -fa off"),
+    _c("arwkv7-7b-1rpc-ngl16-np2", "arwkv-7b-preview", 1, "-c 8192 -ngl 16 -np 2"),
+    _c("arwkv7-15-3rpc-np8-ub1024", "arwkv-r1-1.5b", 3, "-c 16384 -ngl all -ts 1,1,1 -np 8 -ub 1024"),
+    _c("arwkv7-15-2rpc-ts13-np8-ub1024", "arwkv-r1-1.5b", 2, "-c 8192 -ngl all -ts 1,3 -np 8 -ub 1024"),
+    # RWKV-6 "Finch" World (rwkv6: RWKV-7's frame around RWKV-6's data-dependent lerp, WKV6 and gated mixes;
+    # the output halved every 6 layers)
+    _c("rwkv6-3b-cpu", "rwkv6-finch-3b", 0, "-c 4096"),
+    _c("rwkv6-7b-2rpc-np2", "rwkv6-finch-7b", 2, "-c 8192 -ngl all -ts 1,1 -np 2"),
+    _c("rwkv6-7b-1rpc-ngl20-np2-faoff", "rwkv6-finch-7b", 1, "-c 8192 -ngl 20 -np 2 -fa off"),
+    _c("rwkv6-3b-3rpc-np4-ub1024", "rwkv6-finch-3b", 3, "-c 16384 -ngl all -ts 1,2,1 -np 4 -ub 1024"),
+    # rwkv7 cases here
+    # DeepSeek-V3.2 (deepseek32: V3's MLA + MoE with the DSA lightning indexer, its own K cache of 128 per layer
+    # and the top-2048 mask)
+    _c("dsv32-cpu", "deepseek-v3.2", 0, "-c 4096 -fa on"),
+    _c("dsv32-1rpc-cmoe", "deepseek-v3.2", 1, "-c 16384 -ngl all -cmoe -fa on"),
+    _c("dsv32-2rpc-cmoe-faoff", "deepseek-v3.2", 2, "-c 4096 -ngl all -ts 1,1 -cmoe -fa off"),
+    _c("dsv32-1rpc-cmoe-q8", "deepseek-v3.2", 1, "-c 32768 -ngl all -cmoe -fa on -ctk q8_0 -ctv q8_0"),
+    _c("dsv32-3rpc-cmoe-np2", "deepseek-v3.2", 3, "-c 16384 -ngl all -ts 1,2,1 -cmoe -np 2 -fa on"),
+    _c("dsv32-2rpc-ngl30-ub1024", "deepseek-v3.2", 2, "-c 8192 -ngl 30 -ts 1,1 -cmoe -ub 1024 -fa on"),
+    _c("dsv32-1rpc-ncmoe-np4-faoff", "deepseek-v3.2", 1, "-c 8192 -ngl all -ncmoe 50 -np 4 -fa off"),
+    _c("dsv32-1rpc-cmoe-nkvo-ub256", "deepseek-v3.2", 1, "-c 8192 -ngl all -cmoe -nkvo -ub 256 -fa on"),
+    # GLM-5 (glm-dsa: DeepSeek-V3.2's graph and caches, every layer running its indexer)
+    _c("glm5-cpu-faoff", "glm-5", 0, "-c 8192 -fa off"),
+    _c("glm5-1rpc-cmoe", "glm-5", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("glm5-2rpc-cmoe-q8-np2", "glm-5", 2, "-c 16384 -ngl all -ts 1,1 -cmoe -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("glm5-3rpc-ngl40-ub1024", "glm-5", 3, "-c 8192 -ngl 40 -ts 1,2,1 -cmoe -ub 1024 -fa on"),
+    _c("glm5-1rpc-ncmoe-np4-faoff", "glm-5", 1, "-c 8192 -ngl all -ncmoe 60 -np 4 -fa off"),
+    # deepseek32 cases here
     # K-EXAONE (exaone-moe: SWA 3:1 over 128 tokens, rope on sliding layers only, 1 dense leading block, sigmoid
     # experts with selection bias + a shared expert, 1 skipped NextN block)
     _c("kex-cpu", "k-exaone-236b-a23b", 0, "-c 8192 -fa on"),

@@ -134,6 +134,39 @@ SERVER_CASES = [
     ("qwen2vl", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2"),
     ("olmo2", 1, "-c 4096 -ngl all"),
     ("olmo2", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2"),
+    ("exaone", 1, "-c 4096 -ngl all"),
+    ("exaone", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2"),
+    ("falcon-h1", 1, "-c 4096 -ngl all"),
+    ("falcon-h1", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2"),
+    ("jamba", 1, "-c 4096 -ngl all -cmoe"),
+    ("jamba", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 2"),
+    # falcon-h1 cases here
+    ("gemma4", 1, "-c 4096 -ngl all -fa on"),
+    ("gemma4", 2, "-c 4096 -ngl all -ts 3,2 -fa off -np 2"),  # layers 5-9 on RPC1 read RPC0's caches of 3 and 4
+    ("gemma4", 1, "-c 4096 -ngl all -cmoe -ctk q8_0 -ctv q8_0 -fa on"),
+    # gemma4 cases here
+    ("cohere2moe", 1, "-c 4096 -ngl all -cmoe -fa on"),
+    ("cohere2moe", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 2 -fa off -np 2"),
+    ("mimo2", 1, "-c 4096 -ngl all -cmoe -fa on"),
+    ("mimo2", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 2"),
+    # cohere2moe cases here
+    ("step35", 1, "-c 4096 -ngl all -cmoe -fa on"),
+    ("step35", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 2 -fa off -np 2"),
+    ("hy_v3", 1, "-c 4096 -ngl all -cmoe -fa on"),
+    ("hy_v3", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 2 -fa off -np 2"),
+    # step35 cases here
+    ("rwkv7", 1, "-c 4096 -ngl all -np 2"),
+    ("rwkv7", 2, "-c 8192 -ngl all -ts 1,1 -np 4 -fa off -ub 256"),
+    ("arwkv7", 1, "-c 4096 -ngl all -np 2"),
+    ("arwkv7", 2, "-c 8192 -ngl all -ts 1,1 -np 4 -fa off -ub 256"),
+    ("rwkv6", 1, "-c 4096 -ngl all -np 2"),
+    ("rwkv6", 2, "-c 8192 -ngl all -ts 1,1 -np 4 -fa off -ub 256"),
+    # rwkv7 cases here
+    ("deepseek32", 1, "-c 4096 -ngl all -fa on"),
+    ("deepseek32", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 2"),
+    ("glm-dsa", 1, "-c 4096 -ngl all -fa on"),  # layer 1 shares layer 0's top-k
+    ("glm-dsa", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2 -ub 256"),
+    # deepseek32 cases here
 ]
 
 _BUF = re.compile(r"(\S+) (model|KV|RS|compute|output) buffer size =\s*([\d.]+) MiB")

@@ -373,7 +373,22 @@ class BoardView(QGraphicsView):
             read = f"read per token: all {fmt_bytes(info.nbytes)}"
         lines = [f"<b>{info.label}</b> on {self.doc.placement.device_of(info.id)} — {fmt_bytes(info.nbytes)}", read]
         if info.nextn:
-            lines.append("NextN/MTP layer: not loaded unless MTP speculation is on")
+            idx = m.index
+            pos = [idx.tensor_pos[t.name] for t in tensors if t.name in idx.tensor_pos]
+            skipped = sum(1 for i in pos if idx.skipped[i])
+            if skipped == len(pos):
+                lines.append("NextN/MTP layer: not loaded unless MTP speculation is on")
+            elif not skipped:
+                lines.append(
+                    "NextN/MTP layer, but loaded even without MTP speculation (llama.cpp skips only other parts of "
+                    "this layer): counted"
+                )
+            else:
+                # step35, hy_v3: their loaders skip only part of the MTP block (NEXTN_SKIPPED_ONLY)
+                lines.append(
+                    f"NextN/MTP layer: {len(pos) - skipped} of {len(pos)} tensors load even without MTP "
+                    "speculation (llama.cpp skips only the rest); they are counted"
+                )
         lines += [f"{t.name} &nbsp; {t.type_name} &nbsp; {fmt_bytes(t.nbytes)}" for t in tensors[:12]]
         if len(tensors) > 12:
             lines.append(f"... and {len(tensors) - 12} more")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...model.hparams import PARALLEL_HYBRID_ARCHS
 from ..kv import CACHE_TYPE_BLOCKS
 
 
@@ -50,8 +51,11 @@ class Ctx:
         self.mla = p.is_mla and bool(meta.get(f"{a}.attention.key_length_mla"))
         self.hk_mla = int(meta.get(f"{a}.attention.key_length_mla", 0) or p.head_dim_k)
         self.hv_mla = int(meta.get(f"{a}.attention.value_length_mla", 0) or p.head_dim_v)
+        attn_too = a in PARALLEL_HYBRID_ARCHS  # falcon-h1: attention and Mamba2 in every layer
         kv_layers = [
-            il for il in range(p.n_layer - p.nextn_layers) if not p.recurrent_layers[il] and p.n_head_kv[il] > 0
+            il
+            for il in range(p.n_layer - p.nextn_layers)
+            if (attn_too or not p.recurrent_layers[il]) and p.n_head_kv[il] > 0
         ]
         dims_v = [(p.head_dim_v_swa if self.is_swa(il) else p.head_dim_v) * p.n_head_kv[il] for il in kv_layers]
         self.n_embd_v_gqa_max = max(dims_v, default=0)

@@ -84,7 +84,7 @@ def model_facts(model: Model) -> dict:
         # turns each such zero-size tensor into a zero-size free block that can sit out of address order and keep
         # two neighbouring free blocks from merging, so the fragmentation (and a device's peak) grows with the
         # number of recurrent layers simulated (Nemotron-H -cmoe: 18 MiB; Mamba2 -np 4: 0.25 MiB)
-        "uncut": any(p.recurrent_layers[:n_main]),
+        "uncut": any(p.recurrent_layers[:n_main]) or family_of(p.arch).uncut,
         "glob": _getter(glob),
         # per layer, its tensors' types: layers of one structure but other quantizations (Q4_K_M puts Q6_K on
         # some) differ where weight bytes matter, in the copy of an offloaded weight and a backend's size limit

@@ -31,6 +31,9 @@ class Family:
     #: layers either side that :func:`~app.memory.compute.compress.compress` compares before dropping a repeated
     #: neighbourhood (core.py takes the larger of this and its own choice)
     hood: int = 1
+    #: build every layer (no compression): the graph has per-layer leafs the allocator places before any op
+    #: (deepseek32's zero-filled top-k rows), so the peak grows with the number of layers
+    uncut: bool = False
 
 
 def _discover() -> list[Family]:

@@ -80,7 +80,18 @@ FAMILY = Family(
     name="llama",
     build=build,
     exact=frozenset(
-        {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "glm4moe", "granite", "granitemoe", "granitehybrid"}
+        {
+            "llama",
+            "qwen2",
+            "qwen2moe",
+            "qwen3",
+            "qwen3moe",
+            "glm4moe",
+            "granite",
+            "granitemoe",
+            "granitehybrid",
+            "exaone",
+        }
     ),
     fallback=True,
 )

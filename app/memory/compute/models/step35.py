@@ -1,0 +1,82 @@
+"""``src/models/step35.cpp`` (StepFun Step-3.5-Flash): per layer ``attn_norm``; the 2-D Q/K/V projections
+(``build_qkv(..., reshape=false)``) reshaped to the layer's own head count (the sliding layers have more query
+heads than the full ones); Q and K RMS-normed over the head; rope on every layer (the full layers rotate half the
+head with the ``rope_freqs`` factors when the model has them, ``TENSOR_DUPLICATED`` so each layer reads the copy on
+its own device; the sliding ones the whole head, without factors); attention over the
+``llm_graph_input_attn_kv_iswa`` input with no output projection; then, from the same normed input, the head-wise
+gate ``attn_gate`` (one value per head): ``attn * sigmoid(gate)`` broadcast over the head, then ``attn_output``;
+residual; ``ffn_norm``; a dense SwiGLU FFN on the layers without a router (the leading dense blocks), else routed
+experts (sigmoid unless the file says, selection bias ``exp_probs_b``, normalised and scaled top-k weights) plus
+the ungated shared expert; residual. Without ``embeddings_nextn_masked`` (llama.cpp's default) the last layer runs
+on every token; its output is ``t_h_nextn`` (a graph output) and the output rows are picked before the final norm.
+The MTP blocks past ``block_count - nextn_predict_layers`` are ``TENSOR_SKIP`` and not in the graph.
+
+The layer compression compares two layers either side (``hood=2``), as exaone_moe.py does for the same
+1-full-3-sliding pattern (its -cmoe case on a middle device needed it) and hy_v3.py for scattered experts; the
+step35 cases and 30 random scattered placements (tests/memory/test_step35_hy_v3.py) also pass with one.
+
+The MTP blocks still load their ``TENSOR_NOT_REQUIRED`` tensors (q/k norms, gate, FFN; see
+``app.model.index.NEXTN_SKIPPED_ONLY``): 257 MiB on the output device of the full-size model.
+"""
+
+from __future__ import annotations
+
+from ..builder import layer_copy, qkv_2d, rope
+from ..ggml import OUTPUT, binary, mul_mat, reshape, unary
+from . import Family
+
+
+def build(b):
+    c, p = b.c, b.p
+    inpL = b.inp_embd()
+    pos = b.inp_pos()
+    out_ids = b.inp_out_ids()
+    nt = b.nt
+    hd = p.head_dim_k
+    hv = p.head_dim_v
+    # load_arch_hparams: no expert_gating_func (convert_hf_to_gguf writes none) means sigmoid, not softmax
+    gating = c.gating if int(c.meta.get(f"{c.arch}.expert_gating_func", 0) or 0) else "sigmoid"
+    for il in b.layers:
+        inpSA = inpL
+        n_head, n_head_kv = p.n_head[il], p.n_head_kv[il]
+        cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
+        q, k, v = qkv_2d(b, il, cur, hd)
+        q = reshape(q, hd, n_head, nt)
+        k = reshape(k, hd, n_head_kv, nt)
+        v = reshape(v, hv, n_head_kv, nt)
+        q = b.norm(q, f"blk.{il}.attn_q_norm.weight", il)
+        k = b.norm(k, f"blk.{il}.attn_k_norm.weight", il)
+        freqs = None if c.is_swa(il) else layer_copy(b, "rope_freqs.weight", il)
+        q = rope(q, pos, freqs)
+        k = rope(k, pos, freqs)
+        attn = b.attn(il, q, k, v, None, None, iswa_order=True)
+        gw = b.w(f"blk.{il}.attn_gate.weight")
+        if gw is not None:
+            gate = unary("UNARY", mul_mat(gw, cur))  # sigmoid, [n_head, n_tokens]
+            attn3 = reshape(attn, hv, n_head, nt)
+            attn3 = binary("MUL", attn3, reshape(gate, 1, n_head, nt))
+            attn = reshape(attn3, hv * n_head, nt)
+        cur = mul_mat(b.w(f"blk.{il}.attn_output.weight"), attn)
+        ffn_inp = binary("ADD", cur, inpSA)
+        cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
+        if b.w(f"blk.{il}.ffn_gate_inp.weight") is None:
+            cur = b.ffn(cur, "ffn", il)
+        else:
+            moe_out = b.moe(
+                cur,
+                il,
+                gating=gating,
+                norm_w=c.expert_weights_norm,
+                w_scale=c.expert_weights_scale,
+                probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
+            )
+            cur = binary("ADD", moe_out, b._ffn_named(cur, il, "shexp"))
+        inpL = binary("ADD", cur, ffn_inp)
+    inpL.flags = inpL.fl0 = OUTPUT  # t_h_nextn
+    return b.output(inpL, out_ids, norm_first=False)
+
+
+# checked against llama-fit-params --fit-print (full-size Step-3.5-Flash, with and without rope factors: CPU and
+# 1-3 RPC, -cmoe/-ncmoe, -ngl, -np 2/4, flash attention on/off, q8_0 KV, -ub 1024, --swa-full) and llama-server
+# -lv 4 (tiny model): tests/memory/accuracy.py, test_accuracy_llama.py
+FAMILY = Family(name="step35", build=build, exact=frozenset({"step35"}), hood=2)
