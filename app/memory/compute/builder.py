@@ -404,19 +404,7 @@ class Builder:
             experts = dup(experts, "ADD_ID", (experts, b, selected))
         if not before:
             experts = binary("MUL", experts, weights)
-        g.expand(experts)
-        views = []
-        for _ in range(k):
-            v = view(experts, (n_embd, nt), (experts.nb[2],))
-            g.expand(v)
-            views.append(v)
-        out = views[0]
-        for i in range(1, k):
-            out = binary("ADD", out, views[i])
-            g.expand(out)
-        if k == 1:
-            out = cont(out)
-        return out
+        return sum_experts(g, experts, k)
 
     def shexp(self, cur, moe_out, il):
         if f"blk.{il}.ffn_up_shexp.weight" not in self.c.names:
@@ -523,3 +511,22 @@ def layer_copy(b, name, il):
     t.name = name
     b.__dict__.setdefault("drefs", []).append((t, b.pos[il], name))
     return t
+
+
+def sum_experts(g, experts, k):
+    """``build_moe_ffn``'s end: the ``k`` selected experts' outputs ([n_embd, k, n_tokens]) added up through
+    views (a ``cont`` when there is one), each op expanded as llama.cpp does."""
+    n_embd, nt = experts.ne[0], experts.ne[2]
+    g.expand(experts)
+    views = []
+    for _ in range(k):
+        v = view(experts, (n_embd, nt), (experts.nb[2],))
+        g.expand(v)
+        views.append(v)
+    out = views[0]
+    for i in range(1, k):
+        out = binary("ADD", out, views[i])
+        g.expand(out)
+    if k == 1:
+        out = cont(out)
+    return out

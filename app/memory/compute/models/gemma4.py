@@ -30,7 +30,7 @@ Checked against llama-fit-params (tests/memory/accuracy.py ``g4*``: E2B, E4B, 26
 from __future__ import annotations
 
 from ...kv import CACHE_TYPE_BLOCKS
-from ..builder import layer_copy, rope
+from ..builder import layer_copy, rope, sum_experts
 from ..ggml import (
     OUTPUT,
     T,
@@ -113,19 +113,7 @@ def _moe(b, cur, il, logits):
         s = get_rows(s, selected)
         experts = binary("MUL", experts, s)
     experts = binary("MUL", experts, weights)
-    g.expand(experts)
-    views = []
-    for _ in range(k):
-        v = view(experts, (n_embd, nt), (experts.nb[2],))
-        g.expand(v)
-        views.append(v)
-    out = views[0]
-    for i in range(1, k):
-        out = binary("ADD", out, views[i])
-        g.expand(out)
-    if k == 1:
-        out = cont(out)
-    return out
+    return sum_experts(g, experts, k)
 
 
 def build(b):

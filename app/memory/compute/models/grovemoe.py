@@ -12,8 +12,8 @@ back to i32) and the weights read from the full-width probabilities. Its output 
 
 from __future__ import annotations
 
-from ..builder import qkv, rope
-from ..ggml import argsort_top_k, binary, cont, get_rows, glu_split, mul_mat_id, new, reshape, sum_rows, unary, view
+from ..builder import qkv, rope, sum_experts
+from ..ggml import argsort_top_k, binary, get_rows, glu_split, mul_mat_id, new, reshape, sum_rows, unary
 from . import Family
 
 
@@ -41,19 +41,7 @@ def _moe(b, cur, il, logits, sfx, n_used, chunk):
     gate = mul_mat_id(b.w(f"blk.{il}.ffn_gate_{sfx}.weight"), cur, selected)
     experts = mul_mat_id(b.w(f"blk.{il}.ffn_down_{sfx}.weight"), glu_split(gate, up), selected)
     experts = binary("MUL", experts, weights)
-    g.expand(experts)
-    views = []
-    for _ in range(n_used):
-        v = view(experts, (n_embd, nt), (experts.nb[2],))
-        g.expand(v)
-        views.append(v)
-    out = views[0]
-    for i in range(1, n_used):
-        out = binary("ADD", out, views[i])
-        g.expand(out)
-    if n_used == 1:
-        out = cont(out)
-    return out
+    return sum_experts(g, experts, n_used)
 
 
 def build(b):

@@ -17,8 +17,8 @@ Super) is built as llama.cpp builds it but was not compared.
 
 from __future__ import annotations
 
-from ..builder import qkv
-from ..ggml import argsort_top_k, binary, cont, get_rows, mul_mat, mul_mat_id, reshape, sum_rows, unary, view
+from ..builder import qkv, sum_experts
+from ..ggml import argsort_top_k, binary, get_rows, mul_mat, mul_mat_id, reshape, sum_rows, unary
 from . import Family
 from .mamba import mamba2_layer
 from .qwen35 import output_after_norm
@@ -62,19 +62,7 @@ def _moe(b, cur, router_logits, il):
     up = mul_mat_id(b.w(f"blk.{il}.ffn_up_exps.weight"), cur, selected)
     experts = mul_mat_id(b.w(f"blk.{il}.ffn_down_exps.weight"), _relu_sqr(up), selected)
     experts = binary("MUL", experts, weights)
-    g.expand(experts)
-    views = []
-    for _ in range(k):
-        v = view(experts, (n_embd, nt), (experts.nb[2],))
-        g.expand(v)
-        views.append(v)
-    out = views[0]
-    for i in range(1, k):
-        out = binary("ADD", out, views[i])
-        g.expand(out)
-    if k == 1:
-        out = cont(out)
-    return out
+    return sum_experts(g, experts, k)
 
 
 def ffn_layer(b, cur, il):
