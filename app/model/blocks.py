@@ -136,12 +136,12 @@ def build_blocks(tensors: list[TensorInfo], params: ModelParams) -> list[Block]:
             layer, role = 0, Role.OTHER  # LLM_TENSOR_TOKEN_EMBD_NORM is LAYER_REPEATING, created with bid 0
         if (
             role is Role.ATTN
-            and params.arch in NEMOTRON_H_ARCHS
+            and (params.arch in NEMOTRON_H_ARCHS or params.arch == "jamba")
             and 0 <= il < len(recurrent)
             and not params.n_head_kv[il]
         ):
-            # Nemotron-H: every layer is one block (Mamba2, attention or FFN) behind attn_norm; a layer without
-            # attention keeps its norm in its own block, not in an attention block of one norm
+            # Nemotron-H, Jamba: a layer without attention (Mamba, or Nemotron-H's FFN-only layers) keeps its
+            # norms in its own block, not in an attention block of norms alone
             role = Role.SSM if recurrent[il] else Role.FFN
         bid = block_id(layer, role)
         blk = by_id.get(bid)
