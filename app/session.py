@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from .memory.learned import DryRunCorrection, LearnedStore, Verification
     from .placement.dry_run import DryRunJob
 from .speed.predict import DecodePrediction, PromptPrediction, SpeedFacts, SpeedParams, predict_decode, predict_prompt
+from .speed.speculative import DEFAULT_ACCEPTANCE, SpeculativeDecode, speculative_decode
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,14 @@ IMPORTED_SETTINGS = (
     "n_ubatch",
     "swa_full",
     "no_kv_offload",
+    "draft_model",
+    "draft_n_gpu_layers",
+    "draft_devices",
+    "draft_overrides",
+    "draft_type_k",
+    "draft_type_v",
+    "spec_types",
+    "spec_draft_n_max",
 )
 
 #: Short labels for settings edits ("Set context 16384").
@@ -176,6 +185,7 @@ class PreparedImport:
     model: str | None
     other_model: bool
     basis: tuple  # the model and devices it was laid out for
+    draft: Model | None = None  # the draft model the command names (-md), opened
 
 
 def split_launch_args(argv: Sequence[str], tool: str = "server") -> tuple[LaunchProfile, list[str]]:
@@ -301,6 +311,7 @@ class _Derived:
     decode: DecodePrediction | None = None
     prompt: PromptPrediction | None = None
     parallel: ParallelSpeed | None = None
+    speculative: SpeculativeDecode | None = None
     ms: float = 0.0
 
 
@@ -333,6 +344,7 @@ class Session:
         host_capacity: int | None = None,
         host_bandwidth: float | None = None,
         margin: int = 0,
+        draft: Model | None = None,
     ):
         from .placement.presets import all_on_gpus
 
@@ -345,7 +357,10 @@ class Session:
         self.placement: Placement = placement if placement is not None else all_on_gpus(model, list(devices), s)
         self.history = History(self.placement)
         self.history.listeners.append(self._on_history)
-        self.estimator = Estimator(model)
+        self.estimator = Estimator(model, draft)  # draft: the -md model, when one is open
+        #: the share of drafted tokens the target accepts, for the speculative speed (a user-set figure)
+        self.draft_acceptance = DEFAULT_ACCEPTANCE
+        self._draft_facts: tuple[Model, SpeedFacts] | None = None
         self.speed_facts = SpeedFacts(model)
         self.export_cache = ExportCache(model, self.estimator.matcher)
         self.plan_path: str | None = None
@@ -500,6 +515,45 @@ class Session:
             return None
         return ParallelSpeed(n, each, dec.tokens_per_s / n, dec.tokens_per_s)
 
+    def speculative_speed(self, p: Placement, est: Estimate, decode: DecodePrediction) -> SpeculativeDecode | None:
+        """Decode speed with the draft model drafting ``--spec-draft-n-max`` tokens a step at the user's
+        acceptance rate (:attr:`draft_acceptance`); None without a draft in use (``--spec-type draft-simple``)."""
+        drafter = self.estimator.draft
+        st = p.settings
+        if drafter is None or est.draft is None or "draft-simple" not in st.spec_types:
+            return None
+        n = st.spec_draft_n_max
+        try:
+            params = self.speed_params
+            verify = predict_decode(
+                self.model, p.weight_placement(), params, facts=self.speed_facts, threads=st.n_threads, n_seq=n + 1
+            )
+            if self._draft_facts is None or self._draft_facts[0] is not drafter.model:
+                self._draft_facts = (drafter.model, SpeedFacts(drafter.model))
+            drafted = predict_decode(
+                drafter.model, est.draft.placement, params, facts=self._draft_facts[1], threads=st.n_threads
+            )
+            return speculative_decode(
+                decode.seconds_per_token, verify.seconds_per_token, drafted.seconds_per_token, n, self.draft_acceptance
+            )
+        except (ValueError, ZeroDivisionError) as exc:
+            log.info("no speculative speed prediction: %s", exc)
+            return None
+
+    @property
+    def speculative(self) -> SpeculativeDecode | None:
+        """:meth:`speculative_speed` of the current placement (None without a draft in use)."""
+        return self._derived.speculative
+
+    def set_draft_acceptance(self, rate: float) -> None:
+        """The share of drafted tokens the target accepts (a figure the user sets, 0-1): a speed assumption,
+        not an edit of the plan."""
+        rate = min(max(float(rate), 0.0), 1.0)
+        if rate != self.draft_acceptance:
+            self.draft_acceptance = rate
+            self._recompute()
+            self._emit(Change.ESTIMATE)
+
     @property
     def parallel(self) -> ParallelSpeed | None:
         """:meth:`parallel_speed` of the current placement (None with one slot)."""
@@ -537,6 +591,7 @@ class Session:
         d.decode, d.prompt = self.speed_for(self.placement)
         if d.estimate is not None and d.decode is not None:
             d.parallel = self.parallel_speed(self.placement, d.estimate)
+            d.speculative = self.speculative_speed(self.placement, d.estimate, d.decode)
         if d.estimate is not None:
             d.estimate.notes.extend(n for n in self.machine_notes if n not in d.estimate.notes)
             d.estimate = self._apply_learned(d.estimate)
@@ -803,6 +858,32 @@ class Session:
         self.history.push(edit_to(self.placement, trial, label, merge_key="settings:" + ",".join(keys)))
         return True
 
+    @property
+    def draft_model(self) -> Model | None:
+        """The draft model (``-md``) the settings name, when it is open: the estimate adds its blocks and
+        buffers; None without one."""
+        d = self.estimator.draft
+        path = self.placement.settings.draft_model
+        if d is None or not path:
+            return None
+        return d.model if os.fspath(d.model.source or d.model.path) == path else None
+
+    def set_draft(self, draft: Model | None) -> bool:
+        """Use ``draft`` as the draft model for speculative decoding (``-md`` with ``--spec-type draft-simple``),
+        or none; one undoable edit of the settings (the file, its figures follow). The draft's own flags
+        (``-ngld``, ``-devd``, ``-ctkd``...) stay as set."""
+        if draft is not None:  # without one the open draft stays in memory: undo brings it back
+            self.estimator.draft = Estimator(draft)
+        path = os.fspath(draft.source or draft.path) if draft is not None else None
+        # -md alone loads the draft but does not draft with it: the draft type comes and goes with the file
+        types = [t for t in self.placement.settings.spec_types if t != "draft-simple"]
+        if draft is not None:
+            types.append("draft-simple")
+        if not self.set_settings(draft_model=path, spec_types=types):
+            self._recompute()
+            self._emit(Change.edit())
+        return True
+
     def set_devices(self, devices: Sequence[Lane], host_capacity: int | None = None) -> None:
         """A new lane list (detection finished, the user edited it). A placement that only uses lanes still
         present is kept, with the new capacities; otherwise it is laid out again on the new lanes. Before the
@@ -864,7 +945,20 @@ class Session:
                 f"the command names another model ({parsed.model}); its settings were applied to the open one "
                 f"({self.model.path.name})"
             )
-        return PreparedImport(new, parsed.settings, profile, tuple(warnings), parsed.model, other, self._import_basis())
+        draft = None
+        path = parsed.settings.draft_model
+        if path:
+            current = self.draft_model
+            if current is not None and os.fspath(current.source or current.path) == path:
+                draft = current
+            else:
+                try:
+                    draft = open_model(path)
+                except (LayerdeckError, OSError, ValueError) as exc:
+                    warnings.append(f"the draft model {path} (-md) could not be opened, so it is not counted: {exc}")
+        return PreparedImport(
+            new, parsed.settings, profile, tuple(warnings), parsed.model, other, self._import_basis(), draft
+        )
 
     def apply_import(self, prep: PreparedImport) -> ImportResult:
         """Make a prepared import one edit. Refused (ImportChanged) when the model or the lanes changed since it
@@ -873,10 +967,16 @@ class Session:
             raise ImportChanged("the model or the devices changed while the command was read: paste it again")
         new = prep.placement
         new.settings = self.placement.settings.copy(**{k: getattr(prep.settings, k) for k in IMPORTED_SETTINGS})
+        draft_changed = prep.draft is not self.draft_model
+        if draft_changed:
+            self.estimator.draft = Estimator(prep.draft) if prep.draft is not None else None
         profile = prep.profile
         changed = new.snapshot() != self.placement.snapshot()
         if changed:
             self.history.push(edit_to(self.placement, new, "Import command"))
+        elif draft_changed:
+            self._recompute()
+            self._emit(Change.ESTIMATE)
         if profile != self.launch_profile and (profile.extra or profile.port or profile.api_key or profile.lan):
             self.set_launch_profile(profile)
             changed = True
@@ -913,9 +1013,26 @@ class Session:
             err = type(exc)(f"{os.fspath(path)}: {exc}")
             err.where = exc.where
             raise err from None
+        self._open_draft_of(new.settings)
         self.history.push(edit_to(self.placement, new, label or f"Open plan {os.path.basename(os.fspath(path))}"))
         if profile is not None:
             self.set_launch_profile(profile)
+
+    def _open_draft_of(self, settings: LlamaSettings) -> None:
+        """Open the draft model ``settings`` name (-md), unless it is the open one; one that cannot be read is
+        said in the estimate's notes (not counted) and a message."""
+        path = settings.draft_model
+        current = self.draft_model
+        if not path:
+            self.estimator.draft = None
+            return
+        if current is not None and os.fspath(current.source or current.path) == path:
+            return
+        try:
+            self.estimator.draft = Estimator(open_model(path))
+        except (LayerdeckError, OSError, ValueError) as exc:
+            self.estimator.draft = None
+            self.say(f"The draft model {path} could not be opened, so it is not counted: {exc}")
 
     def save_plan(self, path: str | os.PathLike, *, as_document: bool = True) -> None:
         """Write the plan; ``as_document`` makes it the session's file and marks the session saved."""

@@ -411,6 +411,12 @@ SPARSE_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
         name="Qwen3-4B", n_layer=36, n_embd=2560, n_head=32, n_head_kv=8, head_dim=128, n_ff=9728,
         n_ctx_train=40960, rope_base=1000000.0, rms_eps=1e-6, n_vocab=151936, tied_embeddings=True,
         quant="q4_k_m", file_type=15)),
+    # Qwen3-0.6B: the usual draft for the Qwen3 family (config.json: 28 layers, 1024 wide, 16/8 heads of 128,
+    # 3072 FFN, tied embeddings, 40960 trained context)
+    "qwen3-0.6b": ("qwen3", dict(
+        name="Qwen3-0.6B", n_layer=28, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128, n_ff=3072,
+        n_ctx_train=40960, rope_base=1000000.0, rms_eps=1e-6, n_vocab=151936, tied_embeddings=True,
+        quant="q4_k_m", file_type=15)),
     "qwen2.5-7b": ("qwen2", dict(
         name="Qwen2.5-7B", n_layer=28, n_embd=3584, n_head=28, n_head_kv=4, n_ff=18944, n_ctx_train=32768,
         rope_base=1000000.0, rms_eps=1e-6, n_vocab=152064, quant="q4_k_m", file_type=15)),

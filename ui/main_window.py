@@ -44,6 +44,7 @@ from .board.legend import Legend
 from .command_panel import CommandPanel
 from .document import Document
 from .elided_label import ElidedLabel, ElidingStatusBar
+from .draft_panel import DraftPanel
 from .kv_panel import KvPanel
 from .message_bar import MessageBar
 from .summary_panel import SummaryPanel
@@ -262,6 +263,8 @@ class MainWindow(QMainWindow):
         self.bottom = QTabWidget()
         self.bottom.addTab(self.command, "Command")
         self.bottom.addTab(self.launch, "Server")
+        self.draft_panel = DraftPanel(self.doc)
+        self.bottom.addTab(self.draft_panel, "Draft model")
         self.launch.server_state.connect(lambda st: self.bottom.setTabText(1, f"Server: {st.value}"))
         split = QSplitter(Qt.Orientation.Vertical)
 

@@ -18,6 +18,7 @@ from ..memory.estimator import Estimate
 from ..memory.settings import TOOLS
 from ..placement import Placement
 from ..session import Session
+from ..speed.speculative import DEFAULT_ACCEPTANCE
 from .as_type import add_requant_options, predicted
 from .common import ERRORS, MiB, check_notes, detection_problems, devices, fail, llama_args, load_model, print_json
 
@@ -44,29 +45,51 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="declare devices and capacities by hand (planning for cards you don't have)",
     )
     p.add_argument("--llama-dir", help="llama.cpp binaries folder (default: settings, LAYERDECK_LLAMA_CPP_DIR, PATH)")
+    p.add_argument(
+        "--acceptance",
+        type=float,
+        metavar="RATE",
+        help="share of drafted tokens the model accepts, 0-1, for the speed with a draft model (-md with "
+        f"--spec-type draft-simple; default {DEFAULT_ACCEPTANCE}; llama-server logs the measured rate)",
+    )
     add_requant_options(p)
     p.add_argument("llama_args", nargs=argparse.REMAINDER, help="llama.cpp arguments after --")
     p.set_defaults(func=run)
 
 
-def to_json(est: Estimate) -> dict:
+def _devices_json(est: Estimate) -> list[dict]:
+    return [
+        {
+            "name": to_llama_name(d.name),
+            "model": d.model,
+            "kv": d.kv,
+            "recurrent": d.recurrent,
+            "context": d.context,
+            "compute": d.compute,
+            "output": d.output,
+            "draft": d.draft,
+            "total": d.total,
+            "capacity": d.capacity,
+        }
+        for d in est.devices
+    ]
+
+
+def to_json(est: Estimate, draft_path: str | None = None) -> dict:
     s = est.shape
+    draft = est.draft
     return {
         "schema": SCHEMA,
-        "devices": [
+        "devices": _devices_json(est),
+        "draft": (
             {
-                "name": to_llama_name(d.name),
-                "model": d.model,
-                "kv": d.kv,
-                "recurrent": d.recurrent,
-                "context": d.context,
-                "compute": d.compute,
-                "output": d.output,
-                "total": d.total,
-                "capacity": d.capacity,
+                "model": draft_path,
+                "devices": _devices_json(draft),
+                "layers": draft.placement.layer_device,
             }
-            for d in est.devices
-        ],
+            if draft is not None
+            else None
+        ),
         "context": {
             "n_ctx": s.n_ctx,
             "n_ctx_seq": s.n_ctx_seq,
@@ -167,25 +190,53 @@ def render_speed(doc: dict) -> list[str]:
     threads = f", {doc['threads']} CPU threads" if doc.get("threads") else ""
     clock = f" at {cpu['mhz']:.0f} MHz" if cpu.get("mhz") else " (clock not readable: 2000 MHz assumed)" if cpu else ""
     advice = (doc.get("threads_advice") or {}).get("advice", [])
-    return [
-        f"speed: generation {doc['tg_tokens_per_s']:.1f} tok/s, prompt {doc['pp_tokens_per_s']:.0f} tok/s "
-        f"(ubatch {doc['pp_ubatch']}); {basis}, RAM {host.get('bandwidth_gb_s', 0):g} GB/s{threads}{clock}; "
-        "check with llama-bench and the same arguments"
-    ] + [f"threads: {a}" for a in advice]
+    spec = doc.get("speculative")
+    spec_line = (
+        [
+            f"speed with the draft model: generation {spec['tg_tokens_per_s']:.1f} tok/s ({spec['speedup']:.2f}x) at "
+            f"an acceptance rate of {spec['acceptance']:.0%}"
+            + (" (assumed: set yours with --acceptance)" if spec["acceptance_assumed"] else "")
+            + f", {spec['n_draft']} drafted tokens a step ({spec['tokens_per_step']:.2f} tokens a step)"
+        ]
+        if spec
+        else []
+    )
+    return (
+        [
+            f"speed: generation {doc['tg_tokens_per_s']:.1f} tok/s, prompt {doc['pp_tokens_per_s']:.0f} tok/s "
+            f"(ubatch {doc['pp_ubatch']}); {basis}, RAM {host.get('bandwidth_gb_s', 0):g} GB/s{threads}{clock}; "
+            "check with llama-bench and the same arguments"
+        ]
+        + spec_line
+        + [f"threads: {a}" for a in advice]
+    )
 
 
 def render_text(est: Estimate) -> str:
     lines = [f"{to_llama_name(d.name)} {d.model // MiB} {d.context // MiB} {d.compute // MiB} " for d in est.devices]
     lines.append("")
+    draft = f" {'draft':>9}" if est.draft is not None else ""
     lines.append(
-        f"{'device':10} {'model':>9} {'context':>9} {'compute':>9} {'output':>8} {'total':>9} {'capacity':>9} {'free':>9}"
+        f"{'device':10} {'model':>9} {'context':>9} {'compute':>9} {'output':>8}{draft} {'total':>9} {'capacity':>9} "
+        f"{'free':>9}"
     )
     for d in est.devices:
         cap = f"{d.capacity // MiB}" if d.capacity else "-"
         free = f"{(d.capacity - d.total) // MiB}" if d.capacity else "-"
+        dr = f" {d.draft / MiB:9.0f}" if est.draft is not None else ""
         lines.append(
             f"{to_llama_name(d.name):10} {d.model / MiB:9.0f} {d.context / MiB:9.0f} {d.compute / MiB:9.0f} "
-            f"{d.output / MiB:8.1f} {d.total / MiB:9.0f} {cap:>9} {free:>9}"
+            f"{d.output / MiB:8.1f}{dr} {d.total / MiB:9.0f} {cap:>9} {free:>9}"
+        )
+    if est.draft is not None:
+        lines.append(
+            "draft model (-md), per device: "
+            + ", ".join(
+                f"{to_llama_name(d.name)} {d.model // MiB} model + {d.context // MiB} context + {d.compute // MiB} "
+                "compute MiB"
+                for d in est.draft.devices
+                if d.total
+            )
         )
     s = est.shape
     lines.append(
@@ -212,21 +263,54 @@ def run(args: argparse.Namespace) -> int:
     try:
         model, verdict = load_model(parsed.model, args.llama_dir)
         model = predicted(model, args)
+        draft, draft_verdict = (
+            load_model(parsed.settings.draft_model, args.llama_dir) if parsed.settings.draft_model else (None, None)
+        )
         lanes, detection = devices(args.devices, parsed.rpc, args.llama_dir, parsed.settings, parsed.fit)
-        session = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings))
+        session = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings), draft=draft)
         est = session.estimate_settings(parsed.settings)
     except ERRORS as exc:
         return fail(exc)
+    if args.acceptance is not None:
+        if not 0.0 <= args.acceptance <= 1.0:
+            return fail(f"--acceptance {args.acceptance}: give the share of drafted tokens accepted, from 0 to 1")
+        session.set_draft_acceptance(args.acceptance)
     decode, prompt = session.speed_of(est.placement, parsed.settings)
     speed = speed_json(session, decode, prompt, parsed.settings.n_ubatch, parsed.settings.n_threads)
+    spec = session.speculative
+    speed["speculative"] = (
+        {
+            "tg_tokens_per_s": round(spec.tokens_per_s, 2),
+            "speedup": round(spec.speedup, 3),
+            "acceptance": spec.acceptance,
+            "acceptance_assumed": args.acceptance is None,
+            "n_draft": spec.n_draft,
+            "tokens_per_step": round(spec.tokens_per_step, 3),
+            "draft_seconds": spec.draft_seconds,
+            "verify_seconds": spec.verify_seconds,
+        }
+        if spec is not None
+        else None
+    )
+    if parsed.settings.draft_model and "draft-simple" not in parsed.settings.spec_types:
+        est.notes.append(
+            "-md without --spec-type draft-simple: llama-server loads the draft model (its memory is counted) but "
+            "does not draft with it unless the draft file itself names an MTP or DFlash head; add --spec-type "
+            "draft-simple to use it"
+        )
     speed["threads_advice"] = thread_advice(session, decode, est, detection, parsed.settings.n_threads)
     est.notes.extend(w for w in model.warnings if model.predicted_from and w.startswith("predicted: "))
     est.notes.extend(parsed.warnings)
     est.notes.extend(check_notes(verdict))
+    if draft_verdict is not None:
+        est.notes.extend(f"draft: {n}" for n in check_notes(draft_verdict))
+    est.notes.extend(
+        f"{flag} changes llama.cpp's memory but is not modelled: the figures leave it out" for flag in parsed.unmodelled
+    )
     est.notes.extend(detection_problems(detection))
     est.notes.extend(n for n in session.machine_notes if n not in est.notes)
     if args.json:
-        print_json({**to_json(est), "speed": speed})
+        print_json({**to_json(est, parsed.settings.draft_model), "speed": speed})
     else:
         print(render_text(est) + "\n" + "\n".join(render_speed(speed)))
     return 0

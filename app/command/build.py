@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..llamacpp.capabilities import UNKNOWN, Capabilities
-from ..memory.settings import LlamaSettings
+from ..memory.settings import NGL_ALL, NGL_AUTO, LlamaSettings
 from .accepts import accepts, need, spelling
 from .flags import spellings
 from .spec import InexpressibleError, PlacementArgs
@@ -76,6 +76,35 @@ def apply_cuda_order(argv: list[str], order: list[int]) -> tuple[list[str], dict
             continue
         i += 1
     return out, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, order))}
+
+
+def _draft_args(s: LlamaSettings, caps: Capabilities) -> list[str]:
+    """The draft model's flags (speculative decoding with ``-md``), only those that differ from llama.cpp's
+    defaults; the draft's context follows the main model's other flags (:mod:`app.memory.draft`)."""
+    from ..remote.names import model_arguments
+
+    path = s.draft_model or ""
+    if model_arguments(path)[0] != "-m":
+        raise InexpressibleError(
+            f"the draft model {path} is a remote name: download it first and give its file with -md "
+            "(Layerdeck writes -md only for local files)"
+        )
+    argv = [need(caps, "-md"), path]
+    if s.draft_devices:
+        argv += [need(caps, "-devd"), ",".join(s.draft_devices)]
+    if s.draft_n_gpu_layers != NGL_AUTO:
+        argv += [need(caps, "-ngld"), "all" if s.draft_n_gpu_layers == NGL_ALL else str(s.draft_n_gpu_layers)]
+    for pat, buft in s.draft_overrides:
+        argv += [need(caps, "-otd"), f"{pat}={buft}"]
+    if s.draft_type_k != "f16":
+        argv += [need(caps, "-ctkd"), s.draft_type_k]
+    if s.draft_type_v != "f16":
+        argv += [need(caps, "-ctvd"), s.draft_type_v]
+    if s.spec_types:
+        argv += [need(caps, "--spec-type"), ",".join(s.spec_types)]
+    if s.spec_draft_n_max != 3:
+        argv += [need(caps, "--spec-draft-n-max"), str(s.spec_draft_n_max)]
+    return argv
 
 
 def build_llama_command(
@@ -175,6 +204,10 @@ def build_llama_command(
             argv.append(need(caps, "-nkvo"))
         if s.n_threads:
             argv += [need(caps, "-t"), str(s.n_threads)]
+        if s.draft_model and tool in ("server", "cli"):
+            argv += _draft_args(s, caps)
+        elif s.spec_types and tool in ("server", "cli"):
+            argv += [need(caps, "--spec-type"), ",".join(s.spec_types)]
         fit = spelling(caps, "--fit")
         if fit:
             argv += [fit, "off"]

@@ -139,12 +139,22 @@ def _add_overrides(out: ParsedArgs, v: Any) -> None:
     out.settings.overrides.extend(v)
 
 
+def _add_draft_overrides(out: ParsedArgs, v: Any) -> None:
+    out.settings.draft_overrides.extend(v)
+
+
+def _add_spec_types(out: ParsedArgs, v: Any) -> None:
+    out.settings.spec_types.extend(v)  # llama.cpp appends each --spec-type's list to the default NONE
+
+
 _APPLY = {
     "model": _set_model,
     "rpc": _set_rpc,
     "fit": _set_fit,
     "load_mode": _set_load_mode,
     "overrides": _add_overrides,
+    "draft_overrides": _add_draft_overrides,
+    "spec_types": _add_spec_types,
 }
 
 

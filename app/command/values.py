@@ -17,7 +17,7 @@ import re
 import struct
 
 from ..errors import CommandError
-from ..memory.settings import CACHE_TYPES, NGL_ALL, NGL_AUTO, LlamaSettings
+from ..memory.settings import CACHE_TYPES, NGL_ALL, NGL_AUTO, SPEC_TYPES, LlamaSettings
 
 __all__ = [
     "ArgsError",
@@ -296,6 +296,18 @@ def cpu_ffn_layers(v: str, flag: str) -> list[tuple[str, str]]:
     return n_cpu_ffn_patterns(count(v, flag))
 
 
+def spec_types(v: str, flag: str) -> list[str]:
+    """``--spec-type a,b``: each name one of llama.cpp's (``common_speculative_types_from_names``: an unknown
+    name is refused; ``none`` anywhere in the list makes this value add nothing)."""
+    names = v.split(",")
+    for name in names:
+        if name not in SPEC_TYPES:
+            raise ArgsError(
+                f"{flag} {_short(v)}: unknown speculative type: {name[:40]} (allowed: {', '.join(SPEC_TYPES)})."
+            )
+    return [] if "none" in names else names
+
+
 def boolean(v: str, flag: str) -> bool:
     """llama.cpp's ``parse_bool_value`` (yes/no options set through their environment variable)."""
     if v in TRUE:
@@ -318,14 +330,21 @@ def check_settings(s: LlamaSettings) -> LlamaSettings:
     What depends on the model (MLA's equal K and V types) is checked by the estimate
     (:func:`app.memory.kv.context_shape`).
     """
-    for name, t in (("-ctk", s.type_k), ("-ctv", s.type_v)):
+    for name, t in (("-ctk", s.type_k), ("-ctv", s.type_v), ("-ctkd", s.draft_type_k), ("-ctvd", s.draft_type_v)):
         if t not in CACHE_TYPES:
             raise _cache_type_error(name, str(t))
-    if s.type_v in QUANTIZED_CACHE and s.flash_attn == "off":
-        raise ArgsError(
-            f"a quantized V cache ({s.type_v}) needs flash attention: use -fa on or -ctv f16 "
-            '(llama.cpp: "quantized V cache requires flash_attn to be enabled").'
-        )
+    for flag, tv in (("-ctv", s.type_v), ("-ctvd", s.draft_type_v)):
+        if tv in QUANTIZED_CACHE and s.flash_attn == "off" and (flag == "-ctv" or s.draft_model):
+            what = tv if flag == "-ctv" else f"the draft's, {flag} {tv}"
+            raise ArgsError(
+                f"a quantized V cache ({what}) needs flash attention: use -fa on or {flag} f16 "
+                '(llama.cpp: "quantized V cache requires flash_attn to be enabled").'
+            )
+    bad_types = [t for t in s.spec_types if t not in SPEC_TYPES or t == "none"]
+    if bad_types:
+        raise ArgsError(f"--spec-type: unknown speculative type: {bad_types[0]} (allowed: {', '.join(SPEC_TYPES)}).")
+    if not isinstance(s.spec_draft_n_max, int) or not 0 <= s.spec_draft_n_max <= INT_MAX:
+        raise ArgsError(f"--spec-draft-n-max {s.spec_draft_n_max}: must be a whole number from 0 to {INT_MAX}.")
     for name, value, lo in (("-c", s.n_ctx, 0), ("-b", s.n_batch, 1), ("-ub", s.n_ubatch, 0)):
         if not isinstance(value, int) or not lo <= value <= INT_MAX:
             raise ArgsError(f"{name} {value}: must be a whole number from {lo} to {INT_MAX}.")

@@ -9,12 +9,14 @@ buffer model.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 
 from ..lanes import CPU, DeviceKind, Lane
 from ..model import Model
 from .backends import backend_of
 from .compute import compute_buffers, model_facts, unchecked_note
+from .draft import draft_settings, unmodelled_types
 from .kv import (
     ContextShape,
     SettingsError,
@@ -38,6 +40,7 @@ class DeviceMemory:
     compute: int = 0
     output: int = 0  # logits buffer (host memory only)
     capacity: int | None = None
+    draft: int = 0  # the draft model's weights, context, compute and output on this device (-md)
 
     @property
     def context(self) -> int:
@@ -45,7 +48,7 @@ class DeviceMemory:
 
     @property
     def total(self) -> int:
-        return self.model + self.context + self.compute + self.output
+        return self.model + self.context + self.compute + self.output + self.draft
 
 
 @dataclass
@@ -55,6 +58,8 @@ class Estimate:
     placement: WeightPlacement
     pipeline_parallel: bool
     notes: list[str] = field(default_factory=list)
+    #: the draft model's own estimate (-md): its figures per device are also in each device's ``draft``
+    draft: Estimate | None = None
 
     def device(self, name: str) -> DeviceMemory:
         for d in self.devices:
@@ -72,10 +77,12 @@ class Estimator:
     matches, and the compute graphs and results already built. Whoever estimates many placements of one
     model (a session, auto-fit, the fastest search) keeps one; it lives and dies with its owner."""
 
-    def __init__(self, model: Model):
+    def __init__(self, model: Model, draft: Model | None = None):
         self.model = model
         self.matcher = OverrideMatcher([t.name for t in model.tensors])
         self.compute_facts = model_facts(model)
+        #: the draft model's estimator (-md), when the draft file is open
+        self.draft: Estimator | None = Estimator(draft) if draft is not None else None
 
     def place(self, devices: list[Lane], settings: LlamaSettings) -> WeightPlacement:
         return place_weights(self.model, devices, settings, self.matcher)
@@ -98,9 +105,13 @@ def estimate(
     settings: LlamaSettings,
     placement: WeightPlacement | None = None,
     estimator: Estimator | None = None,
+    draft: Model | None = None,
 ) -> Estimate:
     """Estimate memory per device for ``model`` launched with ``settings`` on ``devices`` (see
-    :func:`_estimate`); pass an :class:`Estimator` of the same model to reuse its caches."""
+    :func:`_estimate`); pass an :class:`Estimator` of the same model to reuse its caches, and the draft
+    model (``-md``) as ``draft`` or in the estimator."""
+    if draft is not None and (estimator is None or estimator.draft is None):
+        estimator = Estimator(model, draft)
     return _estimate(model, devices, settings, placement, estimator)
 
 
@@ -122,6 +133,11 @@ def _estimate(
     shape = context_shape(p, settings)
     meta = check_split_mode(p.arch, model_devices(devices, settings), settings)
     if meta is not None:
+        if settings.draft_model:
+            raise SettingsError(
+                "-sm tensor with a draft model (-md): how the draft shares the devices llama.cpp joins into one "
+                "Meta() device is not modelled; estimate with -sm layer, or use Verify for llama.cpp's own figures"
+            )
         if placement is not None:
             raise SettingsError(
                 "-sm tensor makes one Meta() device of all GPUs and RPC devices, which the board, placing blocks "
@@ -228,5 +244,60 @@ def _estimate(
         notes.append(
             "pipeline parallelism is on (all layers on 2+ devices, no overrides): compute buffers hold 4 input copies"
         )
+    draft = _draft(model, devices, settings, shape, estimator, mem, notes)
+    if draft is not None:
+        names += [d.name for d in draft.devices[:-1] if d.name not in names]
     ordered = [mem[n] for n in names] + [mem[CPU]]
-    return Estimate(ordered, shape, placement, pipeline, notes)
+    return Estimate(ordered, shape, placement, pipeline, notes, draft)
+
+
+def _same_file(model: Model, path: str) -> bool:
+    if model.source and model.source == path:
+        return True
+    try:
+        return os.path.samefile(model.path, path)
+    except OSError:
+        return os.fspath(model.path) == path
+
+
+def _draft(
+    model: Model,
+    devices: list[Lane],
+    settings: LlamaSettings,
+    shape: ContextShape,
+    estimator: Estimator | None,
+    mem: dict[str, DeviceMemory],
+    notes: list[str],
+) -> Estimate | None:
+    """The draft model's estimate (-md), its totals added to ``mem`` per device; None without a draft."""
+    odd = unmodelled_types(settings)
+    if odd:
+        notes.append(
+            f"--spec-type {', '.join(odd)}: the draft context these types create (MTP's second context on the "
+            "main model's NextN layers, EAGLE-3/DFlash/DSpark heads with per-sequence state) is not sized; only "
+            "the main context's extra output rows are counted; use Verify"
+        )
+    if not settings.draft_model:
+        return None
+    drafter = estimator.draft if estimator is not None else None
+    if drafter is not None and not _same_file(drafter.model, settings.draft_model):
+        drafter = None  # the settings name another file than the one open
+    if drafter is None:
+        notes.append(
+            f"the draft model {settings.draft_model} (-md) is not open, so its weights, KV cache and compute "
+            "buffers are not counted: open it to include them"
+        )
+        return None
+    d_settings = draft_settings(settings, shape)
+    est = _estimate(drafter.model, devices, d_settings, None, drafter)
+    for d in est.devices:
+        cap = next((x.total or None for x in devices if x.name == d.name), None)
+        mem.setdefault(d.name, DeviceMemory(d.name, capacity=cap)).draft += d.total
+    where = ", ".join(f"{d.name} {d.total / 2**20:.0f} MiB" for d in est.devices if d.total)
+    notes.append(
+        f"draft model {drafter.model.path.name} (-md): {where} (weights, its own KV cache of "
+        f"{est.shape.n_ctx} cells as the main context, compute, {shape.n_seq} output row"
+        f"{'s' if shape.n_seq > 1 else ''})"
+    )
+    notes.extend(f"draft: {n}" for n in est.notes)
+    return est

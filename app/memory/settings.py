@@ -3,8 +3,14 @@
 Defaults follow ``common/common.h`` (``common_params``) and the tools' own
 adjustments: the server's auto ``-np`` means 4 slots sharing one unified KV
 cache (``tools/server/server.cpp``); the server reserves logits for its slots
-while other tools reserve them for a full batch (``server_output_limits`` vs
-``n_outputs_max = n_batch`` in ``src/llama-context.cpp``).
+(and, with speculative decoding, for each slot's drafted tokens) while other
+tools reserve them for a full batch (``server_output_limits`` in
+``tools/server/server-context.cpp`` vs ``n_outputs_max = n_batch`` in
+``src/llama-context.cpp``).
+
+The ``draft_*`` fields are a draft model's own flags (``-md``, ``-ngld``,
+``-devd``, ``-otd``/``-cmoed``/``-ncmoed``, ``-ctkd``/``-ctvd``); what the
+draft's context inherits from the main model's is :func:`app.memory.draft.draft_settings`.
 """
 
 from __future__ import annotations
@@ -13,6 +19,23 @@ from dataclasses import dataclass, field, replace
 
 TOOLS = ("server", "fit-params", "cli", "bench")
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+#: --spec-type names (``common_speculative_type_from_name_map``, common/speculative.cpp).
+SPEC_TYPES = (
+    "none",
+    "draft-simple",
+    "draft-eagle3",
+    "draft-mtp",
+    "draft-dflash",
+    "draft-dspark",
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-mod",
+    "ngram-cache",
+)
+#: Drafted tokens of the ngram types at llama.cpp's defaults (``common_speculative_n_max``: their ``size_m``,
+#: ``ngram_mod.n_max``, 8 for the cache); the draft types use ``--spec-draft-n-max``.
+SPEC_TYPE_N_MAX = {"ngram-simple": 48, "ngram-map-k": 48, "ngram-map-k4v": 48, "ngram-mod": 64, "ngram-cache": 8}
 #: -ngl values with a meaning of their own (llama.h / common/arg.cpp).
 NGL_AUTO = -1
 NGL_ALL = -2
@@ -44,9 +67,19 @@ class LlamaSettings:
     n_threads: int | None = None  # -t (no memory effect; kept for export)
     load_mode: str | None = None  # -lm none|mmap|mlock|... (None: llama.cpp's auto)
     tool: str = "server"
+    draft_model: str | None = None  # -md FILE (speculative decoding with a draft model)
+    draft_n_gpu_layers: int = NGL_AUTO  # -ngld
+    draft_devices: list[str] | None = None  # -devd (None: follows -dev)
+    draft_overrides: list[tuple[str, str]] = field(default_factory=list)  # -otd, -cmoed, -ncmoed in order
+    draft_type_k: str = "f16"  # -ctkd (not inherited from -ctk)
+    draft_type_v: str = "f16"  # -ctvd
+    spec_types: list[str] = field(default_factory=list)  # --spec-type, in order ("none" left out)
+    spec_draft_n_max: int = 3  # --spec-draft-n-max
 
     def copy(self, **changes) -> LlamaSettings:
         changes.setdefault("overrides", list(self.overrides))
+        changes.setdefault("draft_overrides", list(self.draft_overrides))
+        changes.setdefault("spec_types", list(self.spec_types))
         return replace(self, **changes)
 
     # ---- effective values, as the chosen tool resolves them
@@ -63,7 +96,16 @@ class LlamaSettings:
             return True  # auto -np forces a unified cache
         return bool(self.kv_unified)
 
+    @property
+    def spec_n_max(self) -> int:
+        """Tokens drafted per step at most (``common_speculative_n_max``): the largest of the chosen types'
+        sizes, the ngram types at their defaults (``common/common.h``)."""
+        return max((SPEC_TYPE_N_MAX.get(t, self.spec_draft_n_max) for t in self.spec_types), default=0)
+
     def eff_n_outputs_max(self) -> int:
+        """The main context's output rows: a server reserves ``n_parallel * (1 + drafted tokens)``
+        (``server_output_limits`` with ``common_speculative_get_output_limits``), capped at ``-b`` by the
+        caller; the other tools a full batch."""
         if self.tool == "server":
-            return self.eff_n_parallel
+            return max(1, self.eff_n_parallel * (1 + self.spec_n_max))
         return self.n_batch

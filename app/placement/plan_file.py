@@ -26,7 +26,7 @@ from .. import __version__
 from ..command.values import ArgsError, check_settings
 from ..errors import ExportError, ReadError
 from ..lanes import DeviceKind, Lane
-from ..memory.settings import CACHE_TYPES, TOOLS, LlamaSettings
+from ..memory.settings import CACHE_TYPES, SPEC_TYPES, TOOLS, LlamaSettings
 from ..model import Model
 from ..paths import FileTooLarge, NotARegularFile, atomic_write_text, read_small_file
 from ..units import fmt_bytes
@@ -143,6 +143,7 @@ def to_dict(p: Placement, launch: LaunchProfile | None = None) -> dict:
     diffs = {t.name: dev for t, dev, d0 in zip(p.model.tensors, p.tensor_device, default) if dev != d0}
     settings = dataclasses.asdict(p.settings)
     settings["overrides"] = [list(x) for x in p.settings.overrides]
+    settings["draft_overrides"] = [list(x) for x in p.settings.draft_overrides]
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -465,11 +466,32 @@ class _Checker:
                     for i, x in enumerate(v):
                         if not isinstance(x, str) or not _DEVICE_NAME.fullmatch(x):
                             raise self.bad(f"{w}[{i}]", f"{_show(x)} is not a llama.cpp device name")
-            elif key == "overrides":
+            elif key in ("overrides", "draft_overrides"):
                 if not isinstance(v, list):
                     raise self.bad(w, f"{_show(v)} is not a list of [pattern, buffer type] pairs")
                 for i, pair in enumerate(v):
                     self.override(pair, f"{w}[{i}]")
+            elif key == "draft_model":
+                if v is not None and (not isinstance(v, str) or not v or len(v) > 4096 or "\0" in v):
+                    raise self.bad(w, f"{_show(v)} is not the path of a draft model file (or null)")
+            elif key == "draft_n_gpu_layers":
+                self.whole(v, w, "a number of layers (-1 auto, -2 all, or 0 or more)", -2)
+            elif key in ("draft_type_k", "draft_type_v"):
+                self.one_of(v, w, "a KV cache type", CACHE_TYPES)
+            elif key == "draft_devices":
+                if v is not None:
+                    if not isinstance(v, list):
+                        raise self.bad(w, f"{_show(v)} is not a list of device names (or null)")
+                    for i, x in enumerate(v):
+                        if not isinstance(x, str) or not _DEVICE_NAME.fullmatch(x):
+                            raise self.bad(f"{w}[{i}]", f"{_show(x)} is not a llama.cpp device name")
+            elif key == "spec_types":
+                if not isinstance(v, list) or len(v) > 64:
+                    raise self.bad(w, f"{_show(v)} is not a list of speculative decoding types")
+                for i, x in enumerate(v):
+                    self.one_of(x, f"{w}[{i}]", "a speculative decoding type", SPEC_TYPES[1:])
+            elif key == "spec_draft_n_max":
+                self.whole(v, w, "a number of drafted tokens (0 or more)", 0)
 
     def override(self, pair: Any, where: str) -> None:
         if not isinstance(pair, list) or len(pair) != 2:
@@ -536,6 +558,7 @@ def from_dict(data: dict, model: Model, *, check: bool = True) -> Placement:
     fields = {f.name for f in dataclasses.fields(LlamaSettings)}
     raw = {k: v for k, v in data.get("settings", {}).items() if k in fields}
     raw["overrides"] = [tuple(x) for x in raw.get("overrides", [])]
+    raw["draft_overrides"] = [tuple(x) for x in raw.get("draft_overrides", [])]
     settings = LlamaSettings(**raw)
     try:
         check_settings(settings)  # what llama.cpp refuses as a whole (a quantized V cache without flash attention)

@@ -18,6 +18,9 @@ SAMPLES = {
     "-m": "x.gguf", "--rpc": "h:1,h:2", "-dev": "CUDA0,CUDA1", "-ngl": "all", "-ts": "3,1", "-sm": "row", "-mg": "1",
     "-ot": r"blk\.1\.=CPU", "-ncmoe": "2", "-ncffn": "3", "--fit": "off", "-c": "4096", "-np": "2",
     "-ctk": "q8_0", "-ctv": "q4_0", "-fa": "on", "-b": "1024", "-ub": "256", "-t": "6", "-lm": "mlock",
+    "--spec-draft-model": "d.gguf", "--spec-draft-ngl": "12", "--spec-draft-device": "RPC1",
+    "--spec-draft-override-tensor": r"exps=CPU", "--spec-draft-n-cpu-moe": "3", "--spec-draft-type-k": "q8_0",
+    "--spec-draft-type-v": "q8_0", "--spec-type": "draft-simple,ngram-mod", "--spec-draft-n-max": "5",
 }
 SENTINEL = ["-c", "1234"]  # parsed after each flag: it must not be swallowed as a value
 
@@ -51,7 +54,7 @@ def _expected(flag, spelling):
         value = flag.convert(_values(flag)[0], spelling)
     else:
         value = flag.on if lookup(spelling)[1] else flag.off
-    return list(value) if flag.setting in ("overrides", "rpc") else value
+    return list(value) if flag.setting in ("overrides", "rpc", "draft_overrides", "spec_types") else value
 
 
 def test_no_spelling_is_in_two_rows():

@@ -75,8 +75,10 @@ def test_underscores_removed_flags_and_other_tools():
 
 
 def test_unmodelled_flags_are_named():
-    p = parse_llama_args(["-cram", "2048", "--mmproj", "p.gguf", "--host", "h", "-md", "d.gguf"])
-    assert p.unmodelled == ["-cram", "--mmproj", "-md"] and "--host" in p.ignored
+    p = parse_llama_args(["-cram", "2048", "--mmproj", "p.gguf", "--host", "h", "-md", "d.gguf",
+                          "--spec-ngram-mod-n-max", "32"])
+    assert p.unmodelled == ["-cram", "--mmproj", "--spec-ngram-mod-n-max"] and "--host" in p.ignored
+    assert p.settings.draft_model == "d.gguf"  # a draft model is modelled (app.memory.draft)
 
 
 def test_inline_values_and_unknowns_as_before():

@@ -95,6 +95,45 @@ class BlockItem(QGraphicsRectItem):
 
 
 
+class DraftItem(QGraphicsRectItem):
+    """The draft model's weights on one lane (-md): one hatched block per run of its layers there, sized by
+    bytes like the main model's blocks, never selected or dragged (the draft is placed by -ngld, -devd and
+    -otd, set in Settings)."""
+
+    def __init__(self):
+        super().__init__()
+        self.setAcceptHoverEvents(True)
+        self.setBrush(QBrush(style.DRAFT_BLOCK, Qt.BrushStyle.Dense4Pattern))
+        self.setPen(QPen(style.GAUGE_DRAFT.darker(130), 1.2, Qt.PenStyle.DashLine))
+        self.text = QGraphicsSimpleTextItem(self)
+        f = QFont()
+        f.setPointSizeF(7.5)
+        self.text.setFont(f)
+        self.label = ""
+
+    def set_geometry(self, x: float, y: float, w: float, h: float, label: str) -> None:
+        self.setRect(0, 0, w, h)
+        self.setPos(x, y)
+        self.label = label
+        self.text.setBrush(QBrush(QApplication.palette().color(QPalette.ColorRole.Text)))
+        self.text.setText(label)
+        self.text.setVisible(w >= len(label) * 5.2 + 4)
+        self.text.setPos(3, (h - 11) / 2)
+
+
+def draft_runs(layer_device: list[str], lane: str) -> list[tuple[int, int]]:
+    """The draft's layer ranges (first, last) on ``lane``; index n_layer is its output layer."""
+    runs: list[tuple[int, int]] = []
+    for il, dev in enumerate(layer_device):
+        if dev != lane:
+            continue
+        if runs and runs[-1][1] == il - 1:
+            runs[-1] = (runs[-1][0], il)
+        else:
+            runs.append((il, il))
+    return runs
+
+
 class LaneItem(QGraphicsRectItem):
     def __init__(self, lane: str, width: float):
         super().__init__()
@@ -173,6 +212,7 @@ class BoardView(QGraphicsView):
         self.opened: set[str] = set()          # expert blocks opened into parts
         self.blocks: dict[str, BlockItem] = {}
         self.lanes: dict[str, LaneItem] = {}
+        self.drafts: dict[str, DraftItem] = {}  # the draft model's weights per lane (-md)
         self._press: QPointF | None = None
         self._dragging: list[str] | None = None
         self._drag_source: str | None = None
@@ -240,6 +280,9 @@ class BoardView(QGraphicsView):
         for name in list(self.lanes):
             if name not in lanes:
                 self.scene().removeItem(self.lanes.pop(name))
+        for name in list(self.drafts):
+            if name not in lanes:
+                self.scene().removeItem(self.drafts.pop(name))
         wanted = {i.id for i in infos}
         for bid in list(self.blocks):
             if bid not in wanted:
@@ -285,6 +328,7 @@ class BoardView(QGraphicsView):
                 item.set_geometry(x, y + row_y + style.BLOCK_H - h, w, h)
                 x += w + 1
                 last_layer = info.layer
+            x, row_y = self._place_draft(name, est, scale, width, x, y, row_y)
             lane_h = row_y + style.BLOCK_H + style.RULER_H + style.LANE_PAD
             lane.setRect(0, 0, width, lane_h)
             lane.set_ruler(ticks)
@@ -292,6 +336,43 @@ class BoardView(QGraphicsView):
             self._update_lane_header(lane, est)
             y += lane_h + 6
         self.scene().setSceneRect(0, 0, width, y)
+
+    def _place_draft(self, name: str, est, scale: float, width: float, x: float, y: float, row_y: float):
+        """The draft model's block on lane ``name`` after the main model's blocks (wrapping like them); returns
+        the new (x, row_y)."""
+        draft = est.draft if est is not None else None
+        mem = next((d for d in draft.devices if d.name == name), None) if draft is not None else None
+        item = self.drafts.get(name)
+        if mem is None or mem.model <= 0:
+            if item is not None:
+                self.scene().removeItem(self.drafts.pop(name))
+            return x, row_y
+        if item is None:
+            item = self.drafts[name] = DraftItem()
+            self.scene().addItem(item)
+        w = min(max(style.MIN_BLOCK_W, mem.model * scale), width - 2 * style.LANE_PAD)
+        x += style.LAYER_GAP * 3
+        if x + w > width - style.LANE_PAD and x > style.LANE_PAD:
+            x = style.LANE_PAD
+            row_y += style.BLOCK_H + style.ROW_GAP + style.RULER_H
+        n_layer = len(draft.placement.layer_device) - 1
+        runs = draft_runs(draft.placement.layer_device, name)
+        where = ", ".join(
+            ("output" if a == n_layer else f"{a}" if a == b else f"{a}-{min(b, n_layer - 1)}"
+             + (" + output" if b == n_layer else ""))
+            for a, b in runs
+        )
+        drafter = self.doc.session.draft_model
+        label = f"draft {where}" if where else "draft"
+        item.set_geometry(x, y + row_y, w, style.BLOCK_H, label)
+        item.setToolTip(
+            f"Draft model {drafter.path.name if drafter else ''} (-md) on {name}: "
+            f"{'layers ' + where if where else 'token embeddings'}\n"
+            f"weights {fmt_bytes(mem.model)}, KV cache {fmt_bytes(mem.context)}, compute {fmt_bytes(mem.compute)}"
+            f"{', output ' + fmt_bytes(mem.output) if mem.output else ''}\n"
+            "Placed by its own flags (-ngld, -devd, -otd in Settings), not by dragging."
+        )
+        return x + w + 1, row_y
 
     def _update_lane_header(self, lane: LaneItem, est) -> None:
         name = lane.lane

@@ -1,0 +1,108 @@
+"""The draft model in the window: chosen in the Draft model tab, its blocks on the lanes, its memory in the
+gauges, its flags in the command, its speed in the panel; undo, removal and a pasted -md."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import gguf_factory as gf
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """A tiny qwen3 as the model and a tinier llama (same vocabulary) as its draft."""
+    main = gf.write_tiny_model("qwen3", tmp_path / "main.gguf", n_layer=6)
+    draft = gf.write_tiny_model("llama", tmp_path / "draft.gguf", n_layer=2, n_embd=32, n_ff=64)
+    return main, draft
+
+
+def _open(window, qtbot, path):
+    from ui.main_window import DEMO_DEVICES
+
+    window.devices = list(DEMO_DEVICES)  # two planned GPUs, so the draft has lanes to go to
+    assert window.open_path_sync(str(path))
+    qtbot.wait(10)
+
+
+def test_choosing_a_draft_counts_it_on_every_lane_and_writes_its_flags(window, qtbot, pair):
+    main, draft = pair
+    _open(window, qtbot, main)
+    before = {d.name: (d.model, d.context) for d in window.doc.estimate.devices}
+    assert not window.board.drafts
+    panel = window.draft_panel
+    assert panel.set_draft_path(str(draft)) is None
+    est = window.doc.estimate
+    assert est.draft is not None
+    # the draft's memory is added where llama.cpp puts it: every device its layers and buffers use
+    for d in est.devices:
+        mine = next((x for x in est.draft.devices if x.name == d.name), None)
+        assert d.draft == (mine.total if mine else 0)
+        # the model's own weights and cache stay (its compute grows by the drafted tokens' output rows)
+        assert (d.model, d.context) == before.get(d.name, (0, 0))
+        assert d.total == d.model + d.context + d.compute + d.output + d.draft
+    on = {d.name for d in est.draft.devices if d.model}
+    assert on and set(window.board.drafts) == on  # a hatched draft block on each lane holding its weights
+    item = window.board.drafts[sorted(on)[0]]
+    assert "Draft model draft.gguf" in item.toolTip() and item.label.startswith("draft")
+    lane = window.board.lanes["CUDA0"]
+    assert "draft model" in lane.gauge.describe()
+    argv = window.doc.session.command().argv
+    assert argv[argv.index("-md") + 1] == str(draft) and argv[argv.index("--spec-type") + 1] == "draft-simple"
+    assert "draft.gguf" in panel.file.text()
+    # the speed with the draft is shown, and the acceptance rate changes it
+    spec = window.doc.session.speculative
+    assert spec is not None and "acceptance rate of 70%" in panel.info.text()
+    panel.accept.setValue(0.9)
+    assert window.doc.session.speculative.tokens_per_s > spec.tokens_per_s
+    assert "acceptance rate of 90%" in panel.info.text()
+
+
+def test_draft_flags_are_edits_that_undo(window, qtbot, pair):
+    main, draft = pair
+    _open(window, qtbot, main)
+    panel = window.draft_panel
+    panel.set_draft_path(str(draft))
+    panel.dev.setCurrentText("none (CPU)")
+    s = window.doc.placement.settings
+    assert s.draft_devices == ["none"]
+    est = window.doc.estimate
+    assert [d.name for d in est.draft.devices if d.model] == ["CPU"]
+    assert set(window.board.drafts) == {"CPU"}
+    panel.ctk.setCurrentText("q8_0")
+    assert window.doc.placement.settings.draft_type_k == "q8_0"
+    argv = window.doc.session.command().argv
+    assert argv[argv.index("-devd") + 1] == "none" and argv[argv.index("-ctkd") + 1] == "q8_0"
+    window.doc.undo()
+    assert window.doc.placement.settings.draft_type_k == "f16"
+    # removing the draft takes its blocks and memory away; undo brings them back
+    panel.remove.click()
+    assert window.doc.estimate.draft is None and not window.board.drafts
+    assert "-md" not in window.doc.session.command().argv
+    window.doc.undo()
+    assert window.doc.estimate.draft is not None and window.board.drafts
+
+
+def test_a_pasted_command_with_a_draft_opens_it(window, qtbot, pair):
+    main, draft = pair
+    _open(window, qtbot, main)
+    window.doc.session.import_command(f"llama-server -m {main} -md {draft} -ngld 1 --spec-type draft-simple -c 2048")
+    est = window.doc.estimate
+    assert est.draft is not None and window.doc.session.draft_model.path.name == "draft.gguf"
+    assert window.doc.placement.settings.draft_n_gpu_layers == 1
+    # a draft that cannot be read is said, and not counted
+    window.doc.session.import_command(f"llama-server -m {main} -md {main.parent / 'missing.gguf'} -c 2048")
+    est = window.doc.estimate
+    assert est.draft is None and any("missing.gguf (-md) is not open" in n for n in est.notes)
+    assert "not open" in window.draft_panel.info.text()
+
+
+def test_an_unreadable_draft_file_is_refused_with_the_reason(window, qtbot, pair, tmp_path):
+    main, _ = pair
+    _open(window, qtbot, main)
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00garbage")
+    err = window.draft_panel.set_draft_path(str(bad))
+    assert err and "could not be opened" in window.draft_panel.info.text()
+    assert window.doc.estimate.draft is None and window.doc.placement.settings.draft_model is None

@@ -1,0 +1,175 @@
+"""Speculative decoding: a draft model (-md) with its own flags, its memory on the lanes and its speed."""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QPushButton,
+                               QSpinBox, QVBoxLayout, QWidget)
+
+from app.errors import LayerdeckError
+from app.memory.kv import CACHE_TYPE_BLOCKS
+from app.memory.settings import NGL_ALL, NGL_AUTO
+from app.model import open_model
+from app.units import fmt_bytes
+
+from .document import Document
+
+SAME_DEVICES = "same as the model"
+
+
+class DraftPanel(QWidget):
+    """The draft model's file and flags (-md, -ngld, -devd, -ctkd/-ctvd, --spec-draft-n-max), each change one
+    undoable edit; the acceptance rate the speed assumes; what the draft costs and gains."""
+
+    def __init__(self, document: Document, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.doc = document
+        self._updating = False
+        outer = QHBoxLayout(self)
+        outer.setContentsMargins(8, 6, 8, 6)
+        lay = QVBoxLayout()
+        outer.addLayout(lay, 1)
+        lay.addWidget(QLabel("<b>Speculative decoding with a draft model</b> (-md)"))
+        row = QHBoxLayout()
+        self.file = QLabel("no draft model")
+        self.file.setWordWrap(True)
+        self.choose = QPushButton("Choose…")
+        self.choose.setToolTip("A small model of the same family and vocabulary (-md), e.g. Qwen3-0.6B for Qwen3-8B")
+        self.remove = QPushButton("Remove")
+        row.addWidget(self.file, 1)
+        row.addWidget(self.choose)
+        row.addWidget(self.remove)
+        lay.addLayout(row)
+        form = QFormLayout()
+        right = QFormLayout()
+        cols = QHBoxLayout()
+        cols.addLayout(form, 1)
+        cols.addLayout(right, 1)
+        lay.addLayout(cols)
+        self.ngl = QSpinBox()
+        self.ngl.setRange(-1, 512)
+        self.ngl.setSpecialValueText("auto (all)")  # -1: llama.cpp's default, every layer on the devices
+        self.ngl.setToolTip("-ngld: how many of the draft's layers (the output layer counts) go on the devices")
+        form.addRow("Draft GPU layers", self.ngl)
+        self.dev = QComboBox()
+        self.dev.setToolTip("-devd: the devices the draft uses (default: the model's own)")
+        form.addRow("Draft devices", self.dev)
+        self.ctk, self.ctv = QComboBox(), QComboBox()
+        for combo in (self.ctk, self.ctv):
+            combo.addItems(list(CACHE_TYPE_BLOCKS))
+        self.ctk.setToolTip("-ctkd: the draft's own K cache type (the model's -ctk is not inherited)")
+        self.ctv.setToolTip("-ctvd: the draft's own V cache type")
+        right.addRow("Draft K cache", self.ctk)
+        right.addRow("Draft V cache", self.ctv)
+        self.n_max = QSpinBox()
+        self.n_max.setRange(0, 64)
+        self.n_max.setToolTip("--spec-draft-n-max: tokens drafted a step (each slot reserves that many more "
+                              "output rows in the model's context)")
+        form.addRow("Drafted tokens", self.n_max)
+        self.accept = QDoubleSpinBox()
+        self.accept.setRange(0.0, 1.0)
+        self.accept.setSingleStep(0.05)
+        self.accept.setDecimals(2)
+        self.accept.setToolTip("The share of drafted tokens the model accepts: it depends on the pair and the text. "
+                               "llama-server logs the measured rate; set yours here (a speed assumption only).")
+        right.addRow("Acceptance rate", self.accept)
+        self.info = QLabel()
+        self.info.setWordWrap(True)
+        lay.addWidget(self.info)
+        lay.addStretch(1)
+        self.choose.clicked.connect(self._choose)
+        self.remove.clicked.connect(lambda: self.set_draft_path(None))
+        self.ngl.valueChanged.connect(self._apply)
+        self.n_max.valueChanged.connect(self._apply)
+        for combo in (self.dev, self.ctk, self.ctv):
+            combo.currentTextChanged.connect(self._apply)
+        self.accept.valueChanged.connect(self._accept_changed)
+        self.doc.changed.connect(self.refresh)
+        self.refresh()
+
+    # ------------------------------------------------------------------ file
+
+    def _choose(self) -> None:
+        start = os.path.dirname(os.fspath(self.doc.model.path)) if not self.doc.model.is_demo else ""
+        path, _ = QFileDialog.getOpenFileName(self, "Draft model", start, "GGUF models (*.gguf)")
+        if path:
+            self.set_draft_path(path)
+
+    def set_draft_path(self, path: str | None) -> str | None:
+        """Open ``path`` as the draft (None: no draft). Returns the error shown, or None."""
+        if path is None:
+            self.doc.session.set_draft(None)
+            return None
+        try:
+            draft = open_model(path)
+        except (LayerdeckError, OSError, ValueError) as exc:
+            self.info.setText(f"<span style='color:#D64541'>The draft model could not be opened: {exc}</span>")
+            return str(exc)
+        self.doc.session.set_draft(draft)
+        return None
+
+    # ------------------------------------------------------------------ view
+
+    def refresh(self) -> None:
+        self._updating = True
+        s = self.doc.placement.settings
+        draft = self.doc.session.draft_model
+        has = draft is not None
+        self.file.setText(draft.path.name if has else (f"{os.path.basename(s.draft_model)} (not open)"
+                                                       if s.draft_model else "no draft model"))
+        self.file.setToolTip(os.fspath(draft.path) if has else (s.draft_model or ""))
+        self.remove.setEnabled(has or bool(s.draft_model))
+        for w in (self.ngl, self.dev, self.ctk, self.ctv, self.n_max, self.accept):
+            w.setEnabled(has)
+        top = draft.params.n_layer + 1 if has else 512
+        self.ngl.setRange(-1, top)
+        self.ngl.setValue(top if s.draft_n_gpu_layers == NGL_ALL else min(s.draft_n_gpu_layers, top))
+        names = [SAME_DEVICES] + [d.name for d in self.doc.devices] + ["none (CPU)"]
+        if [self.dev.itemText(i) for i in range(self.dev.count())] != names:
+            self.dev.clear()
+            self.dev.addItems(names)
+        devd = s.draft_devices
+        self.dev.setCurrentText(SAME_DEVICES if not devd else "none (CPU)" if devd == ["none"] else devd[0])
+        self.ctk.setCurrentText(s.draft_type_k)
+        self.ctv.setCurrentText(s.draft_type_v)
+        self.n_max.setValue(s.spec_draft_n_max)
+        self.accept.setValue(self.doc.session.draft_acceptance)
+        self.info.setText(self._summary())
+        self._updating = False
+
+    def _summary(self) -> str:
+        est = self.doc.estimate
+        if est is None or est.draft is None:
+            s = self.doc.placement.settings
+            if s.draft_model and self.doc.session.draft_model is None:
+                return ("<span style='color:#C98A00'>The plan names a draft model that is not open: its memory is "
+                        "not counted. Choose it again.</span>")
+            return "<span style='color:gray'>No draft: llama-server decodes with the model alone.</span>"
+        where = ", ".join(f"{d.name} {fmt_bytes(d.total)}" for d in est.draft.devices if d.total)
+        text = f"The draft needs {where} (weights, its own KV cache, compute)."
+        spec = self.doc.session.speculative
+        if spec is not None:
+            color = "#3A9E5C" if spec.speedup >= 1.0 else "#C98A00"
+            text += f"<br><span style='color:{color}'>{spec.text()}</span>"
+        return text
+
+    # ------------------------------------------------------------------ edits
+
+    def _apply(self, *_) -> None:
+        if self._updating or self.doc.session.draft_model is None:
+            return
+        dev = self.dev.currentText()
+        ngl = self.ngl.value()
+        self.doc.set_settings(
+            draft_n_gpu_layers=NGL_AUTO if ngl < 0 else ngl,
+            draft_devices=None if dev == SAME_DEVICES else ["none"] if dev.startswith("none") else [dev],
+            draft_type_k=self.ctk.currentText(),
+            draft_type_v=self.ctv.currentText(),
+            spec_draft_n_max=self.n_max.value(),
+        )
+
+    def _accept_changed(self, value: float) -> None:
+        if not self._updating:
+            self.doc.session.set_draft_acceptance(value)
+            self.info.setText(self._summary())
