@@ -35,7 +35,7 @@ from app.llamacpp.build import PINNED_VERSION, build_key, cache_root  # noqa: E4
 from app.memory.compute import CHECKED_ARCHS, family_of  # noqa: E402
 from app.memory.compute.models import REGISTRY  # noqa: E402
 from app.memory.kv import MAMBA_STATE_ARCHS, RWKV_STATE_ARCHS  # noqa: E402
-from app.model.hparams import HYBRID_ARCHS, RECURRENT_ARCHS  # noqa: E402
+from app.model.hparams import HYBRID_ARCHS, KDA_ARCHS, RECURRENT_ARCHS  # noqa: E402
 
 OUT = ROOT / "docs" / "coverage.md"
 TESTS = [
@@ -80,7 +80,7 @@ FEATURES = [
         "the projector is not a block of its own; its weights and compute buffer are not counted",
     ),
     (
-        "Speculative decoding with a draft model (-md, -ngld, -devd, -ctkd/-ctvd, -cd)",
+        "Speculative decoding with a draft model (-md, -ngld, -devd, -otd, -ctkd/-ctvd, --spec-type)",
         "draft",
         "the draft model's weights, KV and compute buffers are not counted",
     ),
@@ -107,6 +107,10 @@ FEATURE_NOTES = {
     "sm-row": "llama.cpp refuses it on every backend but SYCL (\"does not support split buffers\"), and so does "
     "the estimate, with that reason; SYCL's row split is refused as not modelled",
     "sm-none": "the whole model on --main-gpu",
+    "draft": "the draft's weights, KV cache, compute and output buffers per device against llama-server's load "
+    "log (the lines after 'loading draft model'), and the main context's extra output rows for the drafted tokens; "
+    "its context has the target's cells, f16 caches unless -ctkd/-ctvd, one output row per slot; the board shows "
+    "its blocks hatched on their lanes; speed at a user-set acceptance rate (not measured)",
     "rpc-multi-device": "one lane per remote device, named as llama.cpp names them (RPC0, RPC1 on one host), "
     "each with its own buffer limits",
     "vulkan": "Vulkan0 on lavapipe and a remote Vulkan0 behind RPC: weights and context exact; compute exact "
@@ -237,7 +241,7 @@ def render(archs: list[str], rows: list[dict]) -> str:
                 why = "graph of its own, not compared"
             else:
                 why = "llama-style graph, not compared"
-            if (a in RECURRENT_ARCHS or a in HYBRID_ARCHS) and a not in MAMBA_STATE_ARCHS | RWKV_STATE_ARCHS:
+            if (a in RECURRENT_ARCHS or a in HYBRID_ARCHS) and a not in MAMBA_STATE_ARCHS | RWKV_STATE_ARCHS | KDA_ARCHS:
                 why += "; recurrent/linear-attention state not modelled"
             compute, category = f"approximate ({why})", "approximate"
         counts[category] += 1

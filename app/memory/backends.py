@@ -89,8 +89,8 @@ TEST_TOKENS = 512
 def weight_op(name: str) -> str:
     """The op llama.cpp tests ``name`` with (``NONE`` for tensors it does not know)."""
     base, _, suffix = name.rpartition(".")
-    if not base:
-        base, suffix = name, ""
+    if not base or suffix not in ("weight", "bias", "scale"):
+        base, suffix = name, ""  # a name without a suffix (Mamba's blk.N.ssm_a, blk.N.ssm_d)
     parts = base.split(".")
     template = ".".join("%d" if p.isdigit() else p for p in parts)
     _layer, op = TENSOR_OPS.get(template, ("", "NONE"))
@@ -138,12 +138,64 @@ def loader_op_sizes(t: TensorInfo, op: str, p: ModelParams) -> list[int]:
     return [t.nbytes]
 
 
+def vulkan_supports(op: str, dst, srcs) -> bool:
+    """``ggml_backend_vk_device_supports_op`` (``ggml-vulkan.cpp``) for the ops whose answer depends on their
+    shapes and the graphs Layerdeck replays use: ``dst`` and ``srcs`` have ``ty`` (``"w"`` for a weight, taken
+    as float: the recurrent weights these ops read are f32) and ``ne``. Every other op is taken as supported
+    (the tensor size limit is checked apart)."""
+
+    def f32(x) -> bool:
+        return x is not None and x.ty in ("f32", "w")
+
+    if op == "GATED_LINEAR_ATTN":  # "the shader block size is hardcoded to head_size 64"
+        return f32(srcs[0]) and f32(dst) and srcs[0].ne[0] == 64
+    if op == "GATED_DELTA_NET":  # S_v in 16/32/64/128, all six sources and the result f32
+        if len(srcs) < 6 or srcs[2].ne[0] not in (16, 32, 64, 128):
+            return False
+        return all(f32(x) for x in srcs[:6]) and f32(dst)
+    if op == "SSM_SCAN":  # Mamba-2 only (A with ne0 = 1), d_state 128 or 256, head_dim a multiple of 16
+        if not (f32(srcs[0]) and f32(dst)) or len(srcs) < 4:
+            return False
+        d_state, head_dim = srcs[0].ne[0], srcs[0].ne[1]
+        is_mamba2 = srcs[3] is not None and srcs[3].ne[0] == 1
+        return is_mamba2 and d_state in (128, 256) and head_dim % 16 == 0
+    if op == "SSM_CONV":
+        return f32(srcs[0])
+    return True
+
+
+#: Architectures whose ``blk.N.ssm_a`` is ``LLM_TENSOR_SSM_A_NOSCAN`` (used with MUL, not SSM_SCAN: the loader tests
+#: it with MUL; ``llama-arch.cpp``, the models' ``create_tensor`` calls in ``src/models/*.cpp``).
+SSM_A_NOSCAN_ARCHS = frozenset(
+    {"bailingmoe3", "glm5-next", "kimi-k3", "kimi-linear", "qwen35", "qwen35moe", "qwen3next", "qwen4exp"}
+)
+
+
+class _Shape:
+    __slots__ = ("ty", "ne")
+
+    def __init__(self, ty: str, ne: tuple[int, ...]):
+        self.ty, self.ne = ty, ne
+
+
 def refuses(lane: Lane, t: TensorInfo, p: ModelParams, op: str | None = None) -> bool:
-    """Whether ``lane``'s backend refuses the op that uses weight ``t`` (so llama.cpp keeps it in host memory)."""
+    """Whether ``lane``'s backend refuses the op that uses weight ``t`` (so llama.cpp keeps it in host memory):
+    the tensor size limit, and on Vulkan the op's own rules (``weight_buft_supported`` builds SSM_SCAN with the
+    weight as A: Mamba-1's A is refused, so its ``ssm_a`` stays in host memory)."""
+    op = op or weight_op(t.name)
+    if op == "SSM_SCAN" and p.arch in SSM_A_NOSCAN_ARCHS:
+        op = "MUL"
+    if op == "NONE":
+        return False
+    if backend_of(lane) == "vulkan" and op == "SSM_SCAN":
+        ne = tuple(t.shape) + (1,) * (4 - len(t.shape))
+        d_state = p.ssm_d_state if ne[0] == 1 else ne[0]  # llama-model-loader.cpp, GGML_OP_SSM_SCAN
+        n_head = max(ne[1], 1)
+        head_dim = p.ssm_d_inner // n_head if p.ssm_d_inner else 0
+        s = _Shape("f32", (d_state, head_dim, n_head, 3))
+        if not vulkan_supports(op, s, [s, None, None, _Shape("w", ne)]):
+            return True
     limit = lane.max_tensor_bytes
     if limit is None:
-        return False
-    op = op or weight_op(t.name)
-    if op == "NONE":
         return False
     return any(size > limit for size in loader_op_sizes(t, op, p))

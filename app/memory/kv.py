@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import EstimateError
 from ..model import ModelParams
-from ..model.hparams import PARALLEL_HYBRID_ARCHS
+from ..model.hparams import KDA_ARCHS, PARALLEL_HYBRID_ARCHS
 from .settings import LlamaSettings
 
 #: (elements per block, bytes per block) of the KV cache types (ggml/src/ggml-common.h).
@@ -113,10 +113,18 @@ def _check_cache_blocks(p: ModelParams, s: LlamaSettings) -> None:
             )
 
 
+#: Architectures whose NextN/MTP layers hold a KV cache in the main context although their tensors are skipped:
+#: hybrids built without an attention filter (``llama_model::create_memory``), so ``llama_memory_hybrid`` caches
+#: every non-recurrent layer of ``n_layer_all``.
+NEXTN_KV_ARCHS = frozenset({"bailingmoe3"})
+
+
 def has_kv_layers(p: ModelParams) -> list[bool]:
     """Layers that own a KV cache in the main context: not recurrent, not NextN/MTP, not one that reuses an earlier
     layer's cache (``n_layer_kv_from_start``: ``llama_hparams::has_kv`` and the KV cache's ``reuse`` callback)."""
     first_nextn = p.n_layer - p.nextn_layers if p.nextn_layers else p.n_layer
+    if p.arch in NEXTN_KV_ARCHS:
+        first_nextn = p.n_layer  # llama_memory_hybrid's default attention filter (!is_recr) keeps the MTP layers
     if p.n_layer_kv_from_start >= 0:
         first_nextn = min(first_nextn, p.n_layer_kv_from_start)
     attn_too = p.arch in PARALLEL_HYBRID_ARCHS  # falcon-h1: attention and Mamba2 in every layer
@@ -160,8 +168,9 @@ DSA_ARCHS = frozenset({"deepseek32", "glm-dsa"})
 #: whose conv state is ``(d_conv - 1) * (d_inner + 2 * n_group * d_state)`` (q, k and v channels) and whose
 #: delta-rule state ``d_state * d_inner`` (a head_v_dim x head_v_dim matrix per value head, head_v_dim =
 #: d_state), and LFM2's short-conv layers (``shortconv.l_cache``: a conv state of ``(l_cache - 1) * n_embd``, no
-#: s state). RWKV (token shift, wkv) sizes its own way (:data:`RWKV_STATE_ARCHS`); Kimi KDA and MiniMax
-#: size theirs differently: not modelled, see :func:`state_is_modelled`.
+#: s state). RWKV (token shift, wkv) sizes its own way (:data:`RWKV_STATE_ARCHS`), so does Kimi delta attention
+#: from ``kda.head_dim`` (bailingmoe3, :data:`~app.model.hparams.KDA_ARCHS`); kimi-linear's KDA and MiniMax's
+#: lightning attention are not modelled, see :func:`state_is_modelled`.
 MAMBA_STATE_ARCHS = frozenset(
     {
         "mamba",
@@ -183,12 +192,14 @@ MAMBA_STATE_ARCHS = frozenset(
 #: RWKV architectures whose state (``llama_hparams::n_embd_r`` = ``token_shift_count * n_embd`` token shifts,
 #: ``n_embd_s`` = ``n_embd * wkv_head_size`` WKV matrices) :func:`recurrent_bytes_per_layer` sizes and the tests
 #: compare with llama.cpp.
-RWKV_STATE_ARCHS = frozenset({"rwkv6", "rwkv7", "arwkv7"})
+RWKV_STATE_ARCHS = frozenset({"rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
 
 
 def state_is_modelled(p: ModelParams) -> bool:
     """False when the model has recurrent layers whose state this module does not size as llama.cpp does."""
-    return not any(p.recurrent_layers) or p.arch in MAMBA_STATE_ARCHS or p.arch in RWKV_STATE_ARCHS
+    return (
+        not any(p.recurrent_layers) or p.arch in MAMBA_STATE_ARCHS or p.arch in RWKV_STATE_ARCHS or p.arch in KDA_ARCHS
+    )
 
 
 def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
@@ -199,6 +210,13 @@ def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
         # llama_hparams::n_embd_r / n_embd_s for RWKV: the token shifts and one head_size x head_size matrix per head
         n_embd_r = p.token_shift_count * p.n_embd
         n_embd_s = p.n_embd * p.wkv_head_size
+        return [(n_embd_r + n_embd_s) * max(1, shape.n_seq) * 4 if r else 0 for r in p.recurrent_layers]
+    if p.arch in KDA_ARCHS:
+        # llama_hparams::n_embd_r / n_embd_s for Kimi delta attention: the q, k and v conv states of d_conv - 1
+        # columns of n_head * head_dim each, and one head_dim x head_dim matrix per head
+        d_inner = (p.n_head[0] if p.n_head else 0) * p.kda_head_dim
+        n_embd_r = 3 * (p.ssm_d_conv - 1 if p.ssm_d_conv > 0 else 3) * d_inner
+        n_embd_s = p.kda_head_dim * d_inner
         return [(n_embd_r + n_embd_s) * max(1, shape.n_seq) * 4 if r else 0 for r in p.recurrent_layers]
     if p.shortconv_l_cache:
         # llama_hparams::n_embd_r for LFM2: the short conv keeps l_cache - 1 columns of n_embd; no s state

@@ -217,7 +217,7 @@ def place_weights(
     tl = model.index.tensor_layer
     skipped = model.index.skipped
     # devices whose backend refuses some weights (a Vulkan size limit): those weights stay in host memory
-    limited = {d.name: d for d in devs if d.max_tensor_bytes is not None}
+    limited = {d.name: d for d in devs if d.max_tensor_bytes is not None or backend_of(d) == "vulkan"}
     tensors = model.tensors
     tensor_device = []
     for i, il in enumerate(tl):

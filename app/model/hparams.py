@@ -89,6 +89,9 @@ FILE_TYPES = {
 
 #: Architectures llama.cpp treats as recurrent or hybrid (llm_arch_is_recurrent / llm_arch_is_hybrid).
 RECURRENT_ARCHS = {"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"}
+#: Hybrids whose linear-attention layers are Kimi delta attention sized from ``kda.head_dim`` (``kimi-linear``'s
+#: KDA layers are not modelled yet).
+KDA_ARCHS = frozenset({"bailingmoe3"})
 #: The RWKV architectures (``wkv.head_size``, token shifts: ``llama_hparams::n_embd_r``/``n_embd_s`` for RWKV).
 RWKV_ARCHS = frozenset({"rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
 HYBRID_ARCHS = {
@@ -104,6 +107,7 @@ HYBRID_ARCHS = {
     "kimi-linear",
     "qwen35",
     "qwen35moe",
+    "bailingmoe3",
 }
 
 
@@ -409,6 +413,10 @@ class ModelParams:
     #: and the number of token shifts kept in the recurrent ``r`` state
     wkv_head_size: int = 0
     token_shift_count: int = 0
+    #: Kimi delta attention (llama_hparams::n_embd_head_kda, ``kda.head_dim``; read for :data:`KDA_ARCHS`): the KDA
+    #: layers' head size (their conv state is ``3 * (d_conv - 1) * n_head * head_dim``, the delta-rule state
+    #: ``head_dim * head_dim * n_head``); 0 elsewhere
+    kda_head_dim: int = 0
     recurrent_layers: list[bool] = field(default_factory=list)
     nextn_layers: int = 0
     #: llama_hparams::n_layer_kv_from_start: when >= 0 only the first that many layers own a KV cache; later layers
@@ -673,6 +681,13 @@ def extract_params(
         # llama_model_rwkv6/rwkv7::load_arch_hparams: the head size is required, token shifts default to 2
         p.wkv_head_size = m.u32("{arch}.wkv.head_size", required=True)
         p.token_shift_count = m.u32("{arch}.token_shift_count", 2)
+    if arch in KDA_ARCHS:
+        # llama_model_bailingmoe3::load_arch_hparams: KDA head size and conv kernel required; the gate must be the
+        # "safe" one (the default) with a negative lower bound (GGML_ASSERTs)
+        p.kda_head_dim = m.u32("{arch}.kda.head_dim", required=True)
+        p.ssm_d_conv = m.u32("{arch}.ssm.conv_kernel", required=True)
+        if p.n_ff_shexp == 0:
+            p.n_ff_shexp = p.n_ff_exp * max(1, p.n_expert_shared)
     if arch in ("deepseek32", "glm-dsa"):
         p.indexer_full = _indexer_full(arch, m, n_layer, nextn, n_ctx_train)
     if arch == "gemma3n":

@@ -82,6 +82,10 @@ VULKAN_CASES = [
         "rwkv6-7b-1rpc-ngl20-np2-faoff",
         "dsv32-1rpc-cmoe",
         "glm5-1rpc-cmoe",
+        "jm-1rpc-cmoe",
+        "qrwkv6-32b-1rpc-ngl30-np2-faoff",
+        "ling3-tiny-1rpc-ngl10-ub1024",
+        "ling3mtp-tiny-1rpc-ngl12",
     }
 ]
 

@@ -346,6 +346,23 @@ CASES: list[Case] = [
     _c("rwkv6-7b-2rpc-np2", "rwkv6-finch-7b", 2, "-c 8192 -ngl all -ts 1,1 -np 2"),
     _c("rwkv6-7b-1rpc-ngl20-np2-faoff", "rwkv6-finch-7b", 1, "-c 8192 -ngl 20 -np 2 -fa off"),
     _c("rwkv6-3b-3rpc-np4-ub1024", "rwkv6-finch-3b", 3, "-c 16384 -ngl all -ts 1,2,1 -np 4 -ub 1024"),
+    # QRWKV6 (rwkv6qwen2: Qwen2.5 with RWKV-6 time mixing in its QRWKV form: GATED_LINEAR_ATTN, GQA-repeated k/v,
+    # q/k/v biases, no group norm; ARWKV-7's frame: RMS norms, one token shift, SwiGLU FFN)
+    _c("qrwkv6-7b-cpu", "qrwkv6-7b", 0, "-c 4096"),
+    _c("qrwkv6-32b-2rpc-np2", "qrwkv6-32b", 2, "-c 8192 -ngl all -ts 1,1 -np 2"),
+    _c("qrwkv6-32b-1rpc-ngl30-np2-faoff", "qrwkv6-32b", 1, "-c 8192 -ngl 30 -np 2 -fa off"),
+    _c("qrwkv6-7b-3rpc-ts121-np4-ub1024", "qrwkv6-7b", 3, "-c 16384 -ngl all -ts 1,2,1 -np 4 -ub 1024"),
+    # Ling 3.0 (bailingmoe3: Kimi delta attention layers, absorbed-MLA layers with a per-head gate over a K-only
+    # cache, sigmoid-routed experts + shared; hyperparameters beyond size/width/experts unconfirmed)
+    _c("ling3-tiny-cpu", "ling-3.0-tiny", 0, "-c 4096"),
+    _c("ling3-tiny-1rpc-np2-faoff", "ling-3.0-tiny", 1, "-c 16384 -ngl all -np 2 -fa off"),
+    _c("ling3-tiny-2rpc-ts13-ncmoe6", "ling-3.0-tiny", 2, "-c 32768 -ngl all -ts 1,3 -ncmoe 6"),
+    _c("ling3-tiny-1rpc-ngl10-ub1024", "ling-3.0-tiny", 1, "-c 8192 -ngl 10 -ub 1024"),
+    _c("ling3mtp-tiny-cpu", "ling-3.0-tiny-mtp", 0, "-c 16384"),
+    _c("ling3mtp-tiny-2rpc-ts13", "ling-3.0-tiny-mtp", 2, "-c 32768 -ngl all -ts 1,3 -np 2"),
+    _c("ling3mtp-tiny-1rpc-ngl12", "ling-3.0-tiny-mtp", 1, "-c 16384 -ngl 12 -fa off"),
+    _c("ling3-flash-3rpc-np4", "ling-3.0-flash", 3, "-c 16384 -ngl all -ts 1,1,1 -np 4"),
+    _c("ling3-flash-2rpc-cmoe-q8", "ling-3.0-flash", 2, "-c 8192 -ngl all -ts 1,1 -cmoe -ctk q8_0 -ctv q8_0"),
     # rwkv7 cases here
     # DeepSeek-V3.2 (deepseek32: V3's MLA + MoE with the DSA lightning indexer, its own K cache of 128 per layer
     # and the top-2048 mask)

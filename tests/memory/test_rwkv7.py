@@ -82,3 +82,21 @@ def test_rwkv6_time_mix_first_stays_in_host_memory_on_lavapipe(tmp_path):
     assert refuses(lavapipe, first, m.params) and not refuses(desktop, first, m.params)
     key = next(t for t in m.tensors if t.name == "blk.1.time_mix_key.weight")
     assert not refuses(lavapipe, key, m.params)
+
+
+def test_rwkv6qwen2_state_gqa_and_blocks(tmp_path):
+    """rwkv6qwen2 (QRWKV6): one token shift (the converter writes token_shift_count 1), n_embd_s = n_embd x
+    head_size; head_count 0 but head_count_kv from Qwen2 (k/v are head_count_kv x head_size wide, no KV cache);
+    no LN0, no time_mix_first; Qwen2's FFN blocks."""
+    m = open_model(write_tiny_model("rwkv6qwen2", tmp_path / "q.gguf"))
+    p = m.params
+    assert (p.wkv_head_size, p.token_shift_count, p.n_head_kv) == (64, 1, [1] * 4) and state_is_modelled(p)
+    assert p.recurrent_layers == [True] * 4 and has_kv_layers(p) == [False] * 4
+    assert compute.unchecked_note("rwkv6qwen2", True) is None
+    shape = ContextShape(4096, 2048, 2, 2, False, 2048, 512, 0, True, 2)
+    assert recurrent_bytes_per_layer(p, shape) == [(128 + 128 * 64) * 4 * 2] * 4
+    names = {t.name: t for t in m.tensors}
+    assert "token_embd_norm.weight" not in names and "blk.0.time_mix_first.weight" not in names
+    assert names["blk.0.time_mix_key.weight"].shape[:2] == (128, 64)
+    assert m.block_of("blk.2.ffn_up.weight").role is Role.FFN
+    assert m.block_of("blk.2.time_mix_key.bias").role is Role.SSM

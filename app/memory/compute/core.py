@@ -9,7 +9,7 @@ from operator import itemgetter
 
 from ...lanes import CPU
 from ...model import Model
-from ..backends import alignment_of, cuda_like, host_buffer_of
+from ..backends import alignment_of, backend_of, cuda_like, host_buffer_of
 from ..kv import ContextShape
 from ..layout import WeightPlacement
 from ..settings import NGL_ALL, NGL_AUTO, LlamaSettings
@@ -292,7 +292,9 @@ def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_
     n_be = cpu + 1
     offload_to = [i for i, d in enumerate(devs) if d.kind in ("gpu", "igpu")] if offload else []
     g = b.g
-    splits = schedule(g.nodes, g.leafs, cpu, offload_to, [d.max_tensor_bytes for d in devs] + [None])
+    splits = schedule(
+        g.nodes, g.leafs, cpu, offload_to, [(d.max_tensor_bytes, backend_of(d)) for d in devs] + [(None, "cpu")]
+    )
     host_align, host_max = host_buffer_of(devs)
     aligns = [alignment_of(d) for d in devs] + [host_align]
     max_sizes = [d.max_buffer for d in devs] + [host_max]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..backends import vulkan_supports
 from .ggml import INPUT, NONE, VIEW_OPS, T, nbytes
 
 
@@ -18,13 +19,32 @@ def _offload_batch(t):
 
 
 def _tensor_bytes(t) -> int:
-    return t.size if t.ty == "w" else nbytes(t.ty, t.ne, t.nb)
+    """``ggml_nbytes``; a weight's view (a reshape of ``ssm_conv1d`` or ``ssm_a``) has its share of the weight's
+    bytes (weights carry no strides here, so a view counts its elements' share of the whole)."""
+    if t.ty != "w":
+        return nbytes(t.ty, t.ne, t.nb)
+    vs = t.vs
+    if vs is None or t.op == NONE:
+        return t.size
+    n, nw = _n(t.ne), _n(vs.ne)
+    return vs.size if n == nw or nw == 0 else vs.size * n // nw
+
+
+def _n(ne) -> int:
+    n = 1
+    for x in ne:
+        n *= x
+    return n
 
 
 def _supports(t, be, limits) -> bool:
-    """``ggml_backend_supports_op`` as far as memory depends on it: a backend with a tensor size limit (Vulkan:
-    ``ggml_backend_vk_device_supports_op`` refuses any source or result above it) refuses the op."""
-    lim = limits[be] if limits else None
+    """``ggml_backend_supports_op`` as far as memory depends on it. ``limits[be]`` is (largest tensor or None,
+    backend name): a backend with a tensor size limit (Vulkan: ``ggml_backend_vk_device_supports_op`` refuses
+    any source or result above it) refuses the op, and Vulkan refuses some ops by shape
+    (:func:`app.memory.backends.vulkan_supports`)."""
+    lim, kind = limits[be] if limits else (None, None)
+    if kind == "vulkan" and not vulkan_supports(t.op, t, t.src):
+        return False
     if lim is None:
         return True
     if _tensor_bytes(t) > lim:
@@ -36,11 +56,12 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None):
     """Backend per node and the splits with their inputs (``ggml_backend_sched_split_graph`` passes 1-5).
 
     ``offload_to``: backends whose ``offload_op`` accepts ops on host weights (CUDA-like GPUs), in priority order.
-    ``limits``: per backend, the largest tensor its ops may touch (None: no limit), see :func:`_supports`.
+    ``limits``: per backend, (the largest tensor its ops may touch or None, its backend name), see
+    :func:`_supports`.
     Returns ``splits`` as a list of (backend, first node index, end index, [(input, its copy)]); nodes get
     ``be`` and, where a source lives on another backend, ``cs`` with the copy in its place.
     """
-    if limits is not None and all(x is None for x in limits):
+    if limits is not None and all(lim is None and kind != "vulkan" for lim, kind in limits):
         limits = None
     # pass 1: pre-allocated tensors, graph inputs, ops on weights
     for t in leafs:
@@ -128,7 +149,7 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None):
                 if cp is None:
                     # ggml_dup_tensor_layout: same shape and strides, so a strided view costs its whole span
                     cp = T(s.ty, s.ne, s.nb, NONE, [])
-                    cp.size = s.size if s.ty == "w" else nbytes(s.ty, s.ne, s.nb)
+                    cp.size = _tensor_bytes(s)
                     cp.be = cur_be
                     cp.name = "copy:" + s.name
                     copies[key] = cp

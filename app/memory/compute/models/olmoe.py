@@ -3,7 +3,7 @@ softmax routing and unnormalised top-k weights."""
 
 from __future__ import annotations
 
-from ..builder import rope
+from ..builder import qkv_2d, rope
 from ..ggml import binary, get_rows, reshape
 from . import Family
 
@@ -19,9 +19,7 @@ def build(b):
         inpSA = inpL
         cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
         # build_qkv(..., reshape=false): the 2-D projections, normed, then reshaped
-        q = b.add_b(b.mm(f"blk.{il}.attn_q.weight", cur), f"blk.{il}.attn_q.bias")
-        k = b.add_b(b.mm(f"blk.{il}.attn_k.weight", cur), f"blk.{il}.attn_k.bias")
-        v = b.add_b(b.mm(f"blk.{il}.attn_v.weight", cur), f"blk.{il}.attn_v.bias")
+        q, k, v = qkv_2d(b, il, cur, hd)
         q = b.norm(q, f"blk.{il}.attn_q_norm.weight", il)
         k = b.norm(k, f"blk.{il}.attn_k_norm.weight", il)
         q = reshape(q, hd, p.n_head[il], nt)

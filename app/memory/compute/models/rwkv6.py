@@ -5,6 +5,12 @@ channel mixes, the output rows gathered before the last channel mix; see :mod:`.
 the data-dependent lerp (``time_mix_lerp_x``, a 5-way LoRA ``time_mix_w1``/``w2`` and the fused lerp), the decay
 LoRA, ``RWKV_WKV6`` with ``time_mix_first`` over the ``s`` state, a group norm and a SiLU gate; the channel mix
 has a sigmoid receptance. Every ``rescale_every_n_layers`` layers the output is halved (a SCALE).
+
+``src/models/rwkv6qwen2.cpp`` for ``rwkv6qwen2`` (QRWKV6: Qwen2.5 with its attention replaced by RWKV-6 time
+mixing) keeps ARWKV-7's frame (:mod:`.arwkv7`: RMS norms, one token shift, Qwen2's SwiGLU FFN, no LN0) around
+the same time mix in its "QRWKV" form (no ``time_mix_first``): optional ``r``/``k``/``v`` biases, a sigmoid
+gate, ``k`` and ``v`` repeated over the heads when ``head_count_kv`` (GQA) is fewer than ``n_embd /
+head_size``, ``k * (1 - w)``, ``GATED_LINEAR_ATTN`` instead of ``RWKV_WKV6`` and no group norm.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from .rwkv7 import layer_norm, weight_reshape
 
 
 def time_mix(b, cur, x_prev, il):
-    """``build_rwkv6_time_mix`` (RWKV-6 proper: ``time_mix_first`` present, fused lerp as the converter writes)."""
+    """``build_rwkv6_time_mix``: RWKV-6 proper with ``time_mix_first``, the QRWKV form (rwkv6qwen2) without."""
     p, g, ns, nt = b.p, b.g, b.c.n_seqs, b.nt
     nst = nt // ns
     n_embd, hs = p.n_embd, p.wkv_head_size
@@ -44,24 +50,42 @@ def time_mix(b, cur, x_prev, il):
             t = view(xxx, (n_embd, nt), (xxx.nb[1],))
             parts.append(binary("ADD", binary("MUL", binary("ADD", t, w_(pre + f"time_mix_lerp_{x}.weight")), sx), cur))
         xw, xk, xv, xr, xg = parts
+    qrwkv = w_(pre + "time_mix_first.weight") is None
     r = b.mm(pre + "time_mix_receptance.weight", xr)
     k = b.mm(pre + "time_mix_key.weight", xk)
     v = b.mm(pre + "time_mix_value.weight", xv)
-    gate = unary("UNARY", b.mm(pre + "time_mix_gate.weight", xg))
+    r = b.add_b(r, pre + "time_mix_receptance.bias")
+    k = b.add_b(k, pre + "time_mix_key.bias")
+    v = b.add_b(v, pre + "time_mix_value.bias")
+    gate = unary("UNARY", b.mm(pre + "time_mix_gate.weight", xg))  # sigmoid (QRWKV) or SiLU
+    n_head_kv = p.n_head_kv[il] if p.n_head_kv else 0
+    if n_head_kv and n_head_kv != heads:  # GQA: k, v repeated to the heads (ggml_repeat onto a shape-only tensor)
+        k = new("f32", (hs, heads // n_head_kv, n_head_kv, nt), "REPEAT", (reshape(k, hs, 1, n_head_kv, nt),))
+        v = new("f32", (hs, heads // n_head_kv, n_head_kv, nt), "REPEAT", (reshape(v, hs, 1, n_head_kv, nt),))
     k, v, r = (reshape(t, hs, heads, nt) for t in (k, v, r))
     w = b.mm(pre + "time_mix_decay_w2.weight", unary("UNARY", b.mm(pre + "time_mix_decay_w1.weight", xw)))
     w = binary("ADD", w, w_(pre + "time_mix_decay.weight"))
     w = unary("UNARY", unary("UNARY", unary("UNARY", w)))
     w = reshape(w, hs, heads, nt)
+    if qrwkv:
+        k = binary("SUB", k, binary("MUL", k, w))
     s_all = b.s_caches[il]
     state = build_rs(b, s_all, n_embd_s)
-    out = new("f32", (hs * heads, nt + hs * ns), "RWKV_WKV6", (k, v, r, w_(pre + "time_mix_first.weight"), w, state))
+    if qrwkv:
+        out = new("f32", (hs * heads, nt + hs * ns), "GATED_LINEAR_ATTN", (k, v, r, w, state))
+    else:
+        out = new(
+            "f32", (hs * heads, nt + hs * ns), "RWKV_WKV6", (k, v, r, w_(pre + "time_mix_first.weight"), w, state)
+        )
     cur = view(out, (n_embd * nt,), ())
     g.expand(cpy(view(out, (n_embd * hs * ns,), ()), view(s_all, (n_embd_s * ns,), ())))
-    cur = reshape(cur, n_embd // heads, heads, nt)
-    cur = dup(cur, "NORM", (cur,))
-    cur = reshape(cur, n_embd, nt)
-    cur = binary("ADD", binary("MUL", cur, w_(pre + "time_mix_ln.weight")), w_(pre + "time_mix_ln.bias"))
+    if not qrwkv:
+        cur = reshape(cur, n_embd // heads, heads, nt)
+        cur = dup(cur, "NORM", (cur,))
+        cur = reshape(cur, n_embd, nt)
+        cur = binary("ADD", binary("MUL", cur, w_(pre + "time_mix_ln.weight")), w_(pre + "time_mix_ln.bias"))
+    else:
+        cur = reshape(cur, n_embd, nt)
     cur = binary("MUL", cur, gate)
     cur = b.mm(pre + "time_mix_output.weight", cur)
     return reshape(cur, n_embd, nst, ns)
@@ -78,7 +102,39 @@ def channel_mix(b, cur, x_prev, il):
     return binary("MUL", r, b.mm(pre + "channel_mix_value.weight", k))
 
 
+def build_qwen2(b):
+    """``llama_model_rwkv6qwen2::graph``: :func:`.arwkv7.build`'s frame around :func:`time_mix`."""
+    p, g, c = b.p, b.g, b.c
+    ns, nt = c.n_seqs, b.nt
+    nst = nt // ns
+    n_embd = p.n_embd
+    n_embd_r = p.token_shift_count * n_embd  # rwkv6qwen2.cpp asserts n_embd == n_embd_r
+    n_embd_s = n_embd * p.wkv_head_size
+    inpL = b.inp_embd()
+    out_ids = b.inp_out_ids()
+    b.s_caches = {}
+    for il in b.layers:
+        r_all = b.cache(il, "r", "f32", (n_embd_r, c.n_rs))
+        b.s_caches[il] = b.cache(il, "s", "f32", (n_embd_s, c.n_rs))
+        inpL = reshape(inpL, n_embd, nst, ns)
+        shift = reshape(build_rs(b, r_all, n_embd_r), n_embd, p.token_shift_count, ns)
+        att_norm = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
+        x_prev = concat(shift, view(att_norm, (n_embd, nst - 1, ns), (att_norm.nb[1], att_norm.nb[2])), 1)
+        cur = time_mix(b, att_norm, x_prev, il)
+        shift = view(att_norm, (n_embd, 1, ns), (att_norm.nb[1], att_norm.nb[2]))
+        g.expand(cpy(view(shift, (n_embd * ns * p.token_shift_count,), ()), view(r_all, (n_embd_r * ns,), ())))
+        ffn_inp = reshape(binary("ADD", cur, inpL), n_embd, nt)
+        if il == b.last:
+            ffn_inp = get_rows(ffn_inp, out_ids)  # (the get_rows of cur there is never used)
+        cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
+        cur = b.ffn(cur, "ffn", il)
+        inpL = binary("ADD", cur, ffn_inp)
+    return b.output(inpL)
+
+
 def build(b):
+    if b.p.arch == "rwkv6qwen2":
+        return build_qwen2(b)
     p, g, c = b.p, b.g, b.c
     ns, nt = c.n_seqs, b.nt
     nst = nt // ns
@@ -131,4 +187,4 @@ def build(b):
 
 # checked against llama-fit-params --fit-print (v6-Finch-3B and 7B: CPU and 1-3 RPC, -ts, -ngl 20, -np 1-4, -ub 1024,
 # -fa off) and llama-server -lv 4 (tiny model, 1-2 RPC, -np 2/4)
-FAMILY = Family(name="rwkv6", build=build, exact=frozenset({"rwkv6"}))
+FAMILY = Family(name="rwkv6", build=build, exact=frozenset({"rwkv6", "rwkv6qwen2"}))
