@@ -41,6 +41,7 @@ from .memory.estimator import Estimate, Estimator
 from .memory.layout import WeightPlacement
 from .memory.settings import LlamaSettings
 from .model import Model, Role, open_model
+from .model.projector import Projector, open_projector
 from .placement import Placement
 from .placement.command import Command, build_command
 from .placement.export import ExportCache, InexpressibleError, PlacementArgs, placement_args
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from .memory.learned import DryRunCorrection, LearnedStore, Verification
     from .placement.dry_run import DryRunJob
 from .speed.predict import DecodePrediction, PromptPrediction, SpeedFacts, SpeedParams, predict_decode, predict_prompt
-from .speed.speculative import DEFAULT_ACCEPTANCE, SpeculativeDecode, speculative_decode
+from .speed.speculative import DEFAULT_ACCEPTANCE, POLL_ADVICE, SpeculativeDecode, speculative_decode
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,11 @@ IMPORTED_SETTINGS = (
     "draft_type_v",
     "spec_types",
     "spec_draft_n_max",
+    "mmproj",
+    "mmproj_offload",
+    "mmproj_device",
+    "image_min_tokens",
+    "image_max_tokens",
 )
 
 #: Short labels for settings edits ("Set context 16384").
@@ -186,6 +192,7 @@ class PreparedImport:
     other_model: bool
     basis: tuple  # the model and devices it was laid out for
     draft: Model | None = None  # the draft model the command names (-md), opened
+    projector: Projector | None = None  # the projector it names (--mmproj), opened
 
 
 def split_launch_args(argv: Sequence[str], tool: str = "server") -> tuple[LaunchProfile, list[str]]:
@@ -345,6 +352,7 @@ class Session:
         host_bandwidth: float | None = None,
         margin: int = 0,
         draft: Model | None = None,
+        projector: Projector | None = None,
     ):
         from .placement.presets import all_on_gpus
 
@@ -357,7 +365,7 @@ class Session:
         self.placement: Placement = placement if placement is not None else all_on_gpus(model, list(devices), s)
         self.history = History(self.placement)
         self.history.listeners.append(self._on_history)
-        self.estimator = Estimator(model, draft)  # draft: the -md model, when one is open
+        self.estimator = Estimator(model, draft, projector)  # the -md model and --mmproj file, when open
         #: the share of drafted tokens the target accepts, for the speculative speed (a user-set figure)
         self.draft_acceptance = DEFAULT_ACCEPTANCE
         self._draft_facts: tuple[Model, SpeedFacts] | None = None
@@ -533,8 +541,18 @@ class Session:
             drafted = predict_decode(
                 drafter.model, est.draft.placement, params, facts=self._draft_facts[1], threads=st.n_threads
             )
+            cpu = params.cpu
+            # both run layers on the CPU (the embedding lookup alone does not keep the thread pool busy)
+            both_on_cpu = CPU in est.placement.layer_device and CPU in est.draft.placement.layer_device
+            few_cores = cpu is not None and (cpu.physical_cores or 0) <= 8
+            notes = (POLL_ADVICE,) if both_on_cpu and few_cores else ()
             return speculative_decode(
-                decode.seconds_per_token, verify.seconds_per_token, drafted.seconds_per_token, n, self.draft_acceptance
+                decode.seconds_per_token,
+                verify.seconds_per_token,
+                drafted.seconds_per_token,
+                n,
+                self.draft_acceptance,
+                notes,
             )
         except (ValueError, ZeroDivisionError) as exc:
             log.info("no speculative speed prediction: %s", exc)
@@ -884,6 +902,39 @@ class Session:
             self._emit(Change.edit())
         return True
 
+    @property
+    def projector(self) -> Projector | None:
+        """The projector (``--mmproj``) the settings name, when its file is open; None without one."""
+        proj = self.estimator.projector
+        path = self.placement.settings.mmproj
+        if proj is None or not path:
+            return None
+        return proj if os.fspath(proj.path) == path else None
+
+    def set_projector(self, proj: Projector | None) -> bool:
+        """Use ``proj`` as the multimodal projector (``--mmproj``), or none; one undoable edit of the settings
+        (where it runs, ``--no-mmproj-offload``/``-mmdev``, stays as set)."""
+        if proj is not None:  # without one the open file stays in memory: undo brings it back
+            self.estimator.projector = proj
+        if not self.set_settings(mmproj=os.fspath(proj.path) if proj is not None else None):
+            self._recompute()
+            self._emit(Change.edit())
+        return True
+
+    def _open_projector_of(self, settings: LlamaSettings) -> str | None:
+        """Open the projector ``settings`` name (--mmproj) unless it is the open one; returns the problem."""
+        path = settings.mmproj
+        if not path:
+            return None
+        current = self.estimator.projector
+        if current is not None and os.fspath(current.path) == path:
+            return None
+        try:
+            self.estimator.projector = open_projector(path)
+        except (LayerdeckError, OSError, ValueError) as exc:
+            return f"the projector {path} (--mmproj) could not be opened, so it is not counted: {exc}"
+        return None
+
     def set_devices(self, devices: Sequence[Lane], host_capacity: int | None = None) -> None:
         """A new lane list (detection finished, the user edited it). A placement that only uses lanes still
         present is kept, with the new capacities; otherwise it is laid out again on the new lanes. Before the
@@ -956,8 +1007,21 @@ class Session:
                     draft = open_model(path)
                 except (LayerdeckError, OSError, ValueError) as exc:
                     warnings.append(f"the draft model {path} (-md) could not be opened, so it is not counted: {exc}")
+        proj: Projector | None = None
+        if parsed.settings.mmproj:
+            open_one = self.estimator.projector
+            if open_one is not None and os.fspath(open_one.path) == parsed.settings.mmproj:
+                proj = open_one
+            else:
+                try:
+                    proj = open_projector(parsed.settings.mmproj)
+                except (LayerdeckError, OSError, ValueError) as exc:
+                    warnings.append(
+                        f"the projector {parsed.settings.mmproj} (--mmproj) could not be opened, so it is not "
+                        f"counted: {exc}"
+                    )
         return PreparedImport(
-            new, parsed.settings, profile, tuple(warnings), parsed.model, other, self._import_basis(), draft
+            new, parsed.settings, profile, tuple(warnings), parsed.model, other, self._import_basis(), draft, proj
         )
 
     def apply_import(self, prep: PreparedImport) -> ImportResult:
@@ -970,6 +1034,9 @@ class Session:
         draft_changed = prep.draft is not self.draft_model
         if draft_changed:
             self.estimator.draft = Estimator(prep.draft) if prep.draft is not None else None
+        if prep.projector is not self.estimator.projector and prep.projector is not None:
+            self.estimator.projector = prep.projector
+            draft_changed = True
         profile = prep.profile
         changed = new.snapshot() != self.placement.snapshot()
         if changed:
@@ -1014,6 +1081,9 @@ class Session:
             err.where = exc.where
             raise err from None
         self._open_draft_of(new.settings)
+        problem = self._open_projector_of(new.settings)
+        if problem:
+            self.say(problem[0].upper() + problem[1:])
         self.history.push(edit_to(self.placement, new, label or f"Open plan {os.path.basename(os.fspath(path))}"))
         if profile is not None:
             self.set_launch_profile(profile)

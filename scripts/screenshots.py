@@ -1,6 +1,6 @@
 """Regenerate the README screenshots (offscreen Qt): the demo on two planned GPUs + CPU, an over-capacity
 state, and the command panel, at 1024x700, 1280x800 and 1920x1080 (light), the demo in the dark theme, and
-the server's launch options and chat at 1280x800.
+the server's launch options and chat, a draft model and a vision projector at 1280x800.
 
     QT_QPA_PLATFORM=offscreen python scripts/screenshots.py [--out docs/screenshots]
 """
@@ -22,6 +22,44 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 def settle(app: QApplication, rounds: int = 5) -> None:
     for _ in range(rounds):
         app.processEvents()
+
+
+def extras(app: QApplication, out: Path, size: str, w: int, h: int) -> list[Path]:
+    """A draft model and a projector on the demo's two planned GPUs: Qwen3-4B with Qwen3-0.6B as its draft, and
+    Gemma 3 4B with its vision projector (full-size headers written as sparse files by the test factory)."""
+    import tempfile
+
+    from tests import gguf_factory as gf
+    from tests.projector_factory import write_gemma3_projector
+    from ui.main_window import DEMO_DEVICES, MainWindow
+
+    work = Path(tempfile.mkdtemp(prefix="layerdeck-shots-"))
+    shots = []
+    for name, model, attach in (
+        ("draft", "qwen3-4b", lambda win: win.draft_panel.set_draft_path(
+            str(gf.write_sparse_model("qwen3-0.6b", work / "Qwen3-0.6B-Q4_K_M.gguf")))),
+        ("projector", "gemma-3-4b", lambda win: win.projector_panel.set_projector_path(str(write_gemma3_projector(
+            work / "mmproj-gemma-3-4b.gguf", n_embd_text=2560, n_embd=1152, n_ff=4304, n_layer=27, n_head=16,
+            image_size=896)))),
+    ):
+        path = gf.write_sparse_model(model, work / f"{model}.gguf")
+        win = MainWindow(detect_devices=False)
+        win.setProperty("ask_on_close", False)
+        win.resize(w, h)
+        win.devices = list(DEMO_DEVICES)
+        win.show()
+        settle(app)
+        win.open_path_sync(str(path))
+        attach(win)
+        win.bottom.setCurrentWidget(win.draft_panel if name == "draft" else win.projector_panel)
+        settle(app)
+        win.board.relayout()
+        settle(app)
+        p = out / f"{name}-{size}.png"
+        win.grab().save(str(p))
+        shots.append(p)
+        win.close()
+    return shots
 
 
 def main() -> int:
@@ -99,6 +137,9 @@ def main() -> int:
             p = out / f"server-options-{size}.png"
             win.grab().save(str(p))
             written.append(p)
+            win.close()
+            written += extras(app, out, size, w, h)
+            continue
         win.close()
     settings.setValue("theme", "light")
     for p in written:

@@ -141,3 +141,31 @@ def test_estimate_carries_its_speed_prediction_and_what_it_assumes(q30, tmp_path
     assert speed["pp_tokens_per_s"] == round(prompt.tokens_per_s, 2)
     text = layerdeck("estimate", *base, env=env).stdout
     assert f"speed: generation {decode.tokens_per_s:.1f} tok/s" in text and "not calibrated" in text
+
+
+def test_estimate_counts_a_draft_model_and_a_projector(tmp_path):
+    """-md and --mmproj on planned GPUs: the draft's and the projector's shares per device, in the text table and
+    the JSON; the speed with the draft at the acceptance rate given; a file that is not a projector refused."""
+    from tests.projector_factory import write_gemma3_projector
+
+    main = write_tiny_model("gemma3", tmp_path / "g3.gguf")
+    draft = write_tiny_model("gemma3", tmp_path / "g3-draft.gguf", n_layer=2)
+    proj = write_gemma3_projector(tmp_path / "mmproj.gguf")
+    args = ["--devices", "CUDA0=24576,CUDA1=12288", "--", "-m", str(main), "-md", str(draft), "--mmproj",
+            str(proj), "-ngl", "all", "-c", "4096", "--spec-type", "draft-simple"]
+    r = layerdeck("estimate", "--acceptance", "0.6", *args)
+    assert r.returncode == 0, r.stderr
+    assert "draft" in r.stdout.splitlines()[3 + 1] and "projector" in r.stdout.splitlines()[4]
+    assert "draft model g3-draft.gguf (-md)" in r.stdout and "projector mmproj.gguf (gemma3, --mmproj) on CUDA0" in r.stdout
+    assert "at an acceptance rate of 60%" in r.stdout
+    doc = json.loads(layerdeck("estimate", "--json", "--acceptance", "0.6", *args).stdout)
+    cuda0 = next(d for d in doc["devices"] if d["name"] == "CUDA0")
+    assert doc["projector"]["device"] == "CUDA0" and cuda0["projector"] == doc["projector"]["weights"] + doc[
+        "projector"]["compute"].get("CUDA0", 0)
+    assert cuda0["draft"] == next(d["total"] for d in doc["draft"]["devices"] if d["name"] == "CUDA0") > 0
+    assert cuda0["total"] == sum(cuda0[k] for k in ("model", "context", "compute", "output", "draft", "projector"))
+    assert doc["speed"]["speculative"]["acceptance"] == 0.6 and not doc["speed"]["speculative"]["acceptance_assumed"]
+    bad = layerdeck("estimate", "--", "-m", str(main), "--mmproj", str(draft), "-c", "4096")
+    assert bad.returncode == 2 and "not a projector file" in bad.stderr and "Traceback" not in bad.stderr
+    worse = layerdeck("estimate", "--acceptance", "1.5", *args)
+    assert worse.returncode == 2 and "--acceptance 1.5" in worse.stderr

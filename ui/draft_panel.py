@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QPushButton,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from app.errors import LayerdeckError
 from app.memory.kv import CACHE_TYPE_BLOCKS
 from app.memory.settings import NGL_ALL, NGL_AUTO
 from app.model import open_model
 from app.units import fmt_bytes
 
+from .attached_file import AttachedFile
 from .document import Document
 
 SAME_DEVICES = "same as the model"
@@ -31,16 +30,14 @@ class DraftPanel(QWidget):
         lay = QVBoxLayout()
         outer.addLayout(lay, 1)
         lay.addWidget(QLabel("<b>Speculative decoding with a draft model</b> (-md)"))
-        row = QHBoxLayout()
-        self.file = QLabel("no draft model")
-        self.file.setWordWrap(True)
-        self.choose = QPushButton("Choose…")
-        self.choose.setToolTip("A small model of the same family and vocabulary (-md), e.g. Qwen3-0.6B for Qwen3-8B")
-        self.remove = QPushButton("Remove")
-        row.addWidget(self.file, 1)
-        row.addWidget(self.choose)
-        row.addWidget(self.remove)
-        lay.addLayout(row)
+        self.row = AttachedFile(
+            document, "Draft model", "GGUF models (*.gguf)",
+            "A small model of the same family and vocabulary (-md), e.g. Qwen3-0.6B for Qwen3-8B",
+            open_model, self.doc.session.set_draft,
+            lambda why: self.info.setText(f"<span style='color:#D64541'>The draft model could not be opened: "
+                                          f"{why}</span>"))
+        self.file, self.choose, self.remove = self.row.name, self.row.choose, self.row.remove
+        lay.addWidget(self.row)
         form = QFormLayout()
         right = QFormLayout()
         cols = QHBoxLayout()
@@ -78,8 +75,6 @@ class DraftPanel(QWidget):
         self.info.setWordWrap(True)
         lay.addWidget(self.info)
         lay.addStretch(1)
-        self.choose.clicked.connect(self._choose)
-        self.remove.clicked.connect(lambda: self.set_draft_path(None))
         self.ngl.valueChanged.connect(self._apply)
         self.n_max.valueChanged.connect(self._apply)
         for combo in (self.dev, self.ctk, self.ctv):
@@ -90,24 +85,9 @@ class DraftPanel(QWidget):
 
     # ------------------------------------------------------------------ file
 
-    def _choose(self) -> None:
-        start = os.path.dirname(os.fspath(self.doc.model.path)) if not self.doc.model.is_demo else ""
-        path, _ = QFileDialog.getOpenFileName(self, "Draft model", start, "GGUF models (*.gguf)")
-        if path:
-            self.set_draft_path(path)
-
     def set_draft_path(self, path: str | None) -> str | None:
         """Open ``path`` as the draft (None: no draft). Returns the error shown, or None."""
-        if path is None:
-            self.doc.session.set_draft(None)
-            return None
-        try:
-            draft = open_model(path)
-        except (LayerdeckError, OSError, ValueError) as exc:
-            self.info.setText(f"<span style='color:#D64541'>The draft model could not be opened: {exc}</span>")
-            return str(exc)
-        self.doc.session.set_draft(draft)
-        return None
+        return self.row.set_path(path)
 
     # ------------------------------------------------------------------ view
 
@@ -116,10 +96,8 @@ class DraftPanel(QWidget):
         s = self.doc.placement.settings
         draft = self.doc.session.draft_model
         has = draft is not None
-        self.file.setText(draft.path.name if has else (f"{os.path.basename(s.draft_model)} (not open)"
-                                                       if s.draft_model else "no draft model"))
-        self.file.setToolTip(os.fspath(draft.path) if has else (s.draft_model or ""))
-        self.remove.setEnabled(has or bool(s.draft_model))
+        self.row.show_state(draft.path.name if has else None, os.fspath(draft.path) if has else None, s.draft_model,
+                            "no draft model")
         for w in (self.ngl, self.dev, self.ctk, self.ctv, self.n_max, self.accept):
             w.setEnabled(has)
         top = draft.params.n_layer + 1 if has else 512
@@ -152,6 +130,7 @@ class DraftPanel(QWidget):
         if spec is not None:
             color = "#3A9E5C" if spec.speedup >= 1.0 else "#C98A00"
             text += f"<br><span style='color:{color}'>{spec.text()}</span>"
+            text += "".join(f"<br><span style='color:gray'>{n}</span>" for n in spec.notes)
         return text
 
     # ------------------------------------------------------------------ edits

@@ -46,6 +46,7 @@ from .document import Document
 from .elided_label import ElidedLabel, ElidingStatusBar
 from .draft_panel import DraftPanel
 from .kv_panel import KvPanel
+from .projector_panel import ProjectorPanel
 from .message_bar import MessageBar
 from .summary_panel import SummaryPanel
 from .worker import run_in_background
@@ -265,6 +266,8 @@ class MainWindow(QMainWindow):
         self.bottom.addTab(self.launch, "Server")
         self.draft_panel = DraftPanel(self.doc)
         self.bottom.addTab(self.draft_panel, "Draft model")
+        self.projector_panel = ProjectorPanel(self.doc)
+        self.bottom.addTab(self.projector_panel, "Projector")
         self.launch.server_state.connect(lambda st: self.bottom.setTabText(1, f"Server: {st.value}"))
         split = QSplitter(Qt.Orientation.Vertical)
 

@@ -16,6 +16,7 @@ from ..command.parse import parse_llama_args
 from ..lanes import to_llama_name
 from ..memory.estimator import Estimate
 from ..memory.settings import TOOLS
+from ..model.projector import open_projector
 from ..placement import Placement
 from ..session import Session
 from ..speed.speculative import DEFAULT_ACCEPTANCE
@@ -68,6 +69,7 @@ def _devices_json(est: Estimate) -> list[dict]:
             "compute": d.compute,
             "output": d.output,
             "draft": d.draft,
+            "projector": d.projector,
             "total": d.total,
             "capacity": d.capacity,
         }
@@ -75,7 +77,7 @@ def _devices_json(est: Estimate) -> list[dict]:
     ]
 
 
-def to_json(est: Estimate, draft_path: str | None = None) -> dict:
+def to_json(est: Estimate, draft_path: str | None = None, projector_path: str | None = None) -> dict:
     s = est.shape
     draft = est.draft
     return {
@@ -88,6 +90,17 @@ def to_json(est: Estimate, draft_path: str | None = None) -> dict:
                 "layers": draft.placement.layer_device,
             }
             if draft is not None
+            else None
+        ),
+        "projector": (
+            {
+                "file": projector_path,
+                "device": to_llama_name(est.projector.device),
+                "weights": est.projector.weights,
+                "compute": {to_llama_name(k): v for k, v in est.projector.compute.items()},
+                "exact": est.projector.exact,
+            }
+            if est.projector is not None
             else None
         ),
         "context": {
@@ -196,11 +209,12 @@ def render_speed(doc: dict) -> list[str]:
             f"speed with the draft model: generation {spec['tg_tokens_per_s']:.1f} tok/s ({spec['speedup']:.2f}x) at "
             f"an acceptance rate of {spec['acceptance']:.0%}"
             + (" (assumed: set yours with --acceptance)" if spec["acceptance_assumed"] else "")
-            + f", {spec['n_draft']} drafted tokens a step ({spec['tokens_per_step']:.2f} tokens a step)"
+            + f", {spec['n_draft']} drafted tokens a step ({spec['tokens_per_step']:.2f} tokens a step); an upper "
+            "bound: on a 2-core CPU llama-server measured 40-52% less (docs/speed-model.md)"
         ]
         if spec
         else []
-    )
+    ) + [f"speed with the draft model: {n}" for n in (spec or {}).get("advice", [])]
     return (
         [
             f"speed: generation {doc['tg_tokens_per_s']:.1f} tok/s, prompt {doc['pp_tokens_per_s']:.0f} tok/s "
@@ -216,6 +230,7 @@ def render_text(est: Estimate) -> str:
     lines = [f"{to_llama_name(d.name)} {d.model // MiB} {d.context // MiB} {d.compute // MiB} " for d in est.devices]
     lines.append("")
     draft = f" {'draft':>9}" if est.draft is not None else ""
+    draft += f" {'projector':>9}" if est.projector is not None else ""
     lines.append(
         f"{'device':10} {'model':>9} {'context':>9} {'compute':>9} {'output':>8}{draft} {'total':>9} {'capacity':>9} "
         f"{'free':>9}"
@@ -224,6 +239,7 @@ def render_text(est: Estimate) -> str:
         cap = f"{d.capacity // MiB}" if d.capacity else "-"
         free = f"{(d.capacity - d.total) // MiB}" if d.capacity else "-"
         dr = f" {d.draft / MiB:9.0f}" if est.draft is not None else ""
+        dr += f" {d.projector / MiB:9.0f}" if est.projector is not None else ""
         lines.append(
             f"{to_llama_name(d.name):10} {d.model / MiB:9.0f} {d.context / MiB:9.0f} {d.compute / MiB:9.0f} "
             f"{d.output / MiB:8.1f}{dr} {d.total / MiB:9.0f} {cap:>9} {free:>9}"
@@ -266,8 +282,15 @@ def run(args: argparse.Namespace) -> int:
         draft, draft_verdict = (
             load_model(parsed.settings.draft_model, args.llama_dir) if parsed.settings.draft_model else (None, None)
         )
+        projector = open_projector(parsed.settings.mmproj) if parsed.settings.mmproj else None
         lanes, detection = devices(args.devices, parsed.rpc, args.llama_dir, parsed.settings, parsed.fit)
-        session = Session(model, lanes, placement=Placement.from_settings(model, lanes, parsed.settings), draft=draft)
+        session = Session(
+            model,
+            lanes,
+            placement=Placement.from_settings(model, lanes, parsed.settings),
+            draft=draft,
+            projector=projector,
+        )
         est = session.estimate_settings(parsed.settings)
     except ERRORS as exc:
         return fail(exc)
@@ -288,6 +311,7 @@ def run(args: argparse.Namespace) -> int:
             "tokens_per_step": round(spec.tokens_per_step, 3),
             "draft_seconds": spec.draft_seconds,
             "verify_seconds": spec.verify_seconds,
+            "advice": list(spec.notes),
         }
         if spec is not None
         else None
@@ -310,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
     est.notes.extend(detection_problems(detection))
     est.notes.extend(n for n in session.machine_notes if n not in est.notes)
     if args.json:
-        print_json({**to_json(est, parsed.settings.draft_model), "speed": speed})
+        print_json({**to_json(est, parsed.settings.draft_model, parsed.settings.mmproj), "speed": speed})
     else:
         print(render_text(est) + "\n" + "\n".join(render_speed(speed)))
     return 0

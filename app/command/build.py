@@ -107,6 +107,27 @@ def _draft_args(s: LlamaSettings, caps: Capabilities) -> list[str]:
     return argv
 
 
+def _projector_args(s: LlamaSettings, caps: Capabilities) -> list[str]:
+    """The projector's flags (``--mmproj`` and where it runs), only those that differ from llama.cpp's defaults."""
+    from ..remote.names import model_arguments
+
+    path = s.mmproj or ""
+    if model_arguments(path)[0] != "-m":
+        raise InexpressibleError(
+            f"the projector {path} is a remote name: download it first and give its file with --mmproj"
+        )
+    argv = [need(caps, "--mmproj"), path]
+    if not s.mmproj_offload:
+        argv.append(need(caps, "--no-mmproj-offload"))
+    elif s.mmproj_device:
+        argv += [need(caps, "-mmdev"), s.mmproj_device]
+    if s.image_min_tokens is not None:
+        argv += [need(caps, "--image-min-tokens"), str(s.image_min_tokens)]
+    if s.image_max_tokens is not None:
+        argv += [need(caps, "--image-max-tokens"), str(s.image_max_tokens)]
+    return argv
+
+
 def build_llama_command(
     pa: PlacementArgs,
     s: LlamaSettings,
@@ -204,6 +225,8 @@ def build_llama_command(
             argv.append(need(caps, "-nkvo"))
         if s.n_threads:
             argv += [need(caps, "-t"), str(s.n_threads)]
+        if s.mmproj and tool in ("server", "cli"):
+            argv += _projector_args(s, caps)
         if s.draft_model and tool in ("server", "cli"):
             argv += _draft_args(s, caps)
         elif s.spec_types and tool in ("server", "cli"):

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ..lanes import CPU, DeviceKind, Lane
 from ..model import Model
+from ..model.projector import Projector
 from .backends import backend_of
 from .compute import compute_buffers, model_facts, unchecked_note
 from .draft import draft_settings, unmodelled_types
@@ -26,9 +28,12 @@ from .kv import (
     recurrent_bytes_per_layer,
     state_is_modelled,
 )
-from .layout import OverrideMatcher, WeightPlacement, model_devices, place_weights
+from .layout import OverrideMatcher, PlacementError, WeightPlacement, model_devices, place_weights
 from .settings import LlamaSettings
 from .split_mode import check_split_mode
+
+if TYPE_CHECKING:
+    from .projector import ProjectorMemory
 
 
 @dataclass
@@ -41,6 +46,7 @@ class DeviceMemory:
     output: int = 0  # logits buffer (host memory only)
     capacity: int | None = None
     draft: int = 0  # the draft model's weights, context, compute and output on this device (-md)
+    projector: int = 0  # the multimodal projector's weights and compute buffers on this device (--mmproj)
 
     @property
     def context(self) -> int:
@@ -48,7 +54,7 @@ class DeviceMemory:
 
     @property
     def total(self) -> int:
-        return self.model + self.context + self.compute + self.output + self.draft
+        return self.model + self.context + self.compute + self.output + self.draft + self.projector
 
 
 @dataclass
@@ -60,6 +66,8 @@ class Estimate:
     notes: list[str] = field(default_factory=list)
     #: the draft model's own estimate (-md): its figures per device are also in each device's ``draft``
     draft: Estimate | None = None
+    #: the projector's memory (--mmproj, :class:`app.memory.projector.ProjectorMemory`): also in ``projector``
+    projector: ProjectorMemory | None = None
 
     def device(self, name: str) -> DeviceMemory:
         for d in self.devices:
@@ -77,12 +85,14 @@ class Estimator:
     matches, and the compute graphs and results already built. Whoever estimates many placements of one
     model (a session, auto-fit, the fastest search) keeps one; it lives and dies with its owner."""
 
-    def __init__(self, model: Model, draft: Model | None = None):
+    def __init__(self, model: Model, draft: Model | None = None, projector: Projector | None = None):
         self.model = model
         self.matcher = OverrideMatcher([t.name for t in model.tensors])
         self.compute_facts = model_facts(model)
         #: the draft model's estimator (-md), when the draft file is open
         self.draft: Estimator | None = Estimator(draft) if draft is not None else None
+        #: the multimodal projector (--mmproj), when its file is open
+        self.projector: Projector | None = projector
 
     def place(self, devices: list[Lane], settings: LlamaSettings) -> WeightPlacement:
         return place_weights(self.model, devices, settings, self.matcher)
@@ -247,17 +257,62 @@ def _estimate(
     draft = _draft(model, devices, settings, shape, estimator, mem, notes)
     if draft is not None:
         names += [d.name for d in draft.devices[:-1] if d.name not in names]
+    proj = _projector(devices, settings, estimator, mem, notes)
+    if proj is not None:
+        names += [n for n in mem if n != CPU and n not in names]
     ordered = [mem[n] for n in names] + [mem[CPU]]
-    return Estimate(ordered, shape, placement, pipeline, notes, draft)
+    return Estimate(ordered, shape, placement, pipeline, notes, draft, proj)
+
+
+def _projector(
+    devices: list[Lane],
+    settings: LlamaSettings,
+    estimator: Estimator | None,
+    mem: dict[str, DeviceMemory],
+    notes: list[str],
+) -> ProjectorMemory | None:
+    """The projector's memory (--mmproj), added to ``mem`` per device; None without one."""
+    if not settings.mmproj:
+        return None
+    proj = estimator.projector if estimator is not None else None
+    if proj is not None and not _same_path(proj.path, settings.mmproj):
+        proj = None
+    if proj is None:
+        notes.append(
+            f"the projector {settings.mmproj} (--mmproj) is not open, so its weights and compute buffers are not "
+            "counted: open it to include them"
+        )
+        return None
+    from .projector import ProjectorDeviceError, projector_memory
+
+    try:
+        pm = projector_memory(proj, devices, settings)
+    except ProjectorDeviceError as exc:
+        raise PlacementError(str(exc)) from None
+    cap = {d.name: d.total or None for d in devices}
+    mem.setdefault(pm.device, DeviceMemory(pm.device, capacity=cap.get(pm.device))).projector += pm.weights
+    for dev, nbytes in pm.compute.items():
+        mem.setdefault(dev, DeviceMemory(dev, capacity=cap.get(dev))).projector += nbytes
+    parts = ", ".join(f"{d} {n / 2**20:.0f} MiB" for d, n in pm.compute.items() if n)
+    notes.append(
+        f"projector {proj.path.name} ({proj.proj_type}, --mmproj) on {pm.device}: weights "
+        f"{pm.weights / 2**20:.0f} MiB, compute {parts or '0 MiB'}"
+    )
+    notes.extend(pm.notes)
+    return pm
 
 
 def _same_file(model: Model, path: str) -> bool:
     if model.source and model.source == path:
         return True
+    return _same_path(model.path, path)
+
+
+def _same_path(a: os.PathLike | str, b: str) -> bool:
     try:
-        return os.path.samefile(model.path, path)
+        return os.path.samefile(a, b)
     except OSError:
-        return os.fspath(model.path) == path
+        return os.fspath(a) == b
 
 
 def _draft(

@@ -75,6 +75,11 @@ class LlamaSettings:
     draft_type_v: str = "f16"  # -ctvd
     spec_types: list[str] = field(default_factory=list)  # --spec-type, in order ("none" left out)
     spec_draft_n_max: int = 3  # --spec-draft-n-max
+    mmproj: str | None = None  # --mmproj FILE (the multimodal projector, app.memory.projector)
+    mmproj_offload: bool = True  # --no-mmproj-offload keeps it on the CPU
+    mmproj_device: str | None = None  # -mmdev DEVICE (None: the first of -dev, else the first GPU; "none": CPU)
+    image_min_tokens: int | None = None  # --image-min-tokens (dynamic-resolution vision encoders)
+    image_max_tokens: int | None = None  # --image-max-tokens
 
     def copy(self, **changes) -> LlamaSettings:
         changes.setdefault("overrides", list(self.overrides))

@@ -433,13 +433,13 @@ class _Checker:
                 self.whole(v, w, "a number of slots (-1 for auto, or 1 or more)", 1, also=(-1, None))
             elif key in ("n_batch", "n_ubatch"):
                 self.whole(v, w, "a batch size (1 or more)", 1)
-            elif key == "n_gpu_layers":
+            elif key in ("n_gpu_layers", "draft_n_gpu_layers"):
                 self.whole(v, w, "a number of layers (-1 auto, -2 all, or 0 or more)", -2)
             elif key == "main_gpu":
                 self.whole(v, w, "a device index (0 or more)", 0)
             elif key == "n_threads":
                 self.whole(v, w, "a number of threads (-1 for the default, or 0 or more) or null", -1, also=(None,))
-            elif key in ("type_k", "type_v"):
+            elif key in ("type_k", "type_v", "draft_type_k", "draft_type_v"):
                 self.one_of(v, w, "a KV cache type", CACHE_TYPES)
             elif key == "flash_attn":
                 self.one_of(v, w, "a flash-attention mode", FLASH_ATTN)
@@ -451,7 +451,7 @@ class _Checker:
                 self.one_of(v, w, "a llama.cpp tool", TOOLS)
             elif key == "kv_unified":
                 self.flag(v, w, nullable=True)
-            elif key in ("swa_full", "no_kv_offload", "repack", "use_host", "op_offload"):
+            elif key in ("swa_full", "no_kv_offload", "repack", "use_host", "op_offload", "mmproj_offload"):
                 self.flag(v, w)
             elif key == "tensor_split":
                 if v is not None:
@@ -459,7 +459,7 @@ class _Checker:
                         raise self.bad(w, f"{_show(v)} is not a list of proportions (or null)")
                     for i, x in enumerate(v):
                         self.number(x, f"{w}[{i}]", "a proportion (0 or more)")
-            elif key == "devices":
+            elif key in ("devices", "draft_devices"):
                 if v is not None:
                     if not isinstance(v, list):
                         raise self.bad(w, f"{_show(v)} is not a list of device names (or null)")
@@ -471,20 +471,15 @@ class _Checker:
                     raise self.bad(w, f"{_show(v)} is not a list of [pattern, buffer type] pairs")
                 for i, pair in enumerate(v):
                     self.override(pair, f"{w}[{i}]")
-            elif key == "draft_model":
+            elif key in ("draft_model", "mmproj"):
                 if v is not None and (not isinstance(v, str) or not v or len(v) > 4096 or "\0" in v):
-                    raise self.bad(w, f"{_show(v)} is not the path of a draft model file (or null)")
-            elif key == "draft_n_gpu_layers":
-                self.whole(v, w, "a number of layers (-1 auto, -2 all, or 0 or more)", -2)
-            elif key in ("draft_type_k", "draft_type_v"):
-                self.one_of(v, w, "a KV cache type", CACHE_TYPES)
-            elif key == "draft_devices":
-                if v is not None:
-                    if not isinstance(v, list):
-                        raise self.bad(w, f"{_show(v)} is not a list of device names (or null)")
-                    for i, x in enumerate(v):
-                        if not isinstance(x, str) or not _DEVICE_NAME.fullmatch(x):
-                            raise self.bad(f"{w}[{i}]", f"{_show(x)} is not a llama.cpp device name")
+                    what = "a draft model" if key == "draft_model" else "a projector"
+                    raise self.bad(w, f"{_show(v)} is not the path of {what} file (or null)")
+            elif key == "mmproj_device":
+                if v is not None and (not isinstance(v, str) or not _DEVICE_NAME.fullmatch(v)):
+                    raise self.bad(w, f"{_show(v)} is not a llama.cpp device name (or null)")
+            elif key in ("image_min_tokens", "image_max_tokens"):
+                self.whole(v, w, "a number of image tokens (or null)", 1, also=(None,))
             elif key == "spec_types":
                 if not isinstance(v, list) or len(v) > 64:
                     raise self.bad(w, f"{_show(v)} is not a list of speculative decoding types")

@@ -29,6 +29,7 @@ class SpeculativeDecode:
     verify_seconds: float  # the target's batch of n + 1
     n_draft: int
     acceptance: float
+    notes: tuple[str, ...] = ()
 
     @property
     def speedup(self) -> float:
@@ -38,7 +39,8 @@ class SpeculativeDecode:
         return (
             f"with the draft: {self.tokens_per_s:.1f} tok/s ({self.speedup:.2f}x the {self.plain_tokens_per_s:.1f} "
             f"of the model alone) at an acceptance rate of {self.acceptance:.0%} for {self.n_draft} drafted tokens "
-            f"a step ({self.tokens_per_step:.2f} tokens a step)"
+            f"a step ({self.tokens_per_step:.2f} tokens a step); an upper bound: on a 2-core CPU llama-server "
+            "measured 40-52% less (docs/speed-model.md)"
         )
 
 
@@ -50,8 +52,23 @@ def expected_tokens(acceptance: float, n_draft: int) -> float:
     return (1.0 - a ** (n_draft + 1)) / (1.0 - a)
 
 
+#: measured on this project's 2-core machine (benchmarks/bench_speculative.py): the model and the draft both on
+#: the CPU, acceptance 1.0, 3 drafted tokens: 5.6 tok/s with llama.cpp's default thread polling, 8.8 with
+#: ``--poll 0 --spec-draft-poll 0`` (the model alone: 9.4); each context's thread pool spins while the other runs
+POLL_ADVICE = (
+    "the model and the draft both run on the CPU: their thread pools poll for work and slow each other down on "
+    "a CPU with few cores; try --poll 0 --spec-draft-poll 0 (measured on 2 cores: 5.6 tok/s with the default "
+    "polling, 8.8 without)"
+)
+
+
 def speculative_decode(
-    plain_seconds: float, verify_seconds: float, draft_token_seconds: float, n_draft: int, acceptance: float
+    plain_seconds: float,
+    verify_seconds: float,
+    draft_token_seconds: float,
+    n_draft: int,
+    acceptance: float,
+    notes: tuple[str, ...] = (),
 ) -> SpeculativeDecode:
     """Decode rate with a draft. ``plain_seconds``: the target's time per token alone; ``verify_seconds``: its
     time for one batch of ``n_draft + 1`` tokens; ``draft_token_seconds``: the draft's time per token."""
@@ -61,5 +78,5 @@ def speculative_decode(
     draft_s = n_draft * draft_token_seconds
     step = draft_s + verify_seconds
     return SpeculativeDecode(
-        per_step / step, 1.0 / plain_seconds, per_step, step, draft_s, verify_seconds, n_draft, acceptance
+        per_step / step, 1.0 / plain_seconds, per_step, step, draft_s, verify_seconds, n_draft, acceptance, notes
     )

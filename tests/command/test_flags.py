@@ -21,6 +21,7 @@ SAMPLES = {
     "--spec-draft-model": "d.gguf", "--spec-draft-ngl": "12", "--spec-draft-device": "RPC1",
     "--spec-draft-override-tensor": r"exps=CPU", "--spec-draft-n-cpu-moe": "3", "--spec-draft-type-k": "q8_0",
     "--spec-draft-type-v": "q8_0", "--spec-type": "draft-simple,ngram-mod", "--spec-draft-n-max": "5",
+    "-mm": "mmproj.gguf", "-mmdev": "RPC0", "--image-min-tokens": "64", "--image-max-tokens": "1024",
 }
 SENTINEL = ["-c", "1234"]  # parsed after each flag: it must not be swallowed as a value
 

@@ -77,8 +77,9 @@ def test_underscores_removed_flags_and_other_tools():
 def test_unmodelled_flags_are_named():
     p = parse_llama_args(["-cram", "2048", "--mmproj", "p.gguf", "--host", "h", "-md", "d.gguf",
                           "--spec-ngram-mod-n-max", "32"])
-    assert p.unmodelled == ["-cram", "--mmproj", "--spec-ngram-mod-n-max"] and "--host" in p.ignored
-    assert p.settings.draft_model == "d.gguf"  # a draft model is modelled (app.memory.draft)
+    assert p.unmodelled == ["-cram", "--spec-ngram-mod-n-max"] and "--host" in p.ignored
+    # a draft model and a projector are modelled (app.memory.draft, app.memory.projector)
+    assert (p.settings.draft_model, p.settings.mmproj) == ("d.gguf", "p.gguf")
 
 
 def test_inline_values_and_unknowns_as_before():

@@ -236,3 +236,32 @@ def test_draft_buffers_match_llama_server_on_vulkan(args, llama_vulkan_bin, tiny
     record("server-log", case=f"draft-vulkan-{args.split()[1]}", arch="qwen3moe", backends=["Vulkan"],
            ok=not misses, features=["draft"])
     assert not misses, "\n".join(misses)
+
+
+def test_the_draft_and_projector_settings_survive_a_plan(tmp_path):
+    """A plan keeps the draft's and the projector's settings; wrong values are refused naming the field."""
+    import json
+
+    from app.placement import Placement
+    from app.placement.plan_file import PlanError, load_plan, save_plan
+    from tests import gguf_factory as gf
+
+    model = open_model(gf.write_tiny_model("llama", tmp_path / "m.gguf"))
+    s = _parsed("-c 4096 -md /m/d.gguf -ngld 2 -devd RPC0 -otd exps=CPU -ctkd q8_0 -ctvd q8_0 -fa on "
+                "--spec-type draft-simple --spec-draft-n-max 5 --mmproj /m/p.gguf -mmdev RPC0 --image-max-tokens 256")
+    p = Placement.from_settings(model, [], s)
+    save_plan(p, tmp_path / "plan.json")
+    back = load_plan(tmp_path / "plan.json", model).settings
+    for field in ("draft_model", "draft_n_gpu_layers", "draft_devices", "draft_overrides", "draft_type_k",
+                  "draft_type_v", "spec_types", "spec_draft_n_max", "mmproj", "mmproj_offload", "mmproj_device",
+                  "image_max_tokens"):
+        assert getattr(back, field) == getattr(s, field), field
+    data = json.loads((tmp_path / "plan.json").read_text())
+    for key, bad, says in (("draft_devices", ["CPU", 3], "device name"), ("spec_types", ["draft-fast"], "speculative"),
+                           ("draft_type_k", "q3", "KV cache type"), ("mmproj", 7, "projector"),
+                           ("spec_draft_n_max", -1, "drafted tokens")):
+        broken = json.loads(json.dumps(data))
+        broken["settings"][key] = bad
+        (tmp_path / "bad.json").write_text(json.dumps(broken))
+        with pytest.raises(PlanError, match=says):
+            load_plan(tmp_path / "bad.json", model)

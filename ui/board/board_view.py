@@ -100,11 +100,11 @@ class DraftItem(QGraphicsRectItem):
     bytes like the main model's blocks, never selected or dragged (the draft is placed by -ngld, -devd and
     -otd, set in Settings)."""
 
-    def __init__(self):
+    def __init__(self, fill: QColor = style.DRAFT_BLOCK, edge: QColor = style.GAUGE_DRAFT):
         super().__init__()
         self.setAcceptHoverEvents(True)
-        self.setBrush(QBrush(style.DRAFT_BLOCK, Qt.BrushStyle.Dense4Pattern))
-        self.setPen(QPen(style.GAUGE_DRAFT.darker(130), 1.2, Qt.PenStyle.DashLine))
+        self.setBrush(QBrush(fill, Qt.BrushStyle.Dense4Pattern))
+        self.setPen(QPen(edge.darker(130), 1.2, Qt.PenStyle.DashLine))
         self.text = QGraphicsSimpleTextItem(self)
         f = QFont()
         f.setPointSizeF(7.5)
@@ -119,6 +119,17 @@ class DraftItem(QGraphicsRectItem):
         self.text.setText(label)
         self.text.setVisible(w >= len(label) * 5.2 + 4)
         self.text.setPos(3, (h - 11) / 2)
+
+
+def _extra_slot(true_w: float, width: float, x: float, row_y: float) -> tuple[float, float, float]:
+    """Width and place of a block drawn after the model's (the draft's, the projector's): a wider gap first,
+    onto the next row when it does not fit. Returns (w, x, row_y)."""
+    w = min(max(style.MIN_BLOCK_W, true_w), width - 2 * style.LANE_PAD)
+    x += style.LAYER_GAP * 3
+    if x + w > width - style.LANE_PAD and x > style.LANE_PAD:
+        x = style.LANE_PAD
+        row_y += style.BLOCK_H + style.ROW_GAP + style.RULER_H
+    return w, x, row_y
 
 
 def draft_runs(layer_device: list[str], lane: str) -> list[tuple[int, int]]:
@@ -213,6 +224,7 @@ class BoardView(QGraphicsView):
         self.blocks: dict[str, BlockItem] = {}
         self.lanes: dict[str, LaneItem] = {}
         self.drafts: dict[str, DraftItem] = {}  # the draft model's weights per lane (-md)
+        self.projector_item: DraftItem | None = None  # the projector's weights on its lane (--mmproj)
         self._press: QPointF | None = None
         self._dragging: list[str] | None = None
         self._drag_source: str | None = None
@@ -329,6 +341,7 @@ class BoardView(QGraphicsView):
                 x += w + 1
                 last_layer = info.layer
             x, row_y = self._place_draft(name, est, scale, width, x, y, row_y)
+            x, row_y = self._place_projector(name, est, scale, width, x, y, row_y)
             lane_h = row_y + style.BLOCK_H + style.RULER_H + style.LANE_PAD
             lane.setRect(0, 0, width, lane_h)
             lane.set_ruler(ticks)
@@ -350,11 +363,7 @@ class BoardView(QGraphicsView):
         if item is None:
             item = self.drafts[name] = DraftItem()
             self.scene().addItem(item)
-        w = min(max(style.MIN_BLOCK_W, mem.model * scale), width - 2 * style.LANE_PAD)
-        x += style.LAYER_GAP * 3
-        if x + w > width - style.LANE_PAD and x > style.LANE_PAD:
-            x = style.LANE_PAD
-            row_y += style.BLOCK_H + style.ROW_GAP + style.RULER_H
+        w, x, row_y = _extra_slot(mem.model * scale, width, x, row_y)
         n_layer = len(draft.placement.layer_device) - 1
         runs = draft_runs(draft.placement.layer_device, name)
         where = ", ".join(
@@ -371,6 +380,33 @@ class BoardView(QGraphicsView):
             f"weights {fmt_bytes(mem.model)}, KV cache {fmt_bytes(mem.context)}, compute {fmt_bytes(mem.compute)}"
             f"{', output ' + fmt_bytes(mem.output) if mem.output else ''}\n"
             "Placed by its own flags (-ngld, -devd, -otd in Settings), not by dragging."
+        )
+        return x + w + 1, row_y
+
+    def _place_projector(self, name: str, est, scale: float, width: float, x: float, y: float, row_y: float):
+        """The projector's weights as a block on the lane llama.cpp puts it (--mmproj): moved by
+        --no-mmproj-offload and -mmdev (the Projector tab), not by dragging."""
+        pm = est.projector if est is not None else None
+        item = self.projector_item
+        if pm is None or pm.weights <= 0 or pm.device not in self.doc.placement.lanes:
+            if item is not None:
+                self.scene().removeItem(item)
+                self.projector_item = None
+            return x, row_y
+        if pm.device != name:
+            return x, row_y
+        if item is None:
+            item = self.projector_item = DraftItem(style.PROJECTOR_BLOCK, style.GAUGE_PROJECTOR)
+            self.scene().addItem(item)
+        w, x, row_y = _extra_slot(pm.weights * scale, width, x, row_y)
+        proj = self.doc.session.projector
+        item.set_geometry(x, y + row_y, w, style.BLOCK_H, "projector")
+        compute = ", ".join(f"{d} {fmt_bytes(n)}" for d, n in pm.compute.items() if n)
+        item.setToolTip(
+            f"Projector {proj.title if proj else ''} (--mmproj) on {name}\n"
+            f"weights {fmt_bytes(pm.weights)}, compute buffers {compute or '0'}"
+            + ("" if pm.exact else " (approximate: use Verify)")
+            + "\nRuns where --no-mmproj-offload / -mmdev say (the Projector tab), not by dragging."
         )
         return x + w + 1, row_y
 

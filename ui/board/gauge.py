@@ -67,6 +67,8 @@ class GaugeItem(QGraphicsObject):
             lines.append(f"output buffer {fmt_bytes(m.output)}")
         if m.draft:
             lines.append(f"draft model (weights, KV cache, buffers) {fmt_bytes(m.draft)}")
+        if m.projector:
+            lines.append(f"projector (weights, compute buffers) {fmt_bytes(m.projector)}")
         lines.append(f"total {fmt_bytes(m.total)}")
         if self.verification:
             lines.append(self.verification)
@@ -89,7 +91,8 @@ class GaugeItem(QGraphicsObject):
         x = 0.0
         if m is not None:
             for value, color in ((m.model, style.GAUGE_WEIGHTS), (m.context, style.GAUGE_KV),
-                                 (m.compute + m.output, style.GAUGE_COMPUTE), (m.draft, style.GAUGE_DRAFT)):
+                                 (m.compute + m.output, style.GAUGE_COMPUTE), (m.draft, style.GAUGE_DRAFT),
+                                 (m.projector, style.GAUGE_PROJECTOR)):
                 w = value * scale
                 painter.fillRect(QRectF(x, 0, w, self.h), color)
                 x += w

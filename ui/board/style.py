@@ -33,10 +33,14 @@ GAUGE_MARGIN = QColor(150, 150, 150, 90)  # hatched: the free memory kept on eac
 GAUGE_OVER = QColor("#D55E00")  # vermillion: over capacity (drawn past the margin line)
 GAUGE_VERIFIED = QColor("#3A9E5C")  # green edge: every figure of the lane is llama.cpp's own (a dry run's)
 GAUGE_DRAFT = QColor("#AA4499")  # purple: the draft model's weights, KV cache and buffers (-md)
+GAUGE_PROJECTOR = QColor("#DDCC77")  # sand: the multimodal projector's weights and buffers (--mmproj)
 GAUGE_LEGEND = [(GAUGE_WEIGHTS, "weights"), (GAUGE_KV, "KV cache"), (GAUGE_COMPUTE, "compute buffers"),
-                (GAUGE_DRAFT, "draft model"), (GAUGE_MARGIN, "margin (kept free)"), (GAUGE_OVER, "over capacity")]
+                (GAUGE_DRAFT, "draft model"), (GAUGE_PROJECTOR, "projector"), (GAUGE_MARGIN, "margin (kept free)"),
+                (GAUGE_OVER, "over capacity")]
 #: the draft model's blocks (-md): its own colour, hatched, never dragged (placed by -ngld, -devd, -otd)
 DRAFT_BLOCK = QColor(170, 68, 153, 150)
+#: the projector's weights (--mmproj): its own colour, hatched, moved with --no-mmproj-offload / -mmdev
+PROJECTOR_BLOCK = QColor(221, 204, 119, 170)
 LANE_OVER_BG = QColor(213, 94, 0, 40)
 LANE_TARGET_BG = QColor(0, 114, 178, 45)
 LANE_REFUSED = QColor(213, 94, 0, 120)

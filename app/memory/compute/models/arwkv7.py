@@ -15,6 +15,12 @@ from .rwkv7 import time_mix
 
 
 def build(b):
+    return frame(b, time_mix)
+
+
+def frame(b, mix):
+    """The ARWKV-7 layer frame around ``mix(b, normed, x_prev, state, il) -> (out, state)`` (the time mix;
+    ``state`` is what one layer's mix hands the next, RWKV-7's first-layer value; QRWKV6 uses the frame too)."""
     p, g, c = b.p, b.g, b.c
     ns = c.n_seqs
     nt = b.nt
@@ -33,7 +39,7 @@ def build(b):
         shift = reshape(build_rs(b, r_all, n_embd_r), n_embd, p.token_shift_count, ns)
         att_norm = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
         x_prev = concat(shift, view(att_norm, (n_embd, nst - 1, ns), (att_norm.nb[1], att_norm.nb[2])), 1)
-        cur, first = time_mix(b, att_norm, x_prev, first, il)
+        cur, first = mix(b, att_norm, x_prev, first, il)
         shift = view(att_norm, (n_embd, 1, ns), (att_norm.nb[1], att_norm.nb[2]))
         g.expand(cpy(view(shift, (n_embd * ns * p.token_shift_count,), ()), view(r_all, (n_embd_r * ns,), ())))
         ffn_inp = reshape(binary("ADD", cur, inpL), n_embd, nt)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..ggml import OUTPUT, binary, concat, cont, cpy, dup, get_rows, mul_mat, new, permute, reshape, unary, view
 from . import Family
+from .arwkv7 import frame
 from .mamba import build_rs
 from .rwkv7 import layer_norm, weight_reshape
 
@@ -103,33 +104,8 @@ def channel_mix(b, cur, x_prev, il):
 
 
 def build_qwen2(b):
-    """``llama_model_rwkv6qwen2::graph``: :func:`.arwkv7.build`'s frame around :func:`time_mix`."""
-    p, g, c = b.p, b.g, b.c
-    ns, nt = c.n_seqs, b.nt
-    nst = nt // ns
-    n_embd = p.n_embd
-    n_embd_r = p.token_shift_count * n_embd  # rwkv6qwen2.cpp asserts n_embd == n_embd_r
-    n_embd_s = n_embd * p.wkv_head_size
-    inpL = b.inp_embd()
-    out_ids = b.inp_out_ids()
-    b.s_caches = {}
-    for il in b.layers:
-        r_all = b.cache(il, "r", "f32", (n_embd_r, c.n_rs))
-        b.s_caches[il] = b.cache(il, "s", "f32", (n_embd_s, c.n_rs))
-        inpL = reshape(inpL, n_embd, nst, ns)
-        shift = reshape(build_rs(b, r_all, n_embd_r), n_embd, p.token_shift_count, ns)
-        att_norm = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
-        x_prev = concat(shift, view(att_norm, (n_embd, nst - 1, ns), (att_norm.nb[1], att_norm.nb[2])), 1)
-        cur = time_mix(b, att_norm, x_prev, il)
-        shift = view(att_norm, (n_embd, 1, ns), (att_norm.nb[1], att_norm.nb[2]))
-        g.expand(cpy(view(shift, (n_embd * ns * p.token_shift_count,), ()), view(r_all, (n_embd_r * ns,), ())))
-        ffn_inp = reshape(binary("ADD", cur, inpL), n_embd, nt)
-        if il == b.last:
-            ffn_inp = get_rows(ffn_inp, out_ids)  # (the get_rows of cur there is never used)
-        cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
-        cur = b.ffn(cur, "ffn", il)
-        inpL = binary("ADD", cur, ffn_inp)
-    return b.output(inpL)
+    """``llama_model_rwkv6qwen2::graph``: :func:`.arwkv7.frame` around :func:`time_mix`."""
+    return frame(b, lambda b, cur, x_prev, state, il: (time_mix(b, cur, x_prev, il), state))
 
 
 def build(b):

@@ -1,0 +1,662 @@
+"""The compute graphs of multimodal projectors (``tools/mtmd/models/*.cpp`` over ``clip_graph`` of
+``tools/mtmd/clip.cpp``), built with the mini ggml for the warmup image that ``clip_model_loader::warmup``
+reserves. Scheduling and allocation are :mod:`.schedule` and :mod:`.alloc`, as for the text model.
+
+A graph builder takes a :class:`ClipHParams` and a weight factory (``w(name) -> T or None``) and returns the
+built :class:`~.ggml.Graph`. Weights are ``T`` of type ``"w"`` (the scheduler's mark of a pre-allocated
+weight); :func:`wview` makes the views of weights the graphs use (``ggml_conv_2d`` reshapes the kernel, gemma3
+transposes its projection).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ggml import (
+    INPUT,
+    NONE,
+    Graph,
+    T,
+    binary,
+    concat,
+    cont,
+    get_rows,
+    mul_mat,
+    ne4,
+    new,
+    permute,
+    reshape,
+    transpose,
+    unary,
+    view,
+)
+
+
+@dataclass(frozen=True)
+class ClipHParams:
+    """``clip_hparams`` as far as the graphs' shapes depend on them."""
+
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    d_head: int
+    n_ff: int
+    n_layer: int
+    patch_size: int
+    image_size: int
+    warmup_image_size: int
+    n_merge: int
+    ffn_op: str  # "gelu", "silu", "gelu_quick"
+    n_wa_pattern: int = 0  # Qwen2.5-VL: every n-th layer has full attention, the others window attention
+
+
+def wview(w: T, ne, op: str = "RESHAPE") -> T:
+    """A view of a weight: the scheduler sees a view op on a weight's buffer; its bytes are the weight's."""
+    t = T("w", ne4(ne), (0, 0, 0, 0), op, [w], w.vs if w.vs is not None else w)
+    t.size = w.size
+    t.name = w.name + "(view)"
+    return t
+
+
+class _Weight(T):
+    """A weight that knows its ggml type (the graphs that copy or reshape a weight need it)."""
+
+    __slots__ = ("wty",)
+    wty: str
+
+
+def wtype(w: T) -> str:
+    """The ggml type name of a weight made by :func:`make_weight` (f32 for others)."""
+    return w.wty if isinstance(w, _Weight) else "f32"
+
+
+def make_weight(name: str, shape, ty: str, nbytes: int) -> T:
+    t = _Weight("w", ne4(shape), (0, 0, 0, 0), NONE, [])
+    t.wty = ty
+    t.name = name
+    t.size = nbytes
+    return t
+
+
+def cast(a: T, ty: str) -> T:
+    """``ggml_cast``: a CPY whose second source is the result itself."""
+    t = new(ty, a.ne, "CPY", (a,))
+    t.src.append(t)
+    t.cs = t.src
+    return t
+
+
+def conv_2d(g: Graph, kernel: T, inp: T, s0: int, s1: int) -> T:
+    """``ggml_conv_2d`` without padding or dilation: im2col (f16, f32 for a bf16 kernel), a matmul against the
+    reshaped kernel, a permuted copy."""
+    kw, kh, ic, oc = kernel.ne
+    ow = (inp.ne[0] - kw) // s0 + 1
+    oh = (inp.ne[1] - kh) // s1 + 1
+    n = inp.ne[3]
+    col_ty = "f32" if wtype(kernel) == "bf16" else "f16"
+    im2col = new(col_ty, (ic * kh * kw, ow, oh, n), "IM2COL", (kernel, inp))
+    a = reshape(im2col, im2col.ne[0], im2col.ne[3] * im2col.ne[2] * im2col.ne[1])
+    b = wview(kernel, (kw * kh * ic, oc))
+    r = mul_mat(a, b)
+    r = reshape(r, im2col.ne[1], im2col.ne[2], im2col.ne[3], oc)
+    return cont(permute(r, 0, 1, 3, 2))
+
+
+def _norm(cur: T, w: T | None, b: T | None, rms: bool) -> T:
+    cur = unary("RMS_NORM" if rms else "NORM", cur)
+    if w is not None:
+        cur = binary("MUL", cur, w)
+    if b is not None:
+        cur = binary("ADD", cur, b)
+    return cur
+
+
+def _add_b(cur: T, b: T | None) -> T:
+    return binary("ADD", cur, b) if b is not None else cur
+
+
+def flash_attn(q: T, k: T, v: T, mask: T | None = None) -> T:
+    """``ggml_flash_attn_ext``: [d_head_v, n_head, n_pos, 1] f32."""
+    src = (q, k, v) if mask is None else (q, k, v, mask)
+    return new("f32", (v.ne[0], q.ne[2], q.ne[1], q.ne[3]), "FLASH_ATTN_EXT", src)
+
+
+def build_attn(g: Graph, hp: ClipHParams, wo, wo_b, q_cur, k_cur, v_cur, fa: bool, mask: T | None = None, mm=None) -> T:
+    """``clip_graph::build_attn`` (no sinks)."""
+    mm = mm or mul_mat
+    g.expand(q_cur)  # ggml_build_forward_order: these nodes first, in this order
+    g.expand(k_cur)
+    g.expand(v_cur)
+    q = permute(q_cur, 0, 2, 1, 3)
+    k = permute(k_cur, 0, 2, 1, 3)
+    if fa:
+        v = permute(v_cur, 0, 2, 1, 3)
+        k = cast(k, "f16")
+        v = cast(v, "f16")
+        if mask is not None:
+            mask = cast(mask, "f16")
+        cur = flash_attn(q, k, v, mask)
+        cur = reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+    else:
+        v = cont(permute(v_cur, 1, 2, 0, 3))
+        kq = mul_mat(k, q)
+        kq = unary("SOFT_MAX", kq) if mask is None else binary("SOFT_MAX", kq, mask)
+        kqv = mul_mat(v, kq)
+        cur = permute(kqv, 0, 2, 1, 3)
+        cur = cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3], 1, 1)
+    if wo is not None:
+        cur = mm(wo, cur)
+    return _add_b(cur, wo_b)
+
+
+def build_ffn(cur: T, up, up_b, gate, gate_b, down, down_b, op: str, mm=None) -> T:
+    mm = mm or mul_mat
+    tmp = mm(up, cur) if up is not None else cur
+    tmp = _add_b(tmp, up_b)
+    if gate is not None:
+        cur = _add_b(mm(gate, cur), gate_b)
+        cur = new(cur.ty, cur.ne, "GLU", (cur, tmp))
+    else:
+        cur = unary("UNARY", tmp)
+    if down is not None:
+        cur = mm(down, cur)
+    return _add_b(cur, down_b)
+
+
+def build_vit(
+    g: Graph,
+    hp: ClipHParams,
+    w,
+    inp: T,
+    n_pos: int,
+    rms: bool,
+    pos_embd: T | None,
+    fa: bool,
+    add_pos=None,
+    mm=None,
+    v_norm: bool = False,
+) -> T:
+    """``clip_graph::build_vit`` for separate q/k/v (with or without biases and q/k norms), an optional
+    ``add_pos`` on Q and K (RoPE), layer scales and post norms, no masks. ``mm``: the graph's ``build_mm``
+    (Gemma 4 clamps around every matmul); ``v_norm``: Gemma 4's RMS norm of V."""
+    mm = mm or mul_mat
+    if pos_embd is not None:
+        inp = binary("ADD", inp, pos_embd)
+    inp = reshape(inp, hp.n_embd, n_pos)
+    inp_l = inp
+    pre_w = w("v.pre_ln.weight")
+    if pre_w is not None:
+        inp_l = _norm(inp_l, pre_w, w("v.pre_ln.bias"), rms)
+    dh = hp.d_head
+    for il in range(hp.n_layer):
+        p = f"v.blk.{il}."
+        cur = _norm(inp_l, w(p + "ln1.weight"), w(p + "ln1.bias"), rms)
+        if w(p + "attn_qkv.weight") is not None:
+            raise NotImplementedError("fused qkv")
+        q = _add_b(mm(w(p + "attn_q.weight"), cur), w(p + "attn_q.bias"))
+        k = _add_b(mm(w(p + "attn_k.weight"), cur), w(p + "attn_k.bias"))
+        v = _add_b(mm(w(p + "attn_v.weight"), cur), w(p + "attn_v.bias"))
+        qn, kn = w(p + "attn_q_norm.weight"), w(p + "attn_k_norm.weight")
+        per_head = qn is not None and qn.ne[0] == dh
+        if not per_head:
+            if qn is not None:
+                q = _norm(q, qn, None, rms)
+            if kn is not None:
+                k = _norm(k, kn, None, rms)
+        q = reshape(q, dh, hp.n_head, n_pos, 1)
+        k = reshape(k, dh, hp.n_head_kv, n_pos, 1)
+        v = reshape(v, dh, hp.n_head_kv, n_pos, 1)
+        if per_head:
+            q = _norm(q, qn, None, rms)
+            if kn is not None:
+                k = _norm(k, kn, None, rms)
+        if add_pos is not None:
+            q = add_pos(q)
+            k = add_pos(k)
+        if v_norm:
+            v = unary("RMS_NORM", v)
+        cur = build_attn(g, hp, w(p + "attn_out.weight"), w(p + "attn_out.bias"), q, k, v, fa, None, mm)
+        if w(p + "ls1.weight") is not None:
+            cur = binary("MUL", cur, w(p + "ls1.weight"))
+        if w(p + "attn_post_norm.weight") is not None:
+            cur = _norm(cur, w(p + "attn_post_norm.weight"), None, rms)
+        cur = binary("ADD", cur, inp_l)
+        inp_l = cur
+        cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), rms)
+        if w(p + "ffn_gate_exps.weight") is not None:
+            raise NotImplementedError("MoE ffn")
+        cur = build_ffn(
+            cur,
+            w(p + "ffn_up.weight"),
+            w(p + "ffn_up.bias"),
+            w(p + "ffn_gate.weight"),
+            w(p + "ffn_gate.bias"),
+            w(p + "ffn_down.weight"),
+            w(p + "ffn_down.bias"),
+            hp.ffn_op,
+            mm,
+        )
+        if w(p + "ffn_post_norm.weight") is not None:
+            cur = _norm(cur, w(p + "ffn_post_norm.weight"), None, rms)
+        if w(p + "ls2.weight") is not None:
+            cur = binary("MUL", cur, w(p + "ls2.weight"))
+        cur = binary("ADD", inp_l, cur)
+        if w(p + "out_scale.weight") is not None:
+            cur = binary("MUL", cur, w(p + "out_scale.weight"))
+        inp_l = cur
+    post_w = w("v.post_ln.weight")
+    if post_w is not None:
+        inp_l = _norm(inp_l, post_w, w("v.post_ln.bias"), rms)
+    return reshape(inp_l, hp.n_embd, inp_l.ne[1], 1)
+
+
+def build_inp(g: Graph, hp: ClipHParams, w, size: int) -> tuple[T, T, int]:
+    """``clip_graph::build_inp``: the raw image (an input), the patch embedding, its bias. Returns (raw input,
+    patches [n_embd, n_patches], n_patches)."""
+    raw = new("f32", (size, size, 3, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    npx = size // hp.patch_size
+    n_patches = npx * npx
+    inp = conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size)
+    inp = reshape(inp, n_patches, hp.n_embd, 1)
+    inp = cont(transpose(inp))
+    bias = w("v.patch_embd.bias")
+    if bias is not None:
+        inp = binary("ADD", inp, bias)
+    if w("v.patch_embd.weight.1") is not None:
+        raise NotImplementedError("second patch embedding")
+    return raw, inp, n_patches
+
+
+def build_gemma3(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_siglip::build`` for ``PROJECTOR_TYPE_GEMMA3`` (``models/siglip.cpp``)."""
+    g = Graph()
+    size = hp.warmup_image_size
+    _raw, inp, n_patches = build_inp(g, hp, w, size)
+    cur = build_vit(g, hp, w, inp, n_patches, False, w("v.position_embd.weight"), fa)
+    side = size // hp.patch_size
+    k = hp.n_merge
+    cur = transpose(cur)
+    cur = cont(cur, side, side, hp.n_embd, 1)
+    po = (side - k) // k + 1  # ggml_calc_pool_output_size without padding
+    cur = new("f32", (po, po, hp.n_embd, 1), "POOL_2D", (cur,))
+    cur = reshape(cur, cur.ne[0] * cur.ne[0], hp.n_embd, 1)
+    cur = cont(transpose(cur))
+    cur = unary("RMS_NORM", cur)
+    cur = binary("MUL", cur, w("mm.soft_emb_norm.weight"))
+    proj = w("mm.input_projection.weight")
+    pt = wview(proj, (proj.ne[1], proj.ne[0]), "TRANSPOSE")
+    pc = new(wtype(proj), pt.ne, "CONT", (pt,))
+    cur = mul_mat(pc, cur)
+    g.expand(cur)
+    return g
+
+
+def _root(t: T) -> T:
+    return t.vs if t.vs is not None else t
+
+
+def cont_any(a: T, *ne) -> T:
+    """``ggml_cont``/``ggml_cont_Nd`` of a tensor or of a view of a weight (the copy has the weight's type)."""
+    ty = wtype(_root(a)) if a.ty == "w" else a.ty
+    return new(ty, ne if ne else a.ne, "CONT", (a,))
+
+
+def w_reshape(a: T, *ne) -> T:
+    return wview(a, ne) if a.ty == "w" else reshape(a, *ne)
+
+
+def resize_position_embeddings(w, hp: ClipHParams, width: int, height: int) -> T:
+    """``clip_graph::resize_position_embeddings``: the learned grid interpolated to the image's (UPSCALE)."""
+    pos = w("v.position_embd.weight")
+    n_side = int(pos.ne[1] ** 0.5)
+    if height == n_side and width == n_side:
+        return pos
+    r = wview(pos, (hp.n_embd, n_side, n_side))
+    r = permute(r, 2, 0, 1, 3)
+    r = new(wtype(pos), (width, height, hp.n_embd, 1), "UPSCALE", (r,))
+    r = permute(r, 1, 2, 0, 3)
+    return cont_any(r, hp.n_embd, width * height, 1, 1)
+
+
+def _merge_2x2(x: T, e: int, npx: int, npy: int) -> T:
+    x = cont_any(x, e * 2, npx // 2, npy, 1)
+    x = reshape(x, e * 2, npx // 2, 2, npy // 2)
+    x = permute(x, 0, 2, 1, 3)
+    return cont_any(x, e, npx * npy, 1, 1)
+
+
+def build_qwen3vl(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_qwen3vl::build`` (``models/qwen3vl.cpp``) for a still image."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, dh = hp.n_embd, hp.d_head
+    npx = size // hp.patch_size
+    n_pos = npx * npx
+    raw = new("f32", (size, size, 3, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    inp = binary(
+        "ADD",
+        conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size),
+        conv_2d(g, w("v.patch_embd.weight.1"), raw, hp.patch_size, hp.patch_size),
+    )
+    inp = _merge_2x2(permute(inp, 1, 2, 0, 3), e, npx, npx)
+    inp = binary("ADD", inp, w("v.patch_embd.bias"))
+    pos = _merge_2x2(resize_position_embeddings(w, hp, npx, npx), e, npx, npx)
+    inp = binary("ADD", inp, pos)
+    positions = new("i32", (n_pos * 4,), NONE)
+    positions.flags = positions.fl0 = INPUT
+    inp_l = inp
+    pre_w = w("v.pre_ln.weight")
+    if pre_w is not None:
+        inp_l = _norm(inp_l, pre_w, w("v.pre_ln.bias"), False)
+    merge = hp.n_merge * hp.n_merge if hp.n_merge > 0 else 4
+    deep = None
+    for il in range(hp.n_layer):
+        p = f"v.blk.{il}."
+        cur = _norm(inp_l, w(p + "ln1.weight"), w(p + "ln1.bias"), False)
+        cur = binary("ADD", mul_mat(w(p + "attn_qkv.weight"), cur), w(p + "attn_qkv.bias"))
+        row = cur.nb[0] * dh
+        q = view(cur, (dh, hp.n_head, n_pos), (row, cur.nb[1]))
+        k = view(cur, (dh, hp.n_head, n_pos), (row, cur.nb[1]))
+        v = view(cur, (dh, hp.n_head, n_pos), (row, cur.nb[1]))
+        q = new("f32", q.ne, "ROPE", (q, positions))
+        k = new("f32", k.ne, "ROPE", (k, positions))
+        cur = build_attn(g, hp, w(p + "attn_out.weight"), w(p + "attn_out.bias"), q, k, v, fa)
+        cur = binary("ADD", cur, inp_l)
+        inp_l = cur
+        cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
+        cur = build_ffn(
+            cur,
+            w(p + "ffn_up.weight"),
+            w(p + "ffn_up.bias"),
+            w(p + "ffn_gate.weight"),
+            w(p + "ffn_gate.bias"),
+            w(p + "ffn_down.weight"),
+            w(p + "ffn_down.bias"),
+            hp.ffn_op,
+        )
+        cur = binary("ADD", inp_l, cur)
+        d = f"v.deepstack.{il}."
+        if w(d + "fc1.weight") is not None:
+            feat = reshape(cur, e * merge, n_pos // merge, 1)
+            feat = _norm(feat, w(d + "norm.weight"), w(d + "norm.bias"), False)
+            feat = build_ffn(
+                feat, w(d + "fc1.weight"), w(d + "fc1.bias"), None, None, w(d + "fc2.weight"), w(d + "fc2.bias"), "gelu"
+            )
+            deep = feat if deep is None else concat(deep, feat, 0)
+        inp_l = cur
+    post_w = w("v.post_ln.weight")
+    if post_w is not None:
+        inp_l = _norm(inp_l, post_w, w("v.post_ln.bias"), False)
+    emb = reshape(inp_l, e * 4, n_pos // 4, 1)
+    emb = build_ffn(emb, w("mm.0.weight"), w("mm.0.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    if deep is not None:
+        emb = concat(emb, deep, 0)
+    g.expand(emb)
+    return g
+
+
+def build_qwen2vl(hp: ClipHParams, w, fa: bool, rms: bool = False, n_wa_pattern: int = 0) -> Graph:
+    """``clip_graph_qwen2vl::build`` (``models/qwen2vl.cpp``) for a still image: Qwen2-VL (layer norms) and
+    Qwen2.5-VL (RMS norms, window attention on all but every ``n_wa_pattern``-th layer)."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, dh = hp.n_embd, hp.d_head
+    npx = size // hp.patch_size
+    n_pos = npx * npx
+    raw = new("f32", (size, size, 3, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    inp = binary(
+        "ADD",
+        conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size),
+        conv_2d(g, w("v.patch_embd.weight.1"), raw, hp.patch_size, hp.patch_size),
+    )
+    inp_l = _merge_2x2(permute(inp, 1, 2, 0, 3), e, npx, npx)
+    positions = new("i32", (n_pos * 4,), NONE)
+    positions.flags = positions.fl0 = INPUT
+    pre_w = w("v.pre_ln.weight")
+    if pre_w is not None:
+        inp_l = _norm(inp_l, pre_w, w("v.pre_ln.bias"), rms)
+    window_mask = None
+    if n_wa_pattern > 0:
+        inv_idx = new("i32", (n_pos // 4,), NONE)
+        inv_idx.flags = inv_idx.fl0 = INPUT
+        window_mask = new("f32", (n_pos, n_pos), NONE)
+        window_mask.flags = window_mask.fl0 = INPUT
+        if fa:
+            window_mask = cast(window_mask, "f16")
+        inp_l = reshape(inp_l, e * 4, n_pos // 4)
+        inp_l = get_rows(inp_l, inv_idx)
+        inp_l = reshape(inp_l, e, n_pos, 1)
+    for il in range(hp.n_layer):
+        p = f"v.blk.{il}."
+        full = (il + 1) % n_wa_pattern == 0 if n_wa_pattern > 0 else True
+        cur = _norm(inp_l, w(p + "ln1.weight"), w(p + "ln1.bias"), rms)
+        q = binary("ADD", mul_mat(w(p + "attn_q.weight"), cur), w(p + "attn_q.bias"))
+        k = binary("ADD", mul_mat(w(p + "attn_k.weight"), cur), w(p + "attn_k.bias"))
+        v = binary("ADD", mul_mat(w(p + "attn_v.weight"), cur), w(p + "attn_v.bias"))
+        q = reshape(q, dh, hp.n_head, n_pos)
+        k = reshape(k, dh, hp.n_head, n_pos)
+        v = reshape(v, dh, hp.n_head, n_pos)
+        q = new("f32", q.ne, "ROPE", (q, positions))
+        k = new("f32", k.ne, "ROPE", (k, positions))
+        mask = None if full else window_mask
+        cur = build_attn(g, hp, w(p + "attn_out.weight"), w(p + "attn_out.bias"), q, k, v, fa, mask)
+        cur = binary("ADD", cur, inp_l)
+        inp_l = cur
+        cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), rms)
+        cur = build_ffn(
+            cur,
+            w(p + "ffn_up.weight"),
+            w(p + "ffn_up.bias"),
+            w(p + "ffn_gate.weight"),
+            w(p + "ffn_gate.bias"),
+            w(p + "ffn_down.weight"),
+            w(p + "ffn_down.bias"),
+            hp.ffn_op,
+        )
+        inp_l = binary("ADD", inp_l, cur)
+    post_w = w("v.post_ln.weight")
+    if post_w is not None:
+        inp_l = _norm(inp_l, post_w, w("v.post_ln.bias"), rms)
+    emb = reshape(inp_l, e * 4, n_pos // 4, 1)
+    emb = build_ffn(emb, w("mm.0.weight"), w("mm.0.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    if n_wa_pattern > 0:
+        idx = new("i32", (n_pos // 4,), NONE)
+        idx.flags = idx.fl0 = INPUT
+        emb = reshape(emb, emb.ne[0], n_pos // 4)
+        emb = get_rows(emb, idx)
+        emb = reshape(emb, emb.ne[0], n_pos // 4, 1)
+    g.expand(emb)
+    return g
+
+
+def build_pixtral(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_pixtral::build`` (``models/pixtral.cpp``): RMS-norm ViT with 2D RoPE, Mistral Small 3.1's
+    patch merger (an im2col over the patch grid) when present, the LLaVA MLP and one [IMG_BREAK] per row."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, nm = hp.n_embd, max(hp.n_merge, 1)
+    npx = size // hp.patch_size
+    n_patches = npx * npx
+    pos_h = new("i32", (n_patches,), NONE)
+    pos_h.flags = pos_h.fl0 = INPUT
+    pos_w = new("i32", (n_patches,), NONE)
+    pos_w.flags = pos_w.fl0 = INPUT
+
+    def rope_2d(cur: T) -> T:  # clip_graph::build_rope_2d: two ropes over the halves
+        cur = new("f32", cur.ne, "ROPE", (cur, pos_h))
+        return new("f32", cur.ne, "ROPE", (cur, pos_w))
+
+    _raw, inp, _n = build_inp(g, hp, w, size)
+    cur = build_vit(g, hp, w, inp, n_patches, True, None, fa, rope_2d)
+    merger = w("mm.patch_merger.weight")
+    if merger is not None:
+        cur = binary("MUL", unary("RMS_NORM", cur), w("mm.input_norm.weight"))
+        cur = reshape(cur, e, npx, npx)
+        cur = cont(permute(cur, 2, 0, 1, 3))
+        kernel = view(cur, (nm, nm, cur.ne[2]), (0, 0))
+        ow = (npx - nm) // nm + 1
+        cur = new("f32", (cur.ne[2] * nm * nm, ow, ow, 1), "IM2COL", (kernel, cur))
+        cur = reshape(cur, cur.ne[0], cur.ne[1] * cur.ne[2])
+        cur = mul_mat(merger, cur)
+    cur = build_ffn(cur, w("mm.1.weight"), w("mm.1.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    brk = w("v.token_embd.img_break")
+    if brk is not None:
+        p_y = p_x = npx // nm
+        n_text = cur.ne[0]
+        tmp = reshape(cur, n_text, p_x, p_y)
+        tok = new(tmp.ty, (n_text, 1, p_y), NONE)
+        tok = unary("SCALE", tok)
+        tok = binary("ADD", tok, brk)
+        tmp = concat(tmp, tok, 1)
+        cur = view(tmp, (n_text, p_x * p_y + p_y - 1), (tmp.nb[1],))
+    g.expand(cur)
+    return g
+
+
+def build_gemma4v(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_gemma4v::build`` (``models/gemma4v.cpp``): the scaled image, the patch conv, x/y position
+    tables, an RMS-norm ViT with 2D NeoX RoPE, q/k/v norms and post norms, every matmul clamped
+    (``Gemma4ClippableLinear``: each loaded weight gets clamp bounds, FLT_MAX where the file has none), the
+    average pooler, the optional standardisation and the projection."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e = hp.n_embd
+    npx = size // hp.patch_size
+    n_patches = npx * npx
+
+    def mm(wt: T, x: T) -> T:
+        return unary("CLAMP", mul_mat(wt, unary("CLAMP", x)))
+
+    raw = new("f32", (size, size, 3, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    scaled = unary("SCALE", raw)
+    inp = conv_2d(g, w("v.patch_embd.weight"), scaled, hp.patch_size, hp.patch_size)
+    inp = reshape(inp, n_patches, e, 1)
+    inp = cont(transpose(inp))
+    pos_x = new("i32", (n_patches,), NONE)
+    pos_x.flags = pos_x.fl0 = INPUT
+    pos_y = new("i32", (n_patches,), NONE)
+    pos_y.flags = pos_y.fl0 = INPUT
+    pe = w("v.position_embd.weight")
+    tbl_x = wview(pe, (e, pe.ne[1]), "VIEW")
+    tbl_y = wview(pe, (e, pe.ne[1]), "VIEW")
+    inp = binary("ADD", inp, get_rows(tbl_x, pos_x))
+    inp = binary("ADD", inp, get_rows(tbl_y, pos_y))
+
+    def rope_2d(cur: T) -> T:
+        cur = new("f32", cur.ne, "ROPE", (cur, pos_x))
+        return new("f32", cur.ne, "ROPE", (cur, pos_y))
+
+    cur = build_vit(g, hp, w, inp, n_patches, True, None, fa, rope_2d, mm, v_norm=True)
+    k = hp.n_merge
+    cur = cont(transpose(cur), npx, npx, e, 1)
+    po = (npx - k) // k + 1
+    cur = new("f32", (po, po, e, 1), "POOL_2D", (cur,))
+    out = npx // k
+    cur = reshape(cur, out * out, e, 1)
+    cur = cont(transpose(cur))
+    cur = unary("SCALE", cur)
+    sb, ss = w("v.std_bias"), w("v.std_scale")
+    if sb is not None and ss is not None:
+        cur = binary("MUL", binary("SUB", cur, sb), ss)
+    cur = unary("RMS_NORM", cur)
+    cur = mm(w("mm.input_projection.weight"), cur)
+    g.expand(cur)
+    return g
+
+
+def patch_merge_permute(cur: T, e: int, width: int, height: int, sf: int) -> T:
+    """``clip_graph::build_patch_merge_permute``: pixel unshuffle by ``sf`` per side (padding the grid to it)."""
+    cur = reshape(cur, e, width, height)
+    pw = -width % sf
+    ph = -height % sf
+    if pw or ph:
+        cur = new(cur.ty, (e, width + pw, height + ph, 1), "PAD", (cur,))
+        width += pw
+        height += ph
+    cur = reshape(cur, e * sf, width // sf, height)
+    cur = permute(cur, 0, 2, 1, 3)
+    cur = cont(cur, e * sf * sf, height // sf, width // sf, 1)
+    cur = permute(cur, 0, 2, 1, 3)
+    return cont(cur, cur.ne[0], cur.ne[1] * cur.ne[2], 1, 1)
+
+
+def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
+    """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear) and ``lfm2`` (LFM2-VL:
+    position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP)."""
+    g = Graph()
+    size = hp.warmup_image_size
+    npx = size // hp.patch_size
+    _raw, inp, n_patches = build_inp(g, hp, w, size)
+    pos = w("v.position_embd.weight")
+    if kind == "lfm2" and pos is not None:
+        pos = resize_position_embeddings(w, hp, npx, npx)
+    cur = build_vit(g, hp, w, inp, n_patches, False, pos, fa)
+    cur = patch_merge_permute(cur, hp.n_embd, npx, npx, hp.n_merge)
+    if kind == "idefics3":
+        cur = mul_mat(w("mm.model.fc.weight"), cur)
+    else:
+        nw, nb = w("mm.input_norm.weight"), w("mm.input_norm.bias")
+        if nw is not None:
+            cur = binary("MUL", unary("NORM", cur), nw)
+        if nb is not None:
+            cur = binary("ADD", cur, nb)
+        cur = build_ffn(cur, w("mm.1.weight"), w("mm.1.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    g.expand(cur)
+    return g
+
+
+def build_internvl(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_internvl::build`` (``models/internvl.cpp``): InternViT with the CLS token (repeated and
+    concatenated, dropped again after the ViT), layer scales, the pixel shuffle and the ``mm.model.mlp`` MLP."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, sf = hp.n_embd, hp.n_merge
+    npx = size // hp.patch_size
+    _raw, inp, n_patches = build_inp(g, hp, w, size)
+    cls = w("v.class_embd")
+    rep = new(wtype(cls), (cls.ne[0], 1, 1, 1), "REPEAT", (cls,))
+    inp = concat(inp, rep, 1)
+    rms = hp.n_embd == 3200 and hp.n_layer == 45  # the 6B ViT (InternVL 2.5/3 26B, 38B, 78B)
+    cur = build_vit(g, hp, w, inp, n_patches + 1, rms, w("v.position_embd.weight"), fa)
+    cur = view(cur, (e, n_patches, 1), (cur.nb[1], cur.nb[2]))
+    cur = cont(cur)
+    cur = reshape(cur, e * sf, npx // sf, npx, 1)
+    cur = permute(cur, 0, 2, 1, 3)
+    cur = cont(cur, e * sf * sf, npx // sf, npx // sf, 1)
+    cur = permute(cur, 0, 2, 1, 3)
+    cur = cont(cur, e * sf * sf, cur.ne[1] * cur.ne[2], cur.ne[3], 1)
+    cur = _norm(cur, w("mm.model.mlp.0.weight"), w("mm.model.mlp.0.bias"), False)
+    cur = build_ffn(
+        cur,
+        w("mm.model.mlp.1.weight"),
+        w("mm.model.mlp.1.bias"),
+        None,
+        None,
+        w("mm.model.mlp.3.weight"),
+        w("mm.model.mlp.3.bias"),
+        "gelu",
+    )
+    g.expand(cur)
+    return g
+
+
+#: projector type -> graph builder (types not here get an approximate compute figure)
+GRAPHS = {
+    "gemma3": build_gemma3,
+    "pixtral": build_pixtral,
+    "gemma4v": build_gemma4v,
+    "internvl": build_internvl,
+    "idefics3": lambda hp, w, fa: build_siglip(hp, w, fa, "idefics3"),
+    "lfm2": lambda hp, w, fa: build_siglip(hp, w, fa, "lfm2"),
+    "qwen3vl_merger": build_qwen3vl,
+    "qwen2vl_merger": build_qwen2vl,
+    "qwen2.5vl_merger": lambda hp, w, fa: build_qwen2vl(hp, w, fa, rms=True, n_wa_pattern=hp.n_wa_pattern),
+}

@@ -1,0 +1,307 @@
+"""The multimodal projector's memory (``--mmproj``), as libmtmd allocates it in llama-server.
+
+``clip_ctx`` (``tools/mtmd/clip.cpp``) puts the projector on one backend:
+
+- none (the CPU) with ``--no-mmproj-offload`` or ``-mmdev none`` (or ``-dev none``);
+- the ``-mmdev`` device; else the first ``-dev`` device (``common/arg.cpp``: the mmproj device "follows
+  --device");
+- else ``ggml_backend_init_by_type(GPU)`` then ``IGPU``: the first device of that type in the *registry*
+  order, where the local backends (CUDA, Vulkan, ...) come before the RPC devices (``--rpc`` adds them to the
+  registry after loading), and an RPC device counts as a GPU (``ggml-rpc.cpp`` ``get_type``). So with a
+  CPU+RPC build it is RPC0, with a Vulkan build it is Vulkan0 even when RPC devices are listed first.
+
+The weights are one buffer of that backend's default buffer type (``ggml_backend_alloc_ctx_tensors_from_buft``:
+each tensor padded to the buffer's alignment; CUDA pads quantized rows to 512). The compute buffers come from
+``ggml_backend_sched_reserve`` of the warmup image's graph over [that backend, CPU] (the CPU holds the raw
+image input when the projector is on a device): replayed with :mod:`app.memory.compute.schedule` and
+:mod:`app.memory.compute.alloc` for the projector types :data:`~app.memory.compute.projector_graphs.GRAPHS`
+knows; for the others an approximation, said so in the notes.
+
+Flash attention follows ``-fa``: ``auto`` reserves with it on and, where the backend refuses the op, reserves
+again without it; the scheduler keeps the larger buffer of the two reserves.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..lanes import CPU, DeviceKind, Lane
+from ..model.projector import Projector
+from .backends import CPU_ALIGNMENT, alignment_of, backend_of, cuda_like
+from .compute.alloc import allocate_graph
+from .compute.projector_graphs import GRAPHS, ClipHParams, make_weight
+from .compute.schedule import schedule
+from .settings import LlamaSettings
+
+MiB = 1 << 20
+
+
+@dataclass
+class ProjectorMemory:
+    device: str  # where the weights go: a lane name or "CPU"
+    weights: int  # bytes of the weights buffer on that device
+    compute: dict[str, int]  # compute buffer bytes per device name (the chosen device and/or "CPU")
+    exact: bool  # compute replayed from this projector type's graph (else approximate)
+    notes: list[str] = field(default_factory=list)
+    weights_raw: int = 0  # the tensors' bytes unpadded (what libmtmd counts and llama-server logs as "model size")
+
+    def mtmd_usage(self) -> dict[str, int]:
+        """``mtmd_get_memory_usage`` per device: the unpadded weights plus the compute buffers, which llama-server
+        adds to --fit's per-device targets (``fit_params_target``) before fitting the model."""
+        out = dict(self.compute)
+        out[self.device] = out.get(self.device, 0) + self.weights_raw
+        return out
+
+    @property
+    def total(self) -> int:
+        return self.weights + sum(self.compute.values())
+
+    def on(self, name: str) -> int:
+        """Bytes on device ``name`` (weights if it holds them, plus its compute buffer)."""
+        return (self.weights if name == self.device else 0) + self.compute.get(name, 0)
+
+
+class ProjectorDeviceError(ValueError):
+    """-mmdev / -dev names a device llama.cpp does not have."""
+
+
+_GPU_KINDS = (DeviceKind.GPU, DeviceKind.RPC, DeviceKind.PLANNED)
+
+
+def registry_order(devices: list[Lane]) -> list[Lane]:
+    """The devices in ggml's registry order: local backends first, then the RPC devices (``--rpc`` registers them
+    after the backends are loaded)."""
+    return [d for d in devices if d.kind is not DeviceKind.RPC] + [d for d in devices if d.kind is DeviceKind.RPC]
+
+
+def projector_lane(devices: list[Lane], settings: LlamaSettings) -> Lane | None:
+    """The lane ``clip_ctx`` puts the projector on, or None for the CPU."""
+    if not settings.mmproj_offload:
+        return None
+    name = settings.mmproj_device
+    if name is None and settings.devices:
+        name = settings.devices[0]
+    if name is not None:
+        if name == "none":
+            return None
+        for d in devices:
+            if d.name == name:
+                return d
+        raise ProjectorDeviceError(
+            f"-mmdev {name}: no such device (the devices are: {', '.join(d.name for d in devices) or 'none'})"
+        )
+    ordered = registry_order(devices)
+    for kinds in (_GPU_KINDS, (DeviceKind.IGPU,)):
+        for d in ordered:
+            if d.kind in kinds:
+                return d
+    return None
+
+
+_FLOAT = ("f32", "f16", "bf16")
+#: the Qwen-VL projector types (clip-impl.h names) that share the 46x46-token warmup
+_QWEN_VL = ("qwen2vl_merger", "qwen2.5vl_merger", "qwen3vl_merger", "ling3vl")
+#: projector types without a replayed graph whose warmup is ``set_warmup_n_tokens(n)`` (load_hparams): type ->
+#: (n, default n_merge), for the approximate figure
+_WARMUP_TOKENS = {
+    "phi4": (256, 1),
+    "lightonocr": (256, 1),
+    "dots_ocr": (2116, 2),
+    "dots3note_v": (2116, 2),
+    "kimivl": (256, 2),
+    "minimax_m3": (256, 2),
+    "muse-glimmer": (1024, 2),
+    "mimovl": (2116, 2),
+    "youtuvl": (256, 2),
+    "glm4v": (2116, 2),
+    "glm5v": (2116, 2),
+    "paddleocr": (784, 2),
+    "hunyuanvl": (1024, 2),
+    "exaone4_5": (2116, 2),
+}
+
+
+#: tensors clip.cpp reads as scalars (``get_scalar``: Gemma 4's clamp bounds) and does not load into the buffer
+_SCALARS = (".input_max", ".input_min", ".output_max", ".output_min")
+
+
+def loaded_tensors(proj: Projector):
+    """The tensors ``clip_model_loader`` loads into the weights buffer."""
+    return [t for t in proj.tensors if not t.name.endswith(_SCALARS)]
+
+
+def weights_bytes(proj: Projector, lane: Lane | None) -> int:
+    """The weights buffer: every loaded tensor's allocation size padded to the buffer type's alignment."""
+    align = alignment_of(lane) if lane is not None else CPU_ALIGNMENT
+    cuda = lane is not None and cuda_like(lane)
+    total = 0
+    for t in loaded_tensors(proj):
+        size = t.nbytes
+        ne0 = t.shape[0] if t.shape else 1
+        if cuda and t.type_name.lower() not in _FLOAT and ne0 % 512 and t.n_elements:
+            # ggml_backend_cuda_buffer_type_get_alloc_size: quantized rows padded to MATRIX_ROW_PADDING
+            size += (512 - ne0 % 512) * t.nbytes // t.n_elements
+        total += (size + align - 1) // align * align
+    return total
+
+
+def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> ClipHParams:
+    """``clip_model_loader::load_hparams`` for the vision encoder (the keys the graphs' shapes read)."""
+    hp = proj.vision_hp
+    n_embd = int(hp("embedding_length", 0))
+    n_head = int(hp("attention.head_count", 1)) or 1
+    d_head = int(hp("attention.head_dim", 0) or 0) or n_embd // n_head
+    image_size = int(hp("image_size", 0))
+    if proj.get("clip.use_gelu"):
+        ffn = "gelu"
+    elif proj.get("clip.use_silu"):
+        ffn = "silu"
+    else:
+        ffn = "gelu_quick"
+    patch = int(hp("patch_size", 1)) or 1
+    warmup = image_size
+    if proj.proj_type in _QWEN_VL:
+        # n_merge 2 unless spatial_merge_size says; set_warmup_n_tokens(46*46), whatever --image-max-tokens says
+        n_merge = int(hp("spatial_merge_size", 0) or 0) or 2
+        warmup = 46 * patch * n_merge
+    elif proj.proj_type == "gemma4v":  # pooling kernel 3 unless the file says; set_warmup_n_tokens(256)
+        n_merge = int(hp("projector.scale_factor", 0) or 0) or 3
+        warmup = 16 * patch * n_merge
+    elif proj.proj_type == "lfm2":
+        # set_limit_image_tokens(64, 256): the warmup is the side of the largest image, --image-max-tokens's
+        n_merge = int(hp("projector.scale_factor", 0) or 0) or 1
+        max_tokens = (settings.image_max_tokens if settings and settings.image_max_tokens else 0) or 256
+        warmup = math.isqrt(max_tokens * patch * patch * n_merge * n_merge)
+    elif proj.proj_type in _WARMUP_TOKENS:
+        n_tok, default_merge = _WARMUP_TOKENS[proj.proj_type]
+        n_merge = int(hp("spatial_merge_size", 0) or hp("projector.scale_factor", 0) or 0) or default_merge
+        warmup = math.isqrt(n_tok) * patch * n_merge
+    elif proj.proj_type in ("deepseekocr", "deepseekocr2"):
+        n_merge = 1
+        warmup = 1024
+    elif proj.proj_type == "pixtral":  # n_merge 1 unless spatial_merge_size; set_warmup_n_tokens(256)
+        n_merge = int(hp("spatial_merge_size", 0) or 0) or 1
+        warmup = 16 * patch * n_merge
+    else:
+        n_merge = int(hp("projector.scale_factor", 0) or 0) or (4 if proj.proj_type == "gemma3" else 1)
+    return ClipHParams(
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=int(hp("attention.head_count_kv", n_head) or n_head),
+        d_head=d_head,
+        n_ff=int(hp("feed_forward_length", 0)),
+        n_layer=int(hp("block_count", 0)),
+        patch_size=patch,
+        image_size=image_size,
+        warmup_image_size=warmup,
+        n_merge=n_merge,
+        ffn_op=ffn,
+        n_wa_pattern=int(hp("n_wa_pattern", 0) or 0),
+    )
+
+
+def _fa_supported(lane: Lane | None, hp: ClipHParams) -> bool:
+    """Whether the projector's backend runs its FLASH_ATTN_EXT (the ``auto`` probe of ``warmup``)."""
+    if lane is None:
+        return True
+    backend = backend_of(lane)
+    if backend == "vulkan":  # ggml_backend_vk_device_supports_op: head sizes a multiple of 8
+        return hp.d_head % 8 == 0
+    if backend in ("cuda", "rocm"):  # ggml_cuda_get_best_fattn_kernel: the head sizes with kernels (K = V)
+        return hp.d_head in (40, 64, 72, 80, 96, 112, 128, 256)
+    return True
+
+
+def _replay(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool) -> tuple[list[int], bool]:
+    """Schedule and allocate the warmup graph: (peak bytes per backend ([lane, CPU] or [CPU]), whether the
+    projector's backend refuses one of its FLASH_ATTN_EXT ops (``reserve_compute_meta``'s ``fattn``))."""
+    devs = [lane] if lane is not None else []
+    cpu = len(devs)
+    weights = {}
+    for t in loaded_tensors(proj):
+        w = make_weight(t.name, t.shape, t.type_name.lower(), t.nbytes)
+        w.wbe = 0
+        w.host = lane is None
+        weights[t.name] = w
+
+    g = GRAPHS[proj.proj_type](hp, weights.get, fa)
+    refused = False
+    if fa and lane is not None:
+        limit = lane.max_tensor_bytes
+        for t in g.nodes:
+            if t.op != "FLASH_ATTN_EXT":
+                continue
+            if not _fa_supported(lane, hp) or (
+                limit is not None and any(x.size > limit for x in [t, *t.src])  # Vulkan: "larger than max size"
+            ):
+                refused = True
+    limits = [(d.max_tensor_bytes, backend_of(d)) for d in devs] + [(None, "cpu")]
+    # clip_ctx's scheduler has op offload on, but every weight is on the projector's one backend
+    splits = schedule(g.nodes, g.leafs, cpu, [], limits)
+    aligns = [alignment_of(d) for d in devs] + [CPU_ALIGNMENT]  # the CPU backend's own buffer type
+    max_sizes = [d.max_buffer for d in devs] + [0]
+    peaks = allocate_graph(g.nodes, g.leafs, splits, 1, cpu + 1, aligns, lambda t, be: t.size, max_sizes)
+    return peaks, refused
+
+
+def _approx(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool) -> list[int]:
+    """A ViT's compute peak without its graph: the attention scores (without flash attention) and a few
+    activations of the widest layer, plus the raw image on the CPU. On the replayed types it is within about
+    0.5x-2x of the exact figure (not the masks or extra inputs some graphs add)."""
+    size = hp.warmup_image_size or hp.image_size
+    n_pos = max((size // max(hp.patch_size, 1)) ** 2, 1)
+    act = 3 * n_pos * max(hp.n_embd, hp.n_ff, 1) * 4
+    if not fa:  # the scores, softmaxed in place
+        act += n_pos * n_pos * max(hp.n_head, 1) * 4
+    raw = size * size * 3 * 4
+    if lane is None:
+        return [act + raw]
+    return [act, raw]
+
+
+def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettings) -> ProjectorMemory:
+    """Where the projector goes and what it allocates there (weights and compute buffers per backend)."""
+    notes: list[str] = []
+    lane = projector_lane(devices, settings)
+    where = lane.name if lane is not None else CPU
+    weights = weights_bytes(proj, lane)
+    hp = clip_hparams(proj, settings)
+    fa_mode = settings.flash_attn
+    exact = proj.vision and proj.proj_type in GRAPHS and not proj.audio
+    peaks: list[int] | None = None
+    if exact:
+        try:
+            first, refused = _replay(proj, hp, lane, fa_mode != "off")
+            peaks = first
+            if refused and fa_mode == "auto":
+                # warmup: flash attention refused, so reserve again without it; the second reserve keeps the
+                # larger buffer of the two (ggml_gallocr_reserve_n grows, never shrinks)
+                again, _ = _replay(proj, hp, lane, False)
+                peaks = [max(a, b) for a, b in zip(first, again)]
+        except (NotImplementedError, KeyError, AttributeError, TypeError) as exc:
+            exact, peaks = False, None
+            notes.append(f"The {proj.proj_type} projector's graph could not be replayed ({exc}).")
+    if peaks is None:
+        exact = False
+        peaks = _approx(proj, hp, lane, fa_mode != "off" and _fa_supported(lane, hp))
+        notes.append(
+            f"The projector's compute buffers are approximate: Layerdeck does not replay the "
+            f"{proj.proj_type!r} projector's graph yet. Verify measures them with the real llama-server."
+        )
+    if proj.audio:
+        notes.append("The projector's audio encoder is not counted in its compute buffers.")
+    if exact and lane is not None and backend_of(lane) == "vulkan":
+        notes.append(
+            f"The projector's compute buffer on {lane.name}: the Vulkan backend reorders the graph "
+            "(ggml_vk_graph_optimize), which Layerdeck does not replay, so it can differ from llama.cpp's by a few "
+            "MiB (a tiny Gemma 3 projector on lavapipe: 16.53 MiB logged, 14.46 replayed); use Verify"
+        )
+    compute: dict[str, int] = {}
+    names = ([where] if lane is not None else []) + [CPU]
+    for name, size in zip(names, peaks):
+        if size > 1:  # reserve_compute_meta logs (and mtmd counts) only buffers above 1 byte
+            compute[name] = compute.get(name, 0) + size
+    return ProjectorMemory(
+        where, weights, compute, exact, notes, weights_raw=sum(t.nbytes for t in loaded_tensors(proj))
+    )

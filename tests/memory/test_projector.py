@@ -1,0 +1,291 @@
+"""The multimodal projector (--mmproj): where libmtmd puts it and what it allocates there, against the real
+llama-server's -lv 4 log (``clip_ctx: CLIP using <backend> backend``, ``load_hparams: model size``,
+``reserve_compute_meta: <buft> compute buffer size``)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from app.lanes import CPU, DeviceKind, Lane
+from app.memory.projector import ProjectorDeviceError, projector_lane, projector_memory, weights_bytes
+from app.memory.settings import LlamaSettings
+from app.model.projector import open_projector
+from tests.projector_factory import (
+    write_gemma3_projector,
+    write_gemma4v_projector,
+    write_internvl_projector,
+    write_pixtral_projector,
+    write_qwen2vl_projector,
+    write_qwen3vl_projector,
+    write_siglip_projector,
+)
+
+from .accuracy import MiB, list_rpc_devices, record
+
+
+def _lane(name: str, kind: DeviceKind = DeviceKind.GPU) -> Lane:
+    return Lane(name, f"{name}[127.0.0.1:1]" if kind is DeviceKind.RPC else name, kind=kind)
+
+
+RPC0, RPC1 = _lane("RPC0", DeviceKind.RPC), _lane("RPC1", DeviceKind.RPC)
+VK0, CUDA0 = _lane("Vulkan0"), _lane("CUDA0")
+
+
+def _s(**kw) -> LlamaSettings:
+    return LlamaSettings(**kw)
+
+
+# --------------------------------------------------------------------------- the device rule
+
+
+@pytest.mark.parametrize(
+    "devices,kw,expect",
+    [
+        ([], {}, None),  # CPU only
+        ([RPC0, RPC1], {}, "RPC0"),  # RPC devices are GPU-type: the first one
+        ([RPC0, RPC1, VK0], {}, "Vulkan0"),  # registry order: local backends before the RPC devices
+        ([CUDA0, VK0], {}, "CUDA0"),
+        ([RPC0, RPC1], {"mmproj_device": "RPC1"}, "RPC1"),
+        ([RPC0, RPC1], {"devices": ["RPC1", "RPC0"]}, "RPC1"),  # follows the first -dev
+        ([RPC0, RPC1], {"devices": ["RPC1"], "mmproj_device": "RPC0"}, "RPC0"),  # -mmdev wins
+        ([RPC0, RPC1], {"devices": ["none"]}, None),
+        ([RPC0, RPC1], {"mmproj_device": "none"}, None),
+        ([RPC0, RPC1], {"mmproj_offload": False}, None),
+        ([_lane("Vulkan0", DeviceKind.IGPU)], {}, "Vulkan0"),  # no GPU: the first IGPU
+        ([_lane("BLAS", DeviceKind.ACCEL)], {}, None),  # an accelerator is never chosen
+    ],
+)
+def test_the_projector_device_is_chosen_as_clip_ctx_chooses_it(devices, kw, expect):
+    lane = projector_lane(devices, _s(**kw))
+    assert (lane.name if lane else None) == expect
+
+
+def test_an_unknown_mmproj_device_is_refused():
+    with pytest.raises(ProjectorDeviceError, match="RPC3"):
+        projector_lane([RPC0], _s(mmproj_device="RPC3"))
+
+
+@pytest.fixture(scope="module")
+def proj_file(tmp_path_factory):
+    return write_gemma3_projector(tmp_path_factory.mktemp("mmproj") / "mmproj.gguf")
+
+
+def test_the_weights_are_padded_to_the_backend_alignment(proj_file):
+    p = open_projector(proj_file)
+    raw = p.weight_bytes
+    assert weights_bytes(p, None) >= raw  # CPU: 32
+    cuda = weights_bytes(p, CUDA0)  # 128
+    assert cuda >= weights_bytes(p, None)
+    assert cuda == sum((t.nbytes + 127) // 128 * 128 for t in p.tensors)
+
+
+def test_gemma3_compute_is_replayed_and_flash_attention_matters(proj_file):
+    p = open_projector(proj_file)
+    on = projector_memory(p, [RPC0], _s(flash_attn="auto"))
+    off = projector_memory(p, [RPC0], _s(flash_attn="off"))
+    assert on.exact and off.exact and on.device == "RPC0"
+    assert set(on.compute) == {"RPC0", CPU}
+    assert on.compute[CPU] == 448 * 448 * 3 * 4  # the raw image input, copied to the device
+    assert off.compute["RPC0"] > on.compute["RPC0"]  # the attention scores
+    cpu = projector_memory(p, [], _s())
+    assert set(cpu.compute) == {CPU} and cpu.device == CPU
+
+
+def test_a_projector_type_without_a_graph_is_approximate_and_says_so(tmp_path):
+    from gguf import GGUFWriter
+    import numpy as np
+
+    path = tmp_path / "pixtral.gguf"
+    w = GGUFWriter(str(path), "clip")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_string("clip.projector_type", "somethingnew")
+    for k, v in (("image_size", 224), ("patch_size", 14), ("embedding_length", 64), ("feed_forward_length", 128),
+                 ("block_count", 1), ("attention.head_count", 2)):
+        w.add_uint32(f"clip.vision.{k}", v)
+    w.add_tensor("v.blk.0.attn_q.weight", np.zeros((64, 64), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    m = projector_memory(open_projector(path), [RPC0], _s())
+    assert not m.exact and m.weights == 64 * 64 * 4
+    assert m.compute["RPC0"] > 0 and m.compute[CPU] == 224 * 224 * 3 * 4
+    assert any("approximate" in n and "Verify" in n for n in m.notes)
+
+
+# --------------------------------------------------------------------------- against llama-server
+
+_USING = re.compile(r"clip_ctx: CLIP using (\S+) backend")
+_SIZE = re.compile(r"load_hparams: model size:\s*([\d.]+) MiB")
+_COMPUTE = re.compile(r"reserve_compute_meta:\s+(\S+) compute buffer size =\s*([\d.]+) MiB")
+_TOTAL = re.compile(r"estimated worst-case memory usage of mmproj is ([\d.]+) MiB")
+
+#: projector shapes: the default, and a larger one (buffers of several MiB, 8 heads, 3 layers, a 46-patch side
+#: that the 4x4 pool does not divide)
+SHAPES = {
+    "small": ("gemma3", dict()),
+    "large": ("gemma3", dict(n_embd=256, n_ff=1024, n_layer=3, n_head=8, image_size=644, n_merge=None)),
+    # Qwen3-VL: the warmup is 46x46 merged tokens (92x92 patches) whatever the patch size
+    "qwen3vl": ("qwen3vl", dict()),
+    "qwen3vl-1head": ("qwen3vl", dict(n_head=1, n_layer=2, deepstack=(1,), n_embd_text=48, patch_size=2)),
+    # Qwen2.5-VL: RMS norms, SwiGLU, window attention (a 92x92-patch mask) on every other layer; Qwen2-VL
+    "qwen2.5vl": ("qwen2vl", dict()),
+    "qwen2vl": ("qwen2vl", dict(version="2", n_layer=2)),
+    # Mistral Small 3.1 (pixtral with the 2x2 patch merger; warmup 16x16 merged tokens) and the original Pixtral
+    "mistral3": ("pixtral", dict(n_embd=256, n_ff=512, n_layer=3, n_head=4)),
+    "pixtral": ("pixtral", dict(spatial_merge=None)),
+    # Gemma 4: clamped matmuls, x/y position tables, 3x3 pooler (warmup 16x16 pooled tokens); clamp scalars
+    # in the file are read, not loaded
+    "gemma4v": ("gemma4v", dict()),
+    "gemma4v-plain": ("gemma4v", dict(clamps=False, std=False, n_layer=3, n_head=4, n_ff=512)),
+    # SmolVLM (idefics3: pixel shuffle by 4) and LFM2-VL (a 16x16 position grid resized to the image; the warmup
+    # image is the largest that --image-max-tokens allows: 256 tokens by default)
+    "idefics3": ("siglip", dict()),
+    "lfm2": ("siglip", dict(kind="lfm2", scale_factor=2, image_size=256, n_layer=3)),
+    # InternVL: the CLS token, layer scales, pixel shuffle by 2
+    "internvl": ("internvl", dict()),
+}
+_WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
+            "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
+            "internvl": write_internvl_projector}
+_TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama"}
+
+
+def _write(shape: str, path, tiny_models):
+    """(projector file, text model) for a shape: the qwen3vl text model takes 64 x (1 + 2 deepstack) rows;
+    the one-deepstack projector gets a text model of 48 x 2."""
+    kind, kw = SHAPES[shape]
+    proj = _WRITERS[kind](path, **kw)
+    if kind in _TEXT:
+        return proj, tiny_models[_TEXT[kind]]
+    if kw.get("n_embd_text", 64) == 64:
+        return proj, tiny_models["qwen3vl"]
+    from tests import gguf_factory as gf
+
+    text = gf.write_tiny_model("qwen3vl", path.parent / "text.gguf", n_embd=48, n_deepstack=1, n_head=2,
+                               n_head_kv=1, head_dim=24, rope_sections=(4, 4, 4, 0))
+    return proj, text
+
+#: (case, projector shape, RPC servers, arguments)
+CASES = [
+    ("cpu", "large", 0, ""),
+    ("cpu-fa-off", "small", 0, "-fa off"),
+    ("rpc1", "large", 1, ""),
+    ("rpc1-fa-off", "large", 1, "-fa off"),
+    ("rpc2", "small", 2, "-ngl all"),
+    ("rpc2-mmdev", "large", 2, "-mmdev RPC1"),
+    ("rpc2-dev", "small", 2, "-dev RPC1"),
+    ("rpc2-no-offload", "large", 2, "--no-mmproj-offload"),
+    ("rpc2-mmdev-none", "small", 2, "-mmdev none -fa off"),
+    ("qwen3vl-cpu", "qwen3vl", 0, ""),
+    ("qwen3vl-rpc1", "qwen3vl", 1, ""),
+    ("qwen3vl-rpc2-mmdev-fa-off", "qwen3vl-1head", 2, "-mmdev RPC1 -fa off"),
+    ("qwen2.5vl-rpc1", "qwen2.5vl", 1, ""),
+    ("qwen2.5vl-cpu-fa-off", "qwen2.5vl", 0, "-fa off"),
+    ("qwen2vl-rpc1-fa-off", "qwen2vl", 1, "-fa off"),
+    ("mistral3-rpc2", "mistral3", 2, ""),
+    ("mistral3-cpu-fa-off", "mistral3", 0, "-fa off"),
+    ("pixtral-rpc1", "pixtral", 1, "-fa off"),
+    ("gemma4v-cpu", "gemma4v", 0, ""),
+    ("gemma4v-rpc2-fa-off", "gemma4v", 2, "-fa off"),
+    ("gemma4v-rpc1", "gemma4v-plain", 1, ""),
+    ("idefics3-rpc1", "idefics3", 1, ""),
+    ("idefics3-cpu-fa-off", "idefics3", 0, "-fa off"),
+    ("lfm2-rpc2-max-tokens", "lfm2", 2, "--image-max-tokens 400"),
+    ("lfm2-cpu-fa-off", "lfm2", 0, "-fa off --image-max-tokens 100"),
+    ("internvl-rpc1", "internvl", 1, ""),
+    ("internvl-rpc2-dev-fa-off", "internvl", 2, "-dev RPC1,RPC0 -fa off"),
+]
+
+
+def _compare(text: str, proj, lanes: list[Lane], settings: LlamaSettings) -> list[str]:
+    ours = projector_memory(proj, lanes, settings)
+    by_buft = {d.buft: d.name for d in lanes}
+    misses = []
+    using = _USING.findall(text)
+    assert using, text[-3000:]
+    where = CPU if using[-1] == "CPU" else by_buft.get(using[-1], using[-1])
+    if where != ours.device:
+        misses.append(f"device: ours {ours.device}, llama-server {where}")
+    size = float(_SIZE.findall(text)[-1])
+    raw = ours.weights_raw
+    if abs(raw / MiB - size) > 0.005 + 1e-9:
+        misses.append(f"model size: ours {raw / MiB:.4f} MiB, llama-server {size:.2f} MiB")
+    if not raw <= ours.weights <= raw + len(proj.tensors) * 127:
+        misses.append(f"weights buffer {ours.weights} not the tensors padded ({raw})")
+    logged: dict[str, float] = {}
+    for buft, mib in _COMPUTE.findall(text):  # the last reserve's figures (auto -fa may reserve twice)
+        logged[CPU if buft == "CPU" else by_buft.get(buft, buft)] = float(mib)
+    for name in set(logged) | set(ours.compute):
+        mine = ours.compute.get(name, 0) / MiB
+        if abs(mine - logged.get(name, 0.0)) > 0.005 + 1e-9:
+            misses.append(f"{name} compute: ours {mine:.4f} MiB, llama-server {logged.get(name, 0.0):.2f} MiB")
+    total = _TOTAL.findall(text)
+    if total:  # libmtmd's own figure: the unpadded weights plus the compute buffers (what --fit reserves)
+        mine = sum(ours.mtmd_usage().values()) / MiB
+        if abs(mine - float(total[-1])) > 0.005 + 1e-9:
+            misses.append(f"mtmd total: ours {mine:.4f} MiB, llama-server {total[-1]} MiB")
+    return misses
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("case,shape,n_rpc,args", CASES, ids=[c[0] for c in CASES])
+def test_projector_buffers_match_llama_server(case, shape, n_rpc, args, llama_bin, rpc_servers, llama_server,
+                                              tiny_models, tmp_path):
+    from app.command.parse import settings_from_args
+
+    path, text_model = _write(shape, tmp_path / "mmproj.gguf", tiny_models)
+    servers = rpc_servers(n_rpc) if n_rpc else []
+    endpoints = [s.endpoint for s in servers]
+    lanes = list_rpc_devices(llama_bin / "llama-server", endpoints)
+    extra = (["--rpc", ",".join(endpoints)] if endpoints else []) + args.split()
+    srv = llama_server(text_model, "--mmproj", str(path), *extra, "--no-repack", "-lv", "4",
+                       timeout=120)
+    text = srv.output()
+    srv.stop()
+    settings = settings_from_args(["--mmproj", str(path), *args.split()], tool="server")
+    misses = _compare(text, open_projector(path), lanes, settings)
+    record("server-log", case=f"mmproj-{case}", arch="clip", backends=["CPU"] + (["RPC"] if n_rpc else []),
+           ok=not misses, features=["mmproj"])
+    assert not misses, "\n".join(misses)
+
+
+VULKAN_CASES = [
+    ("vulkan", "large", ""),
+    ("vulkan-fa-off", "small", "-fa off"),
+    ("vulkan-cpu", "large", "-mmdev none"),
+    ("vulkan-qwen3vl", "qwen3vl", ""),
+    ("vulkan-qwen2.5vl", "qwen2.5vl", ""),
+    ("vulkan-mistral3", "mistral3", "-fa off"),
+    ("vulkan-gemma4v", "gemma4v", ""),
+    ("vulkan-internvl", "internvl", "-fa off"),
+]
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("case,shape,args", VULKAN_CASES, ids=[c[0] for c in VULKAN_CASES])
+def test_projector_buffers_match_llama_server_on_vulkan(case, shape, args, llama_vulkan_bin, tiny_models, tmp_path):
+    """On Vulkan0 (lavapipe), the graph reordering off as in the other Vulkan server comparisons."""
+    from app.command.parse import settings_from_args
+    from app.devices.detect import detect
+    from app.memory.device_adapter import from_detected
+    from tests.llama_fixtures import VULKAN_ENV, start_llama_server
+
+    env = {**VULKAN_ENV, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"}
+    lanes = from_detected(detect(llama_vulkan_bin, rpc=[], env={**os.environ, **env}, cuda_probe=None,
+                                 amd=False).devices)
+    path, text_model = _write(shape, tmp_path / "mmproj.gguf", tiny_models)
+    srv = start_llama_server(llama_vulkan_bin, text_model, "--mmproj", str(path), *args.split(),
+                             "--no-repack", "-lv", "4", log=tmp_path / "vk.log", timeout=120, env=env)
+    try:
+        text = srv.output()
+    finally:
+        srv.stop()
+    settings = settings_from_args(["--mmproj", str(path), *args.split()], tool="server")
+    misses = _compare(text, open_projector(path), lanes, settings)
+    record("server-log", case=f"mmproj-{case}", arch="clip", backends=["Vulkan"], ok=not misses,
+           features=["mmproj"])
+    assert not misses, "\n".join(misses)

@@ -1,0 +1,532 @@
+"""Tiny multimodal projector files (``--mmproj``, GGUF architecture ``clip``) that the real llama-server loads
+through libmtmd beside a tiny text model (``tools/mtmd/clip.cpp`` ``clip_model_loader``).
+
+``write_gemma3_projector``: Gemma 3's SigLIP ViT (``models/siglip.cpp``, projector type ``gemma3``): patch
+embedding (conv 2d, with bias), learned position embeddings, ``n_layer`` pre-norm blocks with biased q/k/v/out
+and a GELU FFN, the post-layernorm, then the average pool by ``n_merge`` per side, the soft-embedding RMS norm
+and the input projection to the text model's ``n_embd``. Data is random (the files are small; nothing
+reads the values for memory).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from gguf import GGUFWriter
+
+
+def write_gemma3_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_layer: int = 2,
+    n_head: int = 4,
+    image_size: int = 448,
+    patch_size: int = 14,
+    n_merge: int | None = 4,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A gemma3 projector whose output matches a text model of ``n_embd_text`` (tiny gemma3: 64).
+    ``n_merge`` None leaves ``clip.vision.projector.scale_factor`` out (llama.cpp's default 4)."""
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    w = GGUFWriter(str(path), "clip")
+    w.add_string("general.name", "tiny-gemma3-mmproj")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_string("clip.projector_type", "gemma3")
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.image_size", image_size)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.projection_dim", n_embd_text)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    if n_merge is not None:
+        w.add_uint32("clip.vision.projector.scale_factor", n_merge)
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        # numpy shape is ggml's ne reversed
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    n_pos = (image_size // patch_size) ** 2
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        add(f"{p}.ln1.weight", (n_embd,))
+        add(f"{p}.ln1.bias", (n_embd,))
+        add(f"{p}.ln2.weight", (n_embd,))
+        add(f"{p}.ln2.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    add("mm.soft_emb_norm.weight", (n_embd,))
+    add("mm.input_projection.weight", (n_embd_text, n_embd), mt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_qwen3vl_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 3,
+    n_head: int = 2,
+    patch_size: int = 4,
+    n_pos_train: int = 256,
+    deepstack: tuple[int, ...] = (0, 1),
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Qwen3-VL projector (``qwen3vl_merger``, ``models/qwen3vl.cpp``): two patch embeddings (the temporal
+    pair), fused biased qkv, M-RoPE, learned position embeddings interpolated to the image, a 2x2 merger MLP
+    and a deepstack merger after each layer of ``deepstack``. Its output row is ``n_embd_text * (1 +
+    len(deepstack))``, which the tiny qwen3vl text model (2 deepstack layers of 64) takes."""
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    w = GGUFWriter(str(path), "clip")
+    w.add_string("general.name", "tiny-qwen3vl-mmproj")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_string("clip.projector_type", "qwen3vl_merger")
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.image_size", 768)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.projection_dim", n_embd_text)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_uint32("clip.vision.spatial_merge_size", 2)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.is_deepstack_layers", [i in deepstack for i in range(n_layer)])
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.weight.1", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos_train))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        add(f"{p}.attn_qkv.weight", (n_embd, 3 * n_embd), mt)
+        add(f"{p}.attn_qkv.bias", (3 * n_embd,))
+        add(f"{p}.attn_out.weight", (n_embd, n_embd), mt)
+        add(f"{p}.attn_out.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+        if il in deepstack:
+            d = f"v.deepstack.{il}"
+            add(f"{d}.norm.weight", (4 * n_embd,))
+            add(f"{d}.norm.bias", (4 * n_embd,))
+            add(f"{d}.fc1.weight", (4 * n_embd, 4 * n_embd), mt)
+            add(f"{d}.fc1.bias", (4 * n_embd,))
+            add(f"{d}.fc2.weight", (4 * n_embd, n_embd_text), mt)
+            add(f"{d}.fc2.bias", (n_embd_text,))
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    add("mm.0.weight", (4 * n_embd, 4 * n_embd), mt)
+    add("mm.0.bias", (4 * n_embd,))
+    add("mm.2.weight", (4 * n_embd, n_embd_text), mt)
+    add("mm.2.bias", (n_embd_text,))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_qwen2vl_projector(
+    path: str | os.PathLike,
+    *,
+    version: str = "2.5",
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 4,
+    n_head: int = 2,
+    patch_size: int = 4,
+    n_wa_pattern: int = 2,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Qwen2-VL (``version`` "2": layer norms, GELU-quick FFN) or Qwen2.5-VL ("2.5": RMS norms, SwiGLU FFN,
+    window attention with full attention every ``n_wa_pattern`` layers) projector (``models/qwen2vl.cpp``)."""
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    v25 = version == "2.5"
+    w = GGUFWriter(str(path), "clip")
+    w.add_string("general.name", f"tiny-qwen{version}vl-mmproj")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_string("clip.projector_type", "qwen2.5vl_merger" if v25 else "qwen2vl_merger")
+    if v25:
+        w.add_bool("clip.use_silu", True)
+        w.add_uint32("clip.vision.n_wa_pattern", n_wa_pattern)
+    w.add_uint32("clip.vision.image_size", 560)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.projection_dim", n_embd_text)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.weight.1", (patch_size, patch_size, 3, n_embd), mt)
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            if not v25:
+                add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        if v25:
+            add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
+            add(f"{p}.ffn_gate.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("v.post_ln.weight", (n_embd,))
+    if not v25:
+        add("v.post_ln.bias", (n_embd,))
+    add("mm.0.weight", (4 * n_embd, 4 * n_embd), mt)
+    add("mm.0.bias", (4 * n_embd,))
+    add("mm.2.weight", (4 * n_embd, n_embd_text), mt)
+    add("mm.2.bias", (n_embd_text,))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_pixtral_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_layer: int = 2,
+    n_head: int = 4,
+    patch_size: int = 14,
+    spatial_merge: int | None = 2,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Pixtral / Mistral Small 3.1 projector (``pixtral``, ``models/pixtral.cpp``): RMS-norm ViT with 2D RoPE and
+    a SwiGLU FFN, no biases; with ``spatial_merge`` the Mistral 3 patch merger (``mm.input_norm``,
+    ``mm.patch_merger``); the LLaVA MLP ``mm.1``/``mm.2`` and the [IMG_BREAK] embedding."""
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    w = GGUFWriter(str(path), "clip")
+    w.add_string("general.name", "tiny-pixtral-mmproj")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_string("clip.projector_type", "pixtral")
+    w.add_bool("clip.use_silu", True)
+    w.add_uint32("clip.vision.image_size", 1540)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.projection_dim", n_embd_text)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5)
+    if spatial_merge:
+        w.add_uint32("clip.vision.spatial_merge_size", spatial_merge)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.pre_ln.weight", (n_embd,))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+        add(f"{p}.ln1.weight", (n_embd,))
+        add(f"{p}.ln2.weight", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+    if spatial_merge:
+        add("mm.input_norm.weight", (n_embd,))
+        add("mm.patch_merger.weight", (n_embd * spatial_merge * spatial_merge, n_embd), mt)
+    add("mm.1.weight", (n_embd, n_embd_text), mt)
+    add("mm.1.bias", (n_embd_text,))
+    add("mm.2.weight", (n_embd_text, n_embd_text), mt)
+    add("mm.2.bias", (n_embd_text,))
+    add("v.token_embd.img_break", (n_embd_text,))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_gemma4v_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 128,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_layer: int = 2,
+    n_head: int = 2,
+    patch_size: int = 8,
+    pos_size: int = 64,
+    clamps: bool = True,
+    std: bool = True,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Gemma 4 vision projector (``gemma4v``, ``models/gemma4v.cpp``): x/y position tables, RMS-norm ViT with
+    per-head q/k norms, post-attention and post-FFN norms and a GELU-gated FFN, the 3x3 pooler, optional
+    ``v.std_bias``/``v.std_scale`` and the input projection; with ``clamps`` the clippable-linear bounds
+    (scalar tensors clip.cpp reads, not loads) on the first layer's q projection."""
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    w = GGUFWriter(str(path), "clip")
+    w.add_string("general.name", "tiny-gemma4v-mmproj")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_string("clip.projector_type", "gemma4v")
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.image_size", 768)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.projection_dim", n_embd_text)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_array("clip.vision.image_mean", [0.0, 0.0, 0.0])
+    w.add_array("clip.vision.image_std", [1.0, 1.0, 1.0])
+    mt = np.float16 if matrix_type == "f16" else np.float32
+    dh = n_embd // n_head
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.position_embd.weight", (n_embd, pos_size, 2))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+        add(f"{p}.attn_q_norm.weight", (dh,))
+        add(f"{p}.attn_k_norm.weight", (dh,))
+        for n in ("ln1", "ln2", "attn_post_norm", "ffn_post_norm"):
+            add(f"{p}.{n}.weight", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+    if clamps:
+        for sfx, v in (("input_max", 10.0), ("input_min", -10.0), ("output_max", 10.0), ("output_min", -10.0)):
+            w.add_tensor(f"v.blk.0.attn_q.{sfx}", np.array([v], dtype=np.float32))
+    if std:
+        add("v.std_bias", (n_embd,))
+        add("v.std_scale", (n_embd,))
+    add("mm.input_projection.weight", (n_embd, n_embd_text), mt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_siglip_projector(
+    path: str | os.PathLike,
+    *,
+    kind: str = "idefics3",
+    n_embd_text: int = 64,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_layer: int = 2,
+    n_head: int = 4,
+    image_size: int = 512,
+    patch_size: int = 16,
+    scale_factor: int = 4,
+    n_pos_train: int = 256,
+    input_norm: bool = True,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A SigLIP projector of ``kind`` ``idefics3`` (SmolVLM: pixel shuffle by ``scale_factor``, ``mm.model.fc``)
+    or ``lfm2`` (LFM2-VL: a position grid of ``n_pos_train`` resized to the image, pixel shuffle, optional input
+    layer norm, ``mm.1``/``mm.2`` MLP)."""
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    w = GGUFWriter(str(path), "clip")
+    w.add_string("general.name", f"tiny-{kind}-mmproj")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_string("clip.projector_type", kind)
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.image_size", image_size)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.projection_dim", n_embd_text)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_uint32("clip.vision.projector.scale_factor", scale_factor)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    n_pos = (image_size // patch_size) ** 2 if kind == "idefics3" else n_pos_train
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    merged = n_embd * scale_factor * scale_factor
+    if kind == "idefics3":
+        add("mm.model.fc.weight", (merged, n_embd_text), mt)
+    else:
+        if input_norm:
+            add("mm.input_norm.weight", (merged,))
+            add("mm.input_norm.bias", (merged,))
+        add("mm.1.weight", (merged, n_embd_text), mt)
+        add("mm.1.bias", (n_embd_text,))
+        add("mm.2.weight", (n_embd_text, n_embd_text), mt)
+        add("mm.2.bias", (n_embd_text,))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_internvl_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 128,
+    n_ff: int = 512,
+    n_layer: int = 2,
+    n_head: int = 4,
+    image_size: int = 448,
+    patch_size: int = 14,
+    scale_factor: int = 2,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """An InternVL projector (``internvl``, ``models/internvl.cpp``): InternViT (CLS token, biased q/k/v, layer
+    scales ``ls1``/``ls2``, GELU FFN), pixel shuffle by ``scale_factor`` and the ``mm.model.mlp`` 0/1/3 MLP."""
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    w = GGUFWriter(str(path), "clip")
+    w.add_string("general.name", "tiny-internvl-mmproj")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_string("clip.projector_type", "internvl")
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.image_size", image_size)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.projection_dim", n_embd_text)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_uint32("clip.vision.projector.scale_factor", scale_factor)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    n_pos = (image_size // patch_size) ** 2 + 1
+    add("v.class_embd", (n_embd,))
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ls1.weight", (n_embd,))
+        add(f"{p}.ls2.weight", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    merged = n_embd * scale_factor * scale_factor
+    add("mm.model.mlp.0.weight", (merged,))
+    add("mm.model.mlp.0.bias", (merged,))
+    add("mm.model.mlp.1.weight", (merged, n_embd_text), mt)
+    add("mm.model.mlp.1.bias", (n_embd_text,))
+    add("mm.model.mlp.3.weight", (n_embd_text, n_embd_text), mt)
+    add("mm.model.mlp.3.bias", (n_embd_text,))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
