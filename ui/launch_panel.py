@@ -167,8 +167,8 @@ class ComparisonTab(QTableWidget):
                                         "Measured MiB", "Difference"])
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
 
-    def fill(self, estimate, buffers, measured: dict) -> None:
-        rows = predicted_vs_actual(estimate, buffers, measured)
+    def fill(self, estimate, buffers, measured: dict, draft_buffers=None) -> None:
+        rows = predicted_vs_actual(estimate, buffers, measured, draft_logged=draft_buffers)
         self.setRowCount(len(rows))
         for r, row in enumerate(rows):
             cells = [row.device, row.quantity, _f(row.predicted_mib), _f(row.logged_mib), _f(row.measured_mib),
@@ -584,7 +584,7 @@ class LaunchPanel(QWidget):
             measured = dict(last.device_used_mib)
             if last.host_rss_mib:
                 measured[CPU] = last.host_rss_mib
-        self.table.fill(est, s.buffers, measured)
+        self.table.fill(est, s.buffers, measured, getattr(s, "draft_buffers", None) or None)
 
     # ------------------------------------------------------------------ try it: the chat
 

@@ -800,6 +800,14 @@ class MainWindow(QMainWindow):
                     f"{'is' if len(job.planned) == 1 else 'are'} planned, so not checked (its blocks were counted "
                     "on the CPU for the dry run, so the CPU is not shown either).", "info")
             d.learn_dry_run(job, rows)
+            s = d.placement.settings
+            extras = [w for w, on in (("the draft model (-md)", s.draft_model), ("the projector (--mmproj)",
+                                                                              s.mmproj)) if on]
+            if extras:  # llama-fit-params loads neither: their figures stay Layerdeck's
+                self.message_bar.show_message(
+                    "Verify", f"llama.cpp's dry run (llama-fit-params) leaves out {' and '.join(extras)}: their "
+                    "figures in the gauges are Layerdeck's, checked against llama-server's load log in the tests; "
+                    "Launch shows what llama-server allocates.", "info")
             self.statusBar().showMessage("llama.cpp's dry run is shown next to each lane (checked: "
                                          + ", ".join(r.name for r in d.opinion.rows) + ")", 8000)
 

@@ -117,7 +117,17 @@ def device_buffers(
     return out
 
 
-def logged_buffers(text: str, endpoints: Sequence[str] = ()) -> dict[str, DeviceBuffers]:
-    """Per-device buffer sizes of a ``-lv 4`` load log (after any --fit dry run)."""
+#: where llama-server starts loading the draft model (``common_speculative_init_result``): the buffer lines after
+#: it are the draft's
+DRAFT_MARK = "loading draft model"
+
+
+def logged_buffers(text: str, endpoints: Sequence[str] = (), part: str = "main") -> dict[str, DeviceBuffers]:
+    """Per-device buffer sizes of a ``-lv 4`` load log (after any --fit dry run): the model's (``part`` "main")
+    or, with ``-md``, the draft model's (``"draft"``: the lines after :data:`DRAFT_MARK`)."""
     names = rpc_names_from_log(real_load(text)) or rpc_names_from_log(text) or rpc_names_from_endpoints(endpoints)
-    return device_buffers(buffer_sizes(text), names)
+    load = real_load(text)
+    cut = load.find(DRAFT_MARK)
+    if part == "draft":
+        return device_buffers(buffer_sizes(load[cut:]), names) if cut >= 0 else {}
+    return device_buffers(buffer_sizes(load[:cut] if cut >= 0 else load), names)

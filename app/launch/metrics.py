@@ -347,6 +347,7 @@ def predicted_vs_actual(
     *,
     tolerance: float = 0.05,
     abs_tolerance_mib: float = 0.01,
+    draft_logged: Mapping[str, DeviceBuffers] | None = None,
 ) -> list[ComparisonRow]:
     """Rows comparing an :class:`app.memory.estimator.Estimate` with logged buffer sizes.
 
@@ -357,10 +358,13 @@ def predicted_vs_actual(
             the Host), compared on the ``total`` row.
         tolerance: flag a row when |logged - predicted| exceeds this fraction of the prediction...
         abs_tolerance_mib: ...and this many MiB (the log prints sizes to 0.01 MiB).
+        draft_logged: the draft model's logged buffers (``logged_buffers(..., part="draft")``), compared with
+            each device's ``draft`` share on a ``draft`` row.
     """
     measured = measured or {}
     names = [d.name for d in estimate.devices]
     names += [n for n in logged if n not in names]
+    names += [n for n in (draft_logged or {}) if n not in names]
     rows: list[ComparisonRow] = []
     for name in names:
         try:
@@ -373,8 +377,12 @@ def predicted_vs_actual(
             ("context", mem.context if mem else None, lb.context if lb else None),
             ("compute", mem.compute if mem else None, lb.compute if lb else None),
             ("output", mem.output if mem else None, lb.output if lb else None),
-            ("total", mem.total if mem else None, lb.total if lb else None),
+            # the model's own total: the draft's buffers are compared apart, the projector's are not all logged
+            ("total", mem.total - mem.draft - mem.projector if mem else None, lb.total if lb else None),
         ]
+        if draft_logged is not None and ((mem is not None and mem.draft) or name in draft_logged):
+            dl = draft_logged.get(name)
+            pairs.append(("draft", mem.draft if mem else None, dl.total if dl else None))
         for quantity, pred_bytes, logged_mib in pairs:
             if quantity == "output" and not pred_bytes and not logged_mib:
                 continue

@@ -189,6 +189,7 @@ class ServerProcess:
         self.port: int | None = None
         self.host: str = self.default_host
         self.buffers: dict[str, DeviceBuffers] = {}
+        self.draft_buffers: dict[str, DeviceBuffers] = {}  # the draft model's (-md), after "loading draft model"
         self.started_at: float | None = None
         self.ready_at: float | None = None
         self.dropped_env: list[str] = []
@@ -611,6 +612,7 @@ class ServerProcess:
         text = self.load_log()
         try:
             self.buffers = logged_buffers(text, self.rpc_endpoints)
+            self.draft_buffers = logged_buffers(text, self.rpc_endpoints, part="draft")
         except Exception:  # noqa: BLE001 - parsing must never stop a working server
             log.exception("could not parse buffer sizes")
         self.ready_at = time.monotonic()

@@ -152,3 +152,39 @@ def test_bench_args_translate_a_server_command():
     assert pairs["-p"] == "32" and pairs["-n"] == "8" and pairs["-r"] == "1" and pairs["-o"] == "json"
     assert "-c" not in args and "--host" not in args and "--metrics" not in args
     assert any("-c 4096" in n for n in notes) and any("--metrics" in n for n in notes)
+
+
+def test_a_draft_models_buffers_are_told_apart_from_the_models():
+    """With -md, llama-server logs the draft's buffers after 'loading draft model': they are the draft's, compared
+    with each device's draft share, and the model's own rows stay the model's (the lines of a real -lv 4 log)."""
+    from app.launch.buffers import logged_buffers
+    from app.launch.metrics import predicted_vs_actual
+    from app.memory.estimator import DeviceMemory
+
+    log = "\n".join([
+        "0.00.008.226 I load_tensors:   CPU_Mapped model buffer size =     0.24 MiB",
+        "0.00.008.478 I llama_context:        CPU  output buffer size =     0.00 MiB",
+        "0.00.008.751 I llama_kv_cache:        CPU KV buffer size =     2.00 MiB",
+        "0.00.011.135 I sched_reserve:        CPU compute buffer size =     6.01 MiB",
+        "0.00.012.089 I common_speculative_init_result: loading draft model 'draft.gguf'",
+        "0.00.012.911 I load_tensors:   CPU_Mapped model buffer size =     0.05 MiB",
+        "0.00.013.130 I llama_kv_cache:        CPU KV buffer size =     0.50 MiB",
+        "0.00.014.816 I sched_reserve:        CPU compute buffer size =     4.51 MiB",
+    ])
+    main, draft = logged_buffers(log), logged_buffers(log, part="draft")
+    assert (main["CPU"].kv, main["CPU"].compute) == (2.0, 6.01)
+    assert (draft["CPU"].kv, draft["CPU"].compute) == (0.5, 4.51)
+    assert logged_buffers(log.split("\n0.00.012.089")[0], part="draft") == {}  # no draft: nothing
+
+    MiB = 1 << 20
+
+    class Est:
+        devices = [DeviceMemory("CPU", model=int(0.24 * MiB), kv=2 * MiB, compute=int(6.01 * MiB),
+                                draft=int(5.06 * MiB))]
+
+        def device(self, name):
+            return self.devices[0]
+
+    rows = {r.quantity: r for r in predicted_vs_actual(Est(), main, draft_logged=draft)}
+    assert not rows["total"].flagged and not rows["draft"].flagged
+    assert abs(rows["draft"].logged_mib - 5.06) < 1e-9
