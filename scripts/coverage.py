@@ -77,12 +77,12 @@ FEATURES = [
     (
         "Vision/audio projector (--mmproj, --no-mmproj-offload)",
         "mmproj",
-        "the projector is not a block of its own; its weights and compute buffer are not counted",
+        "not compared yet",
     ),
     (
         "Speculative decoding with a draft model (-md, -ngld, -devd, -otd, -ctkd/-ctvd, --spec-type)",
         "draft",
-        "the draft model's weights, KV and compute buffers are not counted",
+        "not compared yet",
     ),
     (
         "MTP / NextN layers as a draft (--spec-type draft-mtp)",
@@ -107,10 +107,15 @@ FEATURE_NOTES = {
     "sm-row": "llama.cpp refuses it on every backend but SYCL (\"does not support split buffers\"), and so does "
     "the estimate, with that reason; SYCL's row split is refused as not modelled",
     "sm-none": "the whole model on --main-gpu",
+    "mmproj": "the projector's device (-mmdev, the first of -dev, else the first GPU-type device, RPC included; "
+    "--no-mmproj-offload: the CPU), its weights and every compute buffer against llama-server's load log (libmtmd's "
+    "lines); compute replayed for gemma3, qwen2vl/2.5vl/3vl, pixtral/mistral3, gemma4v, idefics3, lfm2 and internvl, "
+    "approximate for other types and said so; audio encoders not counted, said so; a block of its own on its lane",
     "draft": "the draft's weights, KV cache, compute and output buffers per device against llama-server's load "
     "log (the lines after 'loading draft model'), and the main context's extra output rows for the drafted tokens; "
     "its context has the target's cells, f16 caches unless -ctkd/-ctvd, one output row per slot; the board shows "
-    "its blocks hatched on their lanes; speed at a user-set acceptance rate (not measured)",
+    "its blocks hatched on their lanes; speed at a user-set acceptance rate, shown as an upper bound (held to "
+    "llama-server by benchmarks/bench_speculative.py: 67-108% too high on a 2-core CPU)",
     "rpc-multi-device": "one lane per remote device, named as llama.cpp names them (RPC0, RPC1 on one host), "
     "each with its own buffer limits",
     "vulkan": "Vulkan0 on lavapipe and a remote Vulkan0 behind RPC: weights and context exact; compute exact "
@@ -156,6 +161,38 @@ def feature_rows(rows: list[dict]) -> list[str]:
         note = f"{counts} ({backends}): {FEATURE_NOTES.get(key, '')}".rstrip(": ")
         out.append(f"| {name} | {status} | {note} |")
     return out
+
+
+#: The projector types the architectures' published --mmproj files use (a text architecture -> the libmtmd
+#: projector types of its vision encoders); their comparisons are the mmproj server-log results of those types.
+PROJECTORS_OF = {
+    "gemma3": ("gemma3",),
+    "gemma4": ("gemma4v",),
+    "qwen2vl": ("qwen2vl", "qwen2.5vl"),
+    "qwen3vl": ("qwen3vl",),
+    "qwen3vlmoe": ("qwen3vl",),
+    "mistral3": ("mistral3", "pixtral"),
+    "lfm2": ("lfm2",),
+}
+_PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "mistral3", "pixtral", "gemma4v", "idefics3", "lfm2", "internvl")
+
+
+def _projector_type(case: str) -> str:
+    """The projector type of an mmproj result, from its case id (``mmproj-qwen3vl-rpc1``; gemma3 has no prefix)."""
+    rest = case.removeprefix("mmproj-").removeprefix("vulkan-")
+    return next((t for t in _PROJECTOR_TYPES if rest.startswith(t)), "gemma3")
+
+
+def projector_cell(arch: str, rows: list[dict]) -> str:
+    types = PROJECTORS_OF.get(arch)
+    if not types:
+        return "not yet"
+    got = [r for r in rows if "mmproj" in (r.get("features") or ()) and _projector_type(r["case"]) in types]
+    if not got:
+        return "not yet"
+    bad = [r for r in got if not _passed(r)]
+    backends = ", ".join(sorted({b for r in got for b in r["backends"]}))
+    return f"✗ ({len(bad)} of {len(got)} off)" if bad else f"exact ({len(got)} cases: {backends})"
 
 
 def arch_table(src: Path) -> list[str]:
@@ -250,7 +287,7 @@ def render(archs: list[str], rows: list[dict]) -> str:
         mtp = "NextN left out (as llama.cpp without MTP)" if a in NEXTN_CHECKED else "—"
         out.append(
             f"| {a} | {graph} | {loads} | {blocks} | {kv} | {compute} | {', '.join(backends) or '—'} | "
-            f"not yet | {mtp} |"
+            f"{projector_cell(a, rows)} | {mtp} |"
         )
     out += [
         "",

@@ -340,6 +340,11 @@ class ComparisonRow:
     flagged: bool = False
 
 
+def _extra(mem: Any) -> int:
+    """A device's draft and projector shares (not in the model's own logged buffers)."""
+    return getattr(mem, "draft", 0) + getattr(mem, "projector", 0)
+
+
 def predicted_vs_actual(
     estimate: Any,
     logged: Mapping[str, DeviceBuffers],
@@ -378,11 +383,12 @@ def predicted_vs_actual(
             ("compute", mem.compute if mem else None, lb.compute if lb else None),
             ("output", mem.output if mem else None, lb.output if lb else None),
             # the model's own total: the draft's buffers are compared apart, the projector's are not all logged
-            ("total", mem.total - mem.draft - mem.projector if mem else None, lb.total if lb else None),
+            ("total", mem.total - _extra(mem) if mem else None, lb.total if lb else None),
         ]
-        if draft_logged is not None and ((mem is not None and mem.draft) or name in draft_logged):
+        draft = getattr(mem, "draft", 0) if mem is not None else 0
+        if draft_logged is not None and (draft or name in draft_logged):
             dl = draft_logged.get(name)
-            pairs.append(("draft", mem.draft if mem else None, dl.total if dl else None))
+            pairs.append(("draft", draft if mem else None, dl.total if dl else None))
         for quantity, pred_bytes, logged_mib in pairs:
             if quantity == "output" and not pred_bytes and not logged_mib:
                 continue
