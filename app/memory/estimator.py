@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..lanes import CPU, DeviceKind, Lane
 from ..model import Model
 from ..model.projector import Projector
+from ..units import fmt_bytes
 from .backends import backend_of
 from .compute import compute_buffers, model_facts, unchecked_note
 from .draft import draft_settings, unmodelled_types
@@ -331,6 +332,17 @@ def _draft(
             f"--spec-type {', '.join(odd)}: the draft context these types create (MTP's second context on the "
             "main model's NextN layers, EAGLE-3/DFlash/DSpark heads with per-sequence state) is not sized; only "
             "the main context's extra output rows are counted; use Verify"
+        )
+    if "draft-mtp" in settings.spec_types:
+        index = model.index
+        skipped = sum(t.nbytes for t, s in zip(model.tensors, index.skipped) if s)
+        notes.append(
+            "--spec-type draft-mtp makes llama.cpp load the NextN/MTP layers' weights too (load_mtp), "
+            + (
+                f"{fmt_bytes(skipped)} that these figures leave out"
+                if skipped
+                else "but this file has none: llama.cpp finds no MTP head to draft with"
+            )
         )
     if not settings.draft_model:
         return None

@@ -113,6 +113,14 @@ def test_a_draft_that_is_not_open_is_said_not_counted(tmp_path):
     assert est.draft is None and any("elsewhere.gguf (-md) is not open" in n for n in est.notes)
     est2 = estimate(main, [], _parsed("-c 4096 --spec-type draft-mtp"))
     assert any("draft-mtp" in n and "not sized" in n for n in est2.notes)
+    assert any("has none: llama.cpp finds no MTP head" in n for n in est2.notes)  # a llama has no NextN layers
+    glm = open_model(gf.write_tiny_model("glm4moe", tmp_path / "glm.gguf"))
+    nextn = sum(t.nbytes for t, s in zip(glm.tensors, glm.index.skipped) if s)
+    assert nextn > 0
+    est3 = estimate(glm, [], _parsed("-c 2048 --spec-type draft-mtp"))
+    from app.units import fmt_bytes
+
+    assert any(f"{fmt_bytes(nextn)} that these figures leave out" in n for n in est3.notes)
 
 
 # --------------------------------------------------------------------------- against llama-server
