@@ -83,10 +83,10 @@ def projector_lane(devices: list[Lane], settings: LlamaSettings) -> Lane | None:
     if name is None and settings.devices:
         name = settings.devices[0]
     if name is not None:
-        if name == "none":
+        if name.lower() == "none":
             return None
         for d in devices:
-            if d.name == name:
+            if d.name.lower() == name.lower():  # ggml_backend_dev_by_name compares case-insensitively
                 return d
         raise ProjectorDeviceError(
             f"-mmdev {name}: no such device (the devices are: {', '.join(d.name for d in devices) or 'none'})"
