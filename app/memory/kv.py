@@ -169,8 +169,8 @@ DSA_ARCHS = frozenset({"deepseek32", "glm-dsa"})
 #: delta-rule state ``d_state * d_inner`` (a head_v_dim x head_v_dim matrix per value head, head_v_dim =
 #: d_state), and LFM2's short-conv layers (``shortconv.l_cache``: a conv state of ``(l_cache - 1) * n_embd``, no
 #: s state). RWKV (token shift, wkv) sizes its own way (:data:`RWKV_STATE_ARCHS`), so does Kimi delta attention
-#: from ``kda.head_dim`` (bailingmoe3, :data:`~app.model.hparams.KDA_ARCHS`); kimi-linear's KDA and MiniMax's
-#: lightning attention are not modelled, see :func:`state_is_modelled`.
+#: from ``kda.head_dim`` (bailingmoe3, kimi-linear: :data:`~app.model.hparams.KDA_ARCHS`); MiniMax's
+#: lightning attention is not modelled, see :func:`state_is_modelled`.
 MAMBA_STATE_ARCHS = frozenset(
     {
         "mamba",

@@ -89,9 +89,9 @@ FILE_TYPES = {
 
 #: Architectures llama.cpp treats as recurrent or hybrid (llm_arch_is_recurrent / llm_arch_is_hybrid).
 RECURRENT_ARCHS = {"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"}
-#: Hybrids whose linear-attention layers are Kimi delta attention sized from ``kda.head_dim`` (``kimi-linear``'s
-#: KDA layers are not modelled yet).
-KDA_ARCHS = frozenset({"bailingmoe3"})
+#: Hybrids whose linear-attention layers are Kimi delta attention sized from ``kda.head_dim`` (Ling 3.0 and
+#: Kimi-Linear).
+KDA_ARCHS = frozenset({"bailingmoe3", "kimi-linear"})
 #: The RWKV architectures (``wkv.head_size``, token shifts: ``llama_hparams::n_embd_r``/``n_embd_s`` for RWKV).
 RWKV_ARCHS = frozenset({"rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
 HYBRID_ARCHS = {
@@ -682,8 +682,9 @@ def extract_params(
         p.wkv_head_size = m.u32("{arch}.wkv.head_size", required=True)
         p.token_shift_count = m.u32("{arch}.token_shift_count", 2)
     if arch in KDA_ARCHS:
-        # llama_model_bailingmoe3::load_arch_hparams: KDA head size and conv kernel required; the gate must be the
-        # "safe" one (the default) with a negative lower bound (GGML_ASSERTs)
+        # llama_model_bailingmoe3/kimi_linear::load_arch_hparams: KDA head size and conv kernel required (Ling's
+        # gate must be the "safe" one, the default, with a negative lower bound: GGML_ASSERTs); kimi-linear's
+        # shared experts are n_ff_exp * n_expert_shared wide (load_arch_tensors)
         p.kda_head_dim = m.u32("{arch}.kda.head_dim", required=True)
         p.ssm_d_conv = m.u32("{arch}.ssm.conv_kernel", required=True)
         if p.n_ff_shexp == 0:

@@ -86,6 +86,7 @@ VULKAN_CASES = [
         "qrwkv6-32b-1rpc-ngl30-np2-faoff",
         "ling3-tiny-1rpc-ngl10-ub1024",
         "ling3mtp-tiny-1rpc-ngl12",
+        "kimilinear-1rpc-ngl14-np2-faoff",
     }
 ]
 

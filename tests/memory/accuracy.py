@@ -363,6 +363,14 @@ CASES: list[Case] = [
     _c("ling3mtp-tiny-1rpc-ngl12", "ling-3.0-tiny-mtp", 1, "-c 16384 -ngl 12 -fa off"),
     _c("ling3-flash-3rpc-np4", "ling-3.0-flash", 3, "-c 16384 -ngl all -ts 1,1,1 -np 4"),
     _c("ling3-flash-2rpc-cmoe-q8", "ling-3.0-flash", 2, "-c 8192 -ngl all -ts 1,1 -cmoe -ctk q8_0 -ctv q8_0"),
+    # Kimi-Linear (kimi-linear: Kimi delta attention layers, absorbed MLA without RoPE over a K-only cache on
+    # every 4th layer and the last, sigmoid-routed experts + one shared; the prompt graph reserved for one sequence)
+    _c("kimilinear-cpu", "kimi-linear-48b-a3b", 0, "-c 4096"),
+    _c("kimilinear-1rpc-ngl14-np2-faoff", "kimi-linear-48b-a3b", 1, "-c 16384 -ngl 14 -np 2 -fa off"),
+    _c("kimilinear-2rpc-ts13-cmoe", "kimi-linear-48b-a3b", 2, "-c 32768 -ngl all -ts 1,3 -cmoe"),
+    _c("kimilinear-3rpc-np4-ub1024", "kimi-linear-48b-a3b", 3, "-c 16384 -ngl all -ts 1,1,1 -np 4 -ub 1024"),
+    _c("kimilinear-cpu-np8-ub64", "kimi-linear-48b-a3b", 0, "-c 8192 -np 8 -ub 64"),
+    _c("kimilinear-1rpc-np8-ub32-faoff", "kimi-linear-48b-a3b", 1, "-c 8192 -ngl all -np 8 -ub 32 -fa off"),
     # rwkv7 cases here
     # DeepSeek-V3.2 (deepseek32: V3's MLA + MoE with the DSA lightning indexer, its own K cache of 128 per layer
     # and the top-2048 mask)

@@ -165,6 +165,8 @@ SERVER_CASES = [
     ("rwkv6qwen2", 2, "-c 8192 -ngl all -ts 1,1 -np 4 -fa off -ub 256"),
     ("bailingmoe3", 1, "-c 4096 -ngl all -np 2"),
     ("bailingmoe3", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -np 4 -fa off -ub 256"),
+    ("kimi-linear", 1, "-c 4096 -ngl all -np 2"),
+    ("kimi-linear", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -np 4 -fa off -ub 256"),
     # rwkv7 cases here
     ("deepseek32", 1, "-c 4096 -ngl all -fa on"),
     ("deepseek32", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 2"),

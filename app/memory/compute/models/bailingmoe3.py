@@ -28,18 +28,17 @@ from .qwen35 import output_after_norm
 from .rwkv7 import weight_reshape
 
 
-def kda_layer(b, cur, il):
-    """The KDA branch of ``llama_model_bailingmoe3::graph`` (``n_rs_seq`` 0: one conv snapshot, fused GDN)."""
+def kda_convs(b, cur, il, hd):
+    """The q, k and v short convs of a KDA layer (``bailingmoe3_causal_conv1d`` / kimi-linear's
+    ``causal_conv1d``): ``build_rs`` of the layer's conv state, then per projection a view of its columns, the
+    concat with the new tokens, the last ``d_conv - 1`` columns copied back, ``SSM_CONV`` + SiLU."""
     c, p, g = b.c, b.p, b.g
     nt, ns = b.nt, c.n_seqs
     nst = nt // ns
-    n_head, hd, d_conv = p.n_head[il], p.kda_head_dim, p.ssm_d_conv
+    n_head, d_conv = p.n_head[il], p.ssm_d_conv
     d_inner = n_head * hd
-    conv_size = (d_conv - 1) * d_inner
-    n_embd_r = 3 * conv_size
-    n_embd_s = hd * hd * n_head
+    n_embd_r = 3 * (d_conv - 1) * d_inner
     r_all = b.cache(il, "r", "f32", (n_embd_r, c.n_rs))
-    s_all = b.cache(il, "s", "f32", (n_embd_s, c.n_rs))
     conv_all = build_rs(b, r_all, n_embd_r)
     qkv = []
     for x in "qkv":
@@ -52,22 +51,43 @@ def kda_layer(b, cur, il):
         out = new("f32", (d_inner, nst, ns), "SSM_CONV", (conv_x, w))
         out = unary("UNARY", reshape(out, d_inner, nt))  # silu
         qkv.append(reshape(out, hd, n_head, nst, ns))
-    q, k, v = qkv
+    return qkv
+
+
+def kda_delta(b, q, k, v, gate, beta, il, hd):
+    """q/k l2-normed, the layer's state through ``build_rs``, the delta rule as one fused ``GATED_DELTA_NET``
+    (K = 1: the outputs, then the new state, copied back) and its output made contiguous."""
+    c, p, g = b.c, b.p, b.g
+    nt, ns = b.nt, c.n_seqs
+    nst = nt // ns
+    n_head = p.n_head[il]
+    n_embd_s = hd * hd * n_head
+    s_all = b.cache(il, "s", "f32", (n_embd_s, c.n_rs))
+    q = unary("SCALE", unary("RMS_NORM", q))  # build_gdn_l2_norm
+    k = unary("SCALE", unary("RMS_NORM", k))
+    state = reshape(build_rs(b, s_all, n_embd_s), hd, hd, n_head, ns)
+    gdn = new("f32", (hd * n_head, nst * ns + hd * ns), "GATED_DELTA_NET", (q, k, v, gate, beta, state))
+    out = view(gdn, (hd, n_head, nst, ns), (4 * hd, 4 * hd * n_head, 4 * hd * n_head * nst))
+    new_state = view(gdn, (hd, hd, n_head, ns), (4 * hd, 4 * hd * hd, 4 * hd * hd * n_head))
+    g.expand(cpy(new_state, view(s_all, (n_embd_s, ns), (s_all.nb[1],))))
+    return cont(out)
+
+
+def kda_layer(b, cur, il):
+    """The KDA branch of ``llama_model_bailingmoe3::graph`` (``n_rs_seq`` 0: one conv snapshot, fused GDN)."""
+    c, p = b.c, b.p
+    nt, ns = b.nt, c.n_seqs
+    nst = nt // ns
+    n_head, hd = p.n_head[il], p.kda_head_dim
+    d_inner = n_head * hd
+    q, k, v = kda_convs(b, cur, il, hd)
     gate = binary("ADD", b.mm(f"blk.{il}.ssm_f_a.weight", cur), b.w(f"blk.{il}.ssm_dt.bias"))
     gate = reshape(gate, hd, n_head, nt)
     a = weight_reshape(b.w(f"blk.{il}.ssm_a"), 1, n_head, 1)
     gate = unary("SCALE", unary("UNARY", binary("MUL", gate, a)))  # sigmoid, times kda_gate_lower_bound
     gate = reshape(gate, hd, n_head, nst, ns)
     beta = unary("UNARY", reshape(b.mm(f"blk.{il}.ssm_beta.weight", cur), 1, n_head, nst, ns))  # sigmoid
-    q = unary("SCALE", unary("RMS_NORM", q))  # build_gdn_l2_norm
-    k = unary("SCALE", unary("RMS_NORM", k))
-    state = reshape(build_rs(b, s_all, n_embd_s), hd, hd, n_head, ns)
-    # build_recurrent_attn -> build_delta_net_fused (K = 1): the outputs, then the new state
-    gdn = new("f32", (hd * n_head, nst * ns + hd * ns), "GATED_DELTA_NET", (q, k, v, gate, beta, state))
-    out = view(gdn, (hd, n_head, nst, ns), (4 * hd, 4 * hd * n_head, 4 * hd * n_head * nst))
-    new_state = view(gdn, (hd, hd, n_head, ns), (4 * hd, 4 * hd * hd, 4 * hd * hd * n_head))
-    g.expand(cpy(new_state, view(s_all, (n_embd_s, ns), (s_all.nb[1],))))
-    out = cont(out)
+    out = kda_delta(b, q, k, v, gate, beta, il, hd)
     out_gate = reshape(b.mm(f"blk.{il}.ssm_g_a.weight", cur), hd, n_head, nt)
     out = reshape(out, hd, n_head, nt)
     out = b.norm(out, f"blk.{il}.ssm_norm.weight", il)
