@@ -17,6 +17,40 @@ import numpy as np
 from gguf import GGUFWriter
 
 
+def _start(path, seed: int, matrix_type: str, *, name: str, proj_type: str, image_size: int, patch_size: int,
+           n_embd: int, n_ff: int, n_layer: int, n_embd_text: int, n_head: int, eps: float):
+    """A vision projector's writer with the keys every type has, ``add(name, ne, dtype)`` writing random tensors
+    (``ne`` in ggml order), and the matrix dtype."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(Path(path)), "clip")
+    w.add_string("general.name", name)
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_string("clip.projector_type", proj_type)
+    w.add_uint32("clip.vision.image_size", image_size)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.projection_dim", n_embd_text)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", eps)
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        # numpy shape is ggml's ne reversed
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    return w, add, np.float16 if matrix_type == "f16" else np.float32
+
+
+def _finish(w, path) -> Path:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(path)
+
+
 def write_gemma3_projector(
     path: str | os.PathLike,
     *,
@@ -33,31 +67,15 @@ def write_gemma3_projector(
 ) -> Path:
     """A gemma3 projector whose output matches a text model of ``n_embd_text`` (tiny gemma3: 64).
     ``n_merge`` None leaves ``clip.vision.projector.scale_factor`` out (llama.cpp's default 4)."""
-    rng = np.random.default_rng(seed)
-    path = Path(path)
-    w = GGUFWriter(str(path), "clip")
-    w.add_string("general.name", "tiny-gemma3-mmproj")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_audio_encoder", False)
-    w.add_string("clip.projector_type", "gemma3")
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-gemma3-mmproj", proj_type="gemma3",
+                        image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
-    w.add_uint32("clip.vision.image_size", image_size)
-    w.add_uint32("clip.vision.patch_size", patch_size)
-    w.add_uint32("clip.vision.embedding_length", n_embd)
-    w.add_uint32("clip.vision.feed_forward_length", n_ff)
-    w.add_uint32("clip.vision.block_count", n_layer)
-    w.add_uint32("clip.vision.projection_dim", n_embd_text)
-    w.add_uint32("clip.vision.attention.head_count", n_head)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     if n_merge is not None:
         w.add_uint32("clip.vision.projector.scale_factor", n_merge)
-    mt = np.float16 if matrix_type == "f16" else np.float32
 
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        # numpy shape is ggml's ne reversed
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     n_pos = (image_size // patch_size) ** 2
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
@@ -80,11 +98,7 @@ def write_gemma3_projector(
     add("v.post_ln.bias", (n_embd,))
     add("mm.soft_emb_norm.weight", (n_embd,))
     add("mm.input_projection.weight", (n_embd_text, n_embd), mt)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _finish(w, path)
 
 
 def write_qwen3vl_projector(
@@ -105,30 +119,15 @@ def write_qwen3vl_projector(
     pair), fused biased qkv, M-RoPE, learned position embeddings interpolated to the image, a 2x2 merger MLP
     and a deepstack merger after each layer of ``deepstack``. Its output row is ``n_embd_text * (1 +
     len(deepstack))``, which the tiny qwen3vl text model (2 deepstack layers of 64) takes."""
-    rng = np.random.default_rng(seed)
-    path = Path(path)
-    w = GGUFWriter(str(path), "clip")
-    w.add_string("general.name", "tiny-qwen3vl-mmproj")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_audio_encoder", False)
-    w.add_string("clip.projector_type", "qwen3vl_merger")
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-qwen3vl-mmproj", proj_type="qwen3vl_merger",
+                        image_size=768, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
-    w.add_uint32("clip.vision.image_size", 768)
-    w.add_uint32("clip.vision.patch_size", patch_size)
-    w.add_uint32("clip.vision.embedding_length", n_embd)
-    w.add_uint32("clip.vision.feed_forward_length", n_ff)
-    w.add_uint32("clip.vision.block_count", n_layer)
-    w.add_uint32("clip.vision.projection_dim", n_embd_text)
-    w.add_uint32("clip.vision.attention.head_count", n_head)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     w.add_uint32("clip.vision.spatial_merge_size", 2)
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.is_deepstack_layers", [i in deepstack for i in range(n_layer)])
-    mt = np.float16 if matrix_type == "f16" else np.float32
 
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.weight.1", (patch_size, patch_size, 3, n_embd), mt)
@@ -161,11 +160,7 @@ def write_qwen3vl_projector(
     add("mm.0.bias", (4 * n_embd,))
     add("mm.2.weight", (4 * n_embd, n_embd_text), mt)
     add("mm.2.bias", (n_embd_text,))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _finish(w, path)
 
 
 def write_qwen2vl_projector(
@@ -184,31 +179,17 @@ def write_qwen2vl_projector(
 ) -> Path:
     """A Qwen2-VL (``version`` "2": layer norms, GELU-quick FFN) or Qwen2.5-VL ("2.5": RMS norms, SwiGLU FFN,
     window attention with full attention every ``n_wa_pattern`` layers) projector (``models/qwen2vl.cpp``)."""
-    rng = np.random.default_rng(seed)
-    path = Path(path)
     v25 = version == "2.5"
-    w = GGUFWriter(str(path), "clip")
-    w.add_string("general.name", f"tiny-qwen{version}vl-mmproj")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_audio_encoder", False)
-    w.add_string("clip.projector_type", "qwen2.5vl_merger" if v25 else "qwen2vl_merger")
+    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-qwen{version}vl-mmproj",
+                        proj_type="qwen2.5vl_merger" if v25 else "qwen2vl_merger", image_size=560,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-6)
     if v25:
         w.add_bool("clip.use_silu", True)
         w.add_uint32("clip.vision.n_wa_pattern", n_wa_pattern)
-    w.add_uint32("clip.vision.image_size", 560)
-    w.add_uint32("clip.vision.patch_size", patch_size)
-    w.add_uint32("clip.vision.embedding_length", n_embd)
-    w.add_uint32("clip.vision.feed_forward_length", n_ff)
-    w.add_uint32("clip.vision.block_count", n_layer)
-    w.add_uint32("clip.vision.projection_dim", n_embd_text)
-    w.add_uint32("clip.vision.attention.head_count", n_head)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-    mt = np.float16 if matrix_type == "f16" else np.float32
 
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.weight.1", (patch_size, patch_size, 3, n_embd), mt)
@@ -235,11 +216,7 @@ def write_qwen2vl_projector(
     add("mm.0.bias", (4 * n_embd,))
     add("mm.2.weight", (4 * n_embd, n_embd_text), mt)
     add("mm.2.bias", (n_embd_text,))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _finish(w, path)
 
 
 def write_pixtral_projector(
@@ -258,30 +235,15 @@ def write_pixtral_projector(
     """A Pixtral / Mistral Small 3.1 projector (``pixtral``, ``models/pixtral.cpp``): RMS-norm ViT with 2D RoPE and
     a SwiGLU FFN, no biases; with ``spatial_merge`` the Mistral 3 patch merger (``mm.input_norm``,
     ``mm.patch_merger``); the LLaVA MLP ``mm.1``/``mm.2`` and the [IMG_BREAK] embedding."""
-    rng = np.random.default_rng(seed)
-    path = Path(path)
-    w = GGUFWriter(str(path), "clip")
-    w.add_string("general.name", "tiny-pixtral-mmproj")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_audio_encoder", False)
-    w.add_string("clip.projector_type", "pixtral")
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-pixtral-mmproj", proj_type="pixtral", image_size=1540,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-5)
     w.add_bool("clip.use_silu", True)
-    w.add_uint32("clip.vision.image_size", 1540)
-    w.add_uint32("clip.vision.patch_size", patch_size)
-    w.add_uint32("clip.vision.embedding_length", n_embd)
-    w.add_uint32("clip.vision.feed_forward_length", n_ff)
-    w.add_uint32("clip.vision.block_count", n_layer)
-    w.add_uint32("clip.vision.projection_dim", n_embd_text)
-    w.add_uint32("clip.vision.attention.head_count", n_head)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5)
     if spatial_merge:
         w.add_uint32("clip.vision.spatial_merge_size", spatial_merge)
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-    mt = np.float16 if matrix_type == "f16" else np.float32
 
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.pre_ln.weight", (n_embd,))
@@ -302,11 +264,7 @@ def write_pixtral_projector(
     add("mm.2.weight", (n_embd_text, n_embd_text), mt)
     add("mm.2.bias", (n_embd_text,))
     add("v.token_embd.img_break", (n_embd_text,))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _finish(w, path)
 
 
 def write_gemma4v_projector(
@@ -328,29 +286,14 @@ def write_gemma4v_projector(
     per-head q/k norms, post-attention and post-FFN norms and a GELU-gated FFN, the 3x3 pooler, optional
     ``v.std_bias``/``v.std_scale`` and the input projection; with ``clamps`` the clippable-linear bounds
     (scalar tensors clip.cpp reads, not loads) on the first layer's q projection."""
-    rng = np.random.default_rng(seed)
-    path = Path(path)
-    w = GGUFWriter(str(path), "clip")
-    w.add_string("general.name", "tiny-gemma4v-mmproj")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_audio_encoder", False)
-    w.add_string("clip.projector_type", "gemma4v")
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-gemma4v-mmproj", proj_type="gemma4v", image_size=768,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
-    w.add_uint32("clip.vision.image_size", 768)
-    w.add_uint32("clip.vision.patch_size", patch_size)
-    w.add_uint32("clip.vision.embedding_length", n_embd)
-    w.add_uint32("clip.vision.feed_forward_length", n_ff)
-    w.add_uint32("clip.vision.block_count", n_layer)
-    w.add_uint32("clip.vision.projection_dim", n_embd_text)
-    w.add_uint32("clip.vision.attention.head_count", n_head)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     w.add_array("clip.vision.image_mean", [0.0, 0.0, 0.0])
     w.add_array("clip.vision.image_std", [1.0, 1.0, 1.0])
-    mt = np.float16 if matrix_type == "f16" else np.float32
     dh = n_embd // n_head
 
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.position_embd.weight", (n_embd, pos_size, 2))
@@ -372,11 +315,7 @@ def write_gemma4v_projector(
         add("v.std_bias", (n_embd,))
         add("v.std_scale", (n_embd,))
     add("mm.input_projection.weight", (n_embd, n_embd_text), mt)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _finish(w, path)
 
 
 def write_siglip_projector(
@@ -399,29 +338,14 @@ def write_siglip_projector(
     """A SigLIP projector of ``kind`` ``idefics3`` (SmolVLM: pixel shuffle by ``scale_factor``, ``mm.model.fc``)
     or ``lfm2`` (LFM2-VL: a position grid of ``n_pos_train`` resized to the image, pixel shuffle, optional input
     layer norm, ``mm.1``/``mm.2`` MLP)."""
-    rng = np.random.default_rng(seed)
-    path = Path(path)
-    w = GGUFWriter(str(path), "clip")
-    w.add_string("general.name", f"tiny-{kind}-mmproj")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_audio_encoder", False)
-    w.add_string("clip.projector_type", kind)
+    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-{kind}-mmproj", proj_type=kind, image_size=image_size,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
-    w.add_uint32("clip.vision.image_size", image_size)
-    w.add_uint32("clip.vision.patch_size", patch_size)
-    w.add_uint32("clip.vision.embedding_length", n_embd)
-    w.add_uint32("clip.vision.feed_forward_length", n_ff)
-    w.add_uint32("clip.vision.block_count", n_layer)
-    w.add_uint32("clip.vision.projection_dim", n_embd_text)
-    w.add_uint32("clip.vision.attention.head_count", n_head)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     w.add_uint32("clip.vision.projector.scale_factor", scale_factor)
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-    mt = np.float16 if matrix_type == "f16" else np.float32
 
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     n_pos = (image_size // patch_size) ** 2 if kind == "idefics3" else n_pos_train
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
@@ -452,11 +376,7 @@ def write_siglip_projector(
         add("mm.1.bias", (n_embd_text,))
         add("mm.2.weight", (n_embd_text, n_embd_text), mt)
         add("mm.2.bias", (n_embd_text,))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _finish(w, path)
 
 
 def write_internvl_projector(
@@ -475,29 +395,14 @@ def write_internvl_projector(
 ) -> Path:
     """An InternVL projector (``internvl``, ``models/internvl.cpp``): InternViT (CLS token, biased q/k/v, layer
     scales ``ls1``/``ls2``, GELU FFN), pixel shuffle by ``scale_factor`` and the ``mm.model.mlp`` 0/1/3 MLP."""
-    rng = np.random.default_rng(seed)
-    path = Path(path)
-    w = GGUFWriter(str(path), "clip")
-    w.add_string("general.name", "tiny-internvl-mmproj")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_audio_encoder", False)
-    w.add_string("clip.projector_type", "internvl")
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-internvl-mmproj", proj_type="internvl",
+                        image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
-    w.add_uint32("clip.vision.image_size", image_size)
-    w.add_uint32("clip.vision.patch_size", patch_size)
-    w.add_uint32("clip.vision.embedding_length", n_embd)
-    w.add_uint32("clip.vision.feed_forward_length", n_ff)
-    w.add_uint32("clip.vision.block_count", n_layer)
-    w.add_uint32("clip.vision.projection_dim", n_embd_text)
-    w.add_uint32("clip.vision.attention.head_count", n_head)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     w.add_uint32("clip.vision.projector.scale_factor", scale_factor)
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-    mt = np.float16 if matrix_type == "f16" else np.float32
 
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     n_pos = (image_size // patch_size) ** 2 + 1
     add("v.class_embd", (n_embd,))
@@ -525,8 +430,4 @@ def write_internvl_projector(
     add("mm.model.mlp.1.bias", (n_embd_text,))
     add("mm.model.mlp.3.weight", (n_embd_text, n_embd_text), mt)
     add("mm.model.mlp.3.bias", (n_embd_text,))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _finish(w, path)
