@@ -191,7 +191,7 @@ class PreparedImport:
     model: str | None
     other_model: bool
     basis: tuple  # the model and devices it was laid out for
-    draft: Model | None = None  # the draft model the command names (-md), opened
+    draft: Estimator | None = None  # the draft model the command names (-md), opened
     projector: Projector | None = None  # the projector it names (--mmproj), opened
 
 
@@ -880,11 +880,8 @@ class Session:
     def draft_model(self) -> Model | None:
         """The draft model (``-md``) the settings name, when it is open: the estimate adds its blocks and
         buffers; None without one."""
-        d = self.estimator.draft
-        path = self.placement.settings.draft_model
-        if d is None or not path:
-            return None
-        return d.model if os.fspath(d.model.source or d.model.path) == path else None
+        d = self.estimator.draft_for(self.placement.settings)
+        return d.model if d is not None else None
 
     def set_draft(self, draft: Model | None) -> bool:
         """Use ``draft`` as the draft model for speculative decoding (``-md`` with ``--spec-type draft-simple``),
@@ -905,11 +902,7 @@ class Session:
     @property
     def projector(self) -> Projector | None:
         """The projector (``--mmproj``) the settings name, when its file is open; None without one."""
-        proj = self.estimator.projector
-        path = self.placement.settings.mmproj
-        if proj is None or not path:
-            return None
-        return proj if os.fspath(proj.path) == path else None
+        return self.estimator.projector_for(self.placement.settings)
 
     def set_projector(self, proj: Projector | None) -> bool:
         """Use ``proj`` as the multimodal projector (``--mmproj``), or none; one undoable edit of the settings
@@ -921,19 +914,37 @@ class Session:
             self._emit(Change.edit())
         return True
 
-    def _open_projector_of(self, settings: LlamaSettings) -> str | None:
-        """Open the projector ``settings`` name (--mmproj) unless it is the open one; returns the problem."""
-        path = settings.mmproj
-        if not path:
-            return None
-        current = self.estimator.projector
-        if current is not None and os.fspath(current.path) == path:
-            return None
-        try:
-            self.estimator.projector = open_projector(path)
-        except (LayerdeckError, OSError, ValueError) as exc:
-            return f"the projector {path} (--mmproj) could not be opened, so it is not counted: {exc}"
-        return None
+    def _open_attached(self, settings: LlamaSettings) -> tuple[Estimator | None, Projector | None, list[str]]:
+        """The draft model (-md) and projector (--mmproj) ``settings`` name: the open ones when they are those
+        files, else read now (safe off the GUI thread: nothing is changed); what could not be read, as sentences."""
+        problems: list[str] = []
+        drafter = self.estimator.draft_for(settings)
+        if settings.draft_model and drafter is None:
+            try:
+                drafter = Estimator(open_model(settings.draft_model))
+            except (LayerdeckError, OSError, ValueError) as exc:
+                problems.append(
+                    f"the draft model {settings.draft_model} (-md) could not be opened, so it is not counted: {exc}"
+                )
+        proj = self.estimator.projector_for(settings)
+        if settings.mmproj and proj is None:
+            try:
+                proj = open_projector(settings.mmproj)
+            except (LayerdeckError, OSError, ValueError) as exc:
+                problems.append(
+                    f"the projector {settings.mmproj} (--mmproj) could not be opened, so it is not counted: {exc}"
+                )
+        return drafter, proj, problems
+
+    def _adopt(self, drafter: Estimator | None, proj: Projector | None) -> bool:
+        """Make them the open draft and projector (None keeps the open one: undo can bring it back); whether
+        either changed."""
+        changed = False
+        if drafter is not None and drafter is not self.estimator.draft:
+            self.estimator.draft, changed = drafter, True
+        if proj is not None and proj is not self.estimator.projector:
+            self.estimator.projector, changed = proj, True
+        return changed
 
     def set_devices(self, devices: Sequence[Lane], host_capacity: int | None = None) -> None:
         """A new lane list (detection finished, the user edited it). A placement that only uses lanes still
@@ -996,32 +1007,10 @@ class Session:
                 f"the command names another model ({parsed.model}); its settings were applied to the open one "
                 f"({self.model.path.name})"
             )
-        draft = None
-        path = parsed.settings.draft_model
-        if path:
-            current = self.draft_model
-            if current is not None and os.fspath(current.source or current.path) == path:
-                draft = current
-            else:
-                try:
-                    draft = open_model(path)
-                except (LayerdeckError, OSError, ValueError) as exc:
-                    warnings.append(f"the draft model {path} (-md) could not be opened, so it is not counted: {exc}")
-        proj: Projector | None = None
-        if parsed.settings.mmproj:
-            open_one = self.estimator.projector
-            if open_one is not None and os.fspath(open_one.path) == parsed.settings.mmproj:
-                proj = open_one
-            else:
-                try:
-                    proj = open_projector(parsed.settings.mmproj)
-                except (LayerdeckError, OSError, ValueError) as exc:
-                    warnings.append(
-                        f"the projector {parsed.settings.mmproj} (--mmproj) could not be opened, so it is not "
-                        f"counted: {exc}"
-                    )
+        drafter, proj, problems = self._open_attached(parsed.settings)
+        warnings += problems
         return PreparedImport(
-            new, parsed.settings, profile, tuple(warnings), parsed.model, other, self._import_basis(), draft, proj
+            new, parsed.settings, profile, tuple(warnings), parsed.model, other, self._import_basis(), drafter, proj
         )
 
     def apply_import(self, prep: PreparedImport) -> ImportResult:
@@ -1031,17 +1020,12 @@ class Session:
             raise ImportChanged("the model or the devices changed while the command was read: paste it again")
         new = prep.placement
         new.settings = self.placement.settings.copy(**{k: getattr(prep.settings, k) for k in IMPORTED_SETTINGS})
-        draft_changed = prep.draft is not self.draft_model
-        if draft_changed:
-            self.estimator.draft = Estimator(prep.draft) if prep.draft is not None else None
-        if prep.projector is not self.estimator.projector and prep.projector is not None:
-            self.estimator.projector = prep.projector
-            draft_changed = True
+        attached = self._adopt(prep.draft, prep.projector)
         profile = prep.profile
         changed = new.snapshot() != self.placement.snapshot()
         if changed:
             self.history.push(edit_to(self.placement, new, "Import command"))
-        elif draft_changed:
+        elif attached:
             self._recompute()
             self._emit(Change.ESTIMATE)
         if profile != self.launch_profile and (profile.extra or profile.port or profile.api_key or profile.lan):
@@ -1080,29 +1064,13 @@ class Session:
             err = type(exc)(f"{os.fspath(path)}: {exc}")
             err.where = exc.where
             raise err from None
-        self._open_draft_of(new.settings)
-        problem = self._open_projector_of(new.settings)
-        if problem:
+        drafter, proj, problems = self._open_attached(new.settings)
+        self._adopt(drafter, proj)
+        for problem in problems:
             self.say(problem[0].upper() + problem[1:])
         self.history.push(edit_to(self.placement, new, label or f"Open plan {os.path.basename(os.fspath(path))}"))
         if profile is not None:
             self.set_launch_profile(profile)
-
-    def _open_draft_of(self, settings: LlamaSettings) -> None:
-        """Open the draft model ``settings`` name (-md), unless it is the open one; one that cannot be read is
-        said in the estimate's notes (not counted) and a message."""
-        path = settings.draft_model
-        current = self.draft_model
-        if not path:
-            self.estimator.draft = None
-            return
-        if current is not None and os.fspath(current.source or current.path) == path:
-            return
-        try:
-            self.estimator.draft = Estimator(open_model(path))
-        except (LayerdeckError, OSError, ValueError) as exc:
-            self.estimator.draft = None
-            self.say(f"The draft model {path} could not be opened, so it is not counted: {exc}")
 
     def save_plan(self, path: str | os.PathLike, *, as_document: bool = True) -> None:
         """Write the plan; ``as_document`` makes it the session's file and marks the session saved."""

@@ -98,6 +98,16 @@ class Estimator:
     def place(self, devices: list[Lane], settings: LlamaSettings) -> WeightPlacement:
         return place_weights(self.model, devices, settings, self.matcher)
 
+    def draft_for(self, settings: LlamaSettings) -> Estimator | None:
+        """The open draft's estimator when it is the file ``settings`` name (-md), else None."""
+        d = self.draft
+        return d if d is not None and settings.draft_model and _same_file(d.model, settings.draft_model) else None
+
+    def projector_for(self, settings: LlamaSettings) -> Projector | None:
+        """The open projector when it is the file ``settings`` name (--mmproj), else None."""
+        p = self.projector
+        return p if p is not None and settings.mmproj and _same_path(p.path, settings.mmproj) else None
+
     def estimate(
         self, devices: list[Lane], settings: LlamaSettings, placement: WeightPlacement | None = None
     ) -> Estimate:
@@ -183,8 +193,9 @@ def _estimate(
                 f"on {', '.join(stray)} cannot go there. Move them, or use -sm layer (the default)."
             )
     names = [d.name for d in placement.devices]
-    # capacity None: unknown (an RPC host llama.cpp did not list); never 0, which would read as "full"
-    mem = {n: DeviceMemory(n, capacity=next((d.total or None for d in devices if d.name == n), None)) for n in names}
+    mem: dict[str, DeviceMemory] = {}
+    for n in names:
+        _slot(mem, devices, n)
     mem[CPU] = DeviceMemory(CPU)
     for dev, nbytes in placement.bytes_by_device(model).items():
         mem.setdefault(dev, DeviceMemory(dev)).model += nbytes
@@ -275,9 +286,7 @@ def _projector(
     """The projector's memory (--mmproj), added to ``mem`` per device; None without one."""
     if not settings.mmproj:
         return None
-    proj = estimator.projector if estimator is not None else None
-    if proj is not None and not _same_path(proj.path, settings.mmproj):
-        proj = None
+    proj = estimator.projector_for(settings) if estimator is not None else None
     if proj is None:
         notes.append(
             f"the projector {settings.mmproj} (--mmproj) is not open, so its weights and compute buffers are not "
@@ -290,10 +299,9 @@ def _projector(
         pm = projector_memory(proj, devices, settings)
     except ProjectorDeviceError as exc:
         raise PlacementError(str(exc)) from None
-    cap = {d.name: d.total or None for d in devices}
-    mem.setdefault(pm.device, DeviceMemory(pm.device, capacity=cap.get(pm.device))).projector += pm.weights
+    _slot(mem, devices, pm.device).projector += pm.weights
     for dev, nbytes in pm.compute.items():
-        mem.setdefault(dev, DeviceMemory(dev, capacity=cap.get(dev))).projector += nbytes
+        _slot(mem, devices, dev).projector += nbytes
     parts = ", ".join(f"{d} {n / 2**20:.0f} MiB" for d, n in pm.compute.items() if n)
     notes.append(
         f"projector {proj.path.name} ({proj.proj_type}, --mmproj) on {pm.device}: weights "
@@ -301,6 +309,16 @@ def _projector(
     )
     notes.extend(pm.notes)
     return pm
+
+
+def _slot(mem: dict[str, DeviceMemory], devices: list[Lane], name: str) -> DeviceMemory:
+    """``mem[name]``, made with the lane's capacity the first time (None: unknown, an RPC host llama.cpp did not
+    list; never 0, which would read as "full")."""
+    got = mem.get(name)
+    if got is None:
+        cap = next((d.total or None for d in devices if d.name == name), None) if name != CPU else None
+        got = mem[name] = DeviceMemory(name, capacity=cap)
+    return got
 
 
 def _same_file(model: Model, path: str) -> bool:
@@ -346,9 +364,7 @@ def _draft(
         )
     if not settings.draft_model:
         return None
-    drafter = estimator.draft if estimator is not None else None
-    if drafter is not None and not _same_file(drafter.model, settings.draft_model):
-        drafter = None  # the settings name another file than the one open
+    drafter = estimator.draft_for(settings) if estimator is not None else None
     if drafter is None:
         notes.append(
             f"the draft model {settings.draft_model} (-md) is not open, so its weights, KV cache and compute "
@@ -358,8 +374,7 @@ def _draft(
     d_settings = draft_settings(settings, shape)
     est = _estimate(drafter.model, devices, d_settings, None, drafter)
     for d in est.devices:
-        cap = next((x.total or None for x in devices if x.name == d.name), None)
-        mem.setdefault(d.name, DeviceMemory(d.name, capacity=cap)).draft += d.total
+        _slot(mem, devices, d.name).draft += d.total
     where = ", ".join(f"{d.name} {d.total / 2**20:.0f} MiB" for d in est.devices if d.total)
     notes.append(
         f"draft model {drafter.model.path.name} (-md): {where} (weights, its own KV cache of "

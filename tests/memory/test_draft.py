@@ -273,3 +273,22 @@ def test_the_draft_and_projector_settings_survive_a_plan(tmp_path):
         (tmp_path / "bad.json").write_text(json.dumps(broken))
         with pytest.raises(PlanError, match=says):
             load_plan(tmp_path / "bad.json", model)
+
+
+def test_the_session_and_the_estimate_agree_on_which_draft_is_open(tmp_path, monkeypatch):
+    """A pasted command may name the open draft by another path (relative, here): the estimate counts it and the
+    session says it is open (one rule, ``Estimator.draft_for``), without reading the file again."""
+    from app.placement import Placement
+    from app.session import Session
+    from tests import gguf_factory as gf
+
+    main = open_model(gf.write_tiny_model("llama", tmp_path / "m.gguf"))
+    draft_path = gf.write_tiny_model("llama", tmp_path / "d.gguf", n_layer=2)
+    draft = open_model(draft_path)
+    s = _parsed(f"-c 2048 -md {draft_path} --spec-type draft-simple")
+    ses = Session(main, [], placement=Placement.from_settings(main, [], s), draft=draft)
+    opened = ses.estimator.draft
+    monkeypatch.chdir(tmp_path)
+    ses.import_command(f"llama-server -m {tmp_path / 'm.gguf'} -md d.gguf -c 2048 --spec-type draft-simple")
+    assert ses.placement.settings.draft_model == "d.gguf"
+    assert ses.estimator.draft is opened and ses.draft_model is draft and ses.estimate.draft is not None
