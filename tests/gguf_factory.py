@@ -506,6 +506,13 @@ SPARSE_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
         rope_sections=(11, 11, 10, 0), n_ff=512, full_attention_interval=4, ssm_d_conv=4, ssm_d_state=128,
         ssm_n_group=16, ssm_n_head=32, n_expert=256, n_expert_used=8, n_ff_exp=512, n_ff_shexp=512,
         n_ctx_train=262144, rope_base=10000000.0, rms_eps=1e-6, n_vocab=248320, quant="q4_k_m", file_type=15)),
+    # the same with its MTP block, as the published GGUFs keep it (a MoE NextN layer after the 40)
+    "qwen3.5-35b-a3b-mtp": ("qwen35moe", dict(
+        name="Qwen3.5-35B-A3B", n_layer=40, n_nextn=1, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256,
+        rope_dim=64, rope_sections=(11, 11, 10, 0), n_ff=512, full_attention_interval=4, ssm_d_conv=4,
+        ssm_d_state=128, ssm_n_group=16, ssm_n_head=32, n_expert=256, n_expert_used=8, n_ff_exp=512,
+        n_ff_shexp=512, n_ctx_train=262144, rope_base=10000000.0, rms_eps=1e-6, n_vocab=248320, quant="q4_k_m",
+        file_type=15)),
     # Phi-3.5-MoE-instruct (config.json): 32 layers, 32 query / 8 KV heads of 128, 16 experts of 6400 (2 used),
     # LongRoPE factors, vocabulary 32064, 131072 context
     "phi-3.5-moe": ("phimoe", dict(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget,
+)
 
+from app.memory.estimator import LLAMA_MTP_ARCHS
 from app.memory.kv import CACHE_TYPE_BLOCKS
 from app.memory.settings import NGL_ALL, NGL_AUTO
 from app.model import open_model
@@ -38,6 +41,10 @@ class DraftPanel(QWidget):
                                           f"{why}</span>"))
         self.file, self.choose, self.remove = self.row.name, self.row.choose, self.row.remove
         lay.addWidget(self.row)
+        self.mtp = QCheckBox("Draft with the model's own MTP layers (--spec-type draft-mtp)")
+        self.mtp.setToolTip("llama-server loads the NextN/MTP layers too and runs them in a second context that "
+                            "drafts for the model: no draft file needed. Its K/V cache types are the draft's.")
+        lay.addWidget(self.mtp)
         form = QFormLayout()
         right = QFormLayout()
         cols = QHBoxLayout()
@@ -80,6 +87,7 @@ class DraftPanel(QWidget):
         for combo in (self.dev, self.ctk, self.ctv):
             combo.currentTextChanged.connect(self._apply)
         self.accept.valueChanged.connect(self._accept_changed)
+        self.mtp.toggled.connect(self._mtp_toggled)
         self.doc.changed.connect(self.refresh)
         self.refresh()
 
@@ -98,8 +106,18 @@ class DraftPanel(QWidget):
         has = draft is not None
         self.row.show_state(draft.path.name if has else None, os.fspath(draft.path) if has else None, s.draft_model,
                             "no draft model")
-        for w in (self.ngl, self.dev, self.ctk, self.ctv, self.n_max, self.accept):
+        p = self.doc.model.params
+        can_mtp = bool(p.nextn_layers) and p.arch in LLAMA_MTP_ARCHS and not has
+        mtp = "draft-mtp" in s.spec_types
+        self.mtp.setEnabled(can_mtp or mtp)
+        self.mtp.setChecked(mtp)
+        self.mtp.setToolTip(self.mtp.toolTip() if can_mtp or mtp else
+                            "This model has no MTP layers llama.cpp can draft with" if not has else
+                            "A draft model (-md) is in use; remove it to draft with the MTP layers")
+        for w in (self.ngl, self.dev, self.accept):
             w.setEnabled(has)
+        for w in (self.ctk, self.ctv, self.n_max):
+            w.setEnabled(has or mtp)
         top = draft.params.n_layer + 1 if has else 512
         self.ngl.setRange(-1, top)
         self.ngl.setValue(top if s.draft_n_gpu_layers == NGL_ALL else min(s.draft_n_gpu_layers, top))
@@ -125,6 +143,12 @@ class DraftPanel(QWidget):
                         "not counted. Choose it again.</span>")
             return "<span style='color:gray'>No draft: llama-server decodes with the model alone.</span>"
         where = ", ".join(f"{d.name} {fmt_bytes(d.total)}" for d in est.draft.devices if d.total)
+        if self.doc.session.draft_model is None:  # the MTP context on the model's own NextN layers
+            text = (f"The MTP draft context needs {where} (its KV cache, compute; the NextN layers' weights count "
+                    "as the model's). The speed with MTP drafting is not predicted.")
+            text += "".join(f"<br><span style='color:gray'>{n}</span>" for n in est.notes
+                            if "not sized" in n or "snapshots" in n)
+            return text
         text = f"The draft needs {where} (weights, its own KV cache, compute)."
         spec = self.doc.session.speculative
         if spec is not None:
@@ -136,7 +160,12 @@ class DraftPanel(QWidget):
     # ------------------------------------------------------------------ edits
 
     def _apply(self, *_) -> None:
-        if self._updating or self.doc.session.draft_model is None:
+        if self._updating:
+            return
+        if self.doc.session.draft_model is None:
+            if "draft-mtp" in self.doc.placement.settings.spec_types:  # the MTP context's own flags
+                self.doc.set_settings(draft_type_k=self.ctk.currentText(), draft_type_v=self.ctv.currentText(),
+                                      spec_draft_n_max=self.n_max.value())
             return
         dev = self.dev.currentText()
         ngl = self.ngl.value()
@@ -147,6 +176,12 @@ class DraftPanel(QWidget):
             draft_type_v=self.ctv.currentText(),
             spec_draft_n_max=self.n_max.value(),
         )
+
+    def _mtp_toggled(self, on: bool) -> None:
+        if self._updating:
+            return
+        types = [t for t in self.doc.placement.settings.spec_types if t != "draft-mtp"]
+        self.doc.set_settings(spec_types=types + ["draft-mtp"] if on else types)
 
     def _accept_changed(self, value: float) -> None:
         if not self._updating:

@@ -96,14 +96,24 @@ def _draft_args(s: LlamaSettings, caps: Capabilities) -> list[str]:
         argv += [need(caps, "-ngld"), "all" if s.draft_n_gpu_layers == NGL_ALL else str(s.draft_n_gpu_layers)]
     for pat, buft in s.draft_overrides:
         argv += [need(caps, "-otd"), f"{pat}={buft}"]
-    if s.draft_type_k != "f16":
+    return argv + _spec_args(s, caps)
+
+
+def _spec_args(s: LlamaSettings, caps: Capabilities) -> list[str]:
+    """The speculative flags that hold with or without ``-md``: the draft context's cache types (the MTP context
+    of draft-mtp takes them too), the types and the drafted tokens (also draft-mtp's snapshots, ``n_rs_seq``)."""
+    argv: list[str] = []
+    drafting = bool(s.draft_model) or s.load_mtp
+    if drafting and s.draft_type_k != "f16":
         argv += [need(caps, "-ctkd"), s.draft_type_k]
-    if s.draft_type_v != "f16":
+    if drafting and s.draft_type_v != "f16":
         argv += [need(caps, "-ctvd"), s.draft_type_v]
     if s.spec_types:
         argv += [need(caps, "--spec-type"), ",".join(s.spec_types)]
     if s.spec_draft_n_max != 3:
         argv += [need(caps, "--spec-draft-n-max"), str(s.spec_draft_n_max)]
+    if not s.spec_draft_backend_sampling:
+        argv.append(need(caps, "--no-spec-draft-backend-sampling"))
     return argv
 
 
@@ -230,7 +240,7 @@ def build_llama_command(
         if s.draft_model and tool in ("server", "cli"):
             argv += _draft_args(s, caps)
         elif s.spec_types and tool in ("server", "cli"):
-            argv += [need(caps, "--spec-type"), ",".join(s.spec_types)]
+            argv += _spec_args(s, caps)
         fit = spelling(caps, "--fit")
         if fit:
             argv += [fit, "off"]

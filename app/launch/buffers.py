@@ -104,30 +104,41 @@ _KIND_FIELD = {"model": "model", "KV": "kv", "RS": "rs", "compute": "compute", "
 def device_buffers(
     lines: Iterable[BufferLine], rpc_names: Mapping[tuple[str, int], str] | None = None
 ) -> dict[str, DeviceBuffers]:
-    """Sum buffer lines per device (in first-seen order)."""
+    """Sum buffer lines per device (in first-seen order). A context that reserves its graph again (the MTP
+    draft context does, once its sampler is set) logs the same compute buffer again: the last size counts."""
     out: dict[str, DeviceBuffers] = {}
+    compute: dict[str, dict[str, float]] = {}
     for line in lines:
         dev = device_for_buffer_type(line.buft, rpc_names)
         entry = out.setdefault(dev, DeviceBuffers(dev))
         field = _KIND_FIELD.get(line.kind)
-        if field:
+        if field == "compute":
+            compute.setdefault(dev, {})[line.buft] = line.mib
+            entry.compute = sum(compute[dev].values())
+        elif field:
             setattr(entry, field, getattr(entry, field) + line.mib)
         if line.buft not in entry.buffer_types:
             entry.buffer_types += (line.buft,)
     return out
 
 
-#: where llama-server starts loading the draft model (``common_speculative_init_result``): the buffer lines after
-#: it are the draft's
-DRAFT_MARK = "loading draft model"
+#: where llama-server starts loading the draft model or, with ``--spec-type draft-mtp``, creating the MTP draft
+#: context on the model's NextN layers (``common_speculative_init_result``): the buffer lines after it are the
+#: draft's
+DRAFT_MARKS = ("loading draft model", "creating MTP draft context")
+
+
+def _draft_cut(load: str) -> int:
+    """Where the draft's part of a load log starts (-1: none)."""
+    return min((i for i in (load.find(m) for m in DRAFT_MARKS) if i >= 0), default=-1)
 
 
 def logged_buffers(text: str, endpoints: Sequence[str] = (), part: str = "main") -> dict[str, DeviceBuffers]:
     """Per-device buffer sizes of a ``-lv 4`` load log (after any --fit dry run): the model's (``part`` "main")
-    or, with ``-md``, the draft model's (``"draft"``: the lines after :data:`DRAFT_MARK`)."""
+    or, with ``-md`` or draft-mtp, the draft's (``"draft"``: the lines after one of :data:`DRAFT_MARKS`)."""
     names = rpc_names_from_log(real_load(text)) or rpc_names_from_log(text) or rpc_names_from_endpoints(endpoints)
     load = real_load(text)
-    cut = load.find(DRAFT_MARK)
+    cut = _draft_cut(load)
     if part == "draft":
         return device_buffers(buffer_sizes(load[cut:]), names) if cut >= 0 else {}
     return device_buffers(buffer_sizes(load[:cut] if cut >= 0 else load), names)

@@ -23,10 +23,10 @@ from __future__ import annotations
 from .kv import ContextShape
 from .settings import LlamaSettings
 
-#: --spec-type values whose drafts need a context Layerdeck does not model: MTP runs the main model's own NextN
-#: layers in a second context (``LLAMA_CONTEXT_TYPE_MTP``), EAGLE-3, DFlash and DSpark draft heads read the
-#: target's hidden states and keep per-sequence recurrent snapshots (``need_n_rs_seq``).
-UNMODELLED_SPEC_TYPES = ("draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark")
+#: --spec-type values whose drafts need a context Layerdeck does not model: EAGLE-3, DFlash and DSpark draft heads
+#: read the target's hidden states from models of their own. (MTP, the main model's own NextN layers in a second
+#: context, is sized by ``app.memory.estimator``.)
+UNMODELLED_SPEC_TYPES = ("draft-eagle3", "draft-dflash", "draft-dspark")
 
 
 def draft_settings(main: LlamaSettings, shape: ContextShape) -> LlamaSettings:

@@ -19,6 +19,7 @@ from ..model.projector import Projector
 from ..units import fmt_bytes
 from .backends import backend_of
 from .compute import compute_buffers, model_facts, unchecked_note
+from .compute.models import family_of
 from .draft import draft_settings, unmodelled_types
 from .kv import (
     ContextShape,
@@ -30,7 +31,7 @@ from .kv import (
     state_is_modelled,
 )
 from .layout import OverrideMatcher, PlacementError, WeightPlacement, model_devices, place_weights
-from .settings import LlamaSettings
+from .settings import RS_SEQ_SPEC_TYPES, LlamaSettings
 from .split_mode import check_split_mode
 
 if TYPE_CHECKING:
@@ -152,6 +153,8 @@ def _estimate(
     """
     p = model.params
     shape = context_shape(p, settings)
+    if settings.load_mtp and not settings.draft_model:
+        _check_mtp(p.arch, p.nextn_layers)
     meta = check_split_mode(p.arch, model_devices(devices, settings), settings)
     if meta is not None:
         if settings.draft_model:
@@ -267,6 +270,8 @@ def _estimate(
             "pipeline parallelism is on (all layers on 2+ devices, no overrides): compute buffers hold 4 input copies"
         )
     draft = _draft(model, devices, settings, shape, estimator, mem, notes)
+    if draft is None and settings.load_mtp:
+        draft = _mtp(model, devices, settings, shape, placement, pipeline, estimator, mem, notes)
     if draft is not None:
         names += [d.name for d in draft.devices[:-1] if d.name not in names]
     proj = _projector(devices, settings, estimator, mem, notes)
@@ -334,6 +339,102 @@ def _same_path(a: os.PathLike | str, b: str) -> bool:
         return os.fspath(a) == b
 
 
+#: Architectures with an MTP draft graph in the pinned llama.cpp (``LLM_GRAPH_TYPE_DECODER_MTP`` in
+#: ``src/models/*.cpp``); for others llama-server cannot create the MTP context and stops at start.
+LLAMA_MTP_ARCHS = frozenset(
+    {
+        "bailingmoe3",
+        "cohere2moe",
+        "deepseek2",
+        "deepseek32",
+        "deepseek4",
+        "glm-dsa",
+        "glm4moe",
+        "glm5-next",
+        "hy_v3",
+        "mimo2",
+        "nemotron_h_moe",
+        "qwen35",
+        "qwen35moe",
+        "qwen3next",
+        "step35",
+    }
+)
+
+
+def _check_mtp(arch: str, nextn_layers: int) -> None:
+    """``--spec-type draft-mtp`` without ``-md`` on a model llama.cpp cannot draft from: llama-server logs
+    "failed to create MTP context" and exits (checked with the pinned build)."""
+    if not nextn_layers:
+        why = 'this file has no NextN/MTP layers (llama_init_from_model: "model doesn\'t contain MTP layers")'
+    elif arch not in LLAMA_MTP_ARCHS:
+        why = f"llama.cpp has no MTP draft graph for {arch}, although the file has NextN layers"
+    else:
+        return
+    raise SettingsError(
+        f"--spec-type draft-mtp: llama-server stops at start (failed to create MTP context): {why}. Drop draft-mtp, "
+        "or give a draft model with -md and --spec-type draft-simple."
+    )
+
+
+#: Architectures whose main graph replays the recurrent-state snapshots of ``n_rs_seq`` > 0 (qwen35.py)
+RS_SEQ_REPLAYED = frozenset({"qwen35", "qwen35moe"})
+
+
+def _mtp(
+    model: Model,
+    devices: list[Lane],
+    settings: LlamaSettings,
+    shape: ContextShape,
+    placement: WeightPlacement,
+    pipeline: bool,
+    estimator: Estimator | None,
+    mem: dict[str, DeviceMemory],
+    notes: list[str],
+) -> Estimate | None:
+    """The MTP draft context (``--spec-type draft-mtp`` without ``-md``): a second context on the main model's own
+    NextN layers (``common_speculative_init_result``: ``LLAMA_CONTEXT_TYPE_MTP``, the cparams of
+    ``common_base_params_to_speculative``: the draft's cache types, f16 unless ``-ctkd``/``-ctvd``, the target's
+    cells, one output row per slot, no snapshots). No weights of its own; its KV cache holds the NextN layers on
+    their devices and its graph is the architecture's ``graph_mtp``. None when the model has no NextN layers."""
+    p = model.params
+    if not p.nextn_layers:
+        return None
+    d_settings = settings.copy(
+        n_ctx=shape.n_ctx, type_k=settings.draft_type_k, type_v=settings.draft_type_v, spec_types=[], draft_model=None
+    )
+    d_shape = replace(context_shape(p, d_settings), mtp=True)
+    dm: dict[str, DeviceMemory] = {d.name: DeviceMemory(d.name) for d in placement.devices}
+    dm[CPU] = DeviceMemory(CPU)
+    for il, nbytes in enumerate(kv_bytes_per_layer(p, d_settings, d_shape)):
+        if nbytes:
+            dm[CPU if settings.no_kv_offload else placement.layer_device[il]].kv += nbytes
+    dm[CPU].output = output_buffer_bytes(p, d_shape)
+    family = family_of(p.arch)
+    sized = family.build_mtp is not None and p.arch in family.mtp_exact
+    if sized:
+        facts = estimator.compute_facts if estimator else None
+        for dev, nbytes in compute_buffers(model, placement, d_settings, d_shape, pipeline, facts, notes).items():
+            dm.setdefault(dev, DeviceMemory(dev)).compute += nbytes
+    est = Estimate(list(dm.values()), d_shape, placement, pipeline, [], None, None)
+    for d in est.devices:
+        _slot(mem, devices, d.name).draft += d.total
+    where = ", ".join(f"{d.name} {d.total / 2**20:.0f} MiB" for d in est.devices if d.total)
+    notes.append(
+        f"MTP draft context (--spec-type draft-mtp) on the model's {p.nextn_layers} NextN layer"
+        f"{'s' if p.nextn_layers > 1 else ''}: {where} (its own {d_settings.type_k}/{d_settings.type_v} KV cache of "
+        f"{d_shape.n_ctx} cells"
+        + (", compute" if sized else "")
+        + f", {d_shape.n_outputs_max} output rows)"
+        + (
+            ""
+            if sized
+            else f"; its compute buffers are not sized for {p.arch} (no replay of its graph_mtp): use Verify"
+        )
+    )
+    return est
+
+
 def _draft(
     model: Model,
     devices: list[Lane],
@@ -347,20 +448,22 @@ def _draft(
     odd = unmodelled_types(settings)
     if odd:
         notes.append(
-            f"--spec-type {', '.join(odd)}: the draft context these types create (MTP's second context on the "
-            "main model's NextN layers, EAGLE-3/DFlash/DSpark heads with per-sequence state) is not sized; only "
-            "the main context's extra output rows are counted; use Verify"
+            f"--spec-type {', '.join(odd)}: the draft context these types create (EAGLE-3/DFlash/DSpark heads, "
+            "models of their own) is not sized; only the main context's extra output rows are counted; use Verify"
         )
-    if "draft-mtp" in settings.spec_types:
-        index = model.index
-        skipped = sum(t.nbytes for t, s in zip(model.tensors, index.skipped) if s)
+    if settings.load_mtp and model.params.nextn_layers:
+        nextn = sum(t.nbytes for t, s in zip(model.tensors, model.index.skipped) if s)
         notes.append(
-            "--spec-type draft-mtp makes llama.cpp load the NextN/MTP layers' weights too (load_mtp), "
-            + (
-                f"{fmt_bytes(skipped)} that these figures leave out"
-                if skipped
-                else "but this file has none: llama.cpp finds no MTP head to draft with"
-            )
+            "--spec-type draft-mtp makes llama.cpp load the NextN/MTP layers' weights too (load_mtp): "
+            f"{fmt_bytes(nextn)}, counted on their layers' devices"
+        )
+    if shape.n_rs_seq:
+        replayed = model.params.arch in RS_SEQ_REPLAYED
+        notes.append(
+            f"--spec-type {', '.join(t for t in settings.spec_types if t in RS_SEQ_SPEC_TYPES)} keeps "
+            f"{shape.n_rs_seq} recurrent-state snapshots per sequence (n_rs_seq = --spec-draft-n-max) to roll "
+            f"drafts back: the recurrent state is {1 + shape.n_rs_seq}x as large"
+            + ("" if replayed else f"; the compute graph's snapshot copies are not replayed for {model.params.arch}")
         )
     if not settings.draft_model:
         return None

@@ -54,6 +54,29 @@ class ContextShape:
     size_swa: int  # cells per stream of the SWA cache (0 when the model has no SWA)
     flash_attn: bool
     n_outputs_max: int
+    #: recurrent-state snapshots per sequence (``cparams.n_rs_seq``): MTP-style drafts roll the state back
+    n_rs_seq: int = 0
+    #: the MTP draft context (``LLAMA_CONTEXT_TYPE_MTP``): caches and graph of the NextN layers only
+    mtp: bool = False
+
+
+#: Architectures whose recurrent state can be rolled back per token (``llm_arch_supports_rs_rollback``,
+#: ``src/llama-arch.cpp``); for the others llama.cpp clamps ``n_rs_seq`` to 0.
+RS_ROLLBACK_ARCHS = frozenset(
+    {
+        "kimi-k3",
+        "qwen35",
+        "qwen35moe",
+        "qwen4exp",
+        "deepseek4",
+        "glm5-next",
+        "nemotron_h",
+        "nemotron_h_moe",
+        "lfm2",
+        "lfm2moe",
+        "bailingmoe3",
+    }
+)
 
 
 def context_shape(p: ModelParams, s: LlamaSettings) -> ContextShape:
@@ -85,7 +108,10 @@ def context_shape(p: ModelParams, s: LlamaSettings) -> ContextShape:
     if p.has_swa:
         size_swa = n_ctx_seq if s.swa_full else pad(min(n_ctx_seq, p.n_swa * (n_seq if unified else 1) + n_ubatch), 256)
     n_outputs_max = min(n_batch, s.eff_n_outputs_max()) if s.tool == "server" else n_batch
-    return ContextShape(n_ctx, n_ctx_seq, n_stream, n_seq, unified, n_batch, n_ubatch, size_swa, fa, n_outputs_max)
+    n_rs_seq = s.rs_seq_requested if p.arch in RS_ROLLBACK_ARCHS else 0
+    return ContextShape(
+        n_ctx, n_ctx_seq, n_stream, n_seq, unified, n_batch, n_ubatch, size_swa, fa, n_outputs_max, n_rs_seq
+    )
 
 
 def _check_cache_blocks(p: ModelParams, s: LlamaSettings) -> None:
@@ -133,9 +159,16 @@ def has_kv_layers(p: ModelParams) -> list[bool]:
     ]
 
 
+def mtp_kv_layers(p: ModelParams) -> list[bool]:
+    """Layers with a KV cache in the MTP draft context: the NextN layers (``create_memory`` with
+    ``LLAMA_CONTEXT_TYPE_MTP``: ``filter = il >= n_layer()``, a plain attention cache even for hybrids)."""
+    first = p.n_layer - p.nextn_layers
+    return [il >= first and p.n_head_kv[il] > 0 for il in range(p.n_layer)]
+
+
 def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) -> list[int]:
-    """K+V bytes of each layer (0 for layers without KV)."""
-    has = has_kv_layers(p)
+    """K+V bytes of each layer (0 for layers without KV); in the MTP context, of the NextN layers only."""
+    has = mtp_kv_layers(p) if shape.mtp else has_kv_layers(p)
     v_trans = not shape.flash_attn
     dims_v = [((p.head_dim_v_swa if p.swa_layers[il] else p.head_dim_v) * p.n_head_kv[il]) for il in range(p.n_layer)]
     max_v = max((d for d, h in zip(dims_v, has) if h), default=0)
@@ -150,16 +183,26 @@ def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) ->
         v = 0
         if not p.is_mla:
             v = row_size(s.type_v, max_v if v_trans else dims_v[il]) * cells * shape.n_stream
-        if p.arch in DSA_ARCHS and p.indexer_full[il]:
+        if p.arch in DSA_ARCHS and p.indexer_full[il] and not shape.mtp:  # the MTP head runs dense MLA
             # llama_kv_cache_dsa: the lightning indexer's own K-only cache, one head of indexer.key_length per layer
             # that runs its indexer (filter_lid: glm-dsa's shared layers have none)
             k += row_size(s.type_k, p.indexer_head_size) * cells * shape.n_stream
+        if p.arch == "minimax-m3" and il >= p.n_layer_dense_lead:
+            # llama_kv_cache_msa: the MSA indexer's own llama_kv_cache on the sparse layers (filter_idx), one head
+            # per layer with K of indexer.key_length and V of the model's value head, both of the cache types
+            k += row_size(s.type_k, p.indexer_head_size) * cells * shape.n_stream
+            v += row_size(s.type_v, p.head_dim_v) * cells * shape.n_stream
+        if p.arch == "glm5-next" and p.indexer_full[il]:
+            # llama_memory_hybrid_idx's indexer cache (filter_idx: the full indexer layers): one head per cell of
+            # key | gate | pooled key, 3 * indexer.key_length of the K type, no V
+            k += row_size(s.type_k, 3 * p.indexer_head_size) * cells * shape.n_stream
         out.append(k + v)
     return out
 
 
-#: Architectures whose attention layers also cache the DSA lightning indexer's keys (``llama_kv_cache_dsa``).
-DSA_ARCHS = frozenset({"deepseek32", "glm-dsa"})
+#: Architectures whose attention layers also cache the DSA lightning indexer's keys (``llama_kv_cache_dsa``; hy_v4
+#: only with ``indexer.top_k`` > 0, where :attr:`~app.model.hparams.ModelParams.indexer_full` marks its layers).
+DSA_ARCHS = frozenset({"deepseek32", "glm-dsa", "hy_v4"})
 
 
 #: Architectures whose recurrent state llama.cpp sizes from the ``ssm.*`` keys the way
@@ -169,7 +212,7 @@ DSA_ARCHS = frozenset({"deepseek32", "glm-dsa"})
 #: delta-rule state ``d_state * d_inner`` (a head_v_dim x head_v_dim matrix per value head, head_v_dim =
 #: d_state), and LFM2's short-conv layers (``shortconv.l_cache``: a conv state of ``(l_cache - 1) * n_embd``, no
 #: s state). RWKV (token shift, wkv) sizes its own way (:data:`RWKV_STATE_ARCHS`), so does Kimi delta attention
-#: from ``kda.head_dim`` (bailingmoe3, kimi-linear: :data:`~app.model.hparams.KDA_ARCHS`); MiniMax's
+#: from ``kda.head_dim`` (bailingmoe3, kimi-linear, kimi-k3: :data:`~app.model.hparams.KDA_ARCHS`); MiniMax's
 #: lightning attention is not modelled, see :func:`state_is_modelled`.
 MAMBA_STATE_ARCHS = frozenset(
     {
@@ -202,6 +245,12 @@ def state_is_modelled(p: ModelParams) -> bool:
     )
 
 
+def _rs_rows(shape: ContextShape) -> int:
+    """Rows of each recurrent state tensor: one per cell (``max(1, n_seq_max)``), times ``1 + n_rs_seq``
+    snapshot groups (``llama_memory_recurrent``: ``n_rows = mem_size * (1 + n_rs_seq)``)."""
+    return max(1, shape.n_seq) * (1 + shape.n_rs_seq)
+
+
 def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
     """Recurrent state (r + s, f32) of each recurrent layer; independent of the context length."""
     if not any(p.recurrent_layers):
@@ -210,14 +259,14 @@ def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
         # llama_hparams::n_embd_r / n_embd_s for RWKV: the token shifts and one head_size x head_size matrix per head
         n_embd_r = p.token_shift_count * p.n_embd
         n_embd_s = p.n_embd * p.wkv_head_size
-        return [(n_embd_r + n_embd_s) * max(1, shape.n_seq) * 4 if r else 0 for r in p.recurrent_layers]
+        return [(n_embd_r + n_embd_s) * _rs_rows(shape) * 4 if r else 0 for r in p.recurrent_layers]
     if p.arch in KDA_ARCHS:
         # llama_hparams::n_embd_r / n_embd_s for Kimi delta attention: the q, k and v conv states of d_conv - 1
         # columns of n_head * head_dim each, and one head_dim x head_dim matrix per head
         d_inner = (p.n_head[0] if p.n_head else 0) * p.kda_head_dim
         n_embd_r = 3 * (p.ssm_d_conv - 1 if p.ssm_d_conv > 0 else 3) * d_inner
         n_embd_s = p.kda_head_dim * d_inner
-        return [(n_embd_r + n_embd_s) * max(1, shape.n_seq) * 4 if r else 0 for r in p.recurrent_layers]
+        return [(n_embd_r + n_embd_s) * _rs_rows(shape) * 4 if r else 0 for r in p.recurrent_layers]
     if p.shortconv_l_cache:
         # llama_hparams::n_embd_r for LFM2: the short conv keeps l_cache - 1 columns of n_embd; no s state
         n_embd_r = p.n_embd * (p.shortconv_l_cache - 1)
@@ -226,7 +275,7 @@ def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
     else:
         n_embd_r = 0
     n_embd_s = p.ssm_d_state * p.ssm_d_inner
-    rows = max(1, shape.n_seq)
+    rows = _rs_rows(shape)
     size = (n_embd_r + n_embd_s) * rows * 4
     return [size if r else 0 for r in p.recurrent_layers]
 

@@ -215,7 +215,8 @@ def place_weights(
                 f"(available: {', '.join(buft_to_dev)})."
             )
     tl = model.index.tensor_layer
-    skipped = model.index.skipped
+    # --spec-type draft-mtp loads the NextN/MTP layers' tensors too (load_mtp: no TENSOR_SKIP)
+    skipped = model.index.skipped if not settings.load_mtp else [False] * len(model.tensors)
     # devices whose backend refuses some weights (a Vulkan size limit): those weights stay in host memory
     limited = {d.name: d for d in devs if d.max_tensor_bytes is not None or backend_of(d) == "vulkan"}
     tensors = model.tensors

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 TOOLS = ("server", "fit-params", "cli", "bench")
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 #: --spec-type names (``common_speculative_type_from_name_map``, common/speculative.cpp).
+#: --spec-type values whose drafts roll the target's recurrent state back per token (``need_n_rs_seq``)
+RS_SEQ_SPEC_TYPES = frozenset({"draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark"})
 SPEC_TYPES = (
     "none",
     "draft-simple",
@@ -75,6 +77,8 @@ class LlamaSettings:
     draft_type_v: str = "f16"  # -ctvd
     spec_types: list[str] = field(default_factory=list)  # --spec-type, in order ("none" left out)
     spec_draft_n_max: int = 3  # --spec-draft-n-max
+    #: --no-spec-draft-backend-sampling turns off the draft's top-k sampling in its own graph (MTP context)
+    spec_draft_backend_sampling: bool = True
     mmproj: str | None = None  # --mmproj FILE (the multimodal projector, app.memory.projector)
     mmproj_offload: bool = True  # --no-mmproj-offload keeps it on the CPU
     mmproj_device: str | None = None  # -mmdev DEVICE (None: the first of -dev, else the first GPU; "none": CPU)
@@ -106,6 +110,21 @@ class LlamaSettings:
         """Tokens drafted per step at most (``common_speculative_n_max``): the largest of the chosen types'
         sizes, the ngram types at their defaults (``common/common.h``)."""
         return max((SPEC_TYPE_N_MAX.get(t, self.spec_draft_n_max) for t in self.spec_types), default=0)
+
+    @property
+    def load_mtp(self) -> bool:
+        """``--spec-type draft-mtp``: llama-server loads the NextN/MTP layers' weights too (``mparams.load_mtp``,
+        ``common_model_params_to_llama``) and runs them in a second context (``LLAMA_CONTEXT_TYPE_MTP``)."""
+        return self.tool == "server" and "draft-mtp" in self.spec_types
+
+    @property
+    def rs_seq_requested(self) -> int:
+        """Recurrent-state snapshots per sequence the main context asks for (``need_n_rs_seq``): the
+        ``--spec-draft-n-max`` when a type that rolls the target's state back is chosen (MTP, EAGLE-3, DFlash,
+        DSpark), else 0; llama.cpp clamps it to 0 for architectures without partial rollback."""
+        if self.tool != "server" or not any(t in RS_SEQ_SPEC_TYPES for t in self.spec_types):
+            return 0
+        return self.spec_draft_n_max
 
     def eff_n_outputs_max(self) -> int:
         """The main context's output rows: a server reserves ``n_parallel * (1 + drafted tokens)``

@@ -46,7 +46,9 @@ _INPUT_NAMES = (
     "pos_embd.",
 )
 # AltUp's projections (gemma3n) are output-layer tensors (LLM_TENSOR_LAYER_OUTPUT): on the output's device.
-_OUTPUT_NAMES = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.")
+# So is Kimi K3's final attention-residual score (output_res_score), and the hyper-connection head (output_hc_*:
+# LLM_TENSOR_HC_HEAD_*, hy_v4's fn/base/scale).
+_OUTPUT_NAMES = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.", "output_res_score.", "output_hc_")
 #: Tensors without a ``blk.N.`` name that llama.cpp creates with layer 0 (LLM_TENSOR_LAYER_REPEATING, bid 0):
 #: gemma3n/gemma4's per-layer-input projection and its norm. They join layer 0's ``other`` block, on its device.
 _LAYER0_NAMES = ("per_layer_model_proj.", "per_layer_proj_norm.")

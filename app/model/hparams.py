@@ -89,9 +89,9 @@ FILE_TYPES = {
 
 #: Architectures llama.cpp treats as recurrent or hybrid (llm_arch_is_recurrent / llm_arch_is_hybrid).
 RECURRENT_ARCHS = {"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"}
-#: Hybrids whose linear-attention layers are Kimi delta attention sized from ``kda.head_dim`` (Ling 3.0 and
-#: Kimi-Linear).
-KDA_ARCHS = frozenset({"bailingmoe3", "kimi-linear"})
+#: Hybrids whose linear-attention layers are Kimi delta attention sized from ``kda.head_dim`` (Ling 3.0,
+#: Kimi-Linear, Kimi K3 and GLM5-Next).
+KDA_ARCHS = frozenset({"bailingmoe3", "kimi-linear", "kimi-k3", "glm5-next"})
 #: The RWKV architectures (``wkv.head_size``, token shifts: ``llama_hparams::n_embd_r``/``n_embd_s`` for RWKV).
 RWKV_ARCHS = frozenset({"rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
 HYBRID_ARCHS = {
@@ -105,9 +105,11 @@ HYBRID_ARCHS = {
     "qwen3next",
     "plamo2",
     "kimi-linear",
+    "kimi-k3",
     "qwen35",
     "qwen35moe",
     "bailingmoe3",
+    "glm5-next",
 }
 
 
@@ -435,6 +437,12 @@ class ModelParams:
     #: per layer: the layer runs its own indexer and caches its keys ("full"); a "shared" GLM-5.2 layer reuses the
     #: top-k of the full layer before it (``llama_hparams::is_indexer_full``); empty without DSA
     indexer_full: list[bool] = field(default_factory=list)
+    #: glm5-next's k-pool indexer (``attention.indexer.kpool``, ``kpool_select_tail``) and hyper-connections
+    #: (``hyper_connection.count`` residual streams, ``sinkhorn_iterations``); 0 elsewhere
+    indexer_kpool: int = 0
+    indexer_kpool_select_tail: bool = False
+    hc_mult: int = 0
+    hc_sinkhorn_iters: int = 0
     file_type: int | None = None
     tied_embeddings: bool = False
 
@@ -691,6 +699,18 @@ def extract_params(
             p.n_ff_shexp = p.n_ff_exp * max(1, p.n_expert_shared)
     if arch in ("deepseek32", "glm-dsa"):
         p.indexer_full = _indexer_full(arch, m, n_layer, nextn, n_ctx_train)
+    if arch == "hy_v4":
+        p.indexer_full = _hy_v4_indexer_full(m, n_layer, p.indexer_top_k)
+    if arch == "glm5-next":
+        # llama_model_glm5_next::load_arch_hparams: the indexer keys, kpool (> 1, dividing top_k) and the mHC keys
+        # (count 4) are required; indexer.types defaults to every layer full
+        for key in ("head_count", "key_length", "top_k", "kpool"):
+            m.u32("{arch}.attention.indexer." + key, required=True)
+        p.indexer_kpool = m.u32("{arch}.attention.indexer.kpool")
+        p.indexer_kpool_select_tail = bool(m.meta.get(m.key("{arch}.attention.indexer.kpool_select_tail"), False))
+        p.hc_mult = m.u32("{arch}.hyper_connection.count", required=True)
+        p.hc_sinkhorn_iters = m.u32("{arch}.hyper_connection.sinkhorn_iterations", required=True)
+        p.indexer_full = _indexer_full(arch, m, n_layer, nextn, n_ctx_train)
     if arch == "gemma3n":
         p.n_layer_kv_from_start = 20  # llama_model_gemma3n::load_arch_hparams (shared_kv_layers is not read)
     if arch == "gemma4":
@@ -844,13 +864,46 @@ PARALLEL_HYBRID_ARCHS = frozenset({"falcon-h1"})
 _GLM_5_2_INDEXER = [True, True] + [il % 4 == 0 for il in range(76)]
 
 
+def _hy_v4_indexer_full(m: Meta, n_layer: int, top_k: int) -> list[bool]:
+    """``llama_model_hy_v4::load_arch_hparams``: without DSA (``indexer.top_k`` 0, the all-full-attention
+    checkpoints) no layer has an indexer; with it ``indexer.types`` (scalar or per layer, default none) marks the
+    layers that run theirs, and layer 0 must be one ("nothing precedes it to share")."""
+    if top_k == 0:
+        return [False] * n_layer
+    given = m.layer_flags("{arch}.attention.indexer.types")
+    if isinstance(given, list):
+        if len(given) != n_layer:
+            raise m.error(
+                m.key("{arch}.attention.indexer.types"),
+                f"has {len(given)} entries, not one per layer ({n_layer})",
+                f"{len(given)} entries",
+                f"{n_layer} entries",
+                f"key {m.key('{arch}.attention.indexer.types')} has wrong array length; expected {n_layer}, "
+                f"got {len(given)}",
+            )
+        full = list(given)
+    else:
+        full = [bool(given)] * n_layer
+    if not full or not full[0]:
+        raise m.error(
+            m.key("{arch}.attention.indexer.types"),
+            "does not mark layer 0 as running its own indexer",
+            "layer 0 shared" if given is not None else "missing",
+            "layer 0 full",
+            "hy_v4: layer 0 must own an indexer, nothing precedes it to share",
+        )
+    return full
+
+
 def _indexer_full(arch: str, m: Meta, n_layer: int, nextn: int, n_ctx_train: int) -> list[bool]:
     """Which trunk layers run the DSA indexer (``load_arch_hparams`` of deepseek32 / glm-dsa): every one for
     DeepSeek-V3.2 and for GLM-5/5.1 (``n_ctx_train`` < 1M, no ``indexer.types``); GLM-5.2's default pattern
     otherwise, and ``{arch}.attention.indexer.types`` (scalar or per layer) over either for glm-dsa."""
     n_main = n_layer - nextn
-    if arch != "glm-dsa":
+    if arch not in ("glm-dsa", "glm5-next"):
         return [il < n_main for il in range(n_layer)]
+    if arch == "glm5-next":
+        n_ctx_train = 0  # llama_model_glm5_next::load_arch_hparams: every layer full unless indexer.types says
     full = [True] * n_main if n_ctx_train < 1048576 else (_GLM_5_2_INDEXER + [False] * n_main)[:n_main]
     given = m.layer_flags("{arch}.attention.indexer.types")
     if isinstance(given, list):

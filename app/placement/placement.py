@@ -84,6 +84,12 @@ class Placement:
         n = self.model.params.n_layer
         layers = list(self.layer_device)
         tensors = list(self.tensor_device)
+        if self.settings.load_mtp:
+            # --spec-type draft-mtp loads the NextN layers' tensors too, on their layer's device (load_mtp)
+            idx = self.model.index
+            for i, (il, skip) in enumerate(zip(idx.tensor_layer, idx.skipped)):
+                if skip and not tensors[i]:
+                    tensors[i] = layers[min(il, n)]
         used = [d for d in self.devices if d.name in set(self.layer_device) | set(self.tensor_device)]
         dup = None
         if self.model.params.tied_embeddings:

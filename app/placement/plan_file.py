@@ -451,7 +451,15 @@ class _Checker:
                 self.one_of(v, w, "a llama.cpp tool", TOOLS)
             elif key == "kv_unified":
                 self.flag(v, w, nullable=True)
-            elif key in ("swa_full", "no_kv_offload", "repack", "use_host", "op_offload", "mmproj_offload"):
+            elif key in (
+                "swa_full",
+                "no_kv_offload",
+                "repack",
+                "use_host",
+                "op_offload",
+                "mmproj_offload",
+                "spec_draft_backend_sampling",
+            ):
                 self.flag(v, w)
             elif key == "tensor_split":
                 if v is not None:

@@ -87,6 +87,10 @@ VULKAN_CASES = [
         "ling3-tiny-1rpc-ngl10-ub1024",
         "ling3mtp-tiny-1rpc-ngl12",
         "kimilinear-1rpc-ngl14-np2-faoff",
+        "g5n-1rpc-ngl20-np2-faoff",
+        "hy4-1rpc-cmoe-faoff",
+        "mm3-1rpc-cmoe",
+        "kimik3-1rpc-ngl30-np2-faoff",
     }
 ]
 

@@ -371,6 +371,32 @@ CASES: list[Case] = [
     _c("kimilinear-3rpc-np4-ub1024", "kimi-linear-48b-a3b", 3, "-c 16384 -ngl all -ts 1,1,1 -np 4 -ub 1024"),
     _c("kimilinear-cpu-np8-ub64", "kimi-linear-48b-a3b", 0, "-c 8192 -np 8 -ub 64"),
     _c("kimilinear-1rpc-np8-ub32-faoff", "kimi-linear-48b-a3b", 1, "-c 8192 -ngl all -np 8 -ub 32 -fa off"),
+    # GLM5-Next (glm5-next: KDA layers and nope-only MLA with a k-pool DSA indexer inside 4-stream hyper-connections;
+    # the fused hc post is turned off where the scheduler puts it on the next layer's device: -ngl partial)
+    _c("g5n-cpu", "glm-5.3-flash", 0, "-c 4096"),
+    _c("g5n-1rpc-ngl20-np2-faoff", "glm-5.3-flash", 1, "-c 16384 -ngl 20 -np 2 -fa off"),
+    _c("g5n-2rpc-ts13-cmoe", "glm-5.3-flash", 2, "-c 32768 -ngl all -ts 1,3 -cmoe"),
+    _c("g5n-3rpc-np4-ub1024", "glm-5.3-flash", 3, "-c 16384 -ngl all -ts 1,1,1 -np 4 -ub 1024"),
+    _c("g5n-cpu-np8-ub64", "glm-5.3-flash", 0, "-c 8192 -np 8 -ub 64"),
+    _c("g5n-1rpc-ngl30-np8-ub32-faoff", "glm-5.3-flash", 1, "-c 8192 -ngl 30 -np 8 -ub 32 -fa off"),
+    _c("g5n-2rpc-ncmoe-q8", "glm-5.3-flash", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 10 -ctk q8_0 -ctv q8_0"),
+    _c("g5n-1rpc-ngl30-ub16", "glm-5.3-flash", 1, "-c 8192 -ngl 30 -ub 16"),
+    # Kimi K3 (kimi-k3: kimi-linear's KDA + MLA hybrid with attention residuals, a growing checkpoint stack mixed
+    # by DSV4_HC_PRE, the situ activation, q-LoRA MLA with an output gate, a latent MoE of 896 experts)
+    _c("kimik3-cpu", "kimi-k3", 0, "-c 4096"),
+    _c("kimik3-1rpc-ngl30-np2-faoff", "kimi-k3", 1, "-c 16384 -ngl 30 -np 2 -fa off"),
+    _c("kimik3-2rpc-ts13-cmoe", "kimi-k3", 2, "-c 32768 -ngl all -ts 1,3 -cmoe"),
+    _c("kimik3-3rpc-np4-ub1024", "kimi-k3", 3, "-c 16384 -ngl all -ts 1,1,1 -np 4 -ub 1024"),
+    _c("kimik3-cpu-np8-ub64-q8", "kimi-k3", 0, "-c 8192 -np 8 -ub 64 -ctk q8_0 -ctv q8_0"),
+    _c("kimik3-1rpc-ncmoe40-np8-ub32-faoff", "kimi-k3", 1, "-c 8192 -ngl all -ncmoe 40 -np 8 -ub 32 -fa off"),
+    # MiniMax-M3 (minimax-m3: MiniMax-M2 attention, leading dense layers, routed + shared experts, MSA block-sparse
+    # attention with its own indexer cache on the MoE layers; dense attention with -fa off or a unified -np cache)
+    _c("mm3-cpu", "minimax-m3", 0, "-c 4096"),
+    _c("mm3-1rpc-cmoe", "minimax-m3", 1, "-c 16384 -ngl all -cmoe"),
+    _c("mm3-2rpc-ngl30-ts13", "minimax-m3", 2, "-c 8192 -ngl 30 -ts 1,3 -cmoe"),
+    _c("mm3-3rpc-np4-ub1024", "minimax-m3", 3, "-c 16384 -ngl all -ts 1,1,1 -cmoe -np 4 -ub 1024"),
+    _c("mm3-1rpc-ncmoe-np2-faoff", "minimax-m3", 1, "-c 8192 -ngl all -ncmoe 40 -np 2 -fa off"),
+    _c("mm3-2rpc-cmoe-q8-ub256", "minimax-m3", 2, "-c 32768 -ngl all -ts 1,1 -cmoe -ctk q8_0 -ctv q8_0 -ub 256"),
     # rwkv7 cases here
     # DeepSeek-V3.2 (deepseek32: V3's MLA + MoE with the DSA lightning indexer, its own K cache of 128 per layer
     # and the top-2048 mask)
@@ -389,6 +415,18 @@ CASES: list[Case] = [
     _c("glm5-3rpc-ngl40-ub1024", "glm-5", 3, "-c 8192 -ngl 40 -ts 1,2,1 -cmoe -ub 1024 -fa on"),
     _c("glm5-1rpc-ncmoe-np4-faoff", "glm-5", 1, "-c 8192 -ngl all -ncmoe 60 -np 4 -fa off"),
     # deepseek32 cases here
+    # Hy4-preview (hy_v4: absorbed MLA with a sink per head and a sigmoid output gate inside 4-stream hyper-
+    # connections; DSA on every 4th layer's indexer, the others reuse its top-k) and its all-full-attention form
+    _c("hy4-cpu", "hy4-preview", 0, "-c 4096 -fa on"),
+    _c("hy4-1rpc-cmoe-faoff", "hy4-preview", 1, "-c 16384 -ngl all -cmoe -fa off"),
+    _c("hy4-2rpc-cmoe-q8-np2", "hy4-preview", 2, "-c 16384 -ngl all -ts 1,1 -cmoe -np 2 -ctk q8_0 -ctv q8_0"),
+    _c("hy4-3rpc-ngl40-ub1024", "hy4-preview", 3, "-c 8192 -ngl 40 -ts 1,2,1 -cmoe -ub 1024"),
+    _c("hy4fa-1rpc-ncmoe-np4-faoff", "hy4-preview-full-attn", 1, "-c 8192 -ngl all -ncmoe 60 -np 4 -fa off"),
+    _c("hy4fa-2rpc-cmoe-ts13-ub256-q8", "hy4-preview-full-attn", 2,
+       "-c 32768 -ngl all -ts 1,3 -cmoe -ub 256 -ctk q8_0 -ctv q8_0"),
+    _c("hy4-2rpc-ngl20-ts31-ncmoe-np3-faoff", "hy4-preview", 2, "-c 65536 -ngl 20 -ts 3,1 -ncmoe 70 -fa off -np 3"),
+    _c("hy4fa-3rpc-cmoe-q4-ub1024", "hy4-preview-full-attn", 3,
+       "-c 16384 -ngl all -ts 1,1,1 -cmoe -ctk q4_0 -ctv q4_0 -ub 1024"),
     # K-EXAONE (exaone-moe: SWA 3:1 over 128 tokens, rope on sliding layers only, 1 dense leading block, sigmoid
     # experts with selection bias + a shared expert, 1 skipped NextN block)
     _c("kex-cpu", "k-exaone-236b-a23b", 0, "-c 8192 -fa on"),

@@ -12,7 +12,7 @@ from app.command.parse import ArgsError, parse_llama_args, settings_from_args
 from app.command.spec import PlacementArgs
 from app.memory.draft import draft_settings
 from app.memory.estimator import estimate
-from app.memory.kv import context_shape
+from app.memory.kv import SettingsError, context_shape
 from app.memory.settings import NGL_ALL, LlamaSettings
 from app.model import open_model
 
@@ -111,16 +111,19 @@ def test_a_draft_that_is_not_open_is_said_not_counted(tmp_path):
     s = _parsed("-c 4096 -md elsewhere.gguf")
     est = estimate(main, [], s)
     assert est.draft is None and any("elsewhere.gguf (-md) is not open" in n for n in est.notes)
-    est2 = estimate(main, [], _parsed("-c 4096 --spec-type draft-mtp"))
-    assert any("draft-mtp" in n and "not sized" in n for n in est2.notes)
-    assert any("has none: llama.cpp finds no MTP head" in n for n in est2.notes)  # a llama has no NextN layers
+    with pytest.raises(SettingsError, match="failed to create MTP context"):  # a llama has no NextN layers
+        estimate(main, [], _parsed("-c 4096 --spec-type draft-mtp"))
     glm = open_model(gf.write_tiny_model("glm4moe", tmp_path / "glm.gguf"))
     nextn = sum(t.nbytes for t, s in zip(glm.tensors, glm.index.skipped) if s)
     assert nextn > 0
     est3 = estimate(glm, [], _parsed("-c 2048 --spec-type draft-mtp"))
     from app.units import fmt_bytes
 
-    assert any(f"{fmt_bytes(nextn)} that these figures leave out" in n for n in est3.notes)
+    assert any(f"{fmt_bytes(nextn)}, counted on their layers' devices" in n for n in est3.notes)
+    assert est3.host.model - estimate(glm, [], _parsed("-c 2048")).host.model == nextn
+    assert est3.draft is not None and est3.draft.host.compute > 0  # the MTP context (tests/memory/test_mtp.py)
+    est4 = estimate(main, [], _parsed("-c 4096 --spec-type draft-eagle3"))
+    assert any("draft-eagle3" in n and "not sized" in n for n in est4.notes)
 
 
 # --------------------------------------------------------------------------- against llama-server

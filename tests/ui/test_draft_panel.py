@@ -106,3 +106,32 @@ def test_an_unreadable_draft_file_is_refused_with_the_reason(window, qtbot, pair
     err = window.draft_panel.set_draft_path(str(bad))
     assert err and "could not be opened" in window.draft_panel.info.text()
     assert window.doc.estimate.draft is None and window.doc.placement.settings.draft_model is None
+
+
+def test_the_models_own_mtp_layers_draft_from_the_panel(window, qtbot, tmp_path):
+    """A model with an MTP block: the panel's check box turns on --spec-type draft-mtp, which counts the NextN
+    weights, the snapshots' state and the MTP context's share on the lanes, and writes the flags; a model without
+    one leaves the box off and disabled; undo takes it back."""
+    path = gf.write_tiny_model("qwen35", tmp_path / "q.gguf", n_nextn=1)
+    _open(window, qtbot, path)
+    panel = window.draft_panel
+    assert panel.mtp.isEnabled() and not panel.mtp.isChecked() and not panel.n_max.isEnabled()
+    before = window.doc.estimate
+    panel.mtp.setChecked(True)
+    est = window.doc.estimate
+    assert est.draft is not None and est.shape.n_rs_seq == 3
+    assert sum(d.model for d in est.devices) > sum(d.model for d in before.devices)  # the NextN weights
+    assert sum(d.draft for d in est.devices) == sum(d.total for d in est.draft.devices) > 0
+    assert panel.n_max.isEnabled() and "MTP draft context needs" in panel.info.text()
+    panel.n_max.setValue(5)
+    assert window.doc.placement.settings.spec_draft_n_max == 5 and window.doc.estimate.shape.n_rs_seq == 5
+    argv = window.doc.session.command().argv
+    assert argv[argv.index("--spec-type") + 1] == "draft-mtp" and argv[argv.index("--spec-draft-n-max") + 1] == "5"
+    window.doc.undo()
+    window.doc.undo()
+    qtbot.wait(10)
+    assert "draft-mtp" not in window.doc.placement.settings.spec_types and not panel.mtp.isChecked()
+    assert window.doc.estimate.draft is None
+    plain = gf.write_tiny_model("qwen3", tmp_path / "plain.gguf")
+    _open(window, qtbot, plain)
+    assert not window.draft_panel.mtp.isEnabled()  # the window builds its panels anew for the new model

@@ -324,9 +324,21 @@ class Builder:
         cur = self.add_b(cur, f"blk.{il}.{pfx}_down.bias")
         return cur
 
-    def moe(self, cur, il, gating="softmax", norm_w=False, w_scale=False, probs_b=None, before=False, probs_in=None):
+    def moe(
+        self,
+        cur,
+        il,
+        gating="softmax",
+        norm_w=False,
+        w_scale=False,
+        probs_b=None,
+        before=False,
+        probs_in=None,
+        act=None,
+    ):
         """``build_moe_ffn``: router, top-k, expert matmuls, weighting and the sum over the selected experts
-        (``probs_in``: router logits the model computed itself, e.g. from the layer input in smallthinker.cpp)."""
+        (``probs_in``: router logits the model computed itself, e.g. from the layer input in smallthinker.cpp;
+        ``act(gate, up)``: an activation of its own, e.g. kimi-k3's situ, instead of the fused GLU)."""
         c, g = self.c, self.g
         n_embd, nt = cur.ne[0], cur.ne[1]
         n_exp, k = c.n_expert, c.n_expert_used
@@ -394,7 +406,9 @@ class Builder:
                     gate = dup(gate, "ADD_ID", (gate, b, selected))
             else:
                 gate = None
-        if gate is not None:
+        if act is not None:
+            act = act(gate, up)
+        elif gate is not None:
             act = glu_split(gate, up)
         else:
             act = unary("UNARY", up)

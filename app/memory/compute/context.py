@@ -48,14 +48,15 @@ class Ctx:
             self.size_swa = min(shape.n_ctx_seq, (window + 255) // 256 * 256)
         self.recurrent = p.recurrent_layers
         self.n_rs = n_seqs
+        self.n_rs_seq = shape.n_rs_seq  # recurrent-state snapshots per sequence (MTP-style drafts roll back)
         self.mla = p.is_mla and bool(meta.get(f"{a}.attention.key_length_mla"))
         self.hk_mla = int(meta.get(f"{a}.attention.key_length_mla", 0) or p.head_dim_k)
         self.hv_mla = int(meta.get(f"{a}.attention.value_length_mla", 0) or p.head_dim_v)
         attn_too = a in PARALLEL_HYBRID_ARCHS  # falcon-h1: attention and Mamba2 in every layer
+        # the caches' layers: the trunk's, or in the MTP draft context the NextN layers'
+        first, last = (p.n_layer - p.nextn_layers, p.n_layer) if shape.mtp else (0, p.n_layer - p.nextn_layers)
         kv_layers = [
-            il
-            for il in range(p.n_layer - p.nextn_layers)
-            if (attn_too or not p.recurrent_layers[il]) and p.n_head_kv[il] > 0
+            il for il in range(first, last) if (attn_too or not p.recurrent_layers[il]) and p.n_head_kv[il] > 0
         ]
         dims_v = [(p.head_dim_v_swa if self.is_swa(il) else p.head_dim_v) * p.n_head_kv[il] for il in kv_layers]
         self.n_embd_v_gqa_max = max(dims_v, default=0)

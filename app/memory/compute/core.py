@@ -19,7 +19,8 @@ from .builder import Builder
 from .compress import compress, pad_layers
 from .context import Ctx
 from .ggml import ne4, nelements
-from .models import family_of, graph_builder
+from .models import family_of
+from .mtp import add_sampling
 from .schedule import schedule
 
 log = logging.getLogger("app.memory.compute")
@@ -165,6 +166,11 @@ def graph_inputs(
     )
 
 
+def _tensor_layers(model: Model) -> list[int]:
+    """Each tensor's layer (-1 for global tensors)."""
+    return [-1 if (b := model.block_of(t.name)).layer is None else b.layer for t in model.tensors]
+
+
 def compute_buffers(
     model: Model,
     placement: WeightPlacement,
@@ -188,7 +194,7 @@ def compute_buffers(
     g = graph_inputs(model, facts, placement, settings, shape)
     devs, cpu, tbe, layer_be, kv_be, sigs = g.devs, g.cpu, g.tbe, g.layer_be, g.kv_be, g.sigs
     offload, pin, pin_cpu, host_weights, glob = g.offload, g.pin, g.pin_cpu, g.host_weights, g.glob
-    key = (
+    key: tuple = (
         shape,
         settings.type_k,
         settings.type_v,
@@ -202,7 +208,15 @@ def compute_buffers(
         tuple(sigs),
         glob,
         placement.duplicated_output,
+        settings.spec_draft_backend_sampling and shape.mtp,
     )
+    n_main = p.n_layer - p.nextn_layers
+    if shape.mtp:
+        # the MTP draft context's graph reads the NextN layers only: key on where their tensors and caches are
+        nextn = facts.get("nextn_getter")
+        if nextn is None:
+            nextn = facts["nextn_getter"] = _getter([i for i, il in enumerate(_tensor_layers(model)) if il >= n_main])
+        key += (tuple(layer_be[n_main : p.n_layer]), tuple(kv_be[n_main:]), nextn(tbe))
     results = facts["results"]
     hit = results.get(key)
     if hit is not None:
@@ -211,24 +225,49 @@ def compute_buffers(
         if cached_note and notes is not None:
             notes.append(cached_note)
         return dict(cached)
-    layers = list(range(len(sigs))) if facts["uncut"] else pad_layers(compress(sigs, facts["hood"]), len(sigs))
-    gkey = (shape, settings.type_k, settings.type_v, tuple(facts["kinds"][il] for il in layers))
+    family = family_of(p.arch)
+    if shape.mtp:
+        if family.build_mtp is None:
+            raise ValueError(f"no MTP graph is replayed for {p.arch}")
+        layers, build = list(range(n_main, p.n_layer)), family.build_mtp
+    else:
+        layers = list(range(len(sigs))) if facts["uncut"] else pad_layers(compress(sigs, facts["hood"]), len(sigs))
+        build = family.build
+    gkey = (shape, settings.type_k, settings.type_v, tuple(facts["kinds"][il] if il < n_main else il for il in layers))
     graphs = facts["graphs"]
     approximate: str | None = None
+    # the MTP draft context reserves twice: its graph, then (llama_set_sampler) the graph with the draft's
+    # backend sampler; each backend's buffer keeps the larger size (ggml_gallocr_reserve_n only grows)
+    variants = (False, True) if shape.mtp and settings.spec_draft_backend_sampling else (False,)
     try:
-        b = graphs.get(gkey)
-        if b is None:
-            b = Builder(Ctx(model, settings, shape, facts), layers)
-            graph_builder(p.arch)(b)
-            b.all = b.g.nodes + b.g.leafs
-            graphs[gkey] = b
-            if len(graphs) > _GRAPHS:
-                graphs.popitem(last=False)
-        else:
-            graphs.move_to_end(gkey)
-        peaks = _run(
-            model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline
-        )
+        run = (placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline)
+        peaks: list[int] = []
+        for sampling in variants:
+            unfused: frozenset[str] = frozenset()
+            probe = 0  # resolve_fused_ops: the next fused op to check, in the family's order
+            while True:
+                vkey = gkey + (unfused, sampling)
+                b = graphs.get(vkey)
+                if b is None:
+                    b = Builder(Ctx(model, settings, shape, facts), layers)
+                    b.__dict__["unfused"] = unfused  # read by the family's build (Family.fused)
+                    logits = build(b)
+                    if sampling:
+                        add_sampling(b, logits, max(1, shape.n_seq))
+                    b.all = b.g.nodes + b.g.leafs
+                    graphs[vkey] = b
+                    if len(graphs) > _GRAPHS:
+                        graphs.popitem(last=False)
+                else:
+                    graphs.move_to_end(vkey)
+                got = _run(model, b, layers, *run)
+                while probe < len(family.fused) and not _fused_off(b, family.fused[probe], layer_be):
+                    probe += 1
+                if probe == len(family.fused):
+                    break
+                unfused |= {family.fused[probe]}
+                probe += 1
+            peaks = [max(x, y) for x, y in zip(peaks, got)] if peaks else got
     except Exception as exc:  # noqa: BLE001 - an architecture whose tensors the generic graph cannot follow
         approximate = approximate_note(p.arch, exc)
         if not facts.get("approximate_logged"):
@@ -247,6 +286,12 @@ def compute_buffers(
     if len(results) > _CACHE_SIZE:
         results.popitem(last=False)
     return dict(out)
+
+
+def _fused_off(b, op, layer_be):
+    """``resolve_fused_ops``' check: a fused ``op`` node the scheduler put off its layer's device (the probe graph
+    is the reserved one here: one token per sequence there, the same layer boundaries)."""
+    return any(o == op and t.be != layer_be[il] for o, t, il in b.__dict__.get("fused_nodes", ()))
 
 
 def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline):

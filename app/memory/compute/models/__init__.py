@@ -34,6 +34,14 @@ class Family:
     #: build every layer (no compression): the graph has per-layer leafs the allocator places before any op
     #: (deepseek32's zero-filled top-k rows), so the peak grows with the number of layers
     uncut: bool = False
+    #: ``build_mtp(builder)``: the MTP draft context's graph (``LLM_GRAPH_TYPE_DECODER_MTP``) over the NextN
+    #: layers, for ``--spec-type draft-mtp``; ``mtp_exact``: the architectures it was checked for
+    build_mtp: Callable[[Any], Any] | None = None
+    mtp_exact: frozenset[str] = frozenset()
+    #: fused ops llama.cpp probes in this order (``llama_context::resolve_fused_ops``) and turns off when the
+    #: scheduler puts one of their nodes off its layer's device: the builder reads ``b.unfused`` (the ops turned
+    #: off) and records ``b.fused_nodes`` as (op, tensor, layer); core.py re-runs the graph until they agree
+    fused: tuple[str, ...] = ()
 
 
 def _discover() -> list[Family]:

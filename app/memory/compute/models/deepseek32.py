@@ -15,6 +15,9 @@ the indexer's chain runs before the mask is filled: the order sets the peak). Th
 ``src/models/glm-dsa.cpp`` (GLM-5) is the same graph; its "shared" indexer layers (GLM-5.2's
 ``indexer.types``) run no indexer, cache no indexer keys and reuse the previous full layer's top-k.
 
+:func:`dsa_inputs`, :func:`mla_qkv`, :func:`dsa_attn` and :func:`_indexer` (``k_rot`` None: no rotation) are also
+hy_v4's DSA layer (:mod:`.hy_v4`).
+
 The graph is built uncut (``Family.uncut``): every layer's zero-filled top-k rows are a leaf of their own, which
 the allocator places before any op, so the peak grows with the layer count (a 12-layer replay of DeepSeek-V3.2
 at -c 4096 was 212 MiB short: 53 layers x 1 x 2048 x 512 f32). Checked to the printed MiB against
@@ -86,8 +89,9 @@ def _indexer(b, il, cur, qr, pos, k_rot, k_idxs_lid, mask_lid):
     ik = b.add_b(ik, f"blk.{il}.indexer.k_norm.bias")
     ik = reshape(ik, hs_idx, 1, nt)
     ik = rope(ik, pos)
-    iq = mul_mat(k_rot, iq)
-    ik = mul_mat(k_rot, ik)
+    if k_rot is not None:  # hy_v4 skips the Hadamard rotation (it leaves q.k unchanged)
+        iq = mul_mat(k_rot, iq)
+        ik = mul_mat(k_rot, ik)
     kc_lid = _cpy_k(b, il, "k_lid", ik, hs_idx, k_idxs_lid)
     iw = b.mm(f"blk.{il}.indexer.proj.weight", cur)
     ik = _cache_view(kc_lid, c.type_k, hs_idx, 1, n_kv, n_kv, ns)
@@ -99,28 +103,80 @@ def _indexer(b, il, cur, qr, pos, k_rot, k_idxs_lid, mask_lid):
     return cont(new("i32", (n_top_k, score.ne[1], score.ne[2], score.ne[3]), "TOP_K", (score,)))
 
 
-def build(b):
-    c, p, g = b.c, b.p, b.g
+def dsa_inputs(b):
+    """``build_attn_inp_k_dsa``: the MLA cache's k_idxs and mask, then the indexer cache's (its mask f16:
+    ``fused_lid``)."""
+    c, nt = b.c, b.nt
+    ns, n_kv = c.n_stream, c.n_kv
+    k_idxs = b.inp("k_idxs", "i64", (nt,))
+    mask = b.inp("kq_mask", "f16" if c.fa else "f32", (n_kv, nt // ns, 1, ns))
+    k_idxs_lid = b.inp("k_idxs_lid", "i64", (nt,))
+    mask_lid = b.inp("kq_mask_lid", "f16", (n_kv, nt // ns, 1, ns))
+    return k_idxs, mask, k_idxs_lid, mask_lid
+
+
+def mla_qkv(b, il, qr, cur, pos):
+    """The absorbed MLA projections after ``q_a``'s norm ``qr``: ``attn_q_b``, ``attn_kv_a_mqa``, both ropes, the
+    ``kv_a`` norm and ``attn_k_b``; returns Q, K and V (the normed latent)."""
+    c, p = b.c, b.p
     nt = b.nt
     n_head = p.n_head[0]
     hk_mla = c.hk_mla
     n_rope = p.n_rot
     n_nope = hk_mla - n_rope
     kv_lora = p.kv_lora_rank
+    q = b.mm(f"blk.{il}.attn_q_b.weight", qr)
+    es = q.nb[0]
+    q_nope = view(q, (n_nope, n_head, nt), (es * hk_mla, es * hk_mla * n_head))
+    q_pe = view(q, (n_rope, n_head, nt), (es * hk_mla, es * hk_mla * n_head))
+    kvpe = b.mm(f"blk.{il}.attn_kv_a_mqa.weight", cur)
+    kv_cmpr = view(kvpe, (kv_lora, nt), (kvpe.nb[1],))
+    k_pe = view(kvpe, (n_rope, 1, nt), (kvpe.nb[1], kvpe.nb[1]))
+    q_pe = rope(q_pe, pos)
+    k_pe = rope(k_pe, pos)
+    kv_cmpr = b.norm(kv_cmpr, f"blk.{il}.attn_kv_a_norm.weight", il)
+    q_nope = permute(q_nope, 0, 2, 1, 3)
+    qa = mul_mat(b.w(f"blk.{il}.attn_k_b.weight"), q_nope)
+    qa = permute(qa, 0, 2, 1, 3)
+    Q = concat(qa, q_pe, 0)
+    kv_cmpr = reshape(kv_cmpr, kv_lora, 1, nt)
+    K = concat(kv_cmpr, k_pe, 0)
+    return Q, K, kv_cmpr
+
+
+def dsa_attn(b, il, Q, K, V, top_k, k_idxs, mask, sinks=None):
+    """``build_attn(llm_graph_input_attn_k_dsa, ...)`` without the output projection."""
+    c, p, g = b.c, b.p, b.g
+    ns, n_kv = c.n_stream, c.n_kv
+    hk_cache = p.head_dim_k  # kv_lora_rank + n_rot
+    g.expand(Q)
+    g.expand(V)
+    g.expand(K)
+    kc = _cpy_k(b, il, "k", K, hk_cache, k_idxs)
+    m_all = unary("FILL", mask)
+    m_all = view(m_all, (1, m_all.ne[0], m_all.ne[1], m_all.ne[3]), (m_all.nb[0], m_all.nb[1], m_all.nb[2]))
+    tk3 = view(top_k, (top_k.ne[0], top_k.ne[1], top_k.ne[3], 1), (top_k.nb[1], top_k.nb[2], top_k.ne[3] * top_k.nb[3]))
+    zeros = new("f32", (1, tk3.ne[0], tk3.ne[1], tk3.ne[2]), NONE)
+    zeros.name = f"dsa_zeros_l{il}"
+    zeros = unary("FILL", zeros)
+    # ggml_set_rows keeps its sources as (b, c, a): the top-k chain is visited before the filled mask
+    m_top = view_tensor(m_all, "SET_ROWS", [zeros, tk3, m_all])
+    m_top = view(m_top, (m_top.ne[1], m_top.ne[2], 1, m_top.ne[3]), (m_top.nb[2], m_top.nb[3], m_top.nb[3]))
+    m_top = binary("ADD", m_top, mask)
+    kview = _cache_view(kc, c.type_k, hk_cache, 1, n_kv, n_kv, ns)
+    vview = view(kview, (V.ne[0], kview.ne[1], kview.ne[2], kview.ne[3]), kview.nb[1:])
+    return b.mha(Q, kview, vview, m_top, sinks, b.w(f"blk.{il}.attn_v_b.weight"), il)
+
+
+def build(b):
+    p = b.p
     hs_idx = p.indexer_head_size
-    ns = c.n_stream
-    n_kv = c.n_kv
     inpL = b.inp_embd()
     pos = b.inp_pos()
-    # build_attn_inp_k_dsa: the MLA cache's k_idxs and mask, then the indexer cache's (its mask f16: fused_lid)
-    k_idxs = b.inp("k_idxs", "i64", (nt,))
-    mask = b.inp("kq_mask", "f16" if c.fa else "f32", (n_kv, nt // ns, 1, ns))
-    k_idxs_lid = b.inp("k_idxs_lid", "i64", (nt,))
-    mask_lid = b.inp("kq_mask_lid", "f16", (n_kv, nt // ns, 1, ns))
+    k_idxs, mask, k_idxs_lid, mask_lid = dsa_inputs(b)
     nrot = _nrot(hs_idx)
     k_rot = b.inp("k_rot_lid", "f32", (nrot, nrot))
     out_ids = b.inp_out_ids()
-    hk_cache = p.head_dim_k  # kv_lora_rank + n_rot
     prev_top_k = None
     for il in b.layers:
         inpSA = inpL
@@ -131,44 +187,8 @@ def build(b):
             top_k = prev_top_k = _indexer(b, il, cur, qr, pos, k_rot, k_idxs_lid, mask_lid)
         else:  # glm-dsa's shared indexer layers reuse the previous full layer's top-k
             top_k = prev_top_k
-        # MLA projections
-        q = b.mm(f"blk.{il}.attn_q_b.weight", qr)
-        es = q.nb[0]
-        q_nope = view(q, (n_nope, n_head, nt), (es * hk_mla, es * hk_mla * n_head))
-        q_pe = view(q, (n_rope, n_head, nt), (es * hk_mla, es * hk_mla * n_head))
-        kvpe = b.mm(f"blk.{il}.attn_kv_a_mqa.weight", cur)
-        kv_cmpr = view(kvpe, (kv_lora, nt), (kvpe.nb[1],))
-        k_pe = view(kvpe, (n_rope, 1, nt), (kvpe.nb[1], kvpe.nb[1]))
-        q_pe = rope(q_pe, pos)
-        k_pe = rope(k_pe, pos)
-        kv_cmpr = b.norm(kv_cmpr, f"blk.{il}.attn_kv_a_norm.weight", il)
-        q_nope = permute(q_nope, 0, 2, 1, 3)
-        qa = mul_mat(b.w(f"blk.{il}.attn_k_b.weight"), q_nope)
-        qa = permute(qa, 0, 2, 1, 3)
-        Q = concat(qa, q_pe, 0)
-        kv_cmpr = reshape(kv_cmpr, kv_lora, 1, nt)
-        K = concat(kv_cmpr, k_pe, 0)
-        V = kv_cmpr
-        # build_attn(llm_graph_input_attn_k_dsa, ...)
-        g.expand(Q)
-        g.expand(V)
-        g.expand(K)
-        kc = _cpy_k(b, il, "k", K, hk_cache, k_idxs)
-        m_all = unary("FILL", mask)
-        m_all = view(m_all, (1, m_all.ne[0], m_all.ne[1], m_all.ne[3]), (m_all.nb[0], m_all.nb[1], m_all.nb[2]))
-        tk3 = view(
-            top_k, (top_k.ne[0], top_k.ne[1], top_k.ne[3], 1), (top_k.nb[1], top_k.nb[2], top_k.ne[3] * top_k.nb[3])
-        )
-        zeros = new("f32", (1, tk3.ne[0], tk3.ne[1], tk3.ne[2]), NONE)
-        zeros.name = f"dsa_zeros_l{il}"
-        zeros = unary("FILL", zeros)
-        # ggml_set_rows keeps its sources as (b, c, a): the top-k chain is visited before the filled mask
-        m_top = view_tensor(m_all, "SET_ROWS", [zeros, tk3, m_all])
-        m_top = view(m_top, (m_top.ne[1], m_top.ne[2], 1, m_top.ne[3]), (m_top.nb[2], m_top.nb[3], m_top.nb[3]))
-        m_top = binary("ADD", m_top, mask)
-        kview = _cache_view(kc, c.type_k, hk_cache, 1, n_kv, n_kv, ns)
-        vview = view(kview, (V.ne[0], kview.ne[1], kview.ne[2], kview.ne[3]), kview.nb[1:])
-        cur = b.mha(Q, kview, vview, m_top, None, b.w(f"blk.{il}.attn_v_b.weight"), il)
+        Q, K, V = mla_qkv(b, il, qr, cur, pos)
+        cur = dsa_attn(b, il, Q, K, V, top_k, k_idxs, mask)
         cur = mul_mat(b.w(f"blk.{il}.attn_output.weight"), cur)
         if il == b.last:
             cur = get_rows(cur, out_ids)

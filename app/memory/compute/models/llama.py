@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..builder import qkv, rope
 from ..ggml import binary, get_rows, unary
+from ..mtp import mtp_head, mtp_input
 from . import Family
 from .mamba import mamba2_layer
 
@@ -76,6 +77,37 @@ def build(b):
     return b.output(inpL, out_ids)
 
 
+def build_mtp(b):
+    """``graph_mtp`` of glm4-moe.cpp (GLM-4.5/4.6/4.7's MTP block): :mod:`app.memory.compute.mtp`'s input and
+    head around one decoder block: Q/K/V with their biases, q/k norms where present, rope, attention with the
+    output projection on the MTP context's KV cache, post-attention norm, the routed experts (sigmoid with the
+    selection bias) plus the shared expert."""
+    c = b.c
+    il = b.layers[0]
+    cur, pos, out_ids = mtp_input(b, il)
+    inpSA = cur
+    cur = b.norm(cur, f"blk.{il}.attn_norm.weight", il)
+    q, k, v = qkv(b, il, cur, b.p.head_dim_k, b.p.head_dim_k, b.p.head_dim_v)
+    qn, kn = b.w(f"blk.{il}.attn_q_norm.weight"), b.w(f"blk.{il}.attn_k_norm.weight")
+    if qn is not None:
+        q = b.norm(q, qn, il)
+    if kn is not None:
+        k = b.norm(k, kn, il)
+    cur = b.attn(il, rope(q, pos), rope(k, pos), v, b.w(f"blk.{il}.attn_output.weight"), None)
+    ffn_inp = binary("ADD", cur, inpSA)
+    cur = b.norm(ffn_inp, f"blk.{il}.post_attention_norm.weight", il)
+    moe_out = b.moe(
+        cur,
+        il,
+        gating=c.gating,
+        norm_w=c.expert_weights_norm,
+        w_scale=c.expert_weights_scale,
+        probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
+    )
+    cur = binary("ADD", b.shexp(cur, moe_out, il), ffn_inp)
+    return mtp_head(b, cur, il, out_ids)
+
+
 FAMILY = Family(
     name="llama",
     build=build,
@@ -94,4 +126,6 @@ FAMILY = Family(
         }
     ),
     fallback=True,
+    build_mtp=build_mtp,
+    mtp_exact=frozenset({"glm4moe"}),
 )

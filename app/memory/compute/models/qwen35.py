@@ -15,14 +15,16 @@ per-head output gate), q/k norms, IMRoPE (4 positions per token), attention with
 ``embeddings_nextn_masked`` (llama.cpp's default) the last layer runs on every token and the output rows are
 picked after the final norm, whose full result (``h_nextn``) is itself a graph output.
 
-Not modelled: MTP speculation (``n_rs_seq`` > 0 keeps state snapshots and changes the GDN op's K; the NextN
-block is left out, as llama.cpp does without ``--spec-type draft-mtp``).
+With ``--spec-type draft-mtp`` the main context keeps ``n_rs_seq`` state snapshots per sequence: one conv-state
+copy and one GATED_DELTA_NET state per slot (``K = n_rs_seq + 1``), and the MTP draft context runs
+:func:`build_mtp` over the NextN block. qwen3next's own MTP graph is not replayed.
 """
 
 from __future__ import annotations
 
 from ..builder import rope
 from ..ggml import OUTPUT, binary, concat, cont, cpy, get_rows, mul_mat, new, reshape, transpose, unary, view
+from ..mtp import mtp_head, mtp_input
 from . import Family
 from .mamba import build_rs
 
@@ -87,12 +89,14 @@ def delta_net_layer(b, cur, il):
     s_all = b.cache(il, "s", "f32", (n_embd_s, n_rs))
     qkv, z = _qkvz(b, cur, il, nst, ns)
     beta, gate = _beta_alpha(b, cur, il, nst, ns)
-    # build_conv_state (n_rs_seq == 0)
+    # build_conv_state: the last d_conv - 1 columns back into r, or with n_rs_seq > 0 one snapshot per slot
     conv_states = build_rs(b, r_all, n_embd_r)
     conv_states = reshape(conv_states, d_conv - 1, conv_ch, ns)
     conv_input = concat(conv_states, transpose(qkv), 0)
-    last = view(conv_input, (d_conv - 1, conv_ch, ns), (conv_input.nb[1], conv_input.nb[2]))
-    g.expand(cpy(last, view(r_all, (n_embd_r, ns), (r_all.nb[1],))))
+    snaps = c.n_rs_seq + 1
+    for _ in range(snaps):
+        last = view(conv_input, (d_conv - 1, conv_ch, ns), (conv_input.nb[1], conv_input.nb[2]))
+        g.expand(cpy(last, view(r_all, (n_embd_r, ns), (r_all.nb[1],))))
     state = build_rs(b, s_all, n_embd_s)
     state = reshape(state, hv, hv, n_v, ns)
     conv_out = new("f32", (conv_ch, nst, ns), "SSM_CONV", (conv_input, b.w(f"blk.{il}.ssm_conv1d.weight")))
@@ -110,11 +114,16 @@ def delta_net_layer(b, cur, il):
         k = new("f32", (hk, r, n_k, nst * ns), "REPEAT", (reshape(k, hk, 1, n_k, nst * ns),))
         q = reshape(q, hk, n_v, nst, ns)
         k = reshape(k, hk, n_v, nst, ns)
-    # build_recurrent_attn -> build_delta_net_fused (K = 1)
-    gdn = new("f32", (hv * n_v, nst * ns + hv * ns), "GATED_DELTA_NET", (q, k, v, gate, beta, state))
+    # build_recurrent_attn: one GATED_DELTA_NET op whose result holds the outputs, then K = n_rs_seq + 1 states
+    gdn = new("f32", (hv * n_v, nst * ns + snaps * hv * ns), "GATED_DELTA_NET", (q, k, v, gate, beta, state))
     out = view(gdn, (hv, n_v, nst, ns), (4 * hv, 4 * hv * n_v, 4 * hv * n_v * nst))
-    new_state = view(gdn, (hv, hv, n_v, ns), (4 * hv, 4 * hv * hv, 4 * hv * hv * n_v))
-    g.expand(cpy(new_state, view(s_all, (n_embd_s, ns), (s_all.nb[1],))))
+    if snaps == 1:
+        new_state = view(gdn, (hv, hv, n_v, ns), (4 * hv, 4 * hv * hv, 4 * hv * hv * n_v))
+        g.expand(cpy(new_state, view(s_all, (n_embd_s, ns), (s_all.nb[1],))))
+    else:  # the last min(n_seq_tokens, K) snapshots into their rollback groups
+        written = min(nst, snaps)
+        src = view(gdn, (n_embd_s, ns, written), (4 * n_embd_s, 4 * n_embd_s * ns))
+        g.expand(cpy(src, view(s_all, (n_embd_s, ns, written), (s_all.nb[1], s_all.nb[1] * ns))))
     z = reshape(z, hv, n_v, nst, ns)
     normed = b.norm(out, f"blk.{il}.ssm_norm.weight", il)
     y = binary("MUL", normed, unary("UNARY", z))  # build_norm_gated: norm(out) * silu(z)
@@ -168,6 +177,28 @@ def gated_attn(b, cur, pos, il):
     return b.mm(f"blk.{il}.attn_output.weight", out)
 
 
+def ffn_block(b, cur, il):
+    """post_attention_norm, then the dense SwiGLU FFN or (qwen35moe) the experts plus the gated shared expert."""
+    cur = b.norm(cur, f"blk.{il}.post_attention_norm.weight", il)
+    if f"blk.{il}.ffn_gate_inp.weight" in b.c.names:
+        moe_out = b.moe(cur, il, gating="softmax", norm_w=True, w_scale=b.c.expert_weights_scale)
+        return b.shexp(cur, moe_out, il)
+    return b.ffn(cur, "ffn", il)
+
+
+def build_mtp(b):
+    """``graph_mtp`` of qwen35.cpp / qwen35moe.cpp: the MTP draft context's graph over the one NextN block
+    (:mod:`app.memory.compute.mtp`'s input and head around a full-attention decoder block on the MTP context's own
+    KV cache, IMRoPE's 4 positions per token)."""
+    il = b.layers[0]
+    cur, pos, out_ids = mtp_input(b, il, 4)
+    inpSA = cur
+    cur = b.norm(cur, f"blk.{il}.attn_norm.weight", il)
+    cur = binary("ADD", gated_attn(b, cur, pos, il), inpSA)
+    cur = binary("ADD", ffn_block(b, cur, il), cur)
+    return mtp_head(b, cur, il, out_ids)
+
+
 def build(b):
     c = b.c
     inpL = b.inp_embd()
@@ -183,14 +214,7 @@ def build(b):
         else:
             cur = gated_attn(b, cur, pos, il)
         cur = binary("ADD", cur, inpSA)
-        ffn_res = cur
-        cur = b.norm(cur, f"blk.{il}.post_attention_norm.weight", il)
-        if f"blk.{il}.ffn_gate_inp.weight" in c.names:
-            moe_out = b.moe(cur, il, gating="softmax", norm_w=True, w_scale=c.expert_weights_scale)
-            cur = b.shexp(cur, moe_out, il)
-        else:
-            cur = b.ffn(cur, "ffn", il)
-        inpL = binary("ADD", cur, ffn_res)
+        inpL = binary("ADD", ffn_block(b, cur, il), cur)
     return output_after_norm(b, inpL, out_ids)
 
 
@@ -209,4 +233,10 @@ def output_after_norm(b, cur, out_ids):
 # checked against llama-fit-params --fit-print (full-size 27B, 35B-A3B, Qwen3-Next-80B-A3B: CPU and RPC, -ngl/-ts,
 # -cmoe/-ncmoe, -np 2-4, flash attention on/off, q8_0 KV) and llama-server -lv 4 (tiny models):
 # tests/memory/accuracy.py, test_accuracy_llama.py
-FAMILY = Family(name="qwen35", build=build, exact=frozenset({"qwen35", "qwen35moe", "qwen3next"}))
+FAMILY = Family(
+    name="qwen35",
+    build=build,
+    exact=frozenset({"qwen35", "qwen35moe", "qwen3next"}),
+    build_mtp=build_mtp,
+    mtp_exact=frozenset({"qwen35", "qwen35moe"}),
+)

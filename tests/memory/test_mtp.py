@@ -1,0 +1,221 @@
+"""Speculative decoding on the model's own MTP layers (``--spec-type draft-mtp``): what llama-server allocates
+for it, held to its ``-lv 4`` load log.
+
+With draft-mtp llama.cpp (1) loads the NextN layers' weights (``load_mtp``) on their layers' devices, (2) keeps
+``n_rs_seq = --spec-draft-n-max`` recurrent-state snapshots per sequence in the main context of an architecture
+that rolls back (4x the state at the default 3, and one conv/GDN state copy per snapshot in the graph), and (3)
+creates a second context, ``LLAMA_CONTEXT_TYPE_MTP``, on the same weights: a KV cache of the NextN layers only
+(the draft's cache types, f16 unless -ctkd/-ctvd), the architecture's ``graph_mtp``, one output row per slot."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.command.parse import settings_from_args
+from app.memory.estimator import estimate
+from app.model import open_model
+
+from .accuracy import COMPUTE_SLACK, MiB, list_rpc_devices, record
+from .test_draft import _BUF
+
+
+def _logged(text: str) -> dict[tuple[str, str], tuple[float, int]]:
+    """(buffer type, kind) -> (MiB, lines): buffers summed over their lines (two KV lines with SWA), except
+    compute, where a context that reserves again (the MTP context does, once its sampler is set) logs the same
+    buffer again and the last size is the buffer's."""
+    out: dict[tuple[str, str], tuple[float, int]] = {}
+    for buft, kind, mib in _BUF.findall(text):
+        total, n = out.get((buft, kind), (0.0, 0))
+        out[(buft, kind)] = (float(mib), 1) if kind == "compute" else (total + float(mib), n + 1)
+    return out
+
+MARK = "creating MTP draft context"
+
+#: (model: tiny ARCH written with one NextN layer, or sparse:SPEC; RPC devices; arguments); the RPC cases move few
+#: weights to the RPC servers (-ngl, -ncmoe): every byte offloaded crosses the loopback
+MTP_CASES = [
+    ("qwen35", 0, "-c 4096 --spec-type draft-mtp"),
+    ("qwen35moe", 1, "-c 4096 -ngl all -np 2 --spec-type draft-mtp --spec-draft-n-max 2"),
+    ("sparse:qwen3.5-27b", 0, "-c 8192 --spec-type draft-mtp"),
+    ("sparse:qwen3.5-27b", 2, "-c 16384 -ngl 6 -ts 1,1 -np 2 --spec-type draft-mtp --spec-draft-n-max 5"),
+    ("sparse:qwen3.5-27b", 1, "-c 8192 -ngl 8 -ctk q8_0 -ctv q8_0 -ctkd q8_0 -ctvd q8_0 -fa on "
+     "--spec-type draft-mtp"),
+    ("sparse:qwen3.5-35b-a3b-mtp", 1, "-c 8192 -ngl all -cmoe -np 2 -fa off --spec-type draft-mtp"),
+    ("sparse:qwen3.5-35b-a3b-mtp", 2, "-c 8192 -ngl all -ts 3,1 -ncmoe 38 -ub 256 --spec-type draft-mtp,ngram-mod"),
+    # GLM-4.5-style MoE with its MTP block (no recurrent state: no snapshots), widened so its buffers are tens of MiB
+    ("glm4moe", 0, "-c 32768 -ub 1024 --spec-type draft-mtp"),
+    ("glm4moe", 1, "-c 32768 -ngl all -np 2 -fa off -ctkd q8_0 --spec-type draft-mtp"),
+    ("glm4moe", 2, "-c 16384 -ngl 2 -ts 1,1 -ctk q8_0 -ctv q8_0 -fa on --spec-type draft-mtp --spec-draft-n-max 6"),
+]
+
+
+def _mapped_span(model, est) -> int:
+    """The bytes of a mapped CPU model buffer: llama.cpp maps the file range from the first to the end of the last
+    tensor the CPU holds (``llama_model_loader::get_mapping_range``), so tensors of other devices that lie
+    between them (the output head written early in the file) are in the figure the log prints."""
+    cpu = [t for t, d in zip(model.tensors, est.placement.tensor_device) if d == "CPU"]
+    return max(t.offset + t.nbytes for t in cpu) - min(t.offset for t in cpu)
+
+
+@pytest.fixture(scope="module")
+def mtp_tiny(tmp_path_factory):
+    from tests import gguf_factory as gf
+
+    d = tmp_path_factory.mktemp("mtp")
+    out = {a: gf.write_tiny_model(a, d / f"{a}.gguf", n_nextn=1) for a in ("qwen35", "qwen35moe")}
+    out["glm4moe"] = gf.write_tiny_model("glm4moe", d / "glm4moe.gguf", n_embd=1024, n_head=16, n_head_kv=4,
+                                         head_dim=64, rope_dim=32, n_ff=2048, n_ff_exp=512, vocab_extra=60000)
+    return out
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("key,n_rpc,args", MTP_CASES, ids=[f"{k.split(':')[-1]}-{n}rpc-{i}" for i, (k, n, _) in
+                                                        enumerate(MTP_CASES)])
+def test_mtp_buffers_match_llama_server(key, n_rpc, args, llama_bin, rpc_servers, llama_server, mtp_tiny,
+                                        sparse_models):
+    """Every buffer of the main context (weights with the NextN layers, KV, the snapshots' recurrent state,
+    compute, output) and of the MTP context (its KV, compute and output) equals llama-server's log."""
+    servers = rpc_servers(n_rpc) if n_rpc else []
+    endpoints = [s.endpoint for s in servers]
+    extra = (["--rpc", ",".join(endpoints)] if endpoints else []) + args.split()
+    devices = list_rpc_devices(llama_bin / "llama-server", endpoints)
+    path = sparse_models[key[7:]] if key.startswith("sparse:") else mtp_tiny[key]
+    srv = llama_server(path, *extra, "--fit", "off", "--no-repack", "--no-warmup", "-lv", "4", timeout=240)
+    text = srv.output()
+    srv.stop()
+    cut = text.find(MARK)
+    assert cut > 0, text[-3000:]
+    model = open_model(path)
+    est = estimate(model, devices, settings_from_args(args.split(), tool="server"))
+    assert est.draft is not None and (est.shape.n_rs_seq > 0) == (model.params.arch != "glm4moe")
+    assert all(d.model == 0 for d in est.draft.devices)  # the MTP context runs on the main model's weights
+    by_buft = {d.buft: d.name for d in devices}
+    misses = []
+    for part, logged, ours_est in (("main", _logged(text[:cut]), est), ("mtp", _logged(text[cut:]), est.draft)):
+        assert logged, part
+        if part == "mtp":
+            assert not any(kind == "model" for _, kind in logged)
+        for (buft, kind), (mib, lines) in logged.items():
+            dev = ours_est.device(by_buft.get(buft, "CPU"))
+            ours = {"model": dev.model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
+                    "output": dev.output}[kind] / MiB
+            if kind == "model" and buft == "CPU_Mapped":
+                ours = _mapped_span(model, est) / MiB
+            tol = 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0)
+            if abs(ours - mib) > tol:
+                misses.append(f"{part} {buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    for d in est.devices:  # each device's total holds the MTP context's share
+        mine = next((x for x in est.draft.devices if x.name == d.name), None)
+        assert d.draft == (mine.total if mine else 0)
+    record("server-log", case=f"mtp-{key}-{n_rpc}rpc", arch=model.params.arch,
+           backends=["CPU"] + (["RPC"] if n_rpc else []), ok=not misses, features=["mtp"])
+    assert not misses, "\n".join(misses)
+
+
+def test_mtp_weights_state_and_notes(tmp_path):
+    """Without a log: the NextN weights join their layer's device only with draft-mtp; the snapshots scale the
+    recurrent state by 1 + n_rs_seq; a -md draft takes the MTP context's place (llama.cpp creates one draft
+    context); an architecture without the replay says its MTP compute is not sized."""
+    from tests import gguf_factory as gf
+
+    m = open_model(gf.write_tiny_model("qwen35", tmp_path / "q.gguf", n_nextn=1))
+    nextn = sum(t.nbytes for t, s in zip(m.tensors, m.index.skipped) if s)
+    assert nextn > 0
+
+    def est(args):
+        return estimate(m, [], settings_from_args(args.split(), tool="server"))
+
+    plain, mtp = est("-c 4096"), est("-c 4096 --spec-type draft-mtp --spec-draft-n-max 4")
+    assert mtp.host.model - plain.host.model == nextn
+    assert mtp.host.recurrent == plain.host.recurrent * 5 and mtp.shape.n_rs_seq == 4
+    assert mtp.draft is not None and mtp.draft.host.kv > 0 and mtp.draft.host.compute > 0
+    assert mtp.host.draft == mtp.draft.host.total
+    assert any("MTP draft context" in n and "compute" in n for n in mtp.notes)
+    # the board's placement (NextN blocks kept as not loaded) gives the same figures
+    from app.placement import Placement
+
+    s = settings_from_args("-c 4096 --spec-type draft-mtp --spec-draft-n-max 4".split(), tool="server")
+    board = estimate(m, [], s, placement=Placement.from_settings(m, [], s).weight_placement())
+    assert [(d.model, d.context, d.compute, d.draft) for d in board.devices] == [
+        (d.model, d.context, d.compute, d.draft) for d in mtp.devices
+    ]
+    # draft-simple has no rollback: no snapshots, no NextN weights
+    simple = est("-c 4096 --spec-type ngram-mod")
+    assert simple.shape.n_rs_seq == 0 and simple.host.model == plain.host.model and simple.draft is None
+    glm = open_model(gf.write_tiny_model("glm4moe", tmp_path / "g.gguf"))
+    g = estimate(glm, [], settings_from_args("-c 2048 --spec-type draft-mtp".split(), tool="server"))
+    assert g.shape.n_rs_seq == 0  # not a rollback architecture: llama.cpp clamps n_rs_seq to 0
+    assert g.draft is not None and g.draft.host.kv > 0 and g.draft.host.compute > 0
+    # an MTP architecture whose graph_mtp is not replayed: KV counted, compute said not sized
+    nxt = open_model(gf.write_tiny_model("mimo2", tmp_path / "n.gguf"))
+    n = estimate(nxt, [], settings_from_args("-c 2048 --spec-type draft-mtp".split(), tool="server"))
+    assert n.draft is not None and n.draft.host.kv > 0 and n.draft.host.compute == 0
+    assert any("compute buffers are not sized for mimo2" in x for x in n.notes)
+    # llama-server stops at start where it cannot create the MTP context (checked with the pinned build): no
+    # NextN layers, or NextN layers of an architecture without an MTP graph (Ling 2.0)
+    from app.memory.kv import SettingsError
+
+    for arch, says in (("llama", "no NextN/MTP layers"), ("bailingmoe2", "no MTP draft graph for bailingmoe2")):
+        plain = open_model(gf.write_tiny_model(arch, tmp_path / f"{arch}.gguf"))
+        with pytest.raises(SettingsError, match=says):
+            estimate(plain, [], settings_from_args("-c 2048 --spec-type draft-mtp".split(), tool="server"))
+
+
+@pytest.mark.llama
+def test_mtp_buffers_match_llama_server_on_vulkan(llama_vulkan_bin, mtp_tiny, tmp_path):
+    """The same on Vulkan0 (lavapipe, graph reordering off as in the Vulkan dry-run comparisons): the NextN
+    weights, the snapshots' state and both contexts' buffers, Vulkan_Host being the host's."""
+    import os
+
+    from app.devices.detect import detect
+    from app.memory.device_adapter import from_detected
+    from tests.llama_fixtures import VULKAN_ENV, start_llama_server
+
+    env = {**VULKAN_ENV, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"}
+    lanes = from_detected(detect(llama_vulkan_bin, rpc=[], env={**os.environ, **env}, cuda_probe=None,
+                                 amd=False).devices)
+    args = "-c 8192 -ngl all -np 2 --spec-type draft-mtp --spec-draft-n-max 4"
+    path = mtp_tiny["qwen35moe"]
+    srv = start_llama_server(llama_vulkan_bin, path, *args.split(), "--fit", "off", "--no-repack", "-lv", "4",
+                             log=tmp_path / "vk.log", timeout=120, env=env)
+    try:
+        text = srv.output()
+    finally:
+        srv.stop()
+    cut = text.find(MARK)
+    assert cut > 0, text[-3000:]
+    model = open_model(path)
+    est = estimate(model, lanes, settings_from_args(args.split(), tool="server"))
+    assert est.draft is not None
+    misses = []
+    for part, logged, ours_est in (("main", _logged(text[:cut]), est), ("mtp", _logged(text[cut:]), est.draft)):
+        assert any(b == "Vulkan0" for b, _ in logged), part
+        for (buft, kind), (mib, lines) in logged.items():
+            dev = ours_est.device("Vulkan0" if buft == "Vulkan0" else "CPU")
+            ours = {"model": dev.model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
+                    "output": dev.output}[kind] / MiB
+            if kind == "model" and buft == "CPU_Mapped":
+                ours = _mapped_span(model, est) / MiB
+            if abs(ours - mib) > 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0):
+                misses.append(f"{part} {buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    record("server-log", case="mtp-vulkan-qwen35moe", arch="qwen35moe", backends=["Vulkan"], ok=not misses,
+           features=["mtp"])
+    assert not misses, "\n".join(misses)
+
+
+def test_draft_mtp_flags_survive_export_and_import():
+    """Without -md, draft-mtp's own flags still reach the command: the drafted tokens (the snapshots) and the MTP
+    context's cache types (-ctkd/-ctvd)."""
+    from app.command.build import build_llama_command
+    from app.command.spec import PlacementArgs
+
+    s = settings_from_args("-c 4096 --spec-type draft-mtp --spec-draft-n-max 5 -ctkd q8_0 -ctvd q8_0 -fa on".split(),
+                           tool="server")
+    cmd = build_llama_command(PlacementArgs([], 99, [], []), s, "/models/m.gguf")
+    again = settings_from_args(cmd.argv[1:], tool="server")
+    for f in ("spec_types", "spec_draft_n_max", "draft_type_k", "draft_type_v"):
+        assert getattr(again, f) == getattr(s, f), f
+    assert "-md" not in cmd.argv
+    plain = build_llama_command(PlacementArgs([], 99, [], []), settings_from_args(["-ctkd", "q8_0"], tool="server"),
+                                "/models/m.gguf")
+    assert "-ctkd" not in plain.argv  # no draft context at all: nothing to say
