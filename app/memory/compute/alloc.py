@@ -199,13 +199,9 @@ def allocate_graph(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size, max
         t.abe = be
         t.asz = size
 
-    def free(t):
-        if not t.flags & OUTPUT and t.addr != -1:
-            allocs[t.abe].free(t.addr, t.asz)
-            t.addr = -1
-
     for t in gleafs:
-        allocate(t, t.be)
+        if t.wbe == -1 and t.vs is None and t.addr == -1:  # weights and views take no compute memory
+            allocate(t, t.be)
     for t in gnodes:
         if t.vs is not None and t.op != NONE:
             t.vs.nvw += 1
@@ -215,13 +211,16 @@ def allocate_graph(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size, max
             s.nch += 1
             if s.flags & INPUT:
                 allocate(s, t.be)
+    # the checks ``allocate`` starts with, inlined for the sources and nodes it would return on at once
+    # (weights, views, what is already placed): most sources of a node are one of those
     for t in gnodes:
         be = t.be
         src = t.cs
         for p in src:
-            if p.addr == -1:
+            if p.addr == -1 and p.wbe == -1 and p.vs is None:
                 allocate(p, be)
-        allocate(t, be)
+        if t.addr == -1 and t.wbe == -1 and t.vs is None:
+            allocate(t, be)
         for p in src:
             n = p.nch - 1
             p.nch = n
@@ -229,8 +228,10 @@ def allocate_graph(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size, max
                 vs = p.vs
                 if vs is not None:
                     vs.nvw -= 1
-                    if vs.nvw == 0 and vs.nch == 0:
-                        free(vs)
-                else:
-                    free(p)
+                    if vs.nvw == 0 and vs.nch == 0 and not vs.flags & OUTPUT and vs.addr != -1:
+                        allocs[vs.abe].free(vs.addr, vs.asz)
+                        vs.addr = -1
+                elif not p.flags & OUTPUT and p.addr != -1:
+                    allocs[p.abe].free(p.addr, p.asz)
+                    p.addr = -1
     return [a.max_size for a in allocs]

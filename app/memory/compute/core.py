@@ -21,7 +21,7 @@ from .context import Ctx
 from .ggml import ne4, nelements
 from .models import family_of
 from .mtp import add_sampling
-from .schedule import schedule
+from .schedule import schedule, weight_users
 
 log = logging.getLogger("app.memory.compute")
 
@@ -205,18 +205,28 @@ def compute_buffers(
         pin_cpu,
         pipeline,
         tuple((d.name, d.kind, d.max_tensor_bytes) for d in devs),
-        tuple(sigs),
         glob,
         placement.duplicated_output,
         settings.spec_draft_backend_sampling and shape.mtp,
     )
     n_main = p.n_layer - p.nextn_layers
+    family = family_of(p.arch)
     if shape.mtp:
+        if family.build_mtp is None:
+            raise ValueError(f"no MTP graph is replayed for {p.arch}")
+        layers, build = list(range(n_main, p.n_layer)), family.build_mtp
         # the MTP draft context's graph reads the NextN layers only: key on where their tensors and caches are
         nextn = facts.get("nextn_getter")
         if nextn is None:
             nextn = facts["nextn_getter"] = _getter([i for i, il in enumerate(_tensor_layers(model)) if il >= n_main])
-        key += (tuple(layer_be[n_main : p.n_layer]), tuple(kv_be[n_main:]), nextn(tbe))
+        key += (tuple(sigs), tuple(layer_be[n_main : p.n_layer]), tuple(kv_be[n_main:]), nextn(tbe))
+    else:
+        layers = list(range(len(sigs))) if facts["uncut"] else pad_layers(compress(sigs, facts["hood"]), len(sigs))
+        build = family.build
+        # the replay reads only the kept layers (their signatures hold their structure and where their tensors,
+        # layer and cache live), so placements that differ only in layers the compression drops give the same
+        # figures: one cache entry (layer_be too, for the approximation's per-layer sums)
+        key += (tuple([sigs[il] for il in layers]), tuple(layer_be))
     results = facts["results"]
     hit = results.get(key)
     if hit is not None:
@@ -225,14 +235,6 @@ def compute_buffers(
         if cached_note and notes is not None:
             notes.append(cached_note)
         return dict(cached)
-    family = family_of(p.arch)
-    if shape.mtp:
-        if family.build_mtp is None:
-            raise ValueError(f"no MTP graph is replayed for {p.arch}")
-        layers, build = list(range(n_main, p.n_layer)), family.build_mtp
-    else:
-        layers = list(range(len(sigs))) if facts["uncut"] else pad_layers(compress(sigs, facts["hood"]), len(sigs))
-        build = family.build
     gkey = (shape, settings.type_k, settings.type_v, tuple(facts["kinds"][il] if il < n_main else il for il in layers))
     graphs = facts["graphs"]
     approximate: str | None = None
@@ -337,9 +339,12 @@ def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_
     n_be = cpu + 1
     offload_to = [i for i, d in enumerate(devs) if d.kind in ("gpu", "igpu")] if offload else []
     g = b.g
-    splits = schedule(
-        g.nodes, g.leafs, cpu, offload_to, [(d.max_tensor_bytes, backend_of(d)) for d in devs] + [(None, "cpu")]
-    )
+    users = b.__dict__.get("users")
+    if users is None:
+        users = b.__dict__["users"] = weight_users(g.nodes)
+    forced = ([t for t, _ in b.pins] if pin else []) + (b.cpu_pins if pin_cpu else [])
+    limits = [(d.max_tensor_bytes, backend_of(d)) for d in devs] + [(None, "cpu")]
+    splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced)
     host_align, host_max = host_buffer_of(devs)
     aligns = [alignment_of(d) for d in devs] + [host_align]
     max_sizes = [d.max_buffer for d in devs] + [host_max]

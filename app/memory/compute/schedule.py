@@ -52,12 +52,26 @@ def _supports(t, be, limits) -> bool:
     return all(s is None or _tensor_bytes(s) <= lim for s in t.src)
 
 
-def schedule(nodes, leafs, cpu, offload_to, limits=None):
+def weight_users(nodes):
+    """The nodes pass 1 can give a backend (:func:`_be_from_cur` returns -1 for every other): inputs, views of
+    weights and ops with a weight source. A property of the graph alone, so a built graph keeps it."""
+    return [
+        t
+        for t in nodes
+        if t.fl0 & INPUT
+        or t.ty == "w"
+        or (t.vs is not None and t.vs.ty == "w")
+        or any(s is not None and s.ty == "w" and s.op == NONE for s in t.src)
+    ]
+
+
+def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=()):
     """Backend per node and the splits with their inputs (``ggml_backend_sched_split_graph`` passes 1-5).
 
     ``offload_to``: backends whose ``offload_op`` accepts ops on host weights (CUDA-like GPUs), in priority order.
     ``limits``: per backend, (the largest tensor its ops may touch or None, its backend name), see
-    :func:`_supports`.
+    :func:`_supports`. ``users``: :func:`weight_users` of ``nodes`` when the caller keeps it, with ``forced``
+    the nodes whose backend is forced (``force``); pass 1 then visits only those.
     Returns ``splits`` as a list of (backend, first node index, end index, [(input, its copy)]); nodes get
     ``be`` and, where a source lives on another backend, ``cs`` with the copy in its place.
     """
@@ -67,11 +81,13 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None):
     for t in leafs:
         if t.be == -1:
             t.be = _be_from_cur(t, cpu, offload_to, limits)
-    for t in nodes:
+    for t in nodes if users is None else users:
         if t.force != -1:
             t.be = t.force
         elif t.be == -1:
             t.be = _be_from_cur(t, cpu, offload_to, limits)
+    for t in forced:
+        t.be = t.force
     real = [t for t in nodes if t.op not in VIEW_OPS]
     # pass 2: expand gpu down, gpu up, rest down, rest up; an op the backend does not support stays unassigned
     # (ggml_backend_sched_set_if_supported)
