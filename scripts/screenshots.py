@@ -1,6 +1,6 @@
 """Regenerate the README screenshots (offscreen Qt): the demo on two planned GPUs + CPU, an over-capacity
 state, and the command panel, at 1024x700, 1280x800 and 1920x1080 (light), the demo in the dark theme, and
-the server's launch options and chat, a draft model and a vision projector at 1280x800.
+the server's launch options and chat, a draft model, MTP drafting and a vision projector at 1280x800.
 
     QT_QPA_PLATFORM=offscreen python scripts/screenshots.py [--out docs/screenshots]
 """
@@ -25,8 +25,8 @@ def settle(app: QApplication, rounds: int = 5) -> None:
 
 
 def extras(app: QApplication, out: Path, size: str, w: int, h: int) -> list[Path]:
-    """A draft model and a projector on the demo's two planned GPUs: Qwen3-4B with Qwen3-0.6B as its draft, and
-    Gemma 3 4B with its vision projector (full-size headers written as sparse files by the test factory)."""
+    """A draft model, MTP drafting and a projector on the demo's two planned GPUs: Qwen3-4B with Qwen3-0.6B as its
+    draft, Qwen3.5-27B drafting with its own MTP layer, and Gemma 3 4B with its vision projector (full-size headers written as sparse files by the test factory)."""
     import tempfile
 
     from tests import gguf_factory as gf
@@ -38,6 +38,7 @@ def extras(app: QApplication, out: Path, size: str, w: int, h: int) -> list[Path
     for name, model, attach in (
         ("draft", "qwen3-4b", lambda win: win.draft_panel.set_draft_path(
             str(gf.write_sparse_model("qwen3-0.6b", work / "Qwen3-0.6B-Q4_K_M.gguf")))),
+        ("mtp", "qwen3.5-27b", lambda win: win.draft_panel.mtp.setChecked(True)),
         ("projector", "gemma-3-4b", lambda win: win.projector_panel.set_projector_path(str(write_gemma3_projector(
             work / "mmproj-gemma-3-4b.gguf", n_embd_text=2560, n_embd=1152, n_ff=4304, n_layer=27, n_head=16,
             image_size=896)))),
@@ -51,7 +52,7 @@ def extras(app: QApplication, out: Path, size: str, w: int, h: int) -> list[Path
         settle(app)
         win.open_path_sync(str(path))
         attach(win)
-        win.bottom.setCurrentWidget(win.draft_panel if name == "draft" else win.projector_panel)
+        win.bottom.setCurrentWidget(win.projector_panel if name == "projector" else win.draft_panel)
         settle(app)
         win.board.relayout()
         settle(app)

@@ -32,7 +32,7 @@ class DraftPanel(QWidget):
         outer.setContentsMargins(8, 6, 8, 6)
         lay = QVBoxLayout()
         outer.addLayout(lay, 1)
-        lay.addWidget(QLabel("<b>Speculative decoding with a draft model</b> (-md)"))
+        lay.addWidget(QLabel("<b>Speculative decoding</b> with a draft model (-md) or the model's own MTP layers"))
         self.row = AttachedFile(
             document, "Draft model", "GGUF models (*.gguf)",
             "A small model of the same family and vocabulary (-md), e.g. Qwen3-0.6B for Qwen3-8B",

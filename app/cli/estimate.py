@@ -86,6 +86,8 @@ def to_json(est: Estimate, draft_path: str | None = None, projector_path: str | 
         "draft": (
             {
                 "model": draft_path,
+                # "mtp": the model's own NextN layers in a second context (--spec-type draft-mtp), no weights
+                "kind": "mtp" if draft.shape.mtp else "draft-model",
                 "devices": _devices_json(draft),
                 "layers": draft.placement.layer_device,
             }
@@ -244,7 +246,16 @@ def render_text(est: Estimate) -> str:
             f"{to_llama_name(d.name):10} {d.model / MiB:9.0f} {d.context / MiB:9.0f} {d.compute / MiB:9.0f} "
             f"{d.output / MiB:8.1f}{dr} {d.total / MiB:9.0f} {cap:>9} {free:>9}"
         )
-    if est.draft is not None:
+    if est.draft is not None and est.draft.shape.mtp:
+        lines.append(
+            "MTP draft context (--spec-type draft-mtp), per device: "
+            + ", ".join(
+                f"{to_llama_name(d.name)} {d.context // MiB} KV + {d.compute // MiB} compute MiB"
+                for d in est.draft.devices
+                if d.total
+            )
+        )
+    elif est.draft is not None:
         lines.append(
             "draft model (-md), per device: "
             + ", ".join(

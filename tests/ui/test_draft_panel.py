@@ -117,7 +117,11 @@ def test_the_models_own_mtp_layers_draft_from_the_panel(window, qtbot, tmp_path)
     panel = window.draft_panel
     assert panel.mtp.isEnabled() and not panel.mtp.isChecked() and not panel.n_max.isEnabled()
     before = window.doc.estimate
+    nextn = [it for it in window.board.blocks.values() if it.info.nextn]
+    assert nextn and all(it.color.alpha() < 255 for it in nextn)  # drawn faded: llama.cpp skips them
     panel.mtp.setChecked(True)
+    assert all(it.color.alpha() == 255 for it in nextn)  # loaded now (load_mtp)
+    assert "loaded for MTP speculation" in window.board._tooltip(nextn[0].info)
     est = window.doc.estimate
     assert est.draft is not None and est.shape.n_rs_seq == 3
     assert sum(d.model for d in est.devices) > sum(d.model for d in before.devices)  # the NextN weights

@@ -52,8 +52,9 @@ class BlockItem(QGraphicsRectItem):
         self.setAcceptHoverEvents(True)
         self.pinned = False
         color = QColor(style.PART_COLORS.get(info.part) if info.part else style.ROLE_COLORS[info.role])
+        self.solid = QColor(color)
         if info.nextn:
-            color.setAlpha(90)
+            color.setAlpha(90)  # a NextN/MTP block: not loaded unless MTP speculation is on (set_loaded)
         self.color = color
         self.setBrush(QBrush(color))
         self._normal_pen = QPen(color.darker(140), 1)
@@ -68,6 +69,15 @@ class BlockItem(QGraphicsRectItem):
         self.pin_mark.setBrush(QBrush(QColor("white")))
         self.pin_mark.setPen(QPen(QColor("black"), 1))
         self.pin_mark.setVisible(False)
+
+    def set_loaded(self, loaded: bool) -> None:
+        """A NextN/MTP block drawn solid while llama.cpp loads it (draft-mtp), faded while it skips it."""
+        color = QColor(self.solid)
+        if not loaded:
+            color.setAlpha(90)
+        if color != self.color:
+            self.color = color
+            self.setBrush(QBrush(color))
 
     def set_pinned(self, pinned: bool) -> None:
         if pinned != self.pinned:
@@ -305,6 +315,7 @@ class BoardView(QGraphicsView):
         est = self.doc.estimate
         y = 0.0
         pinned = self.doc.placement.pinned
+        mtp_on = self.doc.placement.settings.load_mtp
         for name in lanes:
             lane = self.lanes.get(name)
             if lane is None:
@@ -336,6 +347,8 @@ class BoardView(QGraphicsView):
                     item = self.blocks[info.id] = BlockItem(info)
                     self.scene().addItem(item)
                 item.info = info
+                if info.nextn:
+                    item.set_loaded(mtp_on)
                 item.set_pinned(info.id in pinned)
                 item.set_geometry(x, y + row_y + style.BLOCK_H - h, w, h)
                 x += w + 1
@@ -493,7 +506,9 @@ class BoardView(QGraphicsView):
             idx = m.index
             pos = [idx.tensor_pos[t.name] for t in tensors if t.name in idx.tensor_pos]
             skipped = sum(1 for i in pos if idx.skipped[i])
-            if skipped == len(pos):
+            if self.doc.placement.settings.load_mtp:
+                lines.append("NextN/MTP layer: loaded for MTP speculation (--spec-type draft-mtp), counted")
+            elif skipped == len(pos):
                 lines.append("NextN/MTP layer: not loaded unless MTP speculation is on")
             elif not skipped:
                 lines.append(

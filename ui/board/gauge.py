@@ -66,7 +66,7 @@ class GaugeItem(QGraphicsObject):
         if m.output:
             lines.append(f"output buffer {fmt_bytes(m.output)}")
         if m.draft:
-            lines.append(f"draft model (weights, KV cache, buffers) {fmt_bytes(m.draft)}")
+            lines.append(f"draft model or MTP context (weights, KV cache, buffers) {fmt_bytes(m.draft)}")
         if m.projector:
             lines.append(f"projector (weights, compute buffers) {fmt_bytes(m.projector)}")
         lines.append(f"total {fmt_bytes(m.total)}")
