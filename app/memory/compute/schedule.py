@@ -53,14 +53,15 @@ def _supports(t, be, limits) -> bool:
 
 
 def weight_users(nodes):
-    """The nodes pass 1 can give a backend (:func:`_be_from_cur` returns -1 for every other): inputs, views of
-    weights and ops with a weight source. A property of the graph alone, so a built graph keeps it."""
+    """The nodes pass 1 can give a backend (:func:`_be_from_cur` returns -1 for every other): inputs, nodes that
+    view a leaf (a weight, or a KV/recurrent cache whose backend is its layer's: CPY and SET_ROWS into a cache
+    are such views) and ops with a weight source. A property of the graph alone, so a built graph keeps it."""
     return [
         t
         for t in nodes
         if t.fl0 & INPUT
         or t.ty == "w"
-        or (t.vs is not None and t.vs.ty == "w")
+        or (t.vs is not None and t.vs.op == NONE)
         or any(s is not None and s.ty == "w" and s.op == NONE for s in t.src)
     ]
 
