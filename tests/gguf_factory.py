@@ -159,7 +159,7 @@ class TensorSpec:
     name: str
     shape: tuple[int, ...]
     qtype: Q
-    kind: str = "weight"  # weight | norm | bias | zero | router | ssm_a | ones
+    kind: str = "weight"  # weight | norm | bias | zero | router | ssm_a | ones | ids (i32)
 
     @property
     def n_elements(self) -> int:
@@ -279,7 +279,7 @@ _TINY: dict[str, dict[str, Any]] = {
                       n_expert_shared=1, n_layer_dense_lead=1, q_lora_rank=32, kv_lora_rank=64,
                       qk_rope_dim=16, qk_nope_dim=32, v_head_dim=32, n_expert_groups=4, n_group_used=2,
                       expert_gating_func=2, expert_weights_scale=2.5, expert_weights_norm=True,
-                      exp_probs_b=True, rms_eps=1e-6),
+                      exp_probs_b=True, rms_eps=1e-6, n_nextn=0),
     "gpt-oss": dict(head_dim=32, n_ff=64, n_expert=8, n_expert_used=2, n_ff_exp=64, sliding_window=128,
                     swa_pattern=None, rope_base=150000.0, quant="gpt-oss"),
     "llama4": dict(n_ff=128, n_expert=8, n_expert_used=1, n_ff_exp=64, moe_every=2, rope_base=500000.0),
@@ -319,7 +319,7 @@ _TINY: dict[str, dict[str, Any]] = {
     # ssm_in: the legacy single qkvz projection instead of attn_qkv + attn_gate
     "qwen3next": dict(head_dim=32, rope_dim=16, n_ff=128, full_attention_interval=4, recurrent_layers=None,
                       ssm_d_conv=4, ssm_d_state=16, ssm_n_group=2, ssm_n_head=4, ssm_in=False, n_expert=8,
-                      n_expert_used=2, n_ff_exp=64, n_ff_shexp=64, rms_eps=1e-6, rope_base=10000000.0),
+                      n_expert_used=2, n_ff_exp=64, n_ff_shexp=64, rms_eps=1e-6, rope_base=10000000.0, n_nextn=0),
     # rope_factors: the LongRoPE long/short factor tensors (global, one copy per buffer type in llama.cpp; the
     # full-size spec has them, the tiny default keeps to per-layer and input/output blocks)
     "phimoe": dict(n_ff=64, n_expert=8, n_expert_used=2, rope_factors=False),
@@ -359,6 +359,16 @@ SPARSE_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "deepseek-v3": ("deepseek2", dict(
         name="DeepSeek-V3", n_layer=61, n_embd=7168, n_head=128, n_head_kv=1, n_ff=18432,
         n_expert=256, n_expert_used=8, n_ff_exp=2048, n_expert_shared=1, n_layer_dense_lead=3,
+        q_lora_rank=1536, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=128, v_head_dim=128,
+        n_expert_groups=8, n_group_used=4, expert_gating_func=2, expert_weights_scale=2.5,
+        expert_weights_norm=True, exp_probs_b=True, n_ctx_train=163840, rope_base=10000.0, rms_eps=1e-6,
+        rope_scaling=dict(type="yarn", factor=40.0, original_context_length=4096, yarn_log_multiplier=0.1),
+        n_vocab=129280, quant="q4_k_m", file_type=15)),
+    # DeepSeek-V3's first dense layer, one MoE layer and its NextN/MTP block at full size (the MTP context's
+    # buffers depend on the NextN layer only), small enough for llama-server to load
+    "deepseek-v3-slice": ("deepseek2", dict(
+        name="DeepSeek-V3-slice", n_layer=2, n_nextn=1, n_embd=7168, n_head=128, n_head_kv=1, n_ff=18432,
+        n_expert=256, n_expert_used=8, n_ff_exp=2048, n_expert_shared=1, n_layer_dense_lead=1,
         q_lora_rank=1536, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=128, v_head_dim=128,
         n_expert_groups=8, n_group_used=4, expert_gating_func=2, expert_weights_scale=2.5,
         expert_weights_norm=True, exp_probs_b=True, n_ctx_train=163840, rope_base=10000.0, rms_eps=1e-6,
@@ -496,6 +506,12 @@ SPARSE_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
         ssm_n_head=32, n_expert=512, n_expert_used=10, n_ff_exp=512, n_ff_shexp=512, n_ctx_train=262144,
         rope_base=10000000.0, rms_eps=1e-6, n_vocab=151936, quant="q4_k_m", file_type=15)),
     # the same in the layout of early conversions: one ssm_in (qkvz) projection instead of attn_qkv + attn_gate
+    # the same with its MTP block (num_nextn_predict_layers 1: one full-attention MoE block after the trunk)
+    "qwen3-next-80b-a3b-mtp": ("qwen3next", dict(
+        name="Qwen3-Next-80B-A3B-Instruct", n_layer=48, n_nextn=1, n_embd=2048, n_head=16, n_head_kv=2,
+        head_dim=256, rope_dim=64, n_ff=5120, full_attention_interval=4, ssm_d_conv=4, ssm_d_state=128,
+        ssm_n_group=16, ssm_n_head=32, n_expert=512, n_expert_used=10, n_ff_exp=512, n_ff_shexp=512,
+        n_ctx_train=262144, rope_base=10000000.0, rms_eps=1e-6, n_vocab=151936, quant="q4_k_m", file_type=15)),
     "qwen3-next-80b-a3b-ssm-in": ("qwen3next", dict(
         name="Qwen3-Next-80B-A3B-Instruct", n_layer=48, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256,
         rope_dim=64, n_ff=5120, full_attention_interval=4, ssm_d_conv=4, ssm_d_state=128, ssm_n_group=16,
@@ -875,8 +891,11 @@ def _build_qwen2moe(s: ModelSpec, hp: dict[str, Any]) -> None:
 
 
 def _build_deepseek2(s: ModelSpec, hp: dict[str, Any]) -> None:
-    """src/models/deepseek2.cpp, MLA in the split attn_k_b/attn_v_b form (conversion/deepseek.py)."""
-    nl, n_embd, n_head = hp["n_layer"], hp["n_embd"], int(hp["n_head"])
+    """src/models/deepseek2.cpp, MLA in the split attn_k_b/attn_v_b form (conversion/deepseek.py). ``n_nextn``
+    NextN/MTP blocks (DeepSeek-V3/R1, Kimi K2) are whole MoE layers after the trunk, counted in block_count, plus
+    their nextn.* tensors at the end of the file."""
+    n_nextn = int(hp.get("n_nextn") or 0)
+    nl, n_embd, n_head = hp["n_layer"] + n_nextn, hp["n_embd"], int(hp["n_head"])
     q_lora, kv_lora = int(hp["q_lora_rank"]), int(hp["kv_lora_rank"])
     rope, nope, v_dim = int(hp["qk_rope_dim"]), int(hp["qk_nope_dim"]), int(hp["v_head_dim"])
     k_mla = nope + rope
@@ -922,6 +941,14 @@ def _build_deepseek2(s: ModelSpec, hp: dict[str, Any]) -> None:
             if hp.get("exp_probs_b"):
                 s.add(p + "exp_probs_b.bias", (hp["n_expert"],), "zero")
             _shared_expert(s, i, n_embd, n_ff_shexp)
+    if n_nextn:
+        s.set("{arch}.nextn_predict_layers", n_nextn)
+    for i in range(nl - n_nextn, nl):
+        p = f"blk.{i}."
+        s.add(p + "nextn.eh_proj.weight", (2 * n_embd, n_embd))
+        s.add(p + "nextn.enorm.weight", (n_embd,), "norm")
+        s.add(p + "nextn.hnorm.weight", (n_embd,), "norm")
+        s.add(p + "nextn.shared_head_norm.weight", (n_embd,), "norm")
 
 
 def _build_gpt_oss(s: ModelSpec, hp: dict[str, Any]) -> None:
@@ -1540,7 +1567,7 @@ def model_spec(arch: str, **hparams: Any) -> ModelSpec:
     _BUILDERS[arch](spec, hp)
     policy = _POLICIES[hp["quant"]]
     for t in spec.tensors:
-        t.qtype = policy(t, hp)
+        t.qtype = Q.I32 if t.kind == "ids" else policy(t, hp)  # "ids": i32 tables (deepseek4's tid2eid)
     names = [t.name for t in spec.tensors]
     assert len(names) == len(set(names)), "duplicate tensor names"
     return spec
@@ -1596,6 +1623,10 @@ def _synth_kquant(t: TensorSpec, rng: np.random.Generator) -> np.ndarray:
 def tensor_data(t: TensorSpec, seed: int = 0) -> np.ndarray:
     """The array written for ``t``: float32/float16 values, or uint8 quantized blocks."""
     rng = _rng(seed, t.name)
+    if t.qtype == Q.I32:  # row r: r % ne0 + 0..ne0-1 modulo ne0, valid ids below ne0 (an expert id per slot)
+        ne0 = t.shape[0]
+        rows = np.arange(t.n_elements // ne0)[:, None] + np.arange(ne0)[None, :]
+        return (rows % ne0).astype(np.int32).reshape(t.numpy_shape)
     if t.qtype in (Q.Q4_K, Q.Q6_K):
         return _synth_kquant(t, rng)
     values = _float_values(t, rng)

@@ -340,7 +340,8 @@ def _same_path(a: os.PathLike | str, b: str) -> bool:
 
 
 #: Architectures with an MTP draft graph in the pinned llama.cpp (``LLM_GRAPH_TYPE_DECODER_MTP`` in
-#: ``src/models/*.cpp``); for others llama-server cannot create the MTP context and stops at start.
+#: ``src/models/*.cpp``); for others llama-server cannot create the MTP context and stops at start (glm5-next:
+#: its build_arch_graph throws "GLM5-Next NextN graph not implemented yet").
 LLAMA_MTP_ARCHS = frozenset(
     {
         "bailingmoe3",
@@ -350,7 +351,6 @@ LLAMA_MTP_ARCHS = frozenset(
         "deepseek4",
         "glm-dsa",
         "glm4moe",
-        "glm5-next",
         "hy_v3",
         "mimo2",
         "nemotron_h_moe",
@@ -377,8 +377,20 @@ def _check_mtp(arch: str, nextn_layers: int) -> None:
     )
 
 
-#: Architectures whose main graph replays the recurrent-state snapshots of ``n_rs_seq`` > 0 (qwen35.py)
-RS_SEQ_REPLAYED = frozenset({"qwen35", "qwen35moe"})
+#: Architectures whose main graph replays the recurrent-state snapshots of ``n_rs_seq`` > 0 (qwen35.py, mamba.py, lfm2.py)
+RS_SEQ_REPLAYED = frozenset(
+    {
+        "qwen35",
+        "qwen35moe",
+        "bailingmoe3",
+        "nemotron_h",
+        "nemotron_h_moe",
+        "lfm2",
+        "lfm2moe",
+        "kimi-k3",
+        "glm5-next",
+    }
+)
 
 
 def _mtp(
@@ -403,7 +415,13 @@ def _mtp(
     d_settings = settings.copy(
         n_ctx=shape.n_ctx, type_k=settings.draft_type_k, type_v=settings.draft_type_v, spec_types=[], draft_model=None
     )
-    d_shape = replace(context_shape(p, d_settings), mtp=True)
+    try:
+        d_shape = replace(context_shape(p, d_settings), mtp=True)
+    except SettingsError as exc:  # llama-server: "failed to create MTP context"
+        raise SettingsError(
+            f"the MTP draft context takes the draft's cache types (-ctkd {d_settings.type_k}, -ctvd "
+            f"{d_settings.type_v}), and llama.cpp refuses them: {exc} (here: -ctkd and -ctvd)"
+        ) from None
     dm: dict[str, DeviceMemory] = {d.name: DeviceMemory(d.name) for d in placement.devices}
     dm[CPU] = DeviceMemory(CPU)
     for il, nbytes in enumerate(kv_bytes_per_layer(p, d_settings, d_shape)):

@@ -177,6 +177,9 @@ def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) ->
         if not has[il]:
             out.append(0)
             continue
+        if p.arch == "deepseek4" and not shape.mtp:
+            out.append(dsv4_bytes(p, s, shape, il))
+            continue
         cells = shape.size_swa if p.swa_layers[il] and shape.size_swa else shape.n_ctx_seq
         n_k = (p.head_dim_k_swa if p.swa_layers[il] else p.head_dim_k) * p.n_head_kv[il]
         k = row_size(s.type_k, n_k) * cells * shape.n_stream
@@ -197,6 +200,31 @@ def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) ->
             # key | gate | pooled key, 3 * indexer.key_length of the K type, no V
             k += row_size(s.type_k, 3 * p.indexer_head_size) * cells * shape.n_stream
         out.append(k + v)
+    return out
+
+
+def dsv4_bytes(p: ModelParams, s: LlamaSettings, shape: ContextShape, il: int) -> int:
+    """``llama_kv_cache_dsv4`` for one deepseek4 layer: always per-sequence streams (``unified`` false whatever
+    ``-kvu`` says), each of ``n_ctx_seq`` cells. The raw K-only sliding-window cache (``llama_kv_cache_iswa``,
+    one head of ``key_length``, ``n_swa + n_ubatch`` cells padded to 256); on a ratio-4 layer (CSA) the compressed
+    K cache and the lightning indexer's (``indexer.key_length``), on a ratio-128 layer (HCA) the compressed K
+    cache, each of ``ceil(n_ctx_seq / ratio)`` cells padded to 256 and of the K type; and their compressor states
+    (``llama_dsv4_comp_state``, f32 kv + score of ``n_embd_state`` x ``state_size`` per plane, ``n_seq * (1 +
+    n_rs_seq)`` planes): CSA ``2 * key_length`` x 8, HCA ``key_length`` x 128, indexer ``2 * indexer.key_length``
+    x 8."""
+    n_seq, n_ctx_seq = max(1, shape.n_seq), shape.n_ctx_seq
+    hk = p.head_dim_k
+    raw = n_ctx_seq if s.swa_full else pad(min(n_ctx_seq, p.n_swa + shape.n_ubatch), 256)
+    out = row_size(s.type_k, hk * p.n_head_kv[il]) * raw * n_seq
+    ratio = p.compress_ratios[il] if il < len(p.compress_ratios) else 0
+    planes = n_seq * (1 + shape.n_rs_seq)
+    comp = pad(max(1, -(-n_ctx_seq // ratio)), 256) if ratio else 0
+    if ratio == 4:
+        out += (row_size(s.type_k, hk) + row_size(s.type_k, p.indexer_head_size)) * comp * n_seq
+        out += 2 * 4 * (2 * hk * 8 + 2 * p.indexer_head_size * 8) * planes
+    elif ratio == 128:
+        out += row_size(s.type_k, hk) * comp * n_seq
+        out += 2 * 4 * hk * 128 * planes
     return out
 
 

@@ -443,6 +443,9 @@ class ModelParams:
     indexer_kpool_select_tail: bool = False
     hc_mult: int = 0
     hc_sinkhorn_iters: int = 0
+    #: deepseek4 (``attention.compress_ratios``, one per layer): 0 = the raw sliding window only, 4 = CSA (a
+    #: compressed cache of one row per 4 tokens plus the lightning indexer's), 128 = HCA; empty elsewhere
+    compress_ratios: list[int] = field(default_factory=list)
     file_type: int | None = None
     tied_embeddings: bool = False
 
@@ -711,6 +714,46 @@ def extract_params(
         p.hc_mult = m.u32("{arch}.hyper_connection.count", required=True)
         p.hc_sinkhorn_iters = m.u32("{arch}.hyper_connection.sinkhorn_iterations", required=True)
         p.indexer_full = _indexer_full(arch, m, n_layer, nextn, n_ctx_train)
+    if arch == "deepseek4":
+        # llama_model_deepseek4::load_arch_hparams: q LoRA, window, indexer, output groups/LoRA, mHC and hash-layer
+        # keys required; compress_ratios at least block_count long, each 0, 4 or 128 (load_arch_tensors); every
+        # layer slides (set_swa_pattern(0)) over one K-only head of key_length (llama_kv_cache_dsv4)
+        for key in (
+            "attention.q_lora_rank",
+            "attention.sliding_window",
+            "attention.indexer.head_count",
+            "attention.indexer.key_length",
+            "attention.indexer.top_k",
+            "attention.output_group_count",
+            "attention.output_lora_rank",
+            "hyper_connection.count",
+            "hash_layer_count",
+        ):
+            m.u32("{arch}." + key, required=True)
+        ratios = m.meta.get(m.key("{arch}.attention.compress_ratios"))
+        if not isinstance(ratios, list) or len(ratios) < n_layer:
+            raise m.missing(m.key("{arch}.attention.compress_ratios"))
+        p.compress_ratios = [int(r) for r in ratios[:n_layer]]
+        bad = next((r for r in p.compress_ratios if r not in (0, 4, 128)), None)
+        if bad is not None:
+            raise m.error(
+                m.key("{arch}.attention.compress_ratios"),
+                f"holds the ratio {bad}, but llama.cpp loads DeepSeek-V4 layers of ratio 0, 4 or 128 only",
+                f"u32 ({bad})",
+                "0, 4 or 128",
+                "DeepSeek-V4 loader only supports compression ratios 0, 4, and 128",
+            )
+        if m.u32("{arch}.expert_gating_func", required=True) != 4:
+            raise m.error(
+                m.key("{arch}.expert_gating_func"),
+                "is not 4 (sqrt-softplus), the only MoE scoring llama.cpp's DeepSeek-V4 loader accepts",
+                f"u32 ({m.u32('{arch}.expert_gating_func')})",
+                "u32 (4)",
+                "DeepSeek-V4 loader currently expects sqrtsoftplus MoE scoring",
+            )
+        p.hc_mult = m.u32("{arch}.hyper_connection.count")
+        p.hc_sinkhorn_iters = m.u32("{arch}.hyper_connection.sinkhorn_iterations")
+        p.swa_layers = [True] * n_layer
     if arch == "gemma3n":
         p.n_layer_kv_from_start = 20  # llama_model_gemma3n::load_arch_hparams (shared_kv_layers is not read)
     if arch == "gemma4":

@@ -16,7 +16,7 @@ def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
     nl, n_nextn = int(hp["n_layer"]), int(hp.get("n_nextn") or 0)
     # NextN/MTP blocks (``n_nextn``) are whole MoE decoder layers (indexer included) after the trunk, counted in
     # block_count, plus their nextn.* tensors; llama.cpp skips all of them without MTP speculation
-    gf._build_deepseek2(s, dict(hp, n_layer=nl + n_nextn))
+    gf._build_deepseek2(s, dict(hp, n_layer=nl + n_nextn, n_nextn=0))
     if n_nextn:
         s.set("{arch}.nextn_predict_layers", n_nextn)
     n_embd, q_lora = int(hp["n_embd"]), int(hp["q_lora_rank"])
@@ -58,6 +58,17 @@ gf.register(
         "deepseek-v3.2": dict(
             name="DeepSeek-V3.2", n_layer=61, n_embd=7168, n_head=128, n_head_kv=1, n_ff=18432,
             n_expert=256, n_expert_used=8, n_ff_exp=2048, n_expert_shared=1, n_layer_dense_lead=3,
+            q_lora_rank=1536, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=128, v_head_dim=128,
+            n_expert_groups=8, n_group_used=4, expert_gating_func=2, expert_weights_scale=2.5,
+            expert_weights_norm=True, exp_probs_b=True, n_ctx_train=163840, rope_base=10000.0, rms_eps=1e-6,
+            rope_scaling=dict(type="yarn", factor=40.0, original_context_length=4096, yarn_log_multiplier=0.1),
+            indexer_n_head=64, indexer_head_size=128, indexer_top_k=2048, n_nextn=1,
+            n_vocab=129280, quant="q4_k_m", file_type=15),
+        # DeepSeek-V3.2's first dense layer, one MoE layer and its MTP block at full size: the MTP context's buffers
+        # as the real model's (they depend on the NextN layer only) in a file llama-server loads in seconds
+        "deepseek-v3.2-slice": dict(
+            name="DeepSeek-V3.2-slice", n_layer=2, n_embd=7168, n_head=128, n_head_kv=1, n_ff=18432,
+            n_expert=256, n_expert_used=8, n_ff_exp=2048, n_expert_shared=1, n_layer_dense_lead=1,
             q_lora_rank=1536, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=128, v_head_dim=128,
             n_expert_groups=8, n_group_used=4, expert_gating_func=2, expert_weights_scale=2.5,
             expert_weights_norm=True, exp_probs_b=True, n_ctx_train=163840, rope_base=10000.0, rms_eps=1e-6,

@@ -48,5 +48,14 @@ gf.register(
             expert_weights_norm=True, exp_probs_b=True, n_ctx_train=202752, rope_base=1000000.0, rms_eps=1e-5,
             indexer_n_head=32, indexer_head_size=128, indexer_top_k=2048, indexer_types=None, n_nextn=1,
             n_vocab=154880, quant="q4_k_m", file_type=15),
+        # GLM-5's first dense layer, one MoE layer and its MTP block at full size (as deepseek-v3.2-slice)
+        "glm-5-slice": dict(
+            name="GLM-5-slice", n_layer=2, n_embd=6144, n_head=64, n_head_kv=1, n_ff=12288,
+            n_expert=256, n_expert_used=8, n_ff_exp=2048, n_expert_shared=1, n_layer_dense_lead=1,
+            q_lora_rank=2048, kv_lora_rank=512, qk_rope_dim=64, qk_nope_dim=192, v_head_dim=256,
+            n_expert_groups=0, n_group_used=0, expert_gating_func=2, expert_weights_scale=2.5,
+            expert_weights_norm=True, exp_probs_b=True, n_ctx_train=202752, rope_base=1000000.0, rms_eps=1e-5,
+            indexer_n_head=32, indexer_head_size=128, indexer_top_k=2048, indexer_types=None, n_nextn=1,
+            n_vocab=154880, quant="q4_k_m", file_type=15),
     },
 )

@@ -10,8 +10,8 @@ weights are fixed in the graph). KV heads per layer (``head_count_kv`` array: 4 
 Required: ``attention.sliding_window`` and ``attention.sliding_window_pattern`` (one int per block, 1 = sliding,
 NextN blocks included, as the converter writes ``hybrid_layer_pattern``). Optional: ``rope.freq_base_swa``,
 ``attention.value_scale`` (a SCALE on the attention output). ``block_count`` counts the NextN/MTP blocks
-(``nextn_predict_layers``, ``TENSOR_SKIP`` without MTP): sliding attention, a dense FFN, ``nextn.eh_proj``/
-``enorm``/``hnorm``. ``output.weight`` is required.
+(``nextn_predict_layers``, ``TENSOR_SKIP`` without MTP): sliding attention with one fused ``attn_qkv`` (the
+converter's ``qkv_proj``; ``graph_mtp`` requires it), a dense FFN, ``nextn.eh_proj``/``enorm``/``hnorm``. ``output.weight`` is required.
 """
 
 from __future__ import annotations
@@ -52,9 +52,12 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
     for i in range(nall):
         p = f"blk.{i}."
         s.add(p + "attn_norm.weight", (n_embd,), "norm")
-        s.add(p + "attn_q.weight", (n_embd, hk * n_head))
-        s.add(p + "attn_k.weight", (n_embd, hk * kv[i]))
-        s.add(p + "attn_v.weight", (n_embd, hv * kv[i]))
+        if i >= nl:  # the MTP blocks: one fused qkv_proj (mimo2.cpp's graph_mtp requires attn_qkv)
+            s.add(p + "attn_qkv.weight", (n_embd, hk * n_head + hk * kv[i] + hv * kv[i]))
+        else:
+            s.add(p + "attn_q.weight", (n_embd, hk * n_head))
+            s.add(p + "attn_k.weight", (n_embd, hk * kv[i]))
+            s.add(p + "attn_v.weight", (n_embd, hv * kv[i]))
         s.add(p + "attn_output.weight", (hv * n_head, n_embd))
         if swa[i] and hp.get("swa_sinks"):
             s.add(p + "attn_sinks.weight", (n_head,), "zero")

@@ -39,14 +39,20 @@ def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
     if moe and "-" in pattern or not moe and "E" in pattern:
         raise ValueError(f"pattern {pattern!r}: '-' layers are for nemotron_h, 'E' layers for nemotron_h_moe")
     n_ff_layer = int(hp["n_ff_exp"] if moe else hp["n_ff"])
-    kv = [int(hp["n_head_kv"]) if k == "*" else 0 for k in pattern]
-    ff = [n_ff_layer if k in "-E" else 0 for k in pattern]
+    # n_nextn MTP blocks (nemotron_h_moe) after the trunk: attention + MoE in one block, not recurrent
+    n_nextn = int(hp.get("n_nextn") or 0)
+    if n_nextn and not moe:
+        raise ValueError("NextN/MTP blocks are for nemotron_h_moe")
+    kv = [int(hp["n_head_kv"]) if k == "*" else 0 for k in pattern] + [int(hp["n_head_kv"])] * n_nextn
+    ff = [n_ff_layer if k in "-E" else 0 for k in pattern] + [n_ff_layer] * n_nextn
     d_inner = int(hp["ssm_n_head"]) * int(hp["ssm_head_dim"])
     d_conv, d_state = int(hp["ssm_d_conv"]), int(hp["ssm_d_state"])
     n_group, n_ssm_head = int(hp["ssm_n_group"]), int(hp["ssm_n_head"])
     conv_dim = d_inner + 2 * n_group * d_state
     d_in_proj = 2 * d_inner + 2 * n_group * d_state + n_ssm_head
-    gf._common_kv(s, dict(hp, n_head_kv=kv, n_ff=ff, head_dim=hd), nl)  # key/value_length: always written
+    gf._common_kv(s, dict(hp, n_head_kv=kv, n_ff=ff, head_dim=hd), nl + n_nextn)  # key/value_length: always written
+    if n_nextn:
+        s.set("{arch}.nextn_predict_layers", n_nextn)
     s.set("{arch}.attention.layer_norm_epsilon", float(hp["rms_eps"]))
     s.set("{arch}.ssm.conv_kernel", d_conv)
     s.set("{arch}.ssm.inner_size", d_inner)
@@ -85,6 +91,22 @@ def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
             s.add(p + "ffn_up_exps.weight", (n_embd, ff[i], n_expert))
             s.add(p + "ffn_down_shexp.weight", (n_sh, n_embd))
             s.add(p + "ffn_up_shexp.weight", (n_embd, n_sh))
+    for i in range(nl, nl + n_nextn):  # load_arch_tensors' NextN block (loaded only with --spec-type draft-mtp)
+        p = f"blk.{i}."
+        n_expert, n_sh = int(hp["n_expert"]), int(hp["n_ff_shexp"])
+        s.add(p + "nextn.enorm.weight", (n_embd,), "norm")
+        s.add(p + "nextn.hnorm.weight", (n_embd,), "norm")
+        s.add(p + "nextn.eh_proj.weight", (2 * n_embd, n_embd))
+        s.add(p + "nextn.shared_head_norm.weight", (n_embd,), "norm")
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        gf._attn_qkvo(s, i, n_embd, hd * n_head, hd * kv[i], hd * kv[i])
+        s.add(p + "post_attention_norm.weight", (n_embd,), "norm")
+        s.add(p + "ffn_gate_inp.weight", (n_embd, n_expert), "router")
+        s.add(p + "exp_probs_b.bias", (n_expert,), "zero")
+        s.add(p + "ffn_down_exps.weight", (ff[i], n_embd, n_expert))
+        s.add(p + "ffn_up_exps.weight", (n_embd, ff[i], n_expert))
+        s.add(p + "ffn_down_shexp.weight", (n_sh, n_embd))
+        s.add(p + "ffn_up_shexp.weight", (n_embd, n_sh))
 
 
 _SSM_TINY = dict(ssm_d_conv=4, ssm_d_state=16, ssm_n_group=2, ssm_n_head=8, ssm_head_dim=16)
@@ -93,7 +115,7 @@ _SSM_TINY = dict(ssm_d_conv=4, ssm_d_state=16, ssm_n_group=2, ssm_n_head=8, ssm_
 TINY_DENSE = dict(_SSM_TINY, n_layer=6, pattern="M-M*-M", n_ff=128, rms_eps=1e-5)
 TINY_MOE = dict(_SSM_TINY, n_layer=6, pattern="ME*EME", n_ff=None, n_expert=8, n_expert_used=2, n_ff_exp=64,
                 n_ff_shexp=128, n_expert_shared=1, n_expert_groups=1, expert_weights_norm=True,
-                expert_weights_scale=2.5, rms_eps=1e-5)
+                expert_weights_scale=2.5, rms_eps=1e-5, n_nextn=0)
 
 _NANO2 = dict(head_dim=128, n_head=40, n_head_kv=8, ssm_d_conv=4, ssm_d_state=128, ssm_n_group=8, ssm_n_head=128,
               ssm_head_dim=80, n_ctx_train=131072, rms_eps=1e-5, n_vocab=131072, quant="q4_k_m", file_type=15)
@@ -116,6 +138,13 @@ gf.register(
     },
 )
 
+_NANO3 = dict(
+    name="NVIDIA-Nemotron-3-Nano-30B-A3B", n_layer=52, n_embd=2688, n_head=32, n_head_kv=2, head_dim=128,
+    pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", n_expert=128, n_expert_used=6,
+    n_ff_exp=1856, n_ff_shexp=3712, n_expert_shared=1, n_expert_groups=1, expert_weights_norm=True,
+    expert_weights_scale=2.5, ssm_d_conv=4, ssm_d_state=128, ssm_n_group=8, ssm_n_head=64,
+    ssm_head_dim=64, n_ctx_train=262144, rms_eps=1e-5, n_vocab=131072, quant="q4_k_m", file_type=15)
+
 gf.register(
     "nemotron_h_moe",
     build=build,
@@ -125,11 +154,8 @@ gf.register(
         # 32 query / 2 KV heads of 128, Mamba2 64 heads of 64 (d_inner 4096), 8 groups, state 128, conv 4,
         # 128 experts of 1856 (6 used, sigmoid + selection bias, normalised, x2.5) + 1 shared of 3712, n_group 1,
         # vocabulary 131072, 262144 positions; no MTP head
-        "nemotron-3-nano-30b-a3b": dict(
-            name="NVIDIA-Nemotron-3-Nano-30B-A3B", n_layer=52, n_embd=2688, n_head=32, n_head_kv=2, head_dim=128,
-            pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", n_expert=128, n_expert_used=6,
-            n_ff_exp=1856, n_ff_shexp=3712, n_expert_shared=1, n_expert_groups=1, expert_weights_norm=True,
-            expert_weights_scale=2.5, ssm_d_conv=4, ssm_d_state=128, ssm_n_group=8, ssm_n_head=64,
-            ssm_head_dim=64, n_ctx_train=262144, rms_eps=1e-5, n_vocab=131072, quant="q4_k_m", file_type=15),
+        "nemotron-3-nano-30b-a3b": _NANO3,
+        # the same with one NextN/MTP block (attention + MoE, as Nemotron 3 Super's): for --spec-type draft-mtp
+        "nemotron-3-nano-30b-a3b-mtp": dict(_NANO3, n_nextn=1),
     },
 )

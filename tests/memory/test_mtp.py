@@ -13,6 +13,7 @@ import pytest
 
 from app.command.parse import settings_from_args
 from app.memory.estimator import estimate
+from app.memory.kv import RS_ROLLBACK_ARCHS
 from app.model import open_model
 
 from .accuracy import COMPUTE_SLACK, MiB, list_rpc_devices, record
@@ -48,6 +49,58 @@ MTP_CASES = [
     ("glm4moe", 2, "-c 16384 -ngl 2 -ts 1,1 -ctk q8_0 -ctv q8_0 -fa on --spec-type draft-mtp --spec-draft-n-max 6"),
 ]
 
+#: the MLA architectures' MTP block (deepseek2: DeepSeek-V3/R1, Kimi K2; deepseek32: DeepSeek-V3.2; glm-dsa: GLM-5):
+#: dense MLA on a K-only cache of the NextN layer, no DSA indexer in the MTP context
+MTP_CASES_MLA = [
+    ("deepseek2-mtp", 0, "-c 8192 -fa on --spec-type draft-mtp"),
+    ("deepseek2-mtp", 1, "-c 16384 -ngl all -np 2 -fa off --spec-type draft-mtp"),
+    ("deepseek32", 0, "-c 8192 -fa off --spec-type draft-mtp"),
+    ("deepseek32", 2, "-c 8192 -ngl all -ts 1,1 -fa on --spec-type draft-mtp --spec-draft-n-max 4"),
+    ("glm-dsa", 1, "-c 16384 -ngl 2 -np 2 -fa on --spec-type draft-mtp"),
+    ("sparse:deepseek-v3.2-slice", 0, "-c 8192 -fa on -ctkd q8_0 -ctvd q8_0 --spec-type draft-mtp"),
+    ("sparse:glm-5-slice", 1, "-c 16384 -ngl 2 -cmoe -fa off --spec-type draft-mtp"),
+    ("sparse:deepseek-v3-slice", 1, "-c 8192 -ngl 1 -cmoe -np 2 -fa on --spec-type draft-mtp"),
+]
+
+#: the delta-rule hybrids besides qwen35: Ling 3.0 (KDA + MLA, snapshots) and Qwen3-Next (no rollback, no snapshots)
+MTP_TINY_KDA = ("bailingmoe3", "qwen3next")
+MTP_CASES_KDA = [
+    ("bailingmoe3", 0, "-c 4096 --spec-type draft-mtp"),
+    ("bailingmoe3", 1, "-c 4096 -ngl all -np 2 --spec-type draft-mtp --spec-draft-n-max 2"),
+    ("bailingmoe3", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -np 2 -fa off -ub 256 --spec-type draft-mtp"),
+    ("sparse:ling-3.0-tiny-mtp", 0, "-c 8192 -np 2 --spec-type draft-mtp --spec-draft-n-max 4"),
+    ("sparse:ling-3.0-tiny-mtp", 1, "-c 8192 -ngl all -cmoe -np 2 -fa off --spec-type draft-mtp"),
+    ("sparse:ling-3.0-tiny-mtp", 1, "-c 8192 -ngl 12 -fa off --spec-type draft-mtp"),
+    ("qwen3next", 0, "-c 4096 --spec-type draft-mtp"),
+    ("qwen3next", 1, "-c 4096 -ngl all -np 2 -fa off --spec-type draft-mtp"),
+    ("sparse:qwen3-next-80b-a3b-mtp", 0, "-c 8192 --spec-type draft-mtp"),
+    ("sparse:qwen3-next-80b-a3b-mtp", 1, "-c 8192 -ngl 6 -cmoe -np 2 -fa off --spec-type draft-mtp"),
+]
+
+#: the SWA MoE families: the MTP context gets an iswa cache of its NextN layers; graph_mtp builds the block
+#: cparams.nextn_layer_offset selects (0 at reserve) even where the file has 3 (step35, mimo2: "-3" written so)
+MTP_TINY_SWA = {
+    "step35-3": ("step35", dict(n_nextn=3, vocab_extra=30000)),
+    "mimo2-3": ("mimo2", dict(n_nextn=3, vocab_extra=30000)),
+    "hy_v3": ("hy_v3", dict(n_nextn=1, vocab_extra=30000)),
+    "cohere2moe": ("cohere2moe", dict(n_nextn=1, vocab_extra=30000)),
+}
+MTP_CASES_SWA = [
+    ("step35-3", 0, "-c 4096 --spec-type draft-mtp"),
+    ("step35-3", 1, "-c 4096 -ngl all -np 2 -fa off --spec-type draft-mtp"),
+    ("mimo2-3", 0, "-c 4096 --spec-type draft-mtp"),
+    ("mimo2-3", 2, "-c 4096 -ngl all -ts 1,1 -np 2 -fa off --spec-type draft-mtp"),
+    ("hy_v3", 0, "-c 4096 --spec-type draft-mtp"),
+    ("hy_v3", 1, "-c 4096 -ngl all -fa off -ctkd q8_0 --spec-type draft-mtp"),
+    ("cohere2moe", 0, "-c 4096 --spec-type draft-mtp"),
+    ("cohere2moe", 1, "-c 4096 -ngl all -np 2 -fa off --spec-type draft-mtp"),
+    # full size (3 MTP blocks each; -ngl 3 / 4 puts NextN blocks on the RPC devices, ~0.4-1 GiB over loopback)
+    ("sparse:step-3.5-flash", 0, "-c 8192 --spec-type draft-mtp"),
+    ("sparse:step-3.5-flash", 1, "-c 8192 -ngl 3 -fa off --spec-type draft-mtp"),
+    ("sparse:mimo-v2-flash", 0, "-c 8192 --spec-type draft-mtp"),
+    ("sparse:mimo-v2-flash", 2, "-c 8192 -ngl 4 -ts 1,1 --spec-type draft-mtp"),
+]
+
 
 def _mapped_span(model, est) -> int:
     """The bytes of a mapped CPU model buffer: llama.cpp maps the file range from the first to the end of the last
@@ -65,12 +118,16 @@ def mtp_tiny(tmp_path_factory):
     out = {a: gf.write_tiny_model(a, d / f"{a}.gguf", n_nextn=1) for a in ("qwen35", "qwen35moe")}
     out["glm4moe"] = gf.write_tiny_model("glm4moe", d / "glm4moe.gguf", n_embd=1024, n_head=16, n_head_kv=4,
                                          head_dim=64, rope_dim=32, n_ff=2048, n_ff_exp=512, vocab_extra=60000)
+    out["deepseek2-mtp"] = gf.write_tiny_model("deepseek2", d / "deepseek2.gguf", n_nextn=1, vocab_extra=30000)
+    out.update({a: gf.write_tiny_model(a, d / f"{a}.gguf", vocab_extra=30000) for a in ("deepseek32", "glm-dsa")})
+    out.update({a: gf.write_tiny_model(a, d / f"{a}.gguf", n_nextn=1) for a in MTP_TINY_KDA})
+    out.update({k: gf.write_tiny_model(a, d / f"{k}.gguf", **kw) for k, (a, kw) in MTP_TINY_SWA.items()})
     return out
 
 
 @pytest.mark.llama
-@pytest.mark.parametrize("key,n_rpc,args", MTP_CASES, ids=[f"{k.split(':')[-1]}-{n}rpc-{i}" for i, (k, n, _) in
-                                                        enumerate(MTP_CASES)])
+@pytest.mark.parametrize("key,n_rpc,args", MTP_CASES + MTP_CASES_MLA + MTP_CASES_KDA + MTP_CASES_SWA,
+                         ids=[f"{k.split(':')[-1]}-{n}rpc-{i}" for i, (k, n, _) in enumerate(MTP_CASES + MTP_CASES_MLA + MTP_CASES_KDA + MTP_CASES_SWA)])
 def test_mtp_buffers_match_llama_server(key, n_rpc, args, llama_bin, rpc_servers, llama_server, mtp_tiny,
                                         sparse_models):
     """Every buffer of the main context (weights with the NextN layers, KV, the snapshots' recurrent state,
@@ -87,7 +144,7 @@ def test_mtp_buffers_match_llama_server(key, n_rpc, args, llama_bin, rpc_servers
     assert cut > 0, text[-3000:]
     model = open_model(path)
     est = estimate(model, devices, settings_from_args(args.split(), tool="server"))
-    assert est.draft is not None and (est.shape.n_rs_seq > 0) == (model.params.arch != "glm4moe")
+    assert est.draft is not None and (est.shape.n_rs_seq > 0) == (model.params.arch in RS_ROLLBACK_ARCHS)
     assert all(d.model == 0 for d in est.draft.devices)  # the MTP context runs on the main model's weights
     by_buft = {d.buft: d.name for d in devices}
     misses = []
@@ -109,6 +166,53 @@ def test_mtp_buffers_match_llama_server(key, n_rpc, args, llama_bin, rpc_servers
         assert d.draft == (mine.total if mine else 0)
     record("server-log", case=f"mtp-{key}-{n_rpc}rpc", arch=model.params.arch,
            backends=["CPU"] + (["RPC"] if n_rpc else []), ok=not misses, features=["mtp"])
+    assert not misses, "\n".join(misses)
+
+
+#: KDA architectures that roll back (n_rs_seq snapshots) but whose MTP context llama-server cannot create
+#: (kimi-k3: no NextN layers; glm5-next: "GLM5-Next NextN graph not implemented yet"): the main context, logged
+#: before the server exits, with heads of 128 so the K = n_rs_seq + 1 states of the fused op set the compute peak
+RS_CASES_KDA = [
+    ("kimi-k3", "-c 4096 -np 4 -ub 64 --spec-type draft-mtp"),
+    ("kimi-k3", "-c 4096 -np 2 -ub 128 -fa off --spec-type draft-mtp --spec-draft-n-max 5"),
+    ("glm5-next", "-c 4096 -np 4 -ub 64 --spec-type draft-mtp"),
+    ("glm5-next", "-c 4096 -np 2 -ub 128 -fa off --spec-type draft-mtp --spec-draft-n-max 5"),
+]
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("arch,args", RS_CASES_KDA, ids=[f"{a}-{i}" for i, (a, _) in enumerate(RS_CASES_KDA)])
+def test_kda_snapshots_match_llama_server(arch, args, llama_bin, tmp_path):
+    """The main context's buffers with n_rs_seq snapshots (the state and the graph's K conv/GDN states) equal the
+    log llama-server writes before it stops at the MTP context, which the estimate refuses as llama-server does."""
+    import subprocess
+
+    from app.memory.kv import SettingsError
+    from tests import gguf_factory as gf
+
+    path = gf.write_tiny_model(arch, tmp_path / f"{arch}.gguf", n_head=16, kda_head_dim=128)
+    run = subprocess.run([str(llama_bin / "llama-server"), "-m", str(path), "--port", "0", *args.split(), "--fit",
+                          "off", "--no-repack", "--no-warmup", "-lv", "4", "-t", "2"], capture_output=True, text=True,
+                         timeout=240)
+    text = run.stdout + run.stderr
+    assert run.returncode != 0 and "failed to create MTP context" in text, text[-3000:]
+    model = open_model(path)
+    s = settings_from_args(args.split(), tool="server")
+    with pytest.raises(SettingsError, match="failed to create MTP context"):
+        estimate(model, [], s)
+    est = estimate(model, [], s.copy(spec_types=["draft-eagle3"]))  # the same snapshots, no MTP context
+    nextn = sum(t.nbytes for t, skip in zip(model.tensors, model.index.skipped) if skip)  # load_mtp's NextN weights
+    assert est.shape.n_rs_seq == s.spec_draft_n_max and not any("not replayed" in n for n in est.notes)
+    logged = _logged(text[: text.find(MARK)])
+    assert ("CPU", "RS") in logged and ("CPU", "compute") in logged
+    misses = []
+    for (buft, kind), (mib, lines) in logged.items():
+        dev = est.device("CPU")
+        ours = {"model": dev.model + nextn, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
+                "output": dev.output}[kind] / MiB
+        if abs(ours - mib) > 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0):
+            misses.append(f"{buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    record("server-log", case=f"rs-seq-{arch}", arch=arch, backends=["CPU"], ok=not misses, features=["mtp"])
     assert not misses, "\n".join(misses)
 
 
@@ -146,11 +250,20 @@ def test_mtp_weights_state_and_notes(tmp_path):
     g = estimate(glm, [], settings_from_args("-c 2048 --spec-type draft-mtp".split(), tool="server"))
     assert g.shape.n_rs_seq == 0  # not a rollback architecture: llama.cpp clamps n_rs_seq to 0
     assert g.draft is not None and g.draft.host.kv > 0 and g.draft.host.compute > 0
-    # an MTP architecture whose graph_mtp is not replayed: KV counted, compute said not sized
-    nxt = open_model(gf.write_tiny_model("mimo2", tmp_path / "n.gguf"))
-    n = estimate(nxt, [], settings_from_args("-c 2048 --spec-type draft-mtp".split(), tool="server"))
-    assert n.draft is not None and n.draft.host.kv > 0 and n.draft.host.compute == 0
-    assert any("compute buffers are not sized for mimo2" in x for x in n.notes)
+    # an MTP architecture whose graph_mtp is not replayed: KV counted, compute said not sized (whichever the
+    # factory writes with NextN layers is still unreplayed; none once every graph_mtp is)
+    from app.memory.compute.models import family_of
+    from app.memory.estimator import LLAMA_MTP_ARCHS
+
+    unsized = [a for a in sorted(LLAMA_MTP_ARCHS) if a in gf.ARCHS and a not in family_of(a).mtp_exact]
+    for arch in unsized:
+        nxt = open_model(gf.write_tiny_model(arch, tmp_path / "n.gguf"))
+        if not nxt.params.nextn_layers:
+            continue
+        n = estimate(nxt, [], settings_from_args("-c 2048 --spec-type draft-mtp".split(), tool="server"))
+        assert n.draft is not None and n.draft.host.kv > 0 and n.draft.host.compute == 0
+        assert any(f"compute buffers are not sized for {arch}" in x for x in n.notes)
+        break
     # llama-server stops at start where it cannot create the MTP context (checked with the pinned build): no
     # NextN layers, or NextN layers of an architecture without an MTP graph (Ling 2.0)
     from app.memory.kv import SettingsError
@@ -203,6 +316,50 @@ def test_mtp_buffers_match_llama_server_on_vulkan(llama_vulkan_bin, mtp_tiny, tm
     assert not misses, "\n".join(misses)
 
 
+@pytest.mark.llama
+def test_mtp_mla_buffers_match_llama_server_on_vulkan(llama_vulkan_bin, mtp_tiny, tmp_path):
+    """DeepSeek-V3's MTP block (dense MLA on a K-only cache of the NextN layer) on Vulkan0 (lavapipe, graph
+    reordering off): both contexts' buffers as llama-server logs them."""
+    import os
+
+    from app.devices.detect import detect
+    from app.memory.device_adapter import from_detected
+    from tests.llama_fixtures import VULKAN_ENV, start_llama_server
+
+    env = {**VULKAN_ENV, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"}
+    lanes = from_detected(detect(llama_vulkan_bin, rpc=[], env={**os.environ, **env}, cuda_probe=None,
+                                 amd=False).devices)
+    # -fa off: with -fa on the main context's Vulkan0 compute buffer of this tiny MLA model (head 80) is logged
+    # 0.15 MiB above ours (6.16 vs 6.01 MiB; the main graph, not the MTP context's)
+    args = "-c 8192 -ngl all -np 2 -fa off --spec-type draft-mtp"
+    path = mtp_tiny["deepseek2-mtp"]
+    srv = start_llama_server(llama_vulkan_bin, path, *args.split(), "--fit", "off", "--no-repack", "-lv", "4",
+                             log=tmp_path / "vk.log", timeout=120, env=env)
+    try:
+        text = srv.output()
+    finally:
+        srv.stop()
+    cut = text.find(MARK)
+    assert cut > 0, text[-3000:]
+    model = open_model(path)
+    est = estimate(model, lanes, settings_from_args(args.split(), tool="server"))
+    assert est.draft is not None
+    misses = []
+    for part, logged, ours_est in (("main", _logged(text[:cut]), est), ("mtp", _logged(text[cut:]), est.draft)):
+        assert any(b == "Vulkan0" for b, _ in logged), part
+        for (buft, kind), (mib, lines) in logged.items():
+            dev = ours_est.device("Vulkan0" if buft == "Vulkan0" else "CPU")
+            ours = {"model": dev.model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
+                    "output": dev.output}[kind] / MiB
+            if kind == "model" and buft == "CPU_Mapped":
+                ours = _mapped_span(model, est) / MiB
+            if abs(ours - mib) > 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0):
+                misses.append(f"{part} {buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    record("server-log", case="mtp-vulkan-deepseek2", arch="deepseek2", backends=["Vulkan"], ok=not misses,
+           features=["mtp"])
+    assert not misses, "\n".join(misses)
+
+
 def test_draft_mtp_flags_survive_export_and_import():
     """Without -md, draft-mtp's own flags still reach the command: the drafted tokens (the snapshots) and the MTP
     context's cache types (-ctkd/-ctvd)."""
@@ -219,3 +376,137 @@ def test_draft_mtp_flags_survive_export_and_import():
     plain = build_llama_command(PlacementArgs([], 99, [], []), settings_from_args(["-ctkd", "q8_0"], tool="server"),
                                 "/models/m.gguf")
     assert "-ctkd" not in plain.argv  # no draft context at all: nothing to say
+
+
+def test_the_cli_says_what_the_mtp_context_holds(tmp_path):
+    """`layerdeck estimate` names the MTP context (not a -md draft) in its text and its JSON."""
+    import json
+    import subprocess
+    import sys
+
+    from tests import gguf_factory as gf
+
+    path = gf.write_tiny_model("qwen35", tmp_path / "q.gguf", n_nextn=1)
+    args = [sys.executable, "-m", "app.cli", "estimate"]
+    cmd = ["--", "-m", str(path), "-c", "4096", "--spec-type", "draft-mtp"]
+    text = subprocess.run(args + cmd, capture_output=True, text=True, timeout=120).stdout
+    assert "MTP draft context (--spec-type draft-mtp), per device: Host" in text and "draft model (-md)" not in text
+    out = subprocess.run(args + ["--json"] + cmd, capture_output=True, text=True, timeout=120).stdout
+    draft = json.loads(out)["draft"]
+    assert draft["kind"] == "mtp" and all(d["model"] == 0 for d in draft["devices"])
+    assert sum(d["kv"] for d in draft["devices"]) > 0
+
+
+# --- the Mamba2 / short-conv hybrids: nemotron_h_moe's MTP block; the snapshots of nemotron_h, lfm2, lfm2moe ---
+
+#: nemotron_h_moe with its NextN block (graph_mtp of nemotron-h-moe.cpp, a plain KV of the block in the MTP
+#: context); the main context's Mamba2 layers keep K = n_rs_seq + 1 states (SSM_SCAN returns K per sequence)
+MTP_CASES_SSM = [
+    ("nemotron_h_moe", 0, "-c 4096 -np 2 --spec-type draft-mtp --spec-draft-n-max 2"),
+    ("nemotron_h_moe", 1, "-c 4096 -ngl all -fa off --spec-type draft-mtp"),
+    ("sparse:nemotron-3-nano-30b-a3b-mtp", 0, "-c 8192 --spec-type draft-mtp"),
+    ("sparse:nemotron-3-nano-30b-a3b-mtp", 0, "-c 8192 -np 2 -ub 256 --spec-type draft-mtp --spec-draft-n-max 4"),
+    # widened (Mamba2 state 2 MiB per sequence) so the snapshots' SSM_SCAN states weigh in the compute buffers
+    ("nemotron_h_moe-wide", 1, "-c 8192 -ngl all -np 2 --spec-type draft-mtp --spec-draft-n-max 4"),
+    ("nemotron_h_moe-wide", 1, "-c 4096 -ngl all -fa off -ctk q8_0 --spec-type draft-mtp"),
+]
+
+#: the widened tiny models of the cases above and below
+_WIDE = dict(n_embd=512, ssm_d_state=128, ssm_n_head=32, ssm_head_dim=64, ssm_n_group=4)
+MTP_TINY_SSM = {
+    "nemotron_h_moe": ("nemotron_h_moe", dict(n_nextn=1)),
+    "nemotron_h_moe-wide": ("nemotron_h_moe", dict(_WIDE, n_nextn=1)),
+    "nemotron_h-wide": ("nemotron_h", _WIDE),
+    "lfm2moe-wide": ("lfm2moe", dict(n_embd=1024)),
+}
+
+
+@pytest.fixture(scope="module")
+def mtp_tiny_ssm(tmp_path_factory):
+    from tests import gguf_factory as gf
+
+    d = tmp_path_factory.mktemp("mtp_ssm")
+    return {k: gf.write_tiny_model(a, d / f"{k}.gguf", **kw) for k, (a, kw) in MTP_TINY_SSM.items()}
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("key,n_rpc,args", MTP_CASES_SSM,
+                         ids=[f"{k.split(':')[-1]}-{n}rpc-{i}" for i, (k, n, _) in enumerate(MTP_CASES_SSM)])
+def test_mtp_ssm_buffers_match_llama_server(key, n_rpc, args, llama_bin, rpc_servers, llama_server, mtp_tiny_ssm,
+                                            sparse_models):
+    """As :func:`test_mtp_buffers_match_llama_server`, for nemotron_h_moe's MTP block."""
+    test_mtp_buffers_match_llama_server(key, n_rpc, args, llama_bin, rpc_servers, llama_server, mtp_tiny_ssm,
+                                        sparse_models)
+
+
+#: (sparse:SPEC or a widened tiny model without NextN layers, RPC devices, arguments): llama-server creates the main context with
+#: n_rs_seq = --spec-draft-n-max snapshots (logging its buffers), then fails to create the MTP context and exits.
+#: No run can keep such a file up with snapshots: draft-eagle3/dflash/dspark need a draft file of their own.
+RS_SNAPSHOT_CASES = [
+    ("sparse:lfm2-1.2b", 0, "-c 8192 -np 2 --spec-type draft-mtp"),
+    ("sparse:lfm2-8b-a1b", 1, "-c 8192 -ngl 2 -cmoe --spec-type draft-mtp --spec-draft-n-max 5"),
+    ("lfm2moe-wide", 1, "-c 4096 -ngl all -np 2 --spec-type draft-mtp"),
+    ("sparse:nemotron-nano-9b-v2", 0, "-c 8192 --spec-type draft-mtp"),
+    ("nemotron_h-wide", 0, "-c 4096 -np 2 -fa off --spec-type draft-mtp --spec-draft-n-max 5"),
+    ("nemotron_h-wide", 1, "-c 4096 -ngl all -np 2 --spec-type draft-mtp"),
+]
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("key,n_rpc,args", RS_SNAPSHOT_CASES,
+                         ids=[f"{k.split(':')[-1]}-{n}rpc-{i}" for i, (k, n, _) in enumerate(RS_SNAPSHOT_CASES)])
+def test_rs_snapshots_match_llama_server_main_context(key, n_rpc, args, llama_bin, rpc_servers, sparse_models,
+                                                      mtp_tiny_ssm):
+    """The main context's buffers (the 1 + n_rs_seq recurrent states, the Mamba2 SSM_SCAN's K states and the
+    snapshot copies in compute) of a rollback architecture without MTP layers equal llama-server's log up to the
+    MTP context it cannot create; ours refuses draft-mtp on such a file as llama-server does, so the same main
+    context is estimated with another snapshot-keeping type (draft-eagle3: the same n_rs_seq and output rows)."""
+    import subprocess
+
+    from app.memory.kv import SettingsError
+
+    servers = rpc_servers(n_rpc) if n_rpc else []
+    endpoints = [s.endpoint for s in servers]
+    devices = list_rpc_devices(llama_bin / "llama-server", endpoints)
+    path = sparse_models[key[7:]] if key.startswith("sparse:") else mtp_tiny_ssm[key]
+    cmd = [str(llama_bin / "llama-server"), "-m", str(path), "--host", "127.0.0.1", "--port", "0",
+           *(["--rpc", ",".join(endpoints)] if endpoints else []), *args.split(), "--fit", "off", "--no-repack",
+           "--no-warmup", "-lv", "4"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    text = run.stdout + run.stderr
+    assert run.returncode != 0 and "failed to create MTP context" in text, text[-3000:]
+    cut = text.find(MARK)
+    assert cut > 0 and "rs_seq" in text[:cut], text[-3000:]
+    model = open_model(path)
+    with pytest.raises(SettingsError, match="no NextN/MTP layers"):
+        estimate(model, devices, settings_from_args(args.split(), tool="server"))
+    est = estimate(model, devices, settings_from_args(args.replace("draft-mtp", "draft-eagle3").split(),
+                                                      tool="server"))
+    assert est.shape.n_rs_seq > 0 and not any("not replayed" in n for n in est.notes)
+    by_buft = {d.buft: d.name for d in devices}
+    misses = []
+    logged = _logged(text[:cut])
+    assert any(kind == "RS" for _, kind in logged)
+    for (buft, kind), (mib, lines) in logged.items():
+        dev = est.device(by_buft.get(buft, "CPU"))
+        ours = {"model": dev.model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
+                "output": dev.output}[kind] / MiB
+        if kind == "model" and buft == "CPU_Mapped":
+            ours = _mapped_span(model, est) / MiB
+        tol = 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0)
+        if abs(ours - mib) > tol:
+            misses.append(f"{buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    record("server-log", case=f"rs-snapshots-{key}-{n_rpc}rpc", arch=model.params.arch,
+           backends=["CPU"] + (["RPC"] if n_rpc else []), ok=not misses, features=["rs-snapshots"])
+    assert not misses, "\n".join(misses)
+
+
+def test_mtp_cache_types_llama_cpp_refuses_are_refused_naming_the_draft_flags(tmp_path):
+    """The MTP context takes -ctkd/-ctvd: an MLA model with different ones is refused (llama-server: "failed to
+    create MTP context"), and the message names the draft's flags."""
+    from app.memory.kv import SettingsError
+    from tests import gguf_factory as gf
+
+    m = open_model(gf.write_tiny_model("deepseek2", tmp_path / "d.gguf", n_nextn=1))
+    with pytest.raises(SettingsError, match=r"-ctkd q8_0, -ctvd f16.*MLA models cache K only"):
+        estimate(m, [], settings_from_args("-c 4096 --spec-type draft-mtp -ctkd q8_0".split(), tool="server"))

@@ -5,7 +5,7 @@ of ``n_head * kda.head_dim``, each through its own short causal conv (``bailingm
 the layer's conv state, ``build_rs`` of r shared by the three, concat with the new tokens, the last ``d_conv - 1``
 columns copied back, ``SSM_CONV`` + SiLU), a per-channel gate (``ssm_f_a`` + ``ssm_dt`` bias, times ``ssm_a``,
 sigmoid, scaled by the negative lower bound), beta (sigmoid of ``ssm_beta``), q/k l2-normed, the delta rule as
-one fused ``GATED_DELTA_NET`` (K = 1, as in :mod:`.qwen35`) whose output is made contiguous, an RMS norm
+one fused ``GATED_DELTA_NET`` (K = ``n_rs_seq`` + 1 states, as in :mod:`.qwen35`) whose output is made contiguous, an RMS norm
 (``ssm_norm``) times sigmoid(``ssm_g_a``) and ``attn_output``. The other layers are DeepSeek-style absorbed MLA
 (``attn_q`` or the ``q_a``/``q_b`` LoRA, ``attn_kv_a_mqa``, ``attn_k_b``/``attn_v_b``) over a K-only cache,
 without the output projection in ``build_attn``, then a per-head sigmoid gate (``attn_gate`` on the layer's
@@ -14,14 +14,16 @@ normed input) and ``attn_output``. Every layer: ``ffn_norm``, a dense SwiGLU FFN
 scaled) plus the shared experts. Without ``embeddings_nextn_masked`` (the default) the last layer keeps every
 token and the output rows are taken after the final norm (``t_h_nextn`` is a graph output).
 
-Not modelled: the NextN/MTP block's graph (``graph_mtp``, only with ``--spec-type draft-mtp``), ``n_rs_seq`` > 0
-(state snapshots for rollback), M-RoPE (VL files with ``rope.dimension_sections``).
+With ``--spec-type draft-mtp`` the main context keeps ``n_rs_seq`` state snapshots per sequence (one conv-window
+copy per rollback group, ``K = n_rs_seq + 1`` states out of the fused op) and the MTP draft context runs
+:func:`build_mtp` over the NextN block. Not modelled: M-RoPE (VL files with ``rope.dimension_sections``).
 """
 
 from __future__ import annotations
 
 from ..builder import rope
 from ..ggml import binary, concat, cont, cpy, mul_mat, new, permute, reshape, transpose, unary, view
+from ..mtp import mtp_head, mtp_input
 from . import Family
 from .mamba import build_rs
 from .qwen35 import output_after_norm
@@ -40,13 +42,18 @@ def kda_convs(b, cur, il, hd):
     n_embd_r = 3 * (d_conv - 1) * d_inner
     r_all = b.cache(il, "r", "f32", (n_embd_r, c.n_rs))
     conv_all = build_rs(b, r_all, n_embd_r)
+    # one conv-window copy per rollback group: K = n_rs_seq + 1 (kimi-k3/glm5-next), min(n_seq_tokens, K) in
+    # bailingmoe3_causal_conv1d
+    snaps = c.n_rs_seq + 1
+    n_snaps = min(nst, snaps) if c.arch == "bailingmoe3" else snaps
     qkv = []
     for x in "qkv":
         state = view(conv_all, (d_conv - 1, d_inner, ns), (4 * (d_conv - 1), 4 * n_embd_r))
         xp = reshape(b.mm(f"blk.{il}.attn_{x}.weight", cur), d_inner, nst, ns)
         conv_x = concat(state, transpose(xp), 0)
-        snap = view(conv_x, (d_conv - 1, d_inner, ns), (conv_x.nb[1], conv_x.nb[2]))
-        g.expand(cpy(snap, view(r_all, (d_conv - 1, d_inner, ns), (4 * (d_conv - 1), 4 * n_embd_r))))
+        for _ in range(n_snaps):
+            snap = view(conv_x, (d_conv - 1, d_inner, ns), (conv_x.nb[1], conv_x.nb[2]))
+            g.expand(cpy(snap, view(r_all, (d_conv - 1, d_inner, ns), (4 * (d_conv - 1), 4 * n_embd_r))))
         w = weight_reshape(b.w(f"blk.{il}.ssm_conv1d_{x}.weight"), d_conv, d_inner)
         out = new("f32", (d_inner, nst, ns), "SSM_CONV", (conv_x, w))
         out = unary("UNARY", reshape(out, d_inner, nt))  # silu
@@ -56,7 +63,7 @@ def kda_convs(b, cur, il, hd):
 
 def kda_delta(b, q, k, v, gate, beta, il, hd):
     """q/k l2-normed, the layer's state through ``build_rs``, the delta rule as one fused ``GATED_DELTA_NET``
-    (K = 1: the outputs, then the new state, copied back) and its output made contiguous."""
+    (the outputs, then K = n_rs_seq + 1 states copied into their rollback groups) and its output made contiguous."""
     c, p, g = b.c, b.p, b.g
     nt, ns = b.nt, c.n_seqs
     nst = nt // ns
@@ -66,15 +73,22 @@ def kda_delta(b, q, k, v, gate, beta, il, hd):
     q = unary("SCALE", unary("RMS_NORM", q))  # build_gdn_l2_norm
     k = unary("SCALE", unary("RMS_NORM", k))
     state = reshape(build_rs(b, s_all, n_embd_s), hd, hd, n_head, ns)
-    gdn = new("f32", (hd * n_head, nst * ns + hd * ns), "GATED_DELTA_NET", (q, k, v, gate, beta, state))
+    # build_recurrent_attn: the outputs, then K = n_rs_seq + 1 states (one per rollback group)
+    snaps = c.n_rs_seq + 1
+    gdn = new("f32", (hd * n_head, nst * ns + snaps * hd * ns), "GATED_DELTA_NET", (q, k, v, gate, beta, state))
     out = view(gdn, (hd, n_head, nst, ns), (4 * hd, 4 * hd * n_head, 4 * hd * n_head * nst))
-    new_state = view(gdn, (hd, hd, n_head, ns), (4 * hd, 4 * hd * hd, 4 * hd * hd * n_head))
-    g.expand(cpy(new_state, view(s_all, (n_embd_s, ns), (s_all.nb[1],))))
+    if snaps == 1:
+        new_state = view(gdn, (hd, hd, n_head, ns), (4 * hd, 4 * hd * hd, 4 * hd * hd * n_head))
+        g.expand(cpy(new_state, view(s_all, (n_embd_s, ns), (s_all.nb[1],))))
+    else:  # the last min(n_seq_tokens, K) snapshots into their rollback groups
+        written = min(nst, snaps)
+        src = view(gdn, (n_embd_s, ns, written), (4 * n_embd_s, 4 * n_embd_s * ns))
+        g.expand(cpy(src, view(s_all, (n_embd_s, ns, written), (s_all.nb[1], s_all.nb[1] * ns))))
     return cont(out)
 
 
 def kda_layer(b, cur, il):
-    """The KDA branch of ``llama_model_bailingmoe3::graph`` (``n_rs_seq`` 0: one conv snapshot, fused GDN)."""
+    """The KDA branch of ``llama_model_bailingmoe3::graph`` (the conv windows and fused GDN of the snapshots)."""
     c, p = b.c, b.p
     nt, ns = b.nt, c.n_seqs
     nst = nt // ns
@@ -134,6 +148,21 @@ def mla_layer(b, cur, pos, il):
     return b.mm(f"blk.{il}.attn_output.weight", cont(cur, hv_mla * n_head, nt))
 
 
+def build_mtp(b):
+    """``graph_mtp``: the MTP draft context's graph over the one NextN block (:mod:`app.memory.compute.mtp`'s
+    input and head around an MLA decoder block on the MTP context's own K-only cache, the experts plus the shared
+    experts, the NextN block's ``shared_head_norm`` on every token, then the output rows and the model's head)."""
+    il = b.layers[0]
+    cur, pos, out_ids = mtp_input(b, il)
+    inpSA = cur
+    cur = b.norm(cur, f"blk.{il}.attn_norm.weight", il)
+    cur = mla_layer(b, cur, pos, il)
+    ffn_inp = binary("ADD", cur, inpSA)
+    cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
+    cur = binary("ADD", b.dense_lead_moe(cur, il), ffn_inp)
+    return mtp_head(b, cur, il, out_ids)
+
+
 def build(b):
     c = b.c
     inpL = b.inp_embd()
@@ -153,4 +182,10 @@ def build(b):
     return output_after_norm(b, inpL, out_ids)
 
 
-FAMILY = Family(name="bailingmoe3", build=build, exact=frozenset({"bailingmoe3"}))
+FAMILY = Family(
+    name="bailingmoe3",
+    build=build,
+    exact=frozenset({"bailingmoe3"}),
+    build_mtp=build_mtp,
+    mtp_exact=frozenset({"bailingmoe3"}),
+)

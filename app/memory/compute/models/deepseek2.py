@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..builder import rope
 from ..ggml import binary, concat, cont, get_rows, mul_mat, new, permute, reshape, view
 from . import Family
+from .deepseek32 import build_mtp
 
 
 def build(b):
@@ -68,4 +69,10 @@ def build(b):
     return b.output(inpL, out_ids)
 
 
-FAMILY = Family(name="deepseek2", build=build, exact=frozenset({"deepseek2", "mistral4"}))
+FAMILY = Family(
+    name="deepseek2",
+    build=build,
+    exact=frozenset({"deepseek2", "mistral4"}),
+    build_mtp=build_mtp,  # deepseek2.cpp's graph_mtp is deepseek32.cpp's
+    mtp_exact=frozenset({"deepseek2"}),
+)

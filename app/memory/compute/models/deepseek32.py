@@ -45,6 +45,7 @@ from ..ggml import (
     view,
     view_tensor,
 )
+from ..mtp import mtp_head, mtp_input
 from . import Family
 
 
@@ -168,6 +169,26 @@ def dsa_attn(b, il, Q, K, V, top_k, k_idxs, mask, sinks=None):
     return b.mha(Q, kview, vview, m_top, sinks, b.w(f"blk.{il}.attn_v_b.weight"), il)
 
 
+def build_mtp(b):
+    """``graph_mtp`` of deepseek32.cpp and glm-dsa.cpp (the same graph), also deepseek2.cpp's (DeepSeek-V3/R1,
+    Kimi K2): :mod:`app.memory.compute.mtp`'s input and head around one dense MLA block on the MTP context's plain
+    K-only cache (``build_attn_inp_k``: no DSA indexer, no Hadamard rotation), ``q_a`` and its norm, the absorbed
+    MLA of :func:`mla_qkv`, the output projection after ``attn_v_b``, then ``ffn_norm``, the routed experts and the
+    shared expert."""
+    il = b.layers[0]
+    cur, pos, out_ids = mtp_input(b, il)
+    inpSA = cur
+    cur = b.norm(cur, f"blk.{il}.attn_norm.weight", il)
+    qr = b.mm(f"blk.{il}.attn_q_a.weight", cur)
+    qr = b.norm(qr, f"blk.{il}.attn_q_a_norm.weight", il)
+    Q, K, V = mla_qkv(b, il, qr, cur, pos)
+    cur = b.attn(il, Q, K, V, b.w(f"blk.{il}.attn_output.weight"), None, v_mla=b.w(f"blk.{il}.attn_v_b.weight"))
+    ffn_inp = binary("ADD", cur, inpSA)
+    cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
+    cur = binary("ADD", b.dense_lead_moe(cur, il), ffn_inp)
+    return mtp_head(b, cur, il, out_ids)
+
+
 def build(b):
     p = b.p
     hs_idx = p.indexer_head_size
@@ -201,4 +222,11 @@ def build(b):
     return b.output(inpL, out_ids)
 
 
-FAMILY = Family(name="deepseek32", build=build, exact=frozenset({"deepseek32", "glm-dsa"}), uncut=True)
+FAMILY = Family(
+    name="deepseek32",
+    build=build,
+    exact=frozenset({"deepseek32", "glm-dsa"}),
+    uncut=True,
+    build_mtp=build_mtp,
+    mtp_exact=frozenset({"deepseek32", "glm-dsa"}),
+)

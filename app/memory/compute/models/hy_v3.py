@@ -17,19 +17,39 @@ from __future__ import annotations
 
 from ..builder import qkv, rope
 from ..ggml import binary
+from ..mtp import mtp_head, mtp_input
 from . import Family
 from .qwen35 import output_after_norm
 
 
+def _gating(c):
+    # load_arch_hparams: no expert_gating_func means sigmoid, not softmax
+    return c.gating if int(c.meta.get(f"{c.arch}.expert_gating_func", 0) or 0) else "sigmoid"
+
+
+def build_mtp(b):
+    """``graph_mtp`` of hy-v3.cpp: :func:`~app.memory.compute.mtp.mtp_input`, a full hy_v3 decoder layer (the
+    NextN block ``cparams.nextn_layer_offset`` selects, 0 when the context reserves) on the MTP context's plain
+    KV cache, then :func:`~app.memory.compute.mtp.mtp_head` (the head norm on every token, ``h_nextn``, then the
+    output rows and the LM head)."""
+    il = b.layers[0]
+    cur, pos, out_ids = mtp_input(b, il)
+    cur = _layers(b, cur, pos, [il])
+    return mtp_head(b, cur, il, out_ids)
+
+
 def build(b):
-    c, p = b.c, b.p
     inpL = b.inp_embd()
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
+    return output_after_norm(b, _layers(b, inpL, pos, b.layers), out_ids)
+
+
+def _layers(b, inpL, pos, layers):
+    c, p = b.c, b.p
     hd = p.head_dim_k
-    # load_arch_hparams: no expert_gating_func means sigmoid, not softmax
-    gating = c.gating if int(c.meta.get(f"{c.arch}.expert_gating_func", 0) or 0) else "sigmoid"
-    for il in b.layers:
+    gating = _gating(c)
+    for il in layers:
         inpSA = inpL
         cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
         q, k, v = qkv(b, il, cur, hd, hd, hd)
@@ -53,10 +73,17 @@ def build(b):
             )
             cur = binary("ADD", moe_out, b._ffn_named(cur, il, "shexp"))
         inpL = binary("ADD", cur, ffn_inp)
-    return output_after_norm(b, inpL, out_ids)
+    return inpL
 
 
 # checked against llama-fit-params --fit-print (full-size Hy3-preview: CPU and 1-3 RPC, -cmoe/-ncmoe, -ngl, -np 4,
 # flash attention on/off, q8_0 KV, -ub 1024) and llama-server -lv 4 (tiny model): tests/memory/accuracy.py,
 # test_accuracy_llama.py
-FAMILY = Family(name="hy_v3", build=build, exact=frozenset({"hy_v3"}), hood=2)
+FAMILY = Family(
+    name="hy_v3",
+    build=build,
+    exact=frozenset({"hy_v3"}),
+    hood=2,
+    build_mtp=build_mtp,
+    mtp_exact=frozenset({"hy_v3"}),
+)

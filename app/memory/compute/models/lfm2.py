@@ -4,8 +4,9 @@ LFM2-MoE) routed experts with a selection bias and normalised weights.
 
 A short-conv layer (``build_shortconv_block``, causal): ``in_proj`` to 3 x n_embd split by views into b, c and
 x; ``bx = transpose(b * x)``; the conv state read with ``build_rs`` (``(l_cache - 1) x n_embd`` per sequence)
-and prepended to ``bx``; its last ``l_cache - 1`` columns copied back into the state (one snapshot without
-MTP rollback, ``n_rs_seq`` 0); ``SSM_CONV`` with the kernel, ``c * conv`` and ``out_proj``. An attention layer:
+and prepended to ``bx``; its last ``l_cache - 1`` columns copied back into the state (with ``n_rs_seq`` > 0,
+rollback drafts, ``min(n_seq_tokens, n_rs_seq + 1)`` copies, one per snapshot slot); ``SSM_CONV`` with the
+kernel, ``c * conv`` and ``out_proj``. An attention layer:
 Q/K/V, Q and K RMS-normed, rope, attention without output bias. The residual adds the layer input first
 (``prev + cur``). The output norm is the tensor llama.cpp calls ``token_embd_norm``.
 
@@ -39,8 +40,10 @@ def shortconv_layer(b, cur, il):
     bx = transpose(binary("MUL", bv, xv))
     conv = reshape(build_rs(b, r_all, n_embd_r), d_conv, n_embd, ns)
     bx = concat(conv, bx, 0)
-    snap = view(bx, (d_conv, bx.ne[1], bx.ne[2]), (bx.nb[1], bx.nb[2]))
-    g.expand(cpy(snap, view(r_all, (n_embd_r, ns), (r_all.nb[1],))))
+    # slot 0 the final state, slot s the state s tokens back: min(n_seq_tokens, K) copies, K = n_rs_seq + 1
+    for _ in range(min(nst, c.n_rs_seq + 1)):
+        snap = view(bx, (d_conv, bx.ne[1], bx.ne[2]), (bx.nb[1], bx.nb[2]))
+        g.expand(cpy(snap, view(r_all, (n_embd_r, ns), (r_all.nb[1],))))
     conv_out = new("f32", (n_embd, nst, ns), "SSM_CONV", (bx, b.w(f"blk.{il}.shortconv.conv.weight")))
     y = binary("MUL", cv, conv_out)
     y = b.mm(f"blk.{il}.shortconv.out_proj.weight", y)

@@ -72,8 +72,12 @@ def mamba2_layer(b, cur, il):
     xBC = view(zx, (conv_dim, n_seq_tokens, ns), (zx.nb[1], zx.nb[2]))
     dt = view(zx, (n_head, n_seq_tokens, ns), (zx.nb[1], zx.nb[2]))
     conv_x = concat(conv, transpose(xBC), 0)
-    last = view(conv_x, (d_conv - 1, conv_dim, ns), (conv_x.nb[1], conv_x.nb[2]))
-    g.expand(cpy(last, view(r_all, (n_embd_r, ns), (r_all.nb[1],))))
+    # with n_rs_seq > 0 (rollback drafts) K = n_rs_seq + 1 snapshots: the last min(n_seq_tokens, K) conv states
+    snaps = c.n_rs_seq + 1
+    written = min(n_seq_tokens, snaps)
+    for _ in range(written):
+        last = view(conv_x, (d_conv - 1, conv_dim, ns), (conv_x.nb[1], conv_x.nb[2]))
+        g.expand(cpy(last, view(r_all, (n_embd_r, ns), (r_all.nb[1],))))
     xBC = new("f32", (conv_dim, n_seq_tokens, ns), "SSM_CONV", (conv_x, b.w(f"blk.{il}.ssm_conv1d.weight")))
     xBC = b.add_b(xBC, f"blk.{il}.ssm_conv1d.bias")
     xBC = unary("UNARY", xBC)
@@ -85,13 +89,14 @@ def mamba2_layer(b, cur, il):
 
     def scan(states, ids):
         ssm = reshape(states, d_state, head_dim, n_head, states.ne[1])
-        return new("f32", (nelements(x) + n_embd_s * ids.ne[0],), "SSM_SCAN", (ssm, x, dt, A, B, C, ids))
+        # ggml_ssm_scan(..., K): the outputs, then K states per sequence (the final one and the rollback snapshots)
+        return new("f32", (nelements(x) + snaps * n_embd_s * ids.ne[0],), "SSM_SCAN", (ssm, x, dt, A, B, C, ids))
 
     y_ssm = rs(s_all, n_embd_s, scan)
     g.expand(
         cpy(
-            view(y_ssm, (n_embd_s, ns, 1), (n_embd_s * 4, n_embd_s * 4 * ns)),
-            view(s_all, (n_embd_s, ns, 1), (s_all.nb[1], s_all.nb[1] * n_rs)),
+            view(y_ssm, (n_embd_s, ns, written), (n_embd_s * 4, n_embd_s * 4 * ns)),
+            view(s_all, (n_embd_s, ns, written), (s_all.nb[1], s_all.nb[1] * n_rs)),
         )
     )
     y = view(y_ssm, (head_dim, n_head, n_seq_tokens, ns), (x.nb[1], n_head * x.nb[1], n_seq_tokens * n_head * x.nb[1]))

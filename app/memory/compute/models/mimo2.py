@@ -12,8 +12,49 @@ no ``t_h_nextn``).
 from __future__ import annotations
 
 from ..builder import qkv, rope
-from ..ggml import binary, get_rows, unary
+from ..ggml import OUTPUT, binary, get_rows, mul_mat, unary
+from ..mtp import mtp_input
 from . import Family
+
+
+def _v_scale(c):
+    vs = c.meta.get(f"{c.arch}.attention.value_scale")
+    return vs is not None and float(vs) not in (0.0, 1.0)
+
+
+def build_mtp(b):
+    """``graph_mtp`` of mimo2.cpp: the NextN block ``cparams.nextn_layer_offset`` selects (0 when the context
+    reserves: the first; the draft loop chains the others through the same context), after
+    :func:`~app.memory.compute.mtp.mtp_input`: the fused ``attn_qkv`` (the graph requires it) split by views,
+    rope, attention with the block's sinks on the MTP context's iswa cache and ``attn_output``, the value scale,
+    residual, ``ffn_norm``, the dense FFN, residual; the output rows (``h_nextn``, pre-norm), then the head norm
+    (``nextn.shared_head_norm``, ``layer_output_norm`` or ``output_norm``) and the LM head on those rows."""
+    c, p = b.c, b.p
+    il = b.layers[0]
+    cur, pos, out_ids = mtp_input(b, il)
+    inpSA = cur
+    cur = b.norm(cur, f"blk.{il}.attn_norm.weight", il)
+    q, k, v = qkv(b, il, cur, p.head_dim_k, p.head_dim_k, p.head_dim_v)
+    q = rope(q, pos)
+    k = rope(k, pos)
+    wo = b.w(f"blk.{il}.attn_output.weight")
+    cur = b.attn(il, q, k, v, wo, None, sinks=b.w(f"blk.{il}.attn_sinks.weight"), iswa_order=True)
+    if _v_scale(c):
+        cur = unary("SCALE", cur)
+    ffn_inp = binary("ADD", cur, inpSA)
+    cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
+    cur = binary("ADD", b.ffn(cur, "ffn", il), ffn_inp)
+    cur = get_rows(cur, out_ids)
+    cur.flags = cur.fl0 = OUTPUT  # h_nextn
+    norm = next(
+        (n for n in (f"blk.{il}.nextn.shared_head_norm.weight", f"blk.{il}.layer_output_norm.weight") if n in c.names),
+        "output_norm.weight",
+    )
+    cur = b.norm(cur, norm, -1)
+    logits = mul_mat(b.w(f"blk.{il}.nextn.shared_head_head.weight") or b.w("output.weight"), cur)
+    logits.flags = logits.fl0 = OUTPUT
+    b.g.expand(logits)
+    return logits
 
 
 def build(b):
@@ -22,8 +63,7 @@ def build(b):
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
     hk, hv = p.head_dim_k, p.head_dim_v
-    vs = c.meta.get(f"{c.arch}.attention.value_scale")
-    v_scale = vs is not None and float(vs) not in (0.0, 1.0)
+    v_scale = _v_scale(c)
     for il in b.layers:
         inpSA = inpL
         cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
@@ -61,4 +101,6 @@ def build(b):
 # -cmoe/-ncmoe, -np 2/4, flash attention on/off, q8_0 KV, -ub 1024, --swa-full) and llama-server -lv 4 (tiny
 # model with sinks, a value scale, K/V heads of different widths and a NextN block): tests/memory/accuracy.py,
 # test_accuracy_llama.py
-FAMILY = Family(name="mimo2", build=build, exact=frozenset({"mimo2"}))
+FAMILY = Family(
+    name="mimo2", build=build, exact=frozenset({"mimo2"}), build_mtp=build_mtp, mtp_exact=frozenset({"mimo2"})
+)

@@ -17,7 +17,7 @@ picked after the final norm, whose full result (``h_nextn``) is itself a graph o
 
 With ``--spec-type draft-mtp`` the main context keeps ``n_rs_seq`` state snapshots per sequence: one conv-state
 copy and one GATED_DELTA_NET state per slot (``K = n_rs_seq + 1``), and the MTP draft context runs
-:func:`build_mtp` over the NextN block. qwen3next's own MTP graph is not replayed.
+:func:`build_mtp` over the NextN block (qwen3next, which keeps no snapshots: :func:`build_mtp_qwen3next`).
 """
 
 from __future__ import annotations
@@ -199,6 +199,32 @@ def build_mtp(b):
     return mtp_head(b, cur, il, out_ids)
 
 
+def build_mtp_qwen3next(b):
+    """``graph_mtp`` of qwen3next.cpp: as :func:`build_mtp` with NEOX rope (one position per token), but the
+    output rows are picked after the attention (its output and the residual), so the FFN, the head norm
+    (``h_nextn``) and the LM head run on those rows only."""
+    il = b.layers[0]
+    cur, pos, out_ids = mtp_input(b, il)
+    inpSA = cur
+    cur = b.norm(cur, f"blk.{il}.attn_norm.weight", il)
+    cur = gated_attn(b, cur, pos, il)
+    cur = binary("ADD", get_rows(cur, out_ids), get_rows(inpSA, out_ids))
+    cur = binary("ADD", ffn_block(b, cur, il), cur)
+    head_norm = f"blk.{il}.nextn.shared_head_norm.weight"
+    h = b.norm(cur, head_norm if head_norm in b.c.names else "output_norm.weight", -1)
+    h.flags = h.fl0 = OUTPUT
+    head = b.w(f"blk.{il}.nextn.shared_head_head.weight") or b.w("output.weight") or b.w("token_embd.weight@output")
+    logits = mul_mat(head, h)
+    logits.flags = logits.fl0 = OUTPUT
+    b.g.expand(logits)
+    return logits
+
+
+def _build_mtp(b):
+    """The MTP draft context's graph: qwen3next's own, or qwen35/qwen35moe's :func:`build_mtp`."""
+    return build_mtp_qwen3next(b) if b.c.arch == "qwen3next" else build_mtp(b)
+
+
 def build(b):
     c = b.c
     inpL = b.inp_embd()
@@ -237,6 +263,6 @@ FAMILY = Family(
     name="qwen35",
     build=build,
     exact=frozenset({"qwen35", "qwen35moe", "qwen3next"}),
-    build_mtp=build_mtp,
-    mtp_exact=frozenset({"qwen35", "qwen35moe"}),
+    build_mtp=_build_mtp,
+    mtp_exact=frozenset({"qwen35", "qwen35moe", "qwen3next"}),
 )

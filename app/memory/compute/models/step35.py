@@ -22,56 +22,86 @@ The MTP blocks still load their ``TENSOR_NOT_REQUIRED`` tensors (q/k norms, gate
 from __future__ import annotations
 
 from ..builder import layer_copy, qkv_2d, rope
-from ..ggml import OUTPUT, binary, mul_mat, reshape, unary
+from ..ggml import OUTPUT, binary, get_rows, mul_mat, reshape, unary
+from ..mtp import mtp_input
 from . import Family
 
 
+def _gating(c):
+    # load_arch_hparams: no expert_gating_func (convert_hf_to_gguf writes none) means sigmoid, not softmax
+    return c.gating if int(c.meta.get(f"{c.arch}.expert_gating_func", 0) or 0) else "sigmoid"
+
+
+def _block(b, inpL, il, pos, gating, mtp=False):
+    """One Step3p5 decoder layer (the trunk's and the MTP block's ``mtp_block``)."""
+    c, p, nt = b.c, b.p, b.nt
+    hd, hv = p.head_dim_k, p.head_dim_v
+    inpSA = inpL
+    n_head, n_head_kv = p.n_head[il], p.n_head_kv[il]
+    cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
+    q, k, v = qkv_2d(b, il, cur, hd)
+    q = reshape(q, hd, n_head, nt)
+    k = reshape(k, hd, n_head_kv, nt)
+    v = reshape(v, hv, n_head_kv, nt)
+    qn, kn = f"blk.{il}.attn_q_norm.weight", f"blk.{il}.attn_k_norm.weight"
+    if not mtp or qn in c.names:  # graph_mtp norms only where the block has the weights
+        q = b.norm(q, qn, il)
+    if not mtp or kn in c.names:
+        k = b.norm(k, kn, il)
+    freqs = None if c.is_swa(il) else layer_copy(b, "rope_freqs.weight", il)
+    q = rope(q, pos, freqs)
+    k = rope(k, pos, freqs)
+    attn = b.attn(il, q, k, v, None, None, iswa_order=True)
+    gw = b.w(f"blk.{il}.attn_gate.weight")
+    if gw is not None:
+        gate = unary("UNARY", mul_mat(gw, cur))  # sigmoid, [n_head, n_tokens]
+        attn3 = reshape(attn, hv, n_head, nt)
+        attn3 = binary("MUL", attn3, reshape(gate, 1, n_head, nt))
+        attn = reshape(attn3, hv * n_head, nt)
+    cur = mul_mat(b.w(f"blk.{il}.attn_output.weight"), attn)
+    ffn_inp = binary("ADD", cur, inpSA)
+    cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
+    if b.w(f"blk.{il}.ffn_gate_inp.weight") is None:
+        cur = b.ffn(cur, "ffn", il)
+    else:
+        moe_out = b.moe(
+            cur,
+            il,
+            gating=gating,
+            norm_w=c.expert_weights_norm,
+            w_scale=c.expert_weights_scale,
+            probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
+        )
+        cur = binary("ADD", moe_out, b._ffn_named(cur, il, "shexp"))
+    return binary("ADD", cur, ffn_inp)
+
+
+def build_mtp(b):
+    """``graph_mtp`` of step35.cpp: one MTP head, the one ``cparams.nextn_layer_offset`` selects (0 when the
+    context reserves, so the first NextN block; the draft loop later chains the others through the same context):
+    :func:`~app.memory.compute.mtp.mtp_input`, a full Step3p5 decoder layer on the MTP context's iswa cache, the
+    output rows picked (``h_nextn``, pre-norm), then the head norm and the LM head on those rows only."""
+    il = b.layers[0]
+    cur, pos, out_ids = mtp_input(b, il)
+    cur = _block(b, cur, il, pos, _gating(b.c), mtp=True)
+    cur = get_rows(cur, out_ids)
+    cur.flags = cur.fl0 = OUTPUT  # h_nextn
+    head_norm = f"blk.{il}.nextn.shared_head_norm.weight"
+    cur = b.norm(cur, head_norm if head_norm in b.c.names else "output_norm.weight", -1)
+    head = b.w(f"blk.{il}.nextn.shared_head_head.weight") or b.w("output.weight")
+    logits = mul_mat(head, cur)
+    logits.flags = logits.fl0 = OUTPUT
+    b.g.expand(logits)
+    return logits
+
+
 def build(b):
-    c, p = b.c, b.p
     inpL = b.inp_embd()
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
-    nt = b.nt
-    hd = p.head_dim_k
-    hv = p.head_dim_v
-    # load_arch_hparams: no expert_gating_func (convert_hf_to_gguf writes none) means sigmoid, not softmax
-    gating = c.gating if int(c.meta.get(f"{c.arch}.expert_gating_func", 0) or 0) else "sigmoid"
+    gating = _gating(b.c)
     for il in b.layers:
-        inpSA = inpL
-        n_head, n_head_kv = p.n_head[il], p.n_head_kv[il]
-        cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
-        q, k, v = qkv_2d(b, il, cur, hd)
-        q = reshape(q, hd, n_head, nt)
-        k = reshape(k, hd, n_head_kv, nt)
-        v = reshape(v, hv, n_head_kv, nt)
-        q = b.norm(q, f"blk.{il}.attn_q_norm.weight", il)
-        k = b.norm(k, f"blk.{il}.attn_k_norm.weight", il)
-        freqs = None if c.is_swa(il) else layer_copy(b, "rope_freqs.weight", il)
-        q = rope(q, pos, freqs)
-        k = rope(k, pos, freqs)
-        attn = b.attn(il, q, k, v, None, None, iswa_order=True)
-        gw = b.w(f"blk.{il}.attn_gate.weight")
-        if gw is not None:
-            gate = unary("UNARY", mul_mat(gw, cur))  # sigmoid, [n_head, n_tokens]
-            attn3 = reshape(attn, hv, n_head, nt)
-            attn3 = binary("MUL", attn3, reshape(gate, 1, n_head, nt))
-            attn = reshape(attn3, hv * n_head, nt)
-        cur = mul_mat(b.w(f"blk.{il}.attn_output.weight"), attn)
-        ffn_inp = binary("ADD", cur, inpSA)
-        cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
-        if b.w(f"blk.{il}.ffn_gate_inp.weight") is None:
-            cur = b.ffn(cur, "ffn", il)
-        else:
-            moe_out = b.moe(
-                cur,
-                il,
-                gating=gating,
-                norm_w=c.expert_weights_norm,
-                w_scale=c.expert_weights_scale,
-                probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
-            )
-            cur = binary("ADD", moe_out, b._ffn_named(cur, il, "shexp"))
-        inpL = binary("ADD", cur, ffn_inp)
+        inpL = _block(b, inpL, il, pos, gating)
     inpL.flags = inpL.fl0 = OUTPUT  # t_h_nextn
     return b.output(inpL, out_ids, norm_first=False)
 
@@ -79,4 +109,11 @@ def build(b):
 # checked against llama-fit-params --fit-print (full-size Step-3.5-Flash, with and without rope factors: CPU and
 # 1-3 RPC, -cmoe/-ncmoe, -ngl, -np 2/4, flash attention on/off, q8_0 KV, -ub 1024, --swa-full) and llama-server
 # -lv 4 (tiny model): tests/memory/accuracy.py, test_accuracy_llama.py
-FAMILY = Family(name="step35", build=build, exact=frozenset({"step35"}), hood=2)
+FAMILY = Family(
+    name="step35",
+    build=build,
+    exact=frozenset({"step35"}),
+    hood=2,
+    build_mtp=build_mtp,
+    mtp_exact=frozenset({"step35"}),
+)
