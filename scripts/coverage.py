@@ -87,9 +87,7 @@ FEATURES = [
     (
         "MTP / NextN layers as a draft (--spec-type draft-mtp)",
         "mtp",
-        "NextN layers are left out as llama.cpp does without MTP speculation "
-        "(checked: glm4moe, qwen35, bailingmoe2); "
-        "loading them for draft-mtp is not modelled",
+        "not compared yet",
     ),
     ("-sm tensor", "sm-tensor", "weights and KV split across devices is not modelled"),
     ("-sm row", "sm-row", "not modelled"),
@@ -116,6 +114,12 @@ FEATURE_NOTES = {
     "its context has the target's cells, f16 caches unless -ctkd/-ctvd, one output row per slot; the board shows "
     "its blocks hatched on their lanes; speed at a user-set acceptance rate, shown as an upper bound (held to "
     "llama-server by benchmarks/bench_speculative.py: 67-108% too high on a 2-core CPU)",
+    "mtp": "without -md, the NextN weights llama.cpp loads (load_mtp) on their layers' devices, the main context's "
+    "n_rs_seq recurrent-state snapshots (the state 1 + n_rs_seq times, their copies in the graph) and the MTP "
+    "context (a KV cache of the NextN layers in the draft's cache types, graph_mtp reserved with and without the "
+    "draft's backend sampler) against llama-server's load log (the lines after 'creating MTP draft context'); "
+    "refused with llama-server's reason where it cannot create the MTP context (no NextN layers, no MTP graph: "
+    "bailingmoe2, glm5-next, kimi-k3); speed with MTP drafting not predicted, said so",
     "rpc-multi-device": "one lane per remote device, named as llama.cpp names them (RPC0, RPC1 on one host), "
     "each with its own buffer limits",
     "vulkan": "Vulkan0 on lavapipe and a remote Vulkan0 behind RPC: weights and context exact; compute exact "
@@ -284,7 +288,13 @@ def render(archs: list[str], rows: list[dict]) -> str:
         counts[category] += 1
         backends = sorted({b for r in fit + srv + got.get("vulkan", []) if _passed(r) for b in r["backends"]})
         loads = _mark([r["ok"] for r in serves])
-        mtp = "NextN left out (as llama.cpp without MTP)" if a in NEXTN_CHECKED else "—"
+        mtp_rows = [r for r in srv if "mtp" in (r.get("features") or ())]
+        if mtp_rows:
+            off = sum(1 for r in mtp_rows if not _passed(r))
+            mtp = (f"draft-mtp exact ({len(mtp_rows)} server-log)" if not off
+                   else f"draft-mtp ✗ ({off} of {len(mtp_rows)} off)")
+        else:
+            mtp = "NextN left out (as llama.cpp without MTP)" if a in NEXTN_CHECKED else "—"
         out.append(
             f"| {a} | {graph} | {loads} | {blocks} | {kv} | {compute} | {', '.join(backends) or '—'} | "
             f"{projector_cell(a, rows)} | {mtp} |"
