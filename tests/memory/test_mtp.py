@@ -110,6 +110,23 @@ def _mapped_span(model, est) -> int:
     return max(t.offset + t.nbytes for t in cpu) - min(t.offset for t in cpu)
 
 
+def _misses(part, logged, ours_est, dev_name, model, span_est, extra_model=0):
+    """Each logged buffer that ours misses by more than the log's rounding (and, for compute, the layer
+    compression's bytes): ``dev_name`` maps a buffer type to our device, ``span_est`` (the main estimate; None:
+    compare the tensors' bytes) gives the mapped CPU buffer's file span, ``extra_model`` bytes are added to our weights (load_mtp's NextN weights when the
+    estimate was made for another snapshot-keeping type)."""
+    out = []
+    for (buft, kind), (mib, lines) in logged.items():
+        dev = ours_est.device(dev_name(buft))
+        ours = {"model": dev.model + extra_model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
+                "output": dev.output}[kind] / MiB
+        if kind == "model" and buft == "CPU_Mapped" and span_est is not None:
+            ours = _mapped_span(model, span_est) / MiB
+        if abs(ours - mib) > 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0):
+            out.append(f"{part}{buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    return out
+
+
 @pytest.fixture(scope="module")
 def mtp_tiny(tmp_path_factory):
     from tests import gguf_factory as gf
@@ -152,15 +169,7 @@ def test_mtp_buffers_match_llama_server(key, n_rpc, args, llama_bin, rpc_servers
         assert logged, part
         if part == "mtp":
             assert not any(kind == "model" for _, kind in logged)
-        for (buft, kind), (mib, lines) in logged.items():
-            dev = ours_est.device(by_buft.get(buft, "CPU"))
-            ours = {"model": dev.model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
-                    "output": dev.output}[kind] / MiB
-            if kind == "model" and buft == "CPU_Mapped":
-                ours = _mapped_span(model, est) / MiB
-            tol = 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0)
-            if abs(ours - mib) > tol:
-                misses.append(f"{part} {buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+        misses += _misses(f"{part} ", logged, ours_est, lambda b: by_buft.get(b, "CPU"), model, est)
     for d in est.devices:  # each device's total holds the MTP context's share
         mine = next((x for x in est.draft.devices if x.name == d.name), None)
         assert d.draft == (mine.total if mine else 0)
@@ -205,13 +214,7 @@ def test_kda_snapshots_match_llama_server(arch, args, llama_bin, tmp_path):
     assert est.shape.n_rs_seq == s.spec_draft_n_max and not any("not replayed" in n for n in est.notes)
     logged = _logged(text[: text.find(MARK)])
     assert ("CPU", "RS") in logged and ("CPU", "compute") in logged
-    misses = []
-    for (buft, kind), (mib, lines) in logged.items():
-        dev = est.device("CPU")
-        ours = {"model": dev.model + nextn, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
-                "output": dev.output}[kind] / MiB
-        if abs(ours - mib) > 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0):
-            misses.append(f"{buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    misses = _misses("", logged, est, lambda b: "CPU", model, None, extra_model=nextn)
     record("server-log", case=f"rs-seq-{arch}", arch=arch, backends=["CPU"], ok=not misses, features=["mtp"])
     assert not misses, "\n".join(misses)
 
@@ -303,14 +306,7 @@ def test_mtp_buffers_match_llama_server_on_vulkan(llama_vulkan_bin, mtp_tiny, tm
     misses = []
     for part, logged, ours_est in (("main", _logged(text[:cut]), est), ("mtp", _logged(text[cut:]), est.draft)):
         assert any(b == "Vulkan0" for b, _ in logged), part
-        for (buft, kind), (mib, lines) in logged.items():
-            dev = ours_est.device("Vulkan0" if buft == "Vulkan0" else "CPU")
-            ours = {"model": dev.model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
-                    "output": dev.output}[kind] / MiB
-            if kind == "model" and buft == "CPU_Mapped":
-                ours = _mapped_span(model, est) / MiB
-            if abs(ours - mib) > 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0):
-                misses.append(f"{part} {buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+        misses += _misses(f"{part} ", logged, ours_est, lambda b: "Vulkan0" if b == "Vulkan0" else "CPU", model, est)
     record("server-log", case="mtp-vulkan-qwen35moe", arch="qwen35moe", backends=["Vulkan"], ok=not misses,
            features=["mtp"])
     assert not misses, "\n".join(misses)
@@ -347,14 +343,7 @@ def test_mtp_mla_buffers_match_llama_server_on_vulkan(llama_vulkan_bin, mtp_tiny
     misses = []
     for part, logged, ours_est in (("main", _logged(text[:cut]), est), ("mtp", _logged(text[cut:]), est.draft)):
         assert any(b == "Vulkan0" for b, _ in logged), part
-        for (buft, kind), (mib, lines) in logged.items():
-            dev = ours_est.device("Vulkan0" if buft == "Vulkan0" else "CPU")
-            ours = {"model": dev.model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
-                    "output": dev.output}[kind] / MiB
-            if kind == "model" and buft == "CPU_Mapped":
-                ours = _mapped_span(model, est) / MiB
-            if abs(ours - mib) > 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0):
-                misses.append(f"{part} {buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+        misses += _misses(f"{part} ", logged, ours_est, lambda b: "Vulkan0" if b == "Vulkan0" else "CPU", model, est)
     record("server-log", case="mtp-vulkan-deepseek2", arch="deepseek2", backends=["Vulkan"], ok=not misses,
            features=["mtp"])
     assert not misses, "\n".join(misses)
@@ -487,15 +476,7 @@ def test_rs_snapshots_match_llama_server_main_context(key, n_rpc, args, llama_bi
     misses = []
     logged = _logged(text[:cut])
     assert any(kind == "RS" for _, kind in logged)
-    for (buft, kind), (mib, lines) in logged.items():
-        dev = est.device(by_buft.get(buft, "CPU"))
-        ours = {"model": dev.model, "KV": dev.kv, "RS": dev.recurrent, "compute": dev.compute,
-                "output": dev.output}[kind] / MiB
-        if kind == "model" and buft == "CPU_Mapped":
-            ours = _mapped_span(model, est) / MiB
-        tol = 0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0)
-        if abs(ours - mib) > tol:
-            misses.append(f"{buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    misses += _misses("", logged, est, lambda b: by_buft.get(b, "CPU"), model, est)
     record("server-log", case=f"rs-snapshots-{key}-{n_rpc}rpc", arch=model.params.arch,
            backends=["CPU"] + (["RPC"] if n_rpc else []), ok=not misses, features=["rs-snapshots"])
     assert not misses, "\n".join(misses)
