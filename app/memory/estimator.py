@@ -377,22 +377,6 @@ def _check_mtp(arch: str, nextn_layers: int) -> None:
     )
 
 
-#: Architectures whose main graph replays the recurrent-state snapshots of ``n_rs_seq`` > 0 (qwen35.py, mamba.py, lfm2.py)
-RS_SEQ_REPLAYED = frozenset(
-    {
-        "qwen35",
-        "qwen35moe",
-        "bailingmoe3",
-        "nemotron_h",
-        "nemotron_h_moe",
-        "lfm2",
-        "lfm2moe",
-        "kimi-k3",
-        "glm5-next",
-    }
-)
-
-
 def _mtp(
     model: Model,
     devices: list[Lane],
@@ -476,7 +460,8 @@ def _draft(
             f"{fmt_bytes(nextn)}, counted on their layers' devices"
         )
     if shape.n_rs_seq:
-        replayed = model.params.arch in RS_SEQ_REPLAYED
+        family = family_of(model.params.arch)
+        replayed = family.rs_seq and model.params.arch in family.exact
         notes.append(
             f"--spec-type {', '.join(t for t in settings.spec_types if t in RS_SEQ_SPEC_TYPES)} keeps "
             f"{shape.n_rs_seq} recurrent-state snapshots per sequence (n_rs_seq = --spec-draft-n-max) to roll "

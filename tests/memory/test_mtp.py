@@ -277,6 +277,46 @@ def test_mtp_weights_state_and_notes(tmp_path):
             estimate(plain, [], settings_from_args("-c 2048 --spec-type draft-mtp".split(), tool="server"))
 
 
+def test_moving_a_trunk_layer_does_not_replay_the_mtp_graph(tmp_path, monkeypatch):
+    """The MTP draft context's graph reads only the NextN layers, the global tensors and the NextN caches: a drag
+    in the trunk replays the main graph but reuses the MTP figures; moving the NextN layer replays it."""
+    from app.lanes import Lane
+    from app.memory.compute import core
+    from app.memory.estimator import Estimator
+    from app.placement import Placement
+    from tests import gguf_factory as gf
+
+    m = open_model(gf.write_tiny_model("qwen35", tmp_path / "q.gguf", n_nextn=1))
+    devices = [Lane(f"RPC{i}", f"RPC{i}[127.0.0.1:{5000 + i}]", 8 << 30, 8 << 30, "rpc") for i in range(2)]
+    s = settings_from_args("-c 4096 -ngl all --spec-type draft-mtp".split(), tool="server")
+    runs: list[list[int]] = []
+    real = core._run
+
+    def counting(model, b, layers, *rest):
+        runs.append(list(layers))
+        return real(model, b, layers, *rest)
+
+    monkeypatch.setattr(core, "_run", counting)
+    p = Placement.from_settings(m, devices, s)
+    n_main = m.params.n_layer - m.params.nextn_layers
+    nextn = list(range(n_main, m.params.n_layer))
+    est = Estimator(m)  # the board's: one per model, its caches kept between drags
+    first = est.estimate(devices, s, p.weight_placement())
+    assert nextn in runs  # the MTP graph was replayed once (with and without the draft's sampler)
+    runs.clear()
+    layer0 = next(b.id for b in m.blocks if b.layer == 0)
+    p.assign(layer0, "RPC1" if p.device_of(layer0) != "RPC1" else "RPC0")
+    moved = est.estimate(devices, s, p.weight_placement())
+    assert runs and nextn not in runs, runs  # the trunk's graph again, not the MTP graph
+    assert moved.draft is not None and first.draft is not None
+    assert [(d.name, d.compute) for d in moved.draft.devices] == [(d.name, d.compute) for d in first.draft.devices]
+    runs.clear()
+    top = next(b.id for b in m.blocks if b.layer == n_main)
+    p.assign(top, "RPC1" if p.device_of(top) != "RPC1" else "RPC0")
+    est.estimate(devices, s, p.weight_placement())
+    assert nextn in runs  # where the NextN layer lives changes the MTP graph's figures
+
+
 @pytest.mark.llama
 def test_mtp_buffers_match_llama_server_on_vulkan(llama_vulkan_bin, mtp_tiny, tmp_path):
     """The same on Vulkan0 (lavapipe, graph reordering off as in the Vulkan dry-run comparisons): the NextN

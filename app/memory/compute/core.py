@@ -219,7 +219,7 @@ def compute_buffers(
         nextn = facts.get("nextn_getter")
         if nextn is None:
             nextn = facts["nextn_getter"] = _getter([i for i, il in enumerate(_tensor_layers(model)) if il >= n_main])
-        key += (tuple(sigs), tuple(layer_be[n_main : p.n_layer]), tuple(kv_be[n_main:]), nextn(tbe))
+        key += (tuple(sigs[n_main:]), tuple(layer_be[n_main : p.n_layer]), tuple(kv_be[n_main:]), nextn(tbe))
     else:
         layers = list(range(len(sigs))) if facts["uncut"] else pad_layers(compress(sigs, facts["hood"]), len(sigs))
         build = family.build

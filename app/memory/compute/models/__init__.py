@@ -38,6 +38,9 @@ class Family:
     #: layers, for ``--spec-type draft-mtp``; ``mtp_exact``: the architectures it was checked for
     build_mtp: Callable[[Any], Any] | None = None
     mtp_exact: frozenset[str] = frozenset()
+    #: the main graph replays the recurrent-state snapshot copies of ``n_rs_seq`` > 0 (rollback drafts, e.g.
+    #: ``--spec-type draft-mtp``) for the architectures in ``exact``
+    rs_seq: bool = False
     #: fused ops llama.cpp probes in this order (``llama_context::resolve_fused_ops``) and turns off when the
     #: scheduler puts one of their nodes off its layer's device: the builder reads ``b.unfused`` (the ops turned
     #: off) and records ``b.fused_nodes`` as (op, tensor, layer); core.py re-runs the graph until they agree

@@ -188,4 +188,5 @@ FAMILY = Family(
     exact=frozenset({"bailingmoe3"}),
     build_mtp=build_mtp,
     mtp_exact=frozenset({"bailingmoe3"}),
+    rs_seq=True,
 )

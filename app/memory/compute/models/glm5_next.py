@@ -26,8 +26,9 @@ most 16 tokens with ``n_kv > n_sel`` gathers the selected latents instead (:func
 layers reuse the previous full layer's selection. Attention is ``build_attn_mha`` over the latent cache with
 ``attn_v_b``, then ``attn_output``.
 
-Not modelled: the NextN/MTP graph (``--spec-type draft-mtp``), ``n_rs_seq`` > 0, a backend without the fused hc
-ops (the unfused chain), ``embeddings_nextn`` unmasked.
+With ``n_rs_seq`` > 0 the KDA layers copy K = n_rs_seq + 1 states (as kimi-k3's). Not modelled: the NextN/MTP
+graph (``--spec-type draft-mtp``: llama.cpp's pinned graph_mtp throws, so the estimate refuses it), a backend
+without the fused hc ops (the unfused chain), ``embeddings_nextn`` unmasked.
 """
 
 from __future__ import annotations
@@ -345,4 +346,5 @@ FAMILY = Family(
     build=build,
     exact=frozenset({"glm5-next"}),
     fused=("DSV4_HC_PRE", "DSV4_HC_COMB", "DSV4_HC_POST"),
+    rs_seq=True,
 )

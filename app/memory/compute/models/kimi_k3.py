@@ -19,8 +19,9 @@ What kimi-linear (:mod:`.kimi_linear`) does not have:
   the shared experts (``n_ff_exp * expert_shared_count`` wide) read the full-width input.
 
 The last layer keeps every token; the output rows are taken after the final ``res_mix``, before the output
-norm. Not modelled: ``n_rs_seq`` > 0 (state snapshots for speculative rollback), the legacy MLA layers that keep
-``attn_kv_b`` (an MHA cache), a file without ``attn_k_b``/``attn_v_b``.
+norm. With ``n_rs_seq`` > 0 (state snapshots for speculative rollback) the KDA layers copy K = n_rs_seq + 1
+states (:func:`.bailingmoe3.kda_convs`, :func:`.bailingmoe3.kda_delta`). Not modelled: the legacy MLA layers that
+keep ``attn_kv_b`` (an MHA cache), a file without ``attn_k_b``/``attn_v_b``.
 """
 
 from __future__ import annotations
@@ -190,4 +191,4 @@ def build(b):
     return b.output(cur, out_ids, norm_first=False)
 
 
-FAMILY = Family(name="kimi-k3", build=build, exact=frozenset({"kimi-k3"}))
+FAMILY = Family(name="kimi-k3", build=build, exact=frozenset({"kimi-k3"}), rs_seq=True)

@@ -93,4 +93,4 @@ def build(b):
     return logits
 
 
-FAMILY = Family(name="lfm2", build=build, exact=frozenset({"lfm2", "lfm2moe"}))
+FAMILY = Family(name="lfm2", build=build, exact=frozenset({"lfm2", "lfm2moe"}), rs_seq=True)

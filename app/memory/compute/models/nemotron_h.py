@@ -159,4 +159,5 @@ FAMILY = Family(
     exact=frozenset({"nemotron_h", "nemotron_h_moe"}),
     build_mtp=build_mtp,
     mtp_exact=frozenset({"nemotron_h_moe"}),
+    rs_seq=True,
 )

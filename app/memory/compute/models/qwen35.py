@@ -265,4 +265,5 @@ FAMILY = Family(
     exact=frozenset({"qwen35", "qwen35moe", "qwen3next"}),
     build_mtp=_build_mtp,
     mtp_exact=frozenset({"qwen35", "qwen35moe", "qwen3next"}),
+    rs_seq=True,
 )
