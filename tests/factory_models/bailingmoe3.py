@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests import gguf_factory as gf
+from tests.factory_models.kimi_linear import add_kda
 
 
 def full_attention(il: int, n_layer: int, group: int) -> bool:
@@ -53,17 +54,7 @@ def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
         p = f"blk.{i}."
         s.add(p + "attn_norm.weight", (n_embd,), "norm")
         if not full[i]:
-            for x in "qkv":
-                s.add(p + f"ssm_conv1d_{x}.weight", (d_conv, 1, d_inner, 1), "bias")
-            for x in "qkv":
-                s.add(p + f"attn_{x}.weight", (n_embd, d_inner))
-            s.add(p + "ssm_f_a.weight", (n_embd, d_inner))
-            s.add(p + "ssm_beta.weight", (n_embd, n_head))
-            s.add(p + "ssm_a", (1, n_head), "ssm_a")
-            s.add(p + "ssm_dt.bias", (d_inner,), "bias")
-            s.add(p + "ssm_g_a.weight", (n_embd, d_inner))
-            s.add(p + "ssm_norm.weight", (hd,), "norm")
-            s.add(p + "attn_output.weight", (d_inner, n_embd))
+            add_kda(s, p, n_embd, d_inner, hd, n_head, d_conv, a_shape=(1, n_head), f=("ssm_f_a",), g=("ssm_g_a",))
         else:
             if q_lora:
                 s.add(p + "attn_q_a.weight", (n_embd, q_lora))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests import gguf_factory as gf
+from tests.factory_models.kimi_linear import add_kda
 
 
 def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
@@ -50,18 +51,7 @@ def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
         s.add(p + "attn_res_score.weight", (n_embd,), "norm")
         s.add(p + "ffn_res_score.weight", (n_embd,), "norm")
         if not full[i]:
-            for x in "qkv":
-                s.add(p + f"ssm_conv1d_{x}.weight", (d_conv, 1, d_inner, 1), "bias")
-            for x in "qkv":
-                s.add(p + f"attn_{x}.weight", (n_embd, d_inner))
-            s.add(p + "ssm_f_a.weight", (n_embd, hd))
-            s.add(p + "ssm_f_b.weight", (hd, d_inner))
-            s.add(p + "ssm_beta.weight", (n_embd, n_head))
-            s.add(p + "ssm_a", (n_head,), "ssm_a")
-            s.add(p + "ssm_dt.bias", (d_inner,), "bias")
-            s.add(p + "ssm_g.weight", (n_embd, d_inner))
-            s.add(p + "ssm_norm.weight", (hd,), "norm")
-            s.add(p + "attn_output.weight", (d_inner, n_embd))
+            add_kda(s, p, n_embd, d_inner, hd, n_head, d_conv, a_shape=(n_head,), g=("ssm_g",))
         else:
             s.add(p + "attn_q_a_norm.weight", (q_lora,), "norm")
             s.add(p + "attn_kv_a_norm.weight", (kv_lora,), "norm")

@@ -39,19 +39,7 @@ def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
         p = f"blk.{i}."
         s.add(p + "attn_norm.weight", (n_embd,), "norm")
         if not full[i]:
-            for x in "qkv":
-                s.add(p + f"ssm_conv1d_{x}.weight", (d_conv, 1, d_inner, 1), "bias")
-            for x in "qkv":
-                s.add(p + f"attn_{x}.weight", (n_embd, d_inner))
-            s.add(p + "ssm_f_a.weight", (n_embd, hd))
-            s.add(p + "ssm_f_b.weight", (hd, d_inner))
-            s.add(p + "ssm_beta.weight", (n_embd, n_head))
-            s.add(p + "ssm_a", (1, n_head), "ssm_a")
-            s.add(p + "ssm_dt.bias", (d_inner,), "bias")
-            s.add(p + "ssm_g_a.weight", (n_embd, hd))
-            s.add(p + "ssm_g_b.weight", (hd, d_inner))
-            s.add(p + "ssm_norm.weight", (hd,), "norm")
-            s.add(p + "attn_output.weight", (d_inner, n_embd))
+            add_kda(s, p, n_embd, d_inner, hd, n_head, d_conv, a_shape=(1, n_head))
         else:
             s.add(p + "attn_q.weight", (n_embd, n_head * (nope + rope)))
             s.add(p + "attn_kv_a_mqa.weight", (n_embd, kv_lora + rope))
@@ -89,3 +77,30 @@ gf.register(
             quant="q4_k_m", file_type=15),
     },
 )
+
+
+def add_kda(s, p, n_embd, d_inner, hd, n_head, d_conv, *, a_shape, f=("ssm_f_a", "ssm_f_b"),
+            g=("ssm_g_a", "ssm_g_b")):
+    """A KDA (Kimi delta attention) layer's tensors in llama-model.cpp's order: the q/k/v short convolutions and
+    projections, the decay ``f`` and the output gate ``g`` (two names: low rank through ``hd``; one: a single
+    full-width matrix), beta, A (``a_shape``: (n_head,) or (1, n_head)), the dt bias, the head norm and the
+    output. Kimi-Linear, Kimi-K3, GLM-5-Next and Ling 3.0 write it with their own f/g/A forms."""
+    for x in "qkv":
+        s.add(p + f"ssm_conv1d_{x}.weight", (d_conv, 1, d_inner, 1), "bias")
+    for x in "qkv":
+        s.add(p + f"attn_{x}.weight", (n_embd, d_inner))
+
+    def gate(names):
+        if len(names) == 2:
+            s.add(p + f"{names[0]}.weight", (n_embd, hd))
+            s.add(p + f"{names[1]}.weight", (hd, d_inner))
+        else:
+            s.add(p + f"{names[0]}.weight", (n_embd, d_inner))
+
+    gate(f)
+    s.add(p + "ssm_beta.weight", (n_embd, n_head))
+    s.add(p + "ssm_a", a_shape, "ssm_a")
+    s.add(p + "ssm_dt.bias", (d_inner,), "bias")
+    gate(g)
+    s.add(p + "ssm_norm.weight", (hd,), "norm")
+    s.add(p + "attn_output.weight", (d_inner, n_embd))

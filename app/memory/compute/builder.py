@@ -430,12 +430,14 @@ class Builder:
             sh = binary("MUL", sh, gate)
         return binary("ADD", moe_out, sh)
 
-    def dense_lead_moe(self, cur, il):
-        """The DeepSeek-style FFN (``deepseek2.cpp``, ``dots1.cpp``, ``bailingmoe2.cpp``): a dense SwiGLU FFN on the
-        ``leading_dense_block_count`` first layers, else routed experts (the model's gating, optional selection
-        bias ``exp_probs_b``, normalised and scaled top-k weights) plus the ungated shared experts."""
+    def dense_lead_moe(self, cur, il, dense=None, probs_b="exp_probs_b.bias"):
+        """The DeepSeek-style FFN (``deepseek2.cpp``, ``dots1.cpp``, ``bailingmoe2.cpp``, ``afmoe.cpp``,
+        ``step35.cpp``, ``hy-v3.cpp``): a dense SwiGLU FFN on the ``leading_dense_block_count`` first layers (or
+        where ``dense`` says: step35/hy-v3 test for the router), else routed experts (the model's gating,
+        optional selection bias ``probs_b``, normalised and scaled top-k weights) plus the ungated shared
+        experts where the file has them."""
         c = self.c
-        if il < self.p.n_layer_dense_lead:
+        if (il < self.p.n_layer_dense_lead) if dense is None else dense:
             return self.ffn(cur, "ffn", il)
         moe_out = self.moe(
             cur,
@@ -443,8 +445,10 @@ class Builder:
             gating=c.gating,
             norm_w=c.expert_weights_norm,
             w_scale=c.expert_weights_scale,
-            probs_b=self.w(f"blk.{il}.exp_probs_b.bias"),
+            probs_b=self.w(f"blk.{il}.{probs_b}"),
         )
+        if f"blk.{il}.ffn_up_shexp.weight" not in c.names:
+            return moe_out
         return binary("ADD", moe_out, self._ffn_named(cur, il, "shexp"))
 
     def _ffn_named(self, cur, il, sfx):

@@ -5,6 +5,19 @@ from __future__ import annotations
 from ...model.hparams import PARALLEL_HYBRID_ARCHS
 from ..kv import CACHE_TYPE_BLOCKS
 
+#: Architectures whose loader turns an unset ``expert_gating_func`` into sigmoid (``load_arch_hparams`` in
+#: src/models/afmoe.cpp, cohere2moe.cpp, glm4-moe.cpp, glm-dsa.cpp, glm5-next.cpp, hy-v3.cpp, laguna.cpp,
+#: step35.cpp); llama4.cpp always gates with a sigmoid; the others default to softmax.
+_SIGMOID_WHEN_UNSET = frozenset({"afmoe", "cohere2moe", "glm4moe", "glm-dsa", "glm5-next", "hy_v3", "laguna", "step35"})
+
+
+def _unset_gating(arch, p) -> str:
+    if arch in _SIGMOID_WHEN_UNSET or arch == "llama4":
+        return "sigmoid"
+    if arch == "deepseek2" and p.n_layer in (47, 48) and p.n_vocab == 154880:
+        return "sigmoid"  # deepseek2.cpp: GLM 4.7 Lite GGUFs state no gating function
+    return "softmax"
+
 
 class Ctx:
     """What the graph's structure depends on: hyper-parameters, the context shape and cache types.
@@ -92,7 +105,7 @@ class Ctx:
         ws = meta.get(f"{a}.expert_weights_scale")
         self.expert_weights_scale = bool(ws) and float(ws) != 1.0
         gf = int(meta.get(f"{a}.expert_gating_func", 0) or 0)
-        self.gating = {2: "sigmoid", 3: "softmax_weight"}.get(gf, "sigmoid" if a == "llama4" else "softmax")
+        self.gating = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}.get(gf) or _unset_gating(a, p)
 
     def is_swa(self, il):
         return self.has_swa and self.swa[il]

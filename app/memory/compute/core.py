@@ -26,7 +26,7 @@ from .schedule import schedule, weight_users
 log = logging.getLogger("app.memory.compute")
 
 _CACHE_SIZE = 256  # results per model (a drag revisits the same placements)
-_GRAPHS = 16  # built graphs per model (one per context shape and layer structure)
+_GRAPHS = 32  # built graphs per model (one per context shape, layer structure and kept-layer count)
 
 
 def _getter(idx):
@@ -36,6 +36,24 @@ def _getter(idx):
     if len(idx) == 1:
         return lambda seq, i=idx[0]: (seq[i],)
     return itemgetter(*idx)
+
+
+def _interleaved(kinds: list[int]) -> bool:
+    """Runs of 3+ layers of one structure recur between layers of another (3 sliding-window layers before each
+    global one). A middle pipelined device's peak then depends on the allocator's state after
+    two such periods, which a neighbourhood of one layer either side does not keep: Trinity-Mini (afmoe)
+    ``-ts 1,2,1 -cmoe -np 4``, RPC1 62.89 MiB cut vs 90.89 uncut and in llama-fit-params (K-EXAONE's and
+    Step-3.5's families set ``hood=2`` for the same reason)."""
+    runs = []  # (kind, length)
+    i = 0
+    while i < len(kinds):
+        j = i
+        while j < len(kinds) and kinds[j] == kinds[i]:
+            j += 1
+        runs.append((kinds[i], j - i))
+        i = j
+    long = [k for k, n in runs[1:-1] if n >= 3]
+    return len(long) > len(set(long))  # one structure's runs of 3+ recur: a pattern, not a dense lead or a tail
 
 
 def model_facts(model: Model) -> dict:
@@ -76,10 +94,12 @@ def model_facts(model: Model) -> dict:
         "names": names,
         "getters": getters,
         "kinds": kinds,
-        # hybrids (an attention layer among recurrent ones) need a wider neighbourhood in compress()
+        # hybrids (an attention layer among recurrent ones) and interleaved layers (3+ sliding-window layers
+        # between global ones) need a wider neighbourhood in compress()
         "hood": max(
             2 if any(p.recurrent_layers[:n_main]) and not all(p.recurrent_layers[:n_main]) else 1,
-            family_of(p.arch).hood,  # a family's own (exaone_moe: 3 sliding layers before each global one)
+            2 if _interleaved(kinds) else 1,
+            family_of(p.arch).hood,
         ),
         # recurrent layers are never cut: build_rs copies n_rs - n_seqs = 0 "extra" states, and ggml's allocator
         # turns each such zero-size tensor into a zero-size free block that can sit out of address order and keep

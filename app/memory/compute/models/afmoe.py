@@ -16,13 +16,11 @@ from . import Family
 
 
 def build(b):
-    c, p = b.c, b.p
+    p = b.p
     inpL = unary("SCALE", b.inp_embd())
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
     hd = p.head_dim_k
-    # load_arch_hparams: no expert_gating_func (convert_hf_to_gguf writes none) means sigmoid, not softmax
-    gating = c.gating if int(c.meta.get(f"{c.arch}.expert_gating_func", 0) or 0) else "sigmoid"
     for il in b.layers:
         inpSA = inpL
         cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
@@ -42,18 +40,7 @@ def build(b):
             inpSA = get_rows(inpSA, out_ids)
         ffn_inp = binary("ADD", cur, inpSA)
         cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
-        if il < p.n_layer_dense_lead:
-            cur = b.ffn(cur, "ffn", il)
-        else:
-            moe_out = b.moe(
-                cur,
-                il,
-                gating=gating,
-                norm_w=c.expert_weights_norm,
-                w_scale=c.expert_weights_scale,
-                probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
-            )
-            cur = binary("ADD", moe_out, b._ffn_named(cur, il, "shexp")) if p.n_expert_shared > 0 else moe_out
+        cur = b.dense_lead_moe(cur, il)
         cur = b.norm(cur, f"blk.{il}.post_ffw_norm.weight", il)
         inpL = binary("ADD", cur, ffn_inp)
     return b.output(inpL, out_ids)

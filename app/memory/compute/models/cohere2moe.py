@@ -18,11 +18,6 @@ from ..mtp import mtp_input
 from . import Family
 
 
-def _gating(c):
-    gf = int(c.meta.get(f"{c.arch}.expert_gating_func", 0) or 0)
-    return c.gating if gf else "sigmoid"  # LLAMA_EXPERT_GATING_FUNC_TYPE_NONE -> SIGMOID (load_arch_hparams)
-
-
 def _block(b, inpL, il, pos, gating, mtp=False):
     """One parallel block; in ``graph_mtp`` (``mtp``) every projection is roped and the FFN is the experts."""
     c, p = b.c, b.p
@@ -59,7 +54,7 @@ def build_mtp(b):
     c = b.c
     il = b.layers[0]
     cur, pos, out_ids = mtp_input(b, il)
-    cur = _block(b, cur, il, pos, _gating(c), mtp=True)
+    cur = _block(b, cur, il, pos, c.gating, mtp=True)
     head_norm = f"blk.{il}.nextn.shared_head_norm.weight"
     h = b.norm(cur, head_norm if head_norm in c.names else "output_norm.weight", -1)
     h.flags = h.fl0 = OUTPUT  # h_nextn
@@ -78,7 +73,7 @@ def build(b):
     inpL = b.inp_embd()
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
-    gating = _gating(c)
+    gating = c.gating
     for il in b.layers:
         inpL = _block(b, inpL, il, pos, gating)
     h = b.norm(inpL, "output_norm.weight", -1)

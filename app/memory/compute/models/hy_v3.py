@@ -22,11 +22,6 @@ from . import Family
 from .qwen35 import output_after_norm
 
 
-def _gating(c):
-    # load_arch_hparams: no expert_gating_func means sigmoid, not softmax
-    return c.gating if int(c.meta.get(f"{c.arch}.expert_gating_func", 0) or 0) else "sigmoid"
-
-
 def build_mtp(b):
     """``graph_mtp`` of hy-v3.cpp: :func:`~app.memory.compute.mtp.mtp_input`, a full hy_v3 decoder layer (the
     NextN block ``cparams.nextn_layer_offset`` selects, 0 when the context reserves) on the MTP context's plain
@@ -46,9 +41,8 @@ def build(b):
 
 
 def _layers(b, inpL, pos, layers):
-    c, p = b.c, b.p
+    p = b.p
     hd = p.head_dim_k
-    gating = _gating(c)
     for il in layers:
         inpSA = inpL
         cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
@@ -60,18 +54,7 @@ def _layers(b, inpL, pos, layers):
         cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), None)
         ffn_inp = binary("ADD", cur, inpSA)
         cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
-        if b.w(f"blk.{il}.ffn_gate_inp.weight") is None:
-            cur = b.ffn(cur, "ffn", il)
-        else:
-            moe_out = b.moe(
-                cur,
-                il,
-                gating=gating,
-                norm_w=c.expert_weights_norm,
-                w_scale=c.expert_weights_scale,
-                probs_b=b.w(f"blk.{il}.exp_probs_b"),
-            )
-            cur = binary("ADD", moe_out, b._ffn_named(cur, il, "shexp"))
+        cur = b.dense_lead_moe(cur, il, dense=b.w(f"blk.{il}.ffn_gate_inp.weight") is None, probs_b="exp_probs_b")
         inpL = binary("ADD", cur, ffn_inp)
     return inpL
 

@@ -27,12 +27,7 @@ from ..mtp import mtp_input
 from . import Family
 
 
-def _gating(c):
-    # load_arch_hparams: no expert_gating_func (convert_hf_to_gguf writes none) means sigmoid, not softmax
-    return c.gating if int(c.meta.get(f"{c.arch}.expert_gating_func", 0) or 0) else "sigmoid"
-
-
-def _block(b, inpL, il, pos, gating, mtp=False):
+def _block(b, inpL, il, pos, mtp=False):
     """One Step3p5 decoder layer (the trunk's and the MTP block's ``mtp_block``)."""
     c, p, nt = b.c, b.p, b.nt
     hd, hv = p.head_dim_k, p.head_dim_v
@@ -61,18 +56,7 @@ def _block(b, inpL, il, pos, gating, mtp=False):
     cur = mul_mat(b.w(f"blk.{il}.attn_output.weight"), attn)
     ffn_inp = binary("ADD", cur, inpSA)
     cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
-    if b.w(f"blk.{il}.ffn_gate_inp.weight") is None:
-        cur = b.ffn(cur, "ffn", il)
-    else:
-        moe_out = b.moe(
-            cur,
-            il,
-            gating=gating,
-            norm_w=c.expert_weights_norm,
-            w_scale=c.expert_weights_scale,
-            probs_b=b.w(f"blk.{il}.exp_probs_b.bias"),
-        )
-        cur = binary("ADD", moe_out, b._ffn_named(cur, il, "shexp"))
+    cur = b.dense_lead_moe(cur, il, dense=b.w(f"blk.{il}.ffn_gate_inp.weight") is None)
     return binary("ADD", cur, ffn_inp)
 
 
@@ -83,7 +67,7 @@ def build_mtp(b):
     output rows picked (``h_nextn``, pre-norm), then the head norm and the LM head on those rows only."""
     il = b.layers[0]
     cur, pos, out_ids = mtp_input(b, il)
-    cur = _block(b, cur, il, pos, _gating(b.c), mtp=True)
+    cur = _block(b, cur, il, pos, mtp=True)
     cur = get_rows(cur, out_ids)
     cur.flags = cur.fl0 = OUTPUT  # h_nextn
     head_norm = f"blk.{il}.nextn.shared_head_norm.weight"
@@ -99,9 +83,8 @@ def build(b):
     inpL = b.inp_embd()
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
-    gating = _gating(b.c)
     for il in b.layers:
-        inpL = _block(b, inpL, il, pos, gating)
+        inpL = _block(b, inpL, il, pos)
     inpL.flags = inpL.fl0 = OUTPUT  # t_h_nextn
     return b.output(inpL, out_ids, norm_first=False)
 
