@@ -742,7 +742,9 @@ class Session:
         est = dec = None
         if trial is not None:
             try:
-                est = self.estimate_for(trial)
+                # a drag preview: the cut graph (3-4x faster on long models, a few MiB off at worst); the drop
+                # itself is estimated with every layer (_recompute)
+                est = self.estimator.estimate(trial.devices, trial.settings, trial.weight_placement(), quick=True)
                 view = self.learned_view(trial, est)  # the drop's figures as the gauges show the current ones
                 est = view.estimate if view is not None else est
                 dec = self.speed_for(trial)[0]

@@ -110,9 +110,17 @@ class Estimator:
         return p if p is not None and settings.mmproj and _same_path(p.path, settings.mmproj) else None
 
     def estimate(
-        self, devices: list[Lane], settings: LlamaSettings, placement: WeightPlacement | None = None
+        self,
+        devices: list[Lane],
+        settings: LlamaSettings,
+        placement: WeightPlacement | None = None,
+        quick: bool = False,
     ) -> Estimate:
-        return _estimate(self.model, devices, settings, placement, self)
+        """``quick``: the compute graph may be cut to representative layers (a drag preview: 3-4x faster on a
+        94-layer model, but a device's compute buffer can be off by a few MiB; see
+        :func:`app.memory.compute.core.compute_buffers`); otherwise every layer is replayed, as llama.cpp builds
+        it."""
+        return _estimate(self.model, devices, settings, placement, self, quick)
 
 
 #: Weight types the CPU backend may repack into CPU_REPACK buffers (ggml-cpu/repack.cpp
@@ -143,6 +151,7 @@ def _estimate(
     settings: LlamaSettings,
     placement: WeightPlacement | None,
     estimator: Estimator | None,
+    quick: bool = False,
 ) -> Estimate:
     """Estimate memory per device for ``model`` launched with ``settings`` on ``devices``.
 
@@ -218,7 +227,7 @@ def _estimate(
     )
     notes: list[str] = []
     for dev, nbytes in compute_buffers(
-        model, placement, settings, shape, pipeline, estimator.compute_facts if estimator else None, notes
+        model, placement, settings, shape, pipeline, estimator.compute_facts if estimator else None, notes, cut=quick
     ).items():
         mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes
     unknown = [d for d in placement.devices if d.kind is DeviceKind.RPC and not (d.free or d.total)]

@@ -1,9 +1,8 @@
 """Our estimate against llama.cpp's own dry run, on the full matrix, with the real binaries.
 
 ``llama-fit-params --fit-print`` prints whole MiB, floored: every model,
-context and compute figure of ours must floor to the printed number (compute
-may cross a MiB edge by the few bytes the layer compression can change, see
-``accuracy.COMPUTE_SLACK``). The matrix uses full-size sparse models, so every
+context and compute figure of ours must floor to the printed number (the
+estimate replays every layer; no slack, ``accuracy.COMPUTE_SLACK``). The matrix uses full-size sparse models, so every
 non-zero figure is at least ``accuracy.MIN_PRINTED_MIB``: a prediction of 0
 cannot pass. Server mode is compared to the ``-lv 4`` load log, which prints
 MiB rounded to two decimals, on tiny models that really load: every device

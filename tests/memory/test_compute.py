@@ -12,7 +12,7 @@ import random
 import pytest
 
 from app.memory.compute import core
-from app.memory.estimator import estimate
+from app.memory.estimator import Estimator
 from app.lanes import Lane
 from app.memory.settings import LlamaSettings
 from app.model import Role, open_model
@@ -21,10 +21,6 @@ from app.placement.presets import all_on_gpus
 from tests.gguf_factory import write_sparse_model
 
 GiB = 1 << 30
-
-
-def _uncut(sigs, hood=1):
-    return list(range(len(sigs)))
 
 
 @pytest.mark.parametrize("spec", ["qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b", "phi-3.5-moe"])
@@ -40,12 +36,8 @@ def test_compressed_graph_gives_the_same_buffers(spec, tmp_path, monkeypatch):
         p = all_on_gpus(model, devices, s)
         for item in rng.sample(exps, k=len(exps) // 2):  # scattered: every other layer's experts elsewhere
             p.assign(item if rng.random() < 0.7 else f"{item}:down", rng.choice([CPU, "RPC1", "RPC2"]))
-        model.__dict__.pop("_compute_facts", None)
-        fast = estimate(model, devices, p.settings, p.weight_placement())
-        monkeypatch.setattr(core, "compress", _uncut)
-        model.__dict__.pop("_compute_facts", None)
-        full = estimate(model, devices, p.settings, p.weight_placement())
-        monkeypatch.undo()
+        fast = Estimator(model).estimate(devices, p.settings, p.weight_placement(), quick=True)
+        full = Estimator(model).estimate(devices, p.settings, p.weight_placement())
         # one copy of each neighbourhood is enough: at most an alignment's worth of bytes differs (seen: 32 B)
         assert [d.name for d in fast.devices] == [d.name for d in full.devices]
         for a, b in zip(fast.devices, full.devices):
@@ -75,13 +67,10 @@ def test_interleaved_layers_on_a_middle_device_cut_as_uncut(spec, tmp_path, monk
     for args in ("-c 65536 -ngl all -ts 1,2,1 -cmoe -np 4 -ctk q8_0 -ctv q8_0", "-c 16384 -ngl all -ts 1,3,1 -fa off",
                  "-c 32768 -ngl all -ts 2,1,1 -np 2"):
         s = settings_from_args(args.split(), tool="fit-params")
-        model.__dict__.pop("_compute_facts", None)
         monkeypatch.setattr(core, "compress", compressing)
-        fast = estimate(model, devices, s)
-        monkeypatch.setattr(core, "compress", _uncut)
-        model.__dict__.pop("_compute_facts", None)
-        full = estimate(model, devices, s)
+        fast = Estimator(model).estimate(devices, s, quick=True)
         monkeypatch.undo()
+        full = Estimator(model).estimate(devices, s)
         for a, b in zip(fast.devices, full.devices, strict=True):
             assert abs(a.compute - b.compute) <= 4096, (args, a.name, a.compute / 2**20, b.compute / 2**20)
     assert any(cut_layers), "no placement was cut: the test compares nothing"
@@ -118,6 +107,6 @@ def test_cutting_a_recurrent_graph_changes_its_peak(tmp_path):
     full = Estimator(model).estimate(devices, s).device("RPC0").compute
     cut_est = Estimator(model)
     cut_est.compute_facts["uncut"] = False
-    cut = cut_est.estimate(devices, s).device("RPC0").compute
+    cut = cut_est.estimate(devices, s, quick=True).device("RPC0").compute
     assert full // (1 << 20) == 305
     assert cut - full > 16 * (1 << 20), (cut, full)

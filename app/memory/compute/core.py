@@ -199,12 +199,18 @@ def compute_buffers(
     pipeline: bool,
     facts: dict | None = None,
     notes: list[str] | None = None,
+    cut: bool = False,
 ) -> dict[str, int]:
     """Compute buffer bytes per device name (``Host`` for the CPU backend's buffer).
 
     ``pipeline``: pipeline parallelism is on (the scheduler keeps 4 copies of every input).
     ``notes``: where the graph cannot be built and the sizes come from :func:`approx_peaks` instead, the note
     saying so is appended here (also logged as a warning, once per model); never silent.
+    ``cut``: replay representative layers only (:func:`compress`, for a drag preview). Not exact: the allocator's
+    state drifts over repeated layers, so a device's peak can differ from the whole graph's (a sweep of every
+    sparse model on 3 RPC devices, 4 placements each: phi-4-mini -ngl 30 -ts 1,1,1 -ub 1024, RPC2 817.5 MiB cut vs
+    805.5 uncut and in llama-fit-params; smollm3 -ngl 30, RPC1 161 vs 169; gemma-4-31b -ts 1,2,1 -cmoe, RPC0 181.8
+    vs 197.8). Without it every layer is replayed, as llama.cpp builds the graph.
     """
     p = model.params
     if p.n_layer <= 0 or p.n_embd <= 0:
@@ -241,7 +247,8 @@ def compute_buffers(
             nextn = facts["nextn_getter"] = _getter([i for i, il in enumerate(_tensor_layers(model)) if il >= n_main])
         key += (tuple(sigs[n_main:]), tuple(layer_be[n_main : p.n_layer]), tuple(kv_be[n_main:]), nextn(tbe))
     else:
-        layers = list(range(len(sigs))) if facts["uncut"] else pad_layers(compress(sigs, facts["hood"]), len(sigs))
+        uncut = facts["uncut"] or not cut
+        layers = list(range(len(sigs))) if uncut else pad_layers(compress(sigs, facts["hood"]), len(sigs))
         build = family.build
         # the replay reads only the kept layers (their signatures hold their structure and where their tensors,
         # layer and cache live), so placements that differ only in layers the compression drops give the same

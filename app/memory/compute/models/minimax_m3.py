@@ -201,4 +201,6 @@ def build(b):
     return b.output(inpL, out_ids)
 
 
-FAMILY = Family(name="minimax-m3", build=build, exact=frozenset({"minimax-m3"}))
+# built uncut (as deepseek32): a cut graph's peak on a middle device lost 230-390 MiB against the uncut graph and
+# llama-fit-params (-ts 2,1,1 -np 2 -ncmoe 10: RPC1 313.92 vs 705.54 MiB), the peak grows with the layers replayed
+FAMILY = Family(name="minimax-m3", build=build, exact=frozenset({"minimax-m3"}), uncut=True)
