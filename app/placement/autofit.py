@@ -97,9 +97,11 @@ class _Fitter:
             p.tensor_device[i] = dev
         return p
 
-    def est(self, p: Placement) -> Estimate:
+    def est(self, p: Placement, quick: bool = True) -> Estimate:
+        """The search's trials replay a graph cut to representative layers (10x faster on a 94-layer model: 0.17
+        vs 1.8 s for a whole fit); the result is checked with every layer (``quick=False``)."""
         self.calls += 1
-        return self.estimator.estimate(p.devices, self.settings, p.weight_placement())
+        return self.estimator.estimate(p.devices, self.settings, p.weight_placement(), quick=quick)
 
     def fits(self, e: Estimate, names: list[str] | None = None) -> bool:
         budgets = {d.name: budget(d, self.margin) for d in self.devices}
@@ -172,7 +174,12 @@ class _Fitter:
                     self._parts(il, dev.name, layers, experts)
                     break
         final = self.make(layers, experts)
-        e = self.est(final)
+        e = self.est(final, quick=False)
+        while not self.fits(e) and experts:
+            # the exact figures (every layer) are a few MiB above the search's: hand back the last expert moved
+            experts.pop(next(reversed(experts)))
+            final = self.make(layers, experts)
+            e = self.est(final, quick=False)
         if not self.fits(e):
             over = [
                 d.name

@@ -68,7 +68,8 @@ def fastest(
             placement_args(q, export_cache)
         except InexpressibleError:
             return float("inf"), None, None
-        e = estimator.estimate(q.devices, q.settings, q.weight_placement())
+        # trials replay a graph cut to representative layers (fast); the result is checked with every layer below
+        e = estimator.estimate(q.devices, q.settings, q.weight_placement(), quick=True)
         if not _fits(e, devices, margin):
             return float("inf"), e, None
         d = predict_decode(model, q.weight_placement(), params, facts=facts)
@@ -149,4 +150,7 @@ def fastest(
             break
     if best_d is None or best_e is None or start_d is None:
         raise FitError("no placement fits with this margin")
+    best_e = estimator.estimate(p.devices, p.settings, p.weight_placement())
+    if not _fits(best_e, devices, margin):  # a few MiB over once every layer is replayed: auto-fit's own (checked)
+        p, best_e, best_d, steps = start.placement, start.estimate, start_d, []
     return FastestResult(p, best_e, best_d, start_d, steps)
