@@ -106,7 +106,9 @@ def context_shape(p: ModelParams, s: LlamaSettings) -> ContextShape:
         _check_cache_blocks(p, s)
     size_swa = 0
     if p.has_swa:
-        size_swa = n_ctx_seq if s.swa_full else pad(min(n_ctx_seq, p.n_swa * (n_seq if unified else 1) + n_ubatch), 256)
+        # llama_kv_cache_dsv4 keeps its raw window cache per sequence whatever -kvu says (unified_raw = false)
+        window_seqs = n_seq if unified and p.arch != "deepseek4" else 1
+        size_swa = n_ctx_seq if s.swa_full else pad(min(n_ctx_seq, p.n_swa * window_seqs + n_ubatch), 256)
     n_outputs_max = min(n_batch, s.eff_n_outputs_max()) if s.tool == "server" else n_batch
     n_rs_seq = s.rs_seq_requested if p.arch in RS_ROLLBACK_ARCHS else 0
     return ContextShape(

@@ -335,6 +335,7 @@ class Builder:
         before=False,
         probs_in=None,
         act=None,
+        selected_in=None,
     ):
         """``build_moe_ffn``: router, top-k, expert matmuls, weighting and the sum over the selected experts
         (``probs_in``: router logits the model computed itself, e.g. from the layer input in smallthinker.cpp;
@@ -348,6 +349,8 @@ class Builder:
             probs = unary("SOFT_MAX", logits)
         elif gating == "sigmoid":
             probs = unary("UNARY", logits)
+        elif gating == "sqrt_softplus":  # LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS: ggml_sqrt(ggml_softplus)
+            probs = unary("SQRT", unary("UNARY", logits))
         else:  # softmax_weight
             probs = logits
         sel = probs
@@ -367,7 +370,8 @@ class Builder:
             filled = unary("FILL", groups)
             sel = set_rows(filled, sp, eg)
             sel = reshape(sel, n_exp, nt)
-        selected = argsort_top_k(sel, k)
+        # selected_experts_in (deepseek4's hash layers: rows of ffn_gate_tid2eid by token) replaces the top-k
+        selected = argsort_top_k(sel, k) if selected_in is None else selected_in
         probs3 = reshape(probs, 1, n_exp, nt)
         weights = get_rows(probs3, selected)
         if gating == "softmax_weight":

@@ -137,6 +137,9 @@ class GraphInputs:
     pin: bool
     pin_cpu: bool
     host_weights: bool
+    #: the pins of ``resolve_fused_ops``' probe graph (one token per sequence, built and split without the reset
+    #: of the dry run: graph_reserve(..., split_only) -> ggml_backend_sched_split_graph), see graph_inputs
+    pin_probe: bool = False
 
 
 def graph_inputs(
@@ -183,6 +186,11 @@ def graph_inputs(
         pin=pin,
         pin_cpu=real_run and settings.no_kv_offload,
         host_weights=not (settings.repack and not settings.use_host),
+        # llama_context::resolve_fused_ops probes with n_tokens = n_seqs (every probe in the pinned sources is one
+        # token per sequence but GDN chunked, which no family here declares) and keeps graph_get_cb's pins whatever
+        # the tool: e.g. deepseek4's "l_last" (its DSV4_HC_POST) stays on the layer's device there even where the
+        # big batch of a partial offload lets the scheduler move it to the next layer's
+        pin_probe=max(1, shape.n_seq) < 32 or ngl > p.n_layer,
     )
 
 
@@ -220,6 +228,7 @@ def compute_buffers(
     g = graph_inputs(model, facts, placement, settings, shape)
     devs, cpu, tbe, layer_be, kv_be, sigs = g.devs, g.cpu, g.tbe, g.layer_be, g.kv_be, g.sigs
     offload, pin, pin_cpu, host_weights, glob = g.offload, g.pin, g.pin_cpu, g.host_weights, g.glob
+    pin_probe = g.pin_probe
     key: tuple = (
         shape,
         settings.type_k,
@@ -229,6 +238,7 @@ def compute_buffers(
         host_weights,
         pin,
         pin_cpu,
+        pin_probe,
         pipeline,
         tuple((d.name, d.kind, d.max_tensor_bytes) for d in devs),
         glob,
@@ -290,6 +300,12 @@ def compute_buffers(
                 else:
                     graphs.move_to_end(vkey)
                 got = _run(model, b, layers, *run)
+                # the probe graph's backends: its pins (and -nkvo's), and no GPU op offload below 32 tokens
+                probe_run = (
+                    run[:6] + (pin_probe, settings.no_kv_offload, offload and max(1, shape.n_seq) >= 32) + run[9:]
+                )
+                if probe < len(family.fused) and probe_run != run:
+                    _run(model, b, layers, *probe_run)
                 while probe < len(family.fused) and not _fused_off(b, family.fused[probe], layer_be):
                     probe += 1
                 if probe == len(family.fused):
@@ -319,7 +335,8 @@ def compute_buffers(
 
 def _fused_off(b, op, layer_be):
     """``resolve_fused_ops``' check: a fused ``op`` node the scheduler put off its layer's device (the probe graph
-    is the reserved one here: one token per sequence there, the same layer boundaries)."""
+    is the reserved one here, scheduled with the probe's pins: one token per sequence there, the same layer
+    boundaries)."""
     return any(o == op and t.be != layer_be[il] for o, t, il in b.__dict__.get("fused_nodes", ()))
 
 
