@@ -54,7 +54,14 @@ if TYPE_CHECKING:
     from .memory.learned import DryRunCorrection, LearnedStore, Verification
     from .placement.dry_run import DryRunJob
 from .speed.predict import DecodePrediction, PromptPrediction, SpeedFacts, SpeedParams, predict_decode, predict_prompt
-from .speed.speculative import DEFAULT_ACCEPTANCE, POLL_ADVICE, SpeculativeDecode, speculative_decode
+from .speed.speculative import (
+    DEFAULT_ACCEPTANCE,
+    POLL_ADVICE,
+    SpeculativeDecode,
+    mtp_decode,
+    mtp_n_draft,
+    speculative_decode,
+)
 
 log = logging.getLogger(__name__)
 
@@ -525,9 +532,12 @@ class Session:
 
     def speculative_speed(self, p: Placement, est: Estimate, decode: DecodePrediction) -> SpeculativeDecode | None:
         """Decode speed with the draft model drafting ``--spec-draft-n-max`` tokens a step at the user's
-        acceptance rate (:attr:`draft_acceptance`); None without a draft in use (``--spec-type draft-simple``)."""
+        acceptance rate (:attr:`draft_acceptance`); None without a draft in use (``--spec-type draft-simple``
+        with ``-md``, or ``draft-mtp`` on the model's own NextN layers: :meth:`_mtp_speed`)."""
         drafter = self.estimator.draft
         st = p.settings
+        if drafter is None and est.draft is not None and est.draft.shape.mtp and "draft-mtp" in st.spec_types:
+            return self._mtp_speed(p, est, decode)
         if drafter is None or est.draft is None or "draft-simple" not in st.spec_types:
             return None
         n = st.spec_draft_n_max
@@ -556,6 +566,30 @@ class Session:
             )
         except (ValueError, ZeroDivisionError) as exc:
             log.info("no speculative speed prediction: %s", exc)
+            return None
+
+    def _mtp_speed(self, p: Placement, est: Estimate, decode: DecodePrediction) -> SpeculativeDecode | None:
+        """draft-mtp: the model's NextN layers draft (app.speed.speculative.mtp_decode), the target verifies
+        ``n + 1`` as for ``-md``."""
+        st = p.settings
+        n = mtp_n_draft(self.model, st.spec_draft_n_max)
+        try:
+            params = self.speed_params
+            wp = p.weight_placement()
+            verify = predict_decode(self.model, wp, params, facts=self.speed_facts, threads=st.n_threads, n_seq=n + 1)
+            return mtp_decode(
+                self.model,
+                wp,
+                params,
+                decode.seconds_per_token,
+                verify.seconds_per_token,
+                n,
+                self.draft_acceptance,
+                self.speed_facts,
+                st.n_threads,
+            )
+        except (ValueError, ZeroDivisionError) as exc:
+            log.info("no MTP speculative speed prediction: %s", exc)
             return None
 
     @property

@@ -114,8 +114,9 @@ class DraftPanel(QWidget):
         self.mtp.setToolTip(self.mtp.toolTip() if can_mtp or mtp else
                             "This model has no MTP layers llama.cpp can draft with" if not has else
                             "A draft model (-md) is in use; remove it to draft with the MTP layers")
-        for w in (self.ngl, self.dev, self.accept):
+        for w in (self.ngl, self.dev):
             w.setEnabled(has)
+        self.accept.setEnabled(has or mtp)  # the MTP speed is predicted at the rate set here too
         for w in (self.ctk, self.ctv, self.n_max):
             w.setEnabled(has or mtp)
         top = draft.params.n_layer + 1 if has else 512
@@ -145,7 +146,13 @@ class DraftPanel(QWidget):
         where = ", ".join(f"{d.name} {fmt_bytes(d.total)}" for d in est.draft.devices if d.total)
         if self.doc.session.draft_model is None:  # the MTP context on the model's own NextN layers
             text = (f"The MTP draft context needs {where} (its KV cache, compute; the NextN layers' weights count "
-                    "as the model's). The speed with MTP drafting is not predicted.")
+                    "as the model's).")
+            spec = self.doc.session.speculative  # app.speed.speculative.mtp_decode at the acceptance set here
+            if spec is not None and spec.mtp:
+                color = "#3A9E5C" if spec.speedup >= 1.0 else "#C98A00"
+                text += f"<br><span style='color:{color}'>{spec.text()}</span>"
+            else:
+                text += " The speed with MTP drafting is not predicted for this placement."
             text += "".join(f"<br><span style='color:gray'>{n}</span>" for n in est.notes
                             if "not sized" in n or "snapshots" in n)
             return text

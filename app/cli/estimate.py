@@ -206,17 +206,19 @@ def render_speed(doc: dict) -> list[str]:
     clock = f" at {cpu['mhz']:.0f} MHz" if cpu.get("mhz") else " (clock not readable: 2000 MHz assumed)" if cpu else ""
     advice = (doc.get("threads_advice") or {}).get("advice", [])
     spec = doc.get("speculative")
+    # "mtp": drafted by the model's own NextN layers (--spec-type draft-mtp), else by the -md draft model
+    label = "speed with MTP drafting" if (spec or {}).get("kind") == "mtp" else "speed with the draft model"
     spec_line = (
         [
-            f"speed with the draft model: generation {spec['tg_tokens_per_s']:.1f} tok/s ({spec['speedup']:.2f}x) at "
+            f"{label}: generation {spec['tg_tokens_per_s']:.1f} tok/s ({spec['speedup']:.2f}x) at "
             f"an acceptance rate of {spec['acceptance']:.0%}"
             + (" (assumed: set yours with --acceptance)" if spec["acceptance_assumed"] else "")
-            + f", {spec['n_draft']} drafted tokens a step ({spec['tokens_per_step']:.2f} tokens a step); an upper "
-            "bound: on a 2-core CPU llama-server measured 40-52% less (docs/speed-model.md)"
+            + f", {spec['n_draft']} drafted tokens a step ({spec['tokens_per_step']:.2f} tokens a step); "
+            + spec["bound"]
         ]
         if spec
         else []
-    ) + [f"speed with the draft model: {n}" for n in (spec or {}).get("advice", [])]
+    ) + [f"{label}: {n}" for n in (spec or {}).get("advice", [])]
     return (
         [
             f"speed: generation {doc['tg_tokens_per_s']:.1f} tok/s, prompt {doc['pp_tokens_per_s']:.0f} tok/s "
@@ -320,8 +322,11 @@ def run(args: argparse.Namespace) -> int:
             "acceptance_assumed": args.acceptance is None,
             "n_draft": spec.n_draft,
             "tokens_per_step": round(spec.tokens_per_step, 3),
+            "kind": "mtp" if spec.mtp else "draft-model",
             "draft_seconds": spec.draft_seconds,
             "verify_seconds": spec.verify_seconds,
+            "catchup_seconds": spec.catchup_seconds,  # draft-mtp: the NextN block over the verified batch
+            "bound": spec.bound,
             "advice": list(spec.notes),
         }
         if spec is not None

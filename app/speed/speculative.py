@@ -1,4 +1,5 @@
-"""Decode speed with speculative decoding by a draft model (``-md`` with ``--spec-type draft-simple``).
+"""Decode speed with speculative decoding: by a draft model (``-md`` with ``--spec-type draft-simple``) or by the
+model's own NextN/MTP layers (``--spec-type draft-mtp`` without ``-md``).
 
 One step of llama.cpp's draft-simple loop (``common_speculative_impl_draft_simple``, common/speculative.cpp)
 drafts up to ``n`` tokens with the draft model, one at a time, then the target checks them in one batch of
@@ -8,11 +9,28 @@ Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decodin
 it is a figure the user sets (llama-server reports the measured one: ``draft acceptance rate`` in its log and
 ``/slots``). Drafting stops early at low confidence (``--spec-draft-p-min``); a step is taken here as always
 drafting ``n``, which bounds its cost from above.
+
+draft-mtp (``common_speculative_impl_draft_mtp``, common/speculative.cpp) drafts the same way on a second context
+(``LLAMA_CONTEXT_TYPE_MTP``) over the main model's NextN layer(s): ``draft()`` decodes one token a pass, ``n`` passes,
+each the NextN block (``graph_mtp``: eh_proj over the token's embedding and the target's hidden row, one decoder
+block, its norm) and the LM head over the vocabulary (``nextn.shared_head_head``, else the model's ``output``: it
+may sit on another device); after the target's batch of ``n + 1``, ``process()`` runs the NextN block once more
+over that batch (the catch-up that fills the MTP cache, no output rows, so no head) because the server drops the
+draft context's drafted cells (``llama_memory_seq_rm`` from ``pos_max + 1``, tools/server/server-context.cpp,
+TAG_SPEC_AVOID_DRAFT_REEVAL). With several NextN layers that do not share the target's cache (step35:
+``chain_heads``) draft step ``i`` runs head ``i`` over the ``i + 1`` tokens so far, ``n`` is capped at the heads,
+and the catch-up runs every head. Not counted: the recurrent-state snapshots a rolling-back hybrid (qwen35) writes
+per verified token (``n_rs_seq``), and attention over the caches (the model alone is predicted at depth 0 too).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..lanes import CPU
+from ..memory.layout import WeightPlacement
+from ..model import Model, Role
+from .predict import SpeedFacts, SpeedParams, hop_cost
 
 #: the acceptance rate assumed until the user sets one: a same-family small draft on chat text (Qwen3-0.6B for
 #: Qwen3-8B and similar pairs) is commonly reported between 0.6 and 0.8 per token
@@ -30,18 +48,36 @@ class SpeculativeDecode:
     n_draft: int
     acceptance: float
     notes: tuple[str, ...] = ()
+    catchup_seconds: float = 0.0  # draft-mtp: the NextN block over the verified batch (process())
+    mtp: bool = False  # drafted by the model's own NextN layers (--spec-type draft-mtp), not by -md
 
     @property
     def speedup(self) -> float:
         return self.tokens_per_s / self.plain_tokens_per_s if self.plain_tokens_per_s else 0.0
 
+    @property
+    def label(self) -> str:
+        return "with MTP drafting" if self.mtp else "with the draft"
+
+    @property
+    def bound(self) -> str:
+        """How far below the figure llama-server measured (benchmarks/bench_speculative.py, docs/speed-model.md)."""
+        return MTP_BOUND if self.mtp else DRAFT_BOUND
+
     def text(self) -> str:
         return (
-            f"with the draft: {self.tokens_per_s:.1f} tok/s ({self.speedup:.2f}x the {self.plain_tokens_per_s:.1f} "
+            f"{self.label}: {self.tokens_per_s:.1f} tok/s ({self.speedup:.2f}x the {self.plain_tokens_per_s:.1f} "
             f"of the model alone) at an acceptance rate of {self.acceptance:.0%} for {self.n_draft} drafted tokens "
-            f"a step ({self.tokens_per_step:.2f} tokens a step); an upper bound: on a 2-core CPU llama-server "
-            "measured 40-52% less (docs/speed-model.md)"
+            f"a step ({self.tokens_per_step:.2f} tokens a step); {self.bound}"
         )
+
+
+#: the measured shortfall of the prediction (benchmarks/bench_speculative.py on this project's 2-core CPU)
+DRAFT_BOUND = "an upper bound: on a 2-core CPU llama-server measured 40-52% less (docs/speed-model.md)"
+MTP_BOUND = (
+    "an upper bound: on a 2-core CPU llama-server measured a gain over the model alone 15-40% below this one "
+    "(the model's batch of n + 1 costs about n + 1 decodes there; docs/speed-model.md)"
+)
 
 
 def expected_tokens(acceptance: float, n_draft: int) -> float:
@@ -72,11 +108,175 @@ def speculative_decode(
 ) -> SpeculativeDecode:
     """Decode rate with a draft. ``plain_seconds``: the target's time per token alone; ``verify_seconds``: its
     time for one batch of ``n_draft + 1`` tokens; ``draft_token_seconds``: the draft's time per token."""
-    if plain_seconds <= 0 or verify_seconds <= 0 or draft_token_seconds < 0 or n_draft < 0:
+    if draft_token_seconds < 0:
+        raise ValueError("speculative decoding needs a draft time of 0 or more")
+    return _step(plain_seconds, verify_seconds, n_draft * draft_token_seconds, 0.0, n_draft, acceptance, notes)
+
+
+def _step(
+    plain_seconds: float,
+    verify_seconds: float,
+    draft_seconds: float,
+    catchup_seconds: float,
+    n_draft: int,
+    acceptance: float,
+    notes: tuple[str, ...],
+    mtp: bool = False,
+) -> SpeculativeDecode:
+    """One step: drafting (``draft_seconds`` in all), the target's batch of ``n_draft + 1`` and, for draft-mtp,
+    the catch-up pass; it yields :func:`expected_tokens`."""
+    if plain_seconds <= 0 or verify_seconds <= 0 or draft_seconds < 0 or catchup_seconds < 0 or n_draft < 0:
         raise ValueError("speculative decoding needs positive step times and a drafted-token count of 0 or more")
     per_step = expected_tokens(acceptance, n_draft)
-    draft_s = n_draft * draft_token_seconds
-    step = draft_s + verify_seconds
+    step = draft_seconds + verify_seconds + catchup_seconds
     return SpeculativeDecode(
-        per_step / step, 1.0 / plain_seconds, per_step, step, draft_s, verify_seconds, n_draft, acceptance, notes
+        per_step / step,
+        1.0 / plain_seconds,
+        per_step,
+        step,
+        draft_seconds,
+        verify_seconds,
+        n_draft,
+        acceptance,
+        notes,
+        catchup_seconds,
+        mtp,
     )
+
+
+@dataclass(frozen=True)
+class MtpPass:
+    """One decode of the MTP context: seconds, and the weight bytes each device reads."""
+
+    seconds: float
+    device_bytes: dict[str, float]
+
+
+def _head_tensor(model: Model, nextn_layer: int) -> int:
+    """The LM head a NextN layer's ``graph_mtp`` multiplies by: ``nextn.shared_head_head`` when the file has it,
+    else the model's ``output`` (``token_embd`` when tied: ``TENSOR_DUPLICATED``), as in every architecture's
+    graph_mtp (src/models/qwen35.cpp, glm4-moe.cpp, deepseek2.cpp, ...: ``head_w``)."""
+    names = {t.name: i for i, t in enumerate(model.tensors)}
+    for name in (f"blk.{nextn_layer}.nextn.shared_head_head.weight", "output.weight", "token_embd.weight"):
+        if name in names:
+            return names[name]
+    raise ValueError("the model has no LM head for its MTP layer")
+
+
+def mtp_pass(
+    model: Model,
+    wp: WeightPlacement,
+    params: SpeedParams,
+    nextn_layer: int,
+    n_tokens: int,
+    head: bool,
+    facts: SpeedFacts | None = None,
+    threads: int | None = None,
+) -> MtpPass:
+    """Seconds of one ``llama_process`` on the MTP context: the NextN block ``nextn_layer`` over ``n_tokens``
+    tokens and, when ``head``, the LM head for one output row (a draft step asks logits of its last token only).
+
+    The same terms as :func:`~app.speed.predict.predict_decode` for the main model: per device the weight bytes
+    read once for the batch (routed experts: the share ``n_tokens`` tokens touch), the CPU's kernels over the
+    elements per token, a hop wherever the pass changes device (the input rows come from the host), and one
+    ``token_overhead``. The token embedding (``nextn.embed_tokens``, else ``token_embd``) is one row per token."""
+    if n_tokens < 1:
+        raise ValueError("an MTP pass decodes one token or more")
+    p = model.params
+    facts = facts if facts is not None and facts.model is model else SpeedFacts(model)
+    frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
+    touched = p.n_expert * (1 - (1 - frac) ** n_tokens) / p.n_expert_used if p.n_expert else 1.0
+    head_i = _head_tensor(model, nextn_layer)
+    read: dict[str, float] = {}
+    elems: dict[str, dict[str, float]] = {}
+    ffn: dict[str, float] = {}
+    attn_dev = ""
+    own_embd = False
+
+    def add(i: int, nbytes: float, n_elem: float) -> None:
+        dev = wp.tensor_device[i]
+        if not dev:
+            raise ValueError(
+                f"{model.tensors[i].name} is not loaded: the MTP layers' weights load with --spec-type draft-mtp"
+            )
+        read[dev] = read.get(dev, 0.0) + nbytes
+        fam = elems.setdefault(dev, {})
+        fam[facts.types[i]] = fam.get(facts.types[i], 0.0) + n_elem
+
+    for i, (t, (layer, role, nextn)) in enumerate(zip(model.tensors, facts.roles)):
+        if not nextn or layer != nextn_layer or i == head_i:
+            continue
+        matrix = len(t.shape) > 1
+        if ".nextn.embed_tokens." in t.name:  # get_rows: one row per token
+            own_embd = True
+            add(i, n_tokens * t.nbytes / max(p.n_vocab, 1), 0.0)
+        elif role is Role.EXPERTS:
+            add(i, t.nbytes * frac * touched, n_tokens * t.n_elements * frac)
+        else:
+            add(i, float(t.nbytes), n_tokens * float(t.n_elements) if matrix else 0.0)
+        if role in (Role.FFN, Role.EXPERTS):
+            ffn[wp.tensor_device[i]] = ffn.get(wp.tensor_device[i], 0.0) + t.nbytes
+        elif role is Role.ATTN and not attn_dev:
+            attn_dev = wp.tensor_device[i]
+    if not read:
+        raise ValueError(f"the model has no NextN layer {nextn_layer}")
+    if not own_embd:
+        emb = next((i for i, t in enumerate(model.tensors) if t.name == "token_embd.weight"), None)
+        if emb is not None:
+            add(emb, n_tokens * model.tensors[emb].nbytes / max(p.n_vocab, 1), 0.0)
+    if head:
+        add(head_i, float(model.tensors[head_i].nbytes), float(model.tensors[head_i].n_elements))
+    secs = 0.0
+    for dev, nbytes in read.items():
+        d = params.get(dev)
+        rate = d.ram_rate(threads if dev == CPU else None) if d.is_cpu else d.bandwidth * d.eff_bandwidth
+        secs += nbytes / rate
+        if d.is_cpu:
+            work = sum(e * d.type_cost.get(fam, 1.0) for fam, e in elems.get(dev, {}).items())
+            secs += work / d.vec_rate(threads if dev == CPU else None)
+    layer_dev = wp.layer_device[nextn_layer] if nextn_layer < len(wp.layer_device) else CPU
+    path = [CPU, attn_dev or layer_dev, *sorted(ffn, key=lambda k: -ffn[k])]
+    if head:
+        path.append(wp.tensor_device[head_i])
+    path.append(CPU)
+    for a, b in zip(path, path[1:]):
+        if a != b:
+            secs += hop_cost(params.get(a), params.get(b), p.n_embd, n_tokens)
+    return MtpPass(secs + params.token_overhead, read)
+
+
+def mtp_n_draft(model: Model, n_draft: int) -> int:
+    """Tokens draft-mtp drafts a step at most: ``--spec-draft-n-max``, capped at the heads with chained heads
+    (``common_speculative_impl_draft_mtp`` ctor: ``params.n_max = min(n_max, n_mtp_layers)``)."""
+    n_heads = model.params.nextn_layers
+    return min(n_draft, n_heads) if n_heads > 1 else n_draft
+
+
+def mtp_decode(
+    model: Model,
+    wp: WeightPlacement,
+    params: SpeedParams,
+    plain_seconds: float,
+    verify_seconds: float,
+    n_draft: int,
+    acceptance: float,
+    facts: SpeedFacts | None = None,
+    threads: int | None = None,
+    notes: tuple[str, ...] = (),
+) -> SpeculativeDecode:
+    """Decode rate with ``--spec-type draft-mtp``: ``verify_seconds`` is the target's batch of ``n_draft + 1``
+    as for ``-md``; the draft steps and the catch-up are :func:`mtp_pass` es over the NextN layers
+    (``common_speculative_impl_draft_mtp::draft`` and ``::process``)."""
+    p = model.params
+    if not p.nextn_layers:
+        raise ValueError("the model has no NextN/MTP layers")
+    first = p.n_layer - p.nextn_layers
+    chain = p.nextn_layers > 1  # chain_heads: n_mtp_layers > 1 and a cache of its own
+    n = mtp_n_draft(model, n_draft)
+    draft_s = sum(
+        mtp_pass(model, wp, params, first + (i if chain else 0), i + 1 if chain else 1, True, facts, threads).seconds
+        for i in range(n)
+    )
+    heads = range(p.nextn_layers) if chain else range(1)
+    catchup = sum(mtp_pass(model, wp, params, first + h, n + 1, False, facts, threads).seconds for h in heads)
+    return _step(plain_seconds, verify_seconds, draft_s, catchup, n, acceptance, notes, mtp=True)

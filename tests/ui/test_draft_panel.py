@@ -127,6 +127,10 @@ def test_the_models_own_mtp_layers_draft_from_the_panel(window, qtbot, tmp_path)
     assert sum(d.model for d in est.devices) > sum(d.model for d in before.devices)  # the NextN weights
     assert sum(d.draft for d in est.devices) == sum(d.total for d in est.draft.devices) > 0
     assert panel.n_max.isEnabled() and "MTP draft context needs" in panel.info.text()
+    # the speed with MTP drafting (app.speed.speculative.mtp_decode) at the acceptance rate set in the panel
+    assert panel.accept.isEnabled() and "with MTP drafting" in panel.info.text()
+    panel.accept.setValue(0.9)
+    assert "acceptance rate of 90%" in panel.info.text() and window.doc.session.speculative.mtp
     panel.n_max.setValue(5)
     assert window.doc.placement.settings.spec_draft_n_max == 5 and window.doc.estimate.shape.n_rs_seq == 5
     argv = window.doc.session.command().argv

@@ -1,0 +1,171 @@
+"""Speculative decoding's speed (app.speed.speculative): the accepted-tokens formula, and draft-mtp's step (the
+model's NextN layer drafting, common_speculative_impl_draft_mtp) held to hand-computed figures on a placement
+whose devices have round numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.command.parse import settings_from_args
+from app.lanes import CPU, Lane
+from app.model import open_model
+from app.placement import Placement
+from app.session import Session
+from app.speed.predict import GB, DeviceSpeed, SpeedParams
+from app.speed.speculative import expected_tokens, mtp_decode, mtp_n_draft, mtp_pass, speculative_decode
+from tests import gguf_factory as gf
+
+GPU = "CUDA0"
+OVERHEAD = 1e-3
+LATENCY = 1e-4
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("spec")
+    return {a: open_model(gf.write_tiny_model(a, d / f"{a}.gguf", n_nextn=1)) for a in ("qwen35", "qwen35moe")}
+
+
+def params() -> SpeedParams:
+    """The host: 10 GB/s, 2 AVX2 cores at 1 GHz (16e9 elements/s); the GPU: 100 GB/s, a 10 GB/s link."""
+    return SpeedParams(
+        {
+            CPU: DeviceSpeed(CPU, "cpu", 10 * GB, eff_bandwidth=1.0, cores=2, clock_hz=1e9, simd="avx2", eff_vec=1.0),
+            GPU: DeviceSpeed(GPU, "gpu", 100 * GB, eff_bandwidth=1.0, link_bandwidth=10 * GB, link_latency=LATENCY),
+        },
+        token_overhead=OVERHEAD,
+    )
+
+
+def placed(model, args: str):
+    lane = Lane(GPU, GPU, 8 << 30, 8 << 30, "gpu", 100 * GB)
+    s = settings_from_args(args.split(), tool="server")
+    return Placement.from_settings(model, [lane], s).weight_placement(), [lane], s
+
+
+def _nbytes(model, name: str) -> int:
+    return next(t.nbytes for t in model.tensors if t.name == name)
+
+
+def test_expected_tokens_by_hand():
+    assert expected_tokens(0.0, 3) == 1.0
+    assert expected_tokens(1.0, 3) == 4.0
+    assert expected_tokens(0.5, 3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    assert expected_tokens(0.7, 1) == pytest.approx(1.7)
+
+
+def test_mtp_pass_counts_the_nextn_block_and_the_head(tiny):
+    m = tiny["qwen35"]
+    wp, _, _ = placed(m, "-c 4096 -ngl all --spec-type draft-mtp")
+    nl = m.params.n_layer - 1  # the NextN block
+    block = sum(t.nbytes for t in m.tensors if t.name.startswith(f"blk.{nl}."))
+    head = _nbytes(m, "output.weight")  # no nextn.shared_head_head in the file: the model's output
+    row = _nbytes(m, "token_embd.weight") / m.params.n_vocab  # the token's embedding row, on the host
+    hops = 2 * (LATENCY + m.params.n_embd * 4 / (10 * GB))  # host -> GPU -> host
+    one = mtp_pass(m, wp, params(), nl, 1, True)
+    assert one.device_bytes[GPU] == pytest.approx(block + head)
+    assert one.device_bytes[CPU] == pytest.approx(row)
+    assert one.seconds == pytest.approx((block + head) / (100 * GB) + row / (10 * GB) + hops + OVERHEAD)
+    # the catch-up over a batch of 4: the block read once, no head, 4 embedding rows, 4 rows over each hop
+    four = mtp_pass(m, wp, params(), nl, 4, False)
+    assert four.device_bytes[GPU] == pytest.approx(block)
+    hops4 = 2 * (LATENCY + m.params.n_embd * 4 * 4 / (10 * GB))
+    assert four.seconds == pytest.approx(block / (100 * GB) + 4 * row / (10 * GB) + hops4 + OVERHEAD)
+
+
+def test_mtp_head_on_the_host_is_read_there(tiny):
+    m = tiny["qwen35"]
+    wp, _, _ = placed(m, r"-c 4096 -ngl all -ot output\.weight=CPU --spec-type draft-mtp")
+    nl = m.params.n_layer - 1
+    out = next(t for t in m.tensors if t.name == "output.weight")
+    with_head = mtp_pass(m, wp, params(), nl, 1, True)
+    without = mtp_pass(m, wp, params(), nl, 1, False)
+    assert with_head.device_bytes[CPU] - without.device_bytes[CPU] == pytest.approx(out.nbytes)
+    assert with_head.device_bytes[GPU] == pytest.approx(without.device_bytes[GPU])
+    # the host reads it at 10 GB/s and runs its elements (f16: cost 1) at 16e9 a second; the hops stay two
+    assert with_head.seconds - without.seconds == pytest.approx(out.nbytes / (10 * GB) + out.n_elements / 16e9)
+
+
+def test_mtp_experts_read_by_the_tokens_routed(tiny):
+    m = tiny["qwen35moe"]
+    wp, _, _ = placed(m, "-c 4096 -ngl all --spec-type draft-mtp")
+    nl = m.params.n_layer - 1
+    p = m.params
+    exps = sum(t.nbytes for t in m.tensors if t.name.startswith(f"blk.{nl}.") and "_exps" in t.name)
+    rest = sum(t.nbytes for t in m.tensors if t.name.startswith(f"blk.{nl}.") and "_exps" not in t.name)
+    f = p.n_expert_used / p.n_expert  # 2 of 8
+    assert mtp_pass(m, wp, params(), nl, 1, False).device_bytes[GPU] == pytest.approx(rest + exps * f)
+    # 4 tokens touch 1 - (1 - 1/4)^4 of the experts
+    assert mtp_pass(m, wp, params(), nl, 4, False).device_bytes[GPU] == pytest.approx(rest + exps * (1 - 0.75**4))
+
+
+def test_mtp_step_grows_with_n_and_acceptance_zero_is_slower(tiny):
+    m = tiny["qwen35"]
+    wp, _, _ = placed(m, "-c 4096 -ngl all --spec-type draft-mtp")
+    nl = m.params.n_layer - 1
+    drafted = mtp_pass(m, wp, params(), nl, 1, True).seconds
+    plain, verify = 0.01, 0.012
+    steps = []
+    for n in (1, 2, 3, 6):
+        sp = mtp_decode(m, wp, params(), plain, verify, n, 0.0)
+        assert sp.mtp and sp.n_draft == n
+        assert sp.draft_seconds == pytest.approx(n * drafted)  # n passes of one token with the head
+        assert sp.catchup_seconds == pytest.approx(mtp_pass(m, wp, params(), nl, n + 1, False).seconds)
+        assert sp.step_seconds == pytest.approx(sp.draft_seconds + verify + sp.catchup_seconds)
+        # acceptance 0: one token a step, the target's own, after paying for the drafts: below the plain speed
+        assert sp.tokens_per_step == 1.0 and sp.tokens_per_s == pytest.approx(1 / sp.step_seconds)
+        assert sp.speedup < 1.0
+        steps.append(sp.step_seconds)
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    full = mtp_decode(m, wp, params(), plain, verify, 3, 1.0)
+    assert full.tokens_per_s == pytest.approx(4 / full.step_seconds)
+
+
+def test_draft_model_step_by_hand():
+    sp = speculative_decode(0.01, 0.012, 0.002, 3, 0.5)
+    assert not sp.mtp and sp.catchup_seconds == 0.0
+    assert sp.step_seconds == pytest.approx(0.006 + 0.012)
+    assert sp.tokens_per_s == pytest.approx(1.875 / 0.018)
+    with pytest.raises(ValueError):
+        speculative_decode(0.01, 0.012, -1.0, 3, 0.5)
+
+
+def test_mtp_needs_the_nextn_weights_loaded(tiny):
+    m = tiny["qwen35"]
+    wp, _, _ = placed(m, "-c 4096 -ngl all")  # no draft-mtp: llama.cpp skips the NextN tensors
+    with pytest.raises(ValueError, match="not loaded"):
+        mtp_pass(m, wp, params(), m.params.n_layer - 1, 1, True)
+    assert mtp_n_draft(m, 5) == 5  # one NextN layer: no cap on --spec-draft-n-max
+
+
+def test_session_predicts_mtp_speed(tiny):
+    m = tiny["qwen35"]
+    for args, want in (("-c 4096 --spec-type draft-mtp --spec-draft-n-max 2", True), ("-c 4096", False)):
+        s = settings_from_args(args.split(), tool="server")
+        ses = Session(m, [], placement=Placement.from_settings(m, [], s))
+        sp = ses.speculative
+        assert (sp is not None) is want
+        if sp is not None:
+            assert sp.mtp and sp.n_draft == 2
+            assert sp.plain_tokens_per_s == pytest.approx(ses.decode.tokens_per_s)
+            assert "with MTP drafting" in sp.text() and "upper bound" in sp.text()
+
+
+def test_cli_prints_the_mtp_speed(tiny):
+    """``layerdeck estimate`` with --spec-type draft-mtp: the JSON's speculative entry is the session's MTP figure
+    (kind "mtp", the catch-up counted) and the text says it as an upper bound."""
+    from tests.test_cli import layerdeck
+
+    m = tiny["qwen35"]
+    args = ["--acceptance", "0.8", "--", "-m", str(m.path), "-c", "4096", "--spec-type", "draft-mtp"]
+    doc = json.loads(layerdeck("estimate", "--json", *args).stdout)
+    spec = doc["speed"]["speculative"]
+    s = settings_from_args(["-c", "4096", "--spec-type", "draft-mtp"], tool="server")
+    ses = Session(m, [], placement=Placement.from_settings(m, [], s))
+    ses.set_draft_acceptance(0.8)
+    assert spec["kind"] == "mtp" and spec["n_draft"] == 3 and spec["acceptance"] == 0.8
+    assert spec["catchup_seconds"] > 0 and spec["tg_tokens_per_s"] == round(ses.speculative.tokens_per_s, 2)
+    text = layerdeck("estimate", *args).stdout
+    assert "speed with MTP drafting: generation" in text and "upper bound" in text
