@@ -77,6 +77,9 @@ class Lane:
     # The largest tensor an op on this device may read or write (a Vulkan driver's maxStorageBufferRange, 128 MiB
     # on lavapipe); None: no such limit. Weights whose op exceeds it stay in host memory (app.memory.backends).
     max_tensor_bytes: int | None = None
+    # Ops the device's backend refuses for its features (a Vulkan device without the 16-lane subgroups that
+    # DSV4_HC_COMB's pipeline needs); empty: as the backend's supports_op decides by shape (app.memory.backends).
+    refused_ops: frozenset[str] = frozenset()
     # ggml buffer facts of the device's backend, 0 where the backend's default applies (app.memory.backends):
     # the alignment of its buffers, the largest single buffer (compute buffers above it are split into chunks),
     # and the same two for the host buffer type it brings (Vulkan_Host, CUDA_Host).

@@ -3,8 +3,9 @@
 Every full-size case of tests/memory/accuracy.py, on one device (``-ts`` dropped), with the device as
 Layerdeck detects it (``--list-devices`` plus the Vulkan loader's limits). Printed per case: the figures that
 do not floor to llama.cpp's printed MiB; then comparisons, misses and the worst error per quantity and
-device. ``--in-order`` sets ``GGML_VK_DISABLE_GRAPH_OPTIMIZE=1`` on llama.cpp's side, which is the
-allocation order Layerdeck replays (see docs/memory-model.md, Backends).
+device. The estimate replays the backend's graph reordering (``ggml_vk_graph_optimize``, docs/memory-model.md,
+Backends); ``--in-order`` sets ``GGML_VK_DISABLE_GRAPH_OPTIMIZE=1`` on llama.cpp's side only, so its misses show
+what the reordering moves.
 
 Needs glslc, Mesa's Vulkan drivers and (on Debian 12) newer Vulkan headers: see .ci/run.
 

@@ -48,6 +48,8 @@ STRUCTS = (
     "VkPhysicalDeviceMemoryProperties",
     "VkPhysicalDeviceMemoryProperties2",
     "VkPhysicalDeviceMemoryBudgetPropertiesEXT",  # ggml_backend_vk_get_device_memory's free memory
+    "VkPhysicalDeviceSubgroupProperties",  # subgroup size and operations: which pipelines ggml_vk_load_shaders makes
+    "VkPhysicalDeviceSubgroupSizeControlFeatures",  # .computeFullSubgroups (subgroup_require_full_support)
 )
 
 #: enums emitted whole, as ``{name: value}`` dicts
@@ -68,6 +70,11 @@ VALUES = (
     "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES",
     "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2",
     "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT",
+    "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES",
+    "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES",
+    "VK_SUBGROUP_FEATURE_BASIC_BIT",
+    "VK_SUBGROUP_FEATURE_SHUFFLE_BIT",
+    "VK_SHADER_STAGE_COMPUTE_BIT",
     "VK_MEMORY_HEAP_DEVICE_LOCAL_BIT",
     "VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR",
 )

@@ -42,6 +42,7 @@ in bytes/s, null where unknown)::
       "utilisation_percent": float | null,
       "processes": [{"pid": int, "name": str | null, "used_bytes": int | null}],
       "max_tensor_bytes": int | null,     # largest tensor an op may touch (Vulkan: the storage-buffer range)
+      "refused_ops": [str],               # ops the backend refuses for the device's features (Vulkan subgroups)
       "buffer_alignment": int, "max_buffer": int,          # 0: the backend's default / unlimited
       "host_alignment": int, "host_max_buffer": int        # the host buffer type it brings (Vulkan_Host)
     }
@@ -156,6 +157,8 @@ def _rows(devices: Sequence[Device]) -> list[str]:
             limits.append(f"largest buffer {_mib(d.max_buffer)}" if d.max_buffer else "no largest buffer")
             if d.max_tensor_bytes:
                 limits.append(f"ops on tensors up to {_mib(d.max_tensor_bytes)}")
+            if d.refused_ops:
+                limits.append(f"no {', '.join(sorted(d.refused_ops))} (its subgroups are too small)")
             lines.append(f"  {label}: {', '.join(limits)}")
         lines += [f"  {label}: warning: {w}" for w in d.warnings]
         lines += [f"  {label}: could not read {fact}: {msg}" for fact, msg in d.errors.items()]

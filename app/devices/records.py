@@ -75,6 +75,9 @@ class Device:
     # app.devices.vulkan): the largest tensor an op may touch, buffer alignment and largest buffer, and the
     # same two for the host buffer type it brings. None/0: the backend's default (app.memory.backends).
     max_tensor_bytes: int | None = None
+    # ops the device's backend refuses for its features (a Vulkan device without the subgroup support a pipeline
+    # needs: app.devices.vulkan.RawVulkanDevice.refused_ops)
+    refused_ops: frozenset[str] = frozenset()
     buffer_alignment: int = 0
     max_buffer: int = 0
     host_alignment: int = 0
@@ -92,6 +95,7 @@ class Device:
         out["kind"] = str(self.kind)  # the plain value, not the DeviceKind member
         out["warnings"] = list(self.warnings)
         out["processes"] = [asdict(p) for p in self.processes]
+        out["refused_ops"] = sorted(self.refused_ops)
         return out
 
 

@@ -119,6 +119,11 @@ VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 = 1000059000
 VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES = 49
 VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2 = 1000059006
 VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT = 1000237000
+VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES = 1000094000
+VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES = 1000225002
+VK_SUBGROUP_FEATURE_BASIC_BIT = 1
+VK_SUBGROUP_FEATURE_SHUFFLE_BIT = 16
+VK_SHADER_STAGE_COMPUTE_BIT = 32
 VK_MEMORY_HEAP_DEVICE_LOCAL_BIT = 1
 VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR = 1
 
@@ -512,6 +517,26 @@ class VkPhysicalDeviceMemoryBudgetPropertiesEXT(ctypes.Structure):
     ]
 
 
+class VkPhysicalDeviceSubgroupProperties(ctypes.Structure):
+    _fields_ = [
+        ("sType", ctypes.c_int),  # VkStructureType
+        ("pNext", ctypes.c_void_p),  # void*
+        ("subgroupSize", ctypes.c_uint32),  # uint32_t
+        ("supportedStages", ctypes.c_uint32),  # VkShaderStageFlags
+        ("supportedOperations", ctypes.c_uint32),  # VkSubgroupFeatureFlags
+        ("quadOperationsInAllStages", ctypes.c_uint32),  # VkBool32
+    ]
+
+
+class VkPhysicalDeviceSubgroupSizeControlFeatures(ctypes.Structure):
+    _fields_ = [
+        ("sType", ctypes.c_int),  # VkStructureType
+        ("pNext", ctypes.c_void_p),  # void*
+        ("subgroupSizeControl", ctypes.c_uint32),  # VkBool32
+        ("computeFullSubgroups", ctypes.c_uint32),  # VkBool32
+    ]
+
+
 # --- END GENERATED ---
 
 
@@ -559,6 +584,27 @@ class RawVulkanDevice:
     # limits.minMemoryMapAlignment: the alignment of ggml's Vulkan_Host buffers (ggml_backend_vk_host_buffer_type
     # get_alignment); None when the child did not report it
     min_memory_map_alignment: int | None = None
+    # VkPhysicalDeviceSubgroupProperties, and computeFullSubgroups where VK_EXT_subgroup_size_control is listed
+    # (ggml_vk_get_device); None when the child did not report them
+    subgroup_size: int | None = None
+    subgroup_stages: int | None = None
+    subgroup_ops: int | None = None
+    full_subgroups: bool | None = None
+
+    @property
+    def refused_ops(self) -> frozenset[str]:
+        """Ops whose pipeline ggml_vk_load_shaders does not create on this device, so
+        ggml_backend_vk_device_supports_op refuses them: DSV4_HC_COMB needs basic and shuffle subgroup operations in
+        compute shaders, full subgroups and 16+ lanes (ggml-vulkan.cpp lines 3589-3594, 15772-15774; lavapipe on
+        AVX2 has 8). Empty when the subgroup facts are unknown."""
+        if self.subgroup_size is None or self.subgroup_ops is None or self.subgroup_stages is None:
+            return frozenset()
+        compute = bool(self.subgroup_stages & VK_SHADER_STAGE_COMPUTE_BIT)
+        basic = compute and bool(self.subgroup_ops & VK_SUBGROUP_FEATURE_BASIC_BIT)
+        shuffle = compute and bool(self.subgroup_ops & VK_SUBGROUP_FEATURE_SHUFFLE_BIT)
+        if basic and shuffle and bool(self.full_subgroups) and self.subgroup_size >= 16:
+            return frozenset()
+        return frozenset({"DSV4_HC_COMB"})
 
     @property
     def type_name(self) -> str:
@@ -1027,6 +1073,10 @@ def _raw_device(d: Any, i: int) -> RawVulkanDevice:
         extensions=tuple(exts),
         heaps=tuple(parsed_heaps),
         min_memory_map_alignment=_u(d, "min_memory_map_alignment", where, optional=True),
+        subgroup_size=_u(d, "subgroup_size", where, 32, optional=True),
+        subgroup_stages=_u(d, "subgroup_stages", where, 32, optional=True),
+        subgroup_ops=_u(d, "subgroup_ops", where, 32, optional=True),
+        full_subgroups=_want(d, "full_subgroups", bool, where) if d.get("full_subgroups") is not None else None,
     )
 
 
@@ -1316,7 +1366,9 @@ def _probe_devices(
         p2.pNext = ctypes.addressof(m3)
         m3.pNext = ctypes.addressof(drv)
         drv.pNext = ctypes.addressof(ids)
-        ids.pNext = ctypes.addressof(m4) if want_m4 else None
+        sub = VkPhysicalDeviceSubgroupProperties(sType=VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
+        ids.pNext = ctypes.addressof(sub)
+        sub.pNext = ctypes.addressof(m4) if want_m4 else None
         props = base
         if props2 is not None:
             props2(pd, ctypes.byref(p2))
@@ -1324,6 +1376,11 @@ def _probe_devices(
         f2 = VkPhysicalDeviceFeatures2(sType=VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
         f11 = VkPhysicalDeviceVulkan11Features(sType=VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES)
         f2.pNext = ctypes.addressof(f11)
+        ssc = VkPhysicalDeviceSubgroupSizeControlFeatures(
+            sType=VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES
+        )
+        size_control = "VK_EXT_subgroup_size_control" in ext_names  # ggml_vk_get_device asks only then
+        f11.pNext = ctypes.addressof(ssc) if size_control else None
         if feats2 is not None:
             feats2(pd, ctypes.byref(f2))
         heaps = []
@@ -1365,6 +1422,10 @@ def _probe_devices(
                 "max_storage_buffer_range": int(limits.maxStorageBufferRange),
                 "min_storage_buffer_offset_alignment": int(limits.minStorageBufferOffsetAlignment),
                 "min_memory_map_alignment": int(limits.minMemoryMapAlignment),
+                "subgroup_size": int(sub.subgroupSize) if props2 is not None else None,
+                "subgroup_stages": int(sub.supportedStages) if props2 is not None else None,
+                "subgroup_ops": int(sub.supportedOperations) if props2 is not None else None,
+                "full_subgroups": bool(ssc.computeFullSubgroups) if feats2 is not None else None,
                 "max_memory_allocation_size": int(m3.maxMemoryAllocationSize),
                 "max_buffer_size": int(m4.maxBufferSize) if want_m4 and props2 is not None else None,
                 "storage_buffer_16bit_access": bool(f11.storageBuffer16BitAccess),

@@ -20,13 +20,39 @@ but never moves the draft; Layerdeck exports ``--fit off`` and places both as sh
 
 from __future__ import annotations
 
-from .kv import ContextShape
+from collections.abc import Mapping
+from typing import Any
+
+from .kv import ContextShape, SettingsError
 from .settings import LlamaSettings
 
-#: --spec-type values whose drafts need a context Layerdeck does not model: EAGLE-3, DFlash and DSpark draft heads
-#: read the target's hidden states from models of their own. (MTP, the main model's own NextN layers in a second
-#: context, is sized by ``app.memory.estimator``.)
-UNMODELLED_SPEC_TYPES = ("draft-eagle3", "draft-dflash", "draft-dspark")
+#: --spec-type values whose drafts need a context Layerdeck does not model: DFlash and DSpark draft heads read the
+#: target's hidden states from models of their own. (MTP, the main model's own NextN layers in a second context, and
+#: EAGLE-3 heads given with -md, see :func:`eagle3_target_layers`, are sized by ``app.memory.estimator``.)
+UNMODELLED_SPEC_TYPES = ("draft-dflash", "draft-dspark")
+
+
+def eagle3_target_layers(
+    settings: LlamaSettings, draft_meta: Mapping[str, Any] | None, n_layer: int
+) -> tuple[int, ...]:
+    """The target layers whose hidden states ``--spec-type draft-eagle3`` extracts for the EAGLE-3 head given
+    with ``-md`` (its ``eagle3.target_layers``; ``common_speculative_impl_draft_eagle3``: ids below the target's
+    ``n_layer`` turn on ``llama_set_embeddings_layer_inp``, an id equal to it ``llama_set_embeddings_nextn``);
+    empty without that type, without a draft or while the draft is not open. Raises :class:`SettingsError` where
+    llama.cpp refuses the pair."""
+    if "draft-eagle3" not in settings.spec_types or not settings.draft_model or draft_meta is None:
+        return ()
+    ids = draft_meta.get("eagle3.target_layers") if draft_meta.get("general.architecture") == "eagle3" else None
+    if not ids or len(ids) != 3:
+        # the constructor of common_speculative_impl_draft_eagle3
+        raise SettingsError(
+            f"--spec-type draft-eagle3 needs an EAGLE-3 head as -md: llama.cpp says 'draft model is not eagle3 "
+            f"(expected 3 extract layers, got {len(ids or ())})'"
+        )
+    layers = tuple(int(x) for x in ids)
+    if max(layers) > n_layer:  # GGML_ABORT("EAGLE3: target layer id %d exceeds target n_layer %d")
+        raise SettingsError(f"the EAGLE-3 head extracts target layer {max(layers)}, the model has {n_layer}")
+    return layers
 
 
 def draft_settings(main: LlamaSettings, shape: ContextShape) -> LlamaSettings:

@@ -17,10 +17,9 @@ from ..lanes import CPU, DeviceKind, Lane
 from ..model import Model
 from ..model.projector import Projector
 from ..units import fmt_bytes
-from .backends import backend_of
 from .compute import compute_buffers, model_facts, unchecked_note
 from .compute.models import family_of
-from .draft import draft_settings, unmodelled_types
+from .draft import draft_settings, eagle3_target_layers, unmodelled_types
 from .kv import (
     ContextShape,
     SettingsError,
@@ -226,9 +225,7 @@ def _estimate(
         and all(d != CPU for d in placement.layer_device)
     )
     notes: list[str] = []
-    for dev, nbytes in compute_buffers(
-        model, placement, settings, shape, pipeline, estimator.compute_facts if estimator else None, notes, cut=quick
-    ).items():
+    for dev, nbytes in _reserved_compute(model, placement, settings, shape, pipeline, estimator, notes, quick).items():
         mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes
     unknown = [d for d in placement.devices if d.kind is DeviceKind.RPC and not (d.free or d.total)]
     if unknown:
@@ -253,14 +250,6 @@ def _estimate(
     unchecked = unchecked_note(p.arch, state_is_modelled(p))
     if unchecked:
         notes.append(unchecked)
-    vulkan = [d.name for d in placement.devices if backend_of(d) == "vulkan"]
-    if vulkan:
-        notes.append(
-            f"compute buffers of {', '.join(vulkan)}: the Vulkan backend reorders each graph split "
-            "(ggml_vk_graph_optimize), which Layerdeck does not replay, so they can differ from llama.cpp's by tens "
-            "of MiB either way (on lavapipe: 33 of 504 figures, worst 76 MiB); weights and context are exact; "
-            "use Verify"
-        )
     big_rpc = [
         d.name
         for d in placement.devices
@@ -288,6 +277,39 @@ def _estimate(
         names += [n for n in mem if n != CPU and n not in names]
     ordered = [mem[n] for n in names] + [mem[CPU]]
     return Estimate(ordered, shape, placement, pipeline, notes, draft, proj)
+
+
+def _reserved_compute(
+    model: Model,
+    placement: WeightPlacement,
+    settings: LlamaSettings,
+    shape: ContextShape,
+    pipeline: bool,
+    estimator: Estimator | None,
+    notes: list[str],
+    quick: bool,
+) -> dict[str, int]:
+    """Compute buffers per device over every graph the context reserves (each backend's buffer keeps the
+    largest, ``ggml_gallocr_reserve_n`` only grows): its own, and for EAGLE-3 speculation (``--spec-type
+    draft-eagle3``) the target's graph again with the extracted layer inputs as outputs (``llama_context::decode``
+    reserves anew once ``llama_set_embeddings_layer_inp`` changed the outputs) or the head's graph again with its
+    backend sampler (``llama_set_sampler``, ``common_speculative_impl_draft_eagle3``)."""
+    p = model.params
+    shapes = [shape]
+    drafter = estimator.draft_for(settings) if estimator is not None else None
+    extract = eagle3_target_layers(settings, drafter.model.metadata if drafter else None, p.n_layer)
+    if any(il < p.n_layer for il in extract):
+        shapes.append(replace(shape, layer_inp_out=tuple(il for il in extract if il < p.n_layer)))
+    if p.arch == "eagle3" and settings.spec_draft_backend_sampling:  # the head's own context (draft_settings)
+        shapes.append(replace(shape, backend_sampler=True))
+    facts = estimator.compute_facts if estimator else None
+    out: dict[str, int] = {}
+    for sh in shapes:
+        said: list[str] = []
+        for dev, nbytes in compute_buffers(model, placement, settings, sh, pipeline, facts, said, cut=quick).items():
+            out[dev] = max(out.get(dev, 0), nbytes)
+        notes.extend(n for n in said if n not in notes)
+    return out
 
 
 def _projector(
@@ -459,7 +481,7 @@ def _draft(
     odd = unmodelled_types(settings)
     if odd:
         notes.append(
-            f"--spec-type {', '.join(odd)}: the draft context these types create (EAGLE-3/DFlash/DSpark heads, "
+            f"--spec-type {', '.join(odd)}: the draft context these types create (DFlash/DSpark heads, "
             "models of their own) is not sized; only the main context's extra output rows are counted; use Verify"
         )
     if settings.load_mtp and model.params.nextn_layers:
@@ -478,6 +500,11 @@ def _draft(
             + ("" if replayed else f"; the compute graph's snapshot copies are not replayed for {model.params.arch}")
         )
     if not settings.draft_model:
+        if "draft-eagle3" in settings.spec_types:  # common_speculative_init: add_config_if_enabled(.., ctx_dft)
+            notes.append(
+                "--spec-type draft-eagle3 without -md: llama.cpp drafts nothing with it (the EAGLE-3 head is the -md "
+                "model); only the main context's extra output rows are counted"
+            )
         return None
     drafter = estimator.draft_for(settings) if estimator is not None else None
     if drafter is None:
@@ -497,4 +524,20 @@ def _draft(
         f"{'s' if shape.n_seq > 1 else ''})"
     )
     notes.extend(f"draft: {n}" for n in est.notes)
+    extract = eagle3_target_layers(settings, drafter.model.metadata, model.params.n_layer)
+    if extract:
+        p = model.params
+        grows = len(extract) * p.n_embd * shape.n_batch * 4  # output_reserve: n_embd x n_batch floats per layer
+        replayed = family_of(p.arch).name == "llama" and p.arch in family_of(p.arch).exact
+        notes.append(
+            f"EAGLE-3 head (--spec-type draft-eagle3): the main context extracts the hidden states of layers "
+            f"{', '.join(map(str, extract))} for it"
+            + (
+                ", its compute buffers counted as reserved again with those layer inputs as outputs"
+                if replayed
+                else f"; its compute reserved again with those outputs is not replayed for {p.arch}"
+            )
+            + f"; not counted: the host output buffer grows by {fmt_bytes(grows)} at the first decode "
+            "(output_reserve: one row of n_embd floats per -b token and layer), the head's by its rows"
+        )
     return est

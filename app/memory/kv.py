@@ -58,6 +58,12 @@ class ContextShape:
     n_rs_seq: int = 0
     #: the MTP draft context (``LLAMA_CONTEXT_TYPE_MTP``): caches and graph of the NextN layers only
     mtp: bool = False
+    #: layers whose input is a graph output (``llama_set_embeddings_layer_inp``: the target context of
+    #: ``--spec-type draft-eagle3`` extracts the EAGLE-3 head's target layers; ``llm_graph_result::set_outputs``)
+    layer_inp_out: tuple[int, ...] = ()
+    #: the context reserves again with one top-k backend sampler per slot (``llama_set_sampler``, as
+    #: ``common_speculative_impl_draft_eagle3`` does on the EAGLE-3 draft context); ``build_sampling``
+    backend_sampler: bool = False
 
 
 #: Architectures whose recurrent state can be rolled back per token (``llm_arch_supports_rs_rollback``,

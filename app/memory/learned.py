@@ -1,8 +1,8 @@
 """What the user's own llama.cpp decided, kept so that later placements on that machine agree with it.
 
 A dry run (``llama-fit-params --fit-print``) prints, per device, the model, context and compute buffers
-llama.cpp would allocate. The estimate replays llama.cpp's rules; where it cannot (the Vulkan backend
-reorders each graph split before allocating, ``ggml_vk_graph_optimize``; a backend the rules do not cover),
+llama.cpp would allocate. The estimate replays llama.cpp's rules; where it cannot (a backend the rules do not
+cover, such as Metal's graph reordering or CUDA's fusion dependencies),
 the dry run's figure differs from it. This module keeps each printed figure under a key that names
 everything that figure depends on, so that a later placement whose figure has the same key gets llama.cpp's
 number instead of the estimate, and is shown as "verified by llama.cpp". Everything else stays "estimated".
@@ -110,6 +110,7 @@ def _lane_facts(d: Lane) -> tuple:
         d.total,
         d.endpoint,
         d.max_tensor_bytes,
+        tuple(sorted(d.refused_ops)),
         d.alignment,
         d.max_buffer,
         d.host_alignment,
@@ -180,6 +181,7 @@ def figure_keys(
         g.glob,
         wp.duplicated_output,
         layer_be[p.n_layer] if len(layer_be) > p.n_layer else None,
+        settings.flash_attn == "auto",  # -fa auto: resolve_fused_ops may turn it off (core.py: _fa_auto)
     )
     common_id = _digest(common)
     hood = estimator.compute_facts["hood"]

@@ -32,6 +32,8 @@ from .backends import CPU_ALIGNMENT, alignment_of, backend_of, cuda_like
 from .compute.alloc import allocate_graph
 from .compute.projector_graphs import GRAPHS, ClipHParams, make_weight
 from .compute.schedule import schedule
+from .compute.vk_optimize import reorder as vk_reorder
+from .compute.vk_optimize import use_counts
 from .settings import LlamaSettings
 
 MiB = 1 << 20
@@ -236,12 +238,15 @@ def _replay(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool) -> tu
                 limit is not None and any(x.size > limit for x in [t, *t.src])  # Vulkan: "larger than max size"
             ):
                 refused = True
-    limits = [(d.max_tensor_bytes, backend_of(d)) for d in devs] + [(None, "cpu")]
+    limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", frozenset())]
     # clip_ctx's scheduler has op offload on, but every weight is on the projector's one backend
     splits = schedule(g.nodes, g.leafs, cpu, [], limits)
     aligns = [alignment_of(d) for d in devs] + [CPU_ALIGNMENT]  # the CPU backend's own buffer type
     max_sizes = [d.max_buffer for d in devs] + [0]
-    peaks = allocate_graph(g.nodes, g.leafs, splits, 1, cpu + 1, aligns, lambda t, be: t.size, max_sizes)
+    nodes, deps = g.nodes, None
+    if lane is not None and backend_of(lane) == "vulkan":  # clip's scheduler optimizes the Vulkan splits too
+        nodes, deps = vk_reorder(g.nodes, splits, [True, False], use_counts(g.nodes), lambda t: t.wty)
+    peaks = allocate_graph(nodes, g.leafs, splits, 1, cpu + 1, aligns, lambda t, be: t.size, max_sizes, deps)
     return peaks, refused
 
 
@@ -291,12 +296,6 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
         )
     if proj.audio:
         notes.append("The projector's audio encoder is not counted in its compute buffers.")
-    if exact and lane is not None and backend_of(lane) == "vulkan":
-        notes.append(
-            f"The projector's compute buffer on {lane.name}: the Vulkan backend reorders the graph "
-            "(ggml_vk_graph_optimize), which Layerdeck does not replay, so it can differ from llama.cpp's by a few "
-            "MiB (a tiny Gemma 3 projector on lavapipe: 16.53 MiB logged, 14.46 replayed); use Verify"
-        )
     compute: dict[str, int] = {}
     names = ([where] if lane is not None else []) + [CPU]
     for name, size in zip(names, peaks):

@@ -49,6 +49,8 @@ _INPUT_NAMES = (
 # So is Kimi K3's final attention-residual score (output_res_score), and the hyper-connection head (output_hc_*:
 # LLM_TENSOR_HC_HEAD_*, hy_v4's fn/base/scale).
 _OUTPUT_NAMES = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.", "output_res_score.", "output_hc_")
+# EAGLE-3/DFlash heads (llama-arch.cpp: LLM_TENSOR_FC, LLM_TENSOR_D2T, LLM_TENSOR_ENC_OUTPUT_NORM are LAYER_OUTPUT)
+_HEAD_OUTPUT_NAMES = ("fc.", "d2t", "enc.output_norm.")
 #: Tensors without a ``blk.N.`` name that llama.cpp creates with layer 0 (LLM_TENSOR_LAYER_REPEATING, bid 0):
 #: gemma3n/gemma4's per-layer-input projection and its norm. They join layer 0's ``other`` block, on its device.
 _LAYER0_NAMES = ("per_layer_model_proj.", "per_layer_proj_norm.")
@@ -69,7 +71,7 @@ def classify(name: str, recurrent: bool = False) -> tuple[int | None, Role, str 
     if m is None:
         if name.startswith(_INPUT_NAMES):
             return None, Role.INPUT, None
-        if name.startswith(_OUTPUT_NAMES):
+        if name.startswith(_OUTPUT_NAMES) or name.startswith(_HEAD_OUTPUT_NAMES):
             return None, Role.OUTPUT, None
         if name.startswith(_LAYER0_NAMES):
             return 0, Role.OTHER, None

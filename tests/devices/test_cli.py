@@ -18,7 +18,7 @@ DEVICE_KEYS = {
     "name", "kind", "description", "total_bytes", "free_bytes", "bandwidth_bytes_per_s", "name_guessed", "sources",
     "rpc_endpoint", "rpc_device_index", "warnings", "errors", "vendor", "uuid", "pci_bus_id", "pcie", "numa_node",
     "temperature_c", "power_w", "utilisation_percent", "processes", "max_tensor_bytes", "buffer_alignment",
-    "max_buffer", "host_alignment", "host_max_buffer",
+    "max_buffer", "host_alignment", "host_max_buffer", "refused_ops",
 }
 
 

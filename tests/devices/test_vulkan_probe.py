@@ -245,6 +245,25 @@ def test_lavapipe_derived_as_ggml_vulkan(lavapipe_probe):
     assert dev.max_weight_bytes == min(dev.max_buffer_size, raw.max_storage_buffer_range) == 134217728
     assert not dev.uma  # a CPU-type device is not "integrated"
     assert dev.memory_total == sum(h.size for h in raw.heaps if h.device_local)
+    # subgroups of 8 lanes (LLVM's 256-bit vectors): no DSV4_HC_COMB pipeline, so llama.cpp runs it on the CPU
+    assert raw.subgroup_size == 8 and raw.subgroup_ops & vk.VK_SUBGROUP_FEATURE_SHUFFLE_BIT
+    assert raw.refused_ops == {"DSV4_HC_COMB"}
+
+
+@needs_lavapipe
+def test_refused_ops_follow_the_pipelines_ggml_vulkan_creates(lavapipe_probe):
+    """ggml_vk_load_shaders creates dsv4_hc_comb_f32 only with basic + shuffle subgroup operations in compute
+    shaders, computeFullSubgroups and 16+ lanes (ggml-vulkan.cpp 3589-3594); supports_op then refuses the op."""
+    raw = lavapipe_probe.devices[0].raw
+    gpu = replace(raw, subgroup_size=32, subgroup_stages=vk.VK_SHADER_STAGE_COMPUTE_BIT,
+                  subgroup_ops=vk.VK_SUBGROUP_FEATURE_BASIC_BIT | vk.VK_SUBGROUP_FEATURE_SHUFFLE_BIT,
+                  full_subgroups=True)
+    assert gpu.refused_ops == frozenset()
+    assert replace(gpu, full_subgroups=False).refused_ops == {"DSV4_HC_COMB"}
+    assert replace(gpu, subgroup_size=8).refused_ops == {"DSV4_HC_COMB"}
+    assert replace(gpu, subgroup_ops=vk.VK_SUBGROUP_FEATURE_BASIC_BIT).refused_ops == {"DSV4_HC_COMB"}
+    assert replace(gpu, subgroup_stages=0).refused_ops == {"DSV4_HC_COMB"}
+    assert replace(gpu, subgroup_size=None).refused_ops == frozenset()  # an older child: not known, not refused
 
 
 @needs_lavapipe

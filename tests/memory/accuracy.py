@@ -542,6 +542,12 @@ CASES: list[Case] = [
     _c("lfm2moe-2rpc-ncmoe-np2", "lfm2-8b-a1b", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 10 -fa off -np 2"),
     _c("lfm2moe-3rpc-np4-q8", "lfm2-8b-a1b", 3, "-c 32768 -ngl all -ts 1,1,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
     _c("lfm2moe-1rpc-ngl12", "lfm2-8b-a1b", 1, "-c 8192 -ngl 12 -fa off"),
+    # -fa auto where a CPU layer's attention sits next to offloaded layers: resolve_fused_ops finds its
+    # FLASH_ATTN_EXT off the layer's device and turns flash attention off for the whole context (the KV cache keeps
+    # its untransposed V); unmodelled, lfm2 gave RPC0 76 / CPU 68 MiB against 556 / 548 (Jamba -ngl 4 -cmoe: 144 / 200
+    # against 584 / 576)
+    _c("lfm2-2rpc-ngl8-ts31-faauto", "lfm2-1.2b", 2, "-c 8192 -ngl 8 -ts 3,1"),
+    _c("jamba-2rpc-ngl12-cmoe-np5-faauto", "jamba-mini-1.7", 2, "-c 16384 -ngl 12 -ts 1,1 -cmoe -np 5"),
 ]
 
 

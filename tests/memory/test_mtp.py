@@ -319,7 +319,7 @@ def test_moving_a_trunk_layer_does_not_replay_the_mtp_graph(tmp_path, monkeypatc
 
 @pytest.mark.llama
 def test_mtp_buffers_match_llama_server_on_vulkan(llama_vulkan_bin, mtp_tiny, tmp_path):
-    """The same on Vulkan0 (lavapipe, graph reordering off as in the Vulkan dry-run comparisons): the NextN
+    """The same on Vulkan0 (lavapipe, graph reordering replayed as in the Vulkan dry-run comparisons): the NextN
     weights, the snapshots' state and both contexts' buffers, Vulkan_Host being the host's."""
     import os
 
@@ -327,7 +327,7 @@ def test_mtp_buffers_match_llama_server_on_vulkan(llama_vulkan_bin, mtp_tiny, tm
     from app.memory.device_adapter import from_detected
     from tests.llama_fixtures import VULKAN_ENV, start_llama_server
 
-    env = {**VULKAN_ENV, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"}
+    env = dict(VULKAN_ENV)
     lanes = from_detected(detect(llama_vulkan_bin, rpc=[], env={**os.environ, **env}, cuda_probe=None,
                                  amd=False).devices)
     args = "-c 8192 -ngl all -np 2 --spec-type draft-mtp --spec-draft-n-max 4"
@@ -355,14 +355,14 @@ def test_mtp_buffers_match_llama_server_on_vulkan(llama_vulkan_bin, mtp_tiny, tm
 @pytest.mark.llama
 def test_mtp_mla_buffers_match_llama_server_on_vulkan(llama_vulkan_bin, mtp_tiny, tmp_path):
     """DeepSeek-V3's MTP block (dense MLA on a K-only cache of the NextN layer) on Vulkan0 (lavapipe, graph
-    reordering off): both contexts' buffers as llama-server logs them."""
+    reordering replayed): both contexts' buffers as llama-server logs them."""
     import os
 
     from app.devices.detect import detect
     from app.memory.device_adapter import from_detected
     from tests.llama_fixtures import VULKAN_ENV, start_llama_server
 
-    env = {**VULKAN_ENV, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"}
+    env = dict(VULKAN_ENV)
     lanes = from_detected(detect(llama_vulkan_bin, rpc=[], env={**os.environ, **env}, cuda_probe=None,
                                  amd=False).devices)
     # -fa off: with -fa on the main context's Vulkan0 compute buffer of this tiny MLA model (head 80) is logged

@@ -268,13 +268,13 @@ VULKAN_CASES = [
 @pytest.mark.llama
 @pytest.mark.parametrize("case,shape,args", VULKAN_CASES, ids=[c[0] for c in VULKAN_CASES])
 def test_projector_buffers_match_llama_server_on_vulkan(case, shape, args, llama_vulkan_bin, tiny_models, tmp_path):
-    """On Vulkan0 (lavapipe), the graph reordering off as in the other Vulkan server comparisons."""
+    """On Vulkan0 (lavapipe), with the backend's graph reordering (ggml_vk_graph_optimize) replayed."""
     from app.command.parse import settings_from_args
     from app.devices.detect import detect
     from app.memory.device_adapter import from_detected
     from tests.llama_fixtures import VULKAN_ENV, start_llama_server
 
-    env = {**VULKAN_ENV, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"}
+    env = dict(VULKAN_ENV)
     lanes = from_detected(detect(llama_vulkan_bin, rpc=[], env={**os.environ, **env}, cuda_probe=None,
                                  amd=False).devices)
     path, text_model = _write(shape, tmp_path / "mmproj.gguf", tiny_models)

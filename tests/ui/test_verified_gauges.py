@@ -72,10 +72,12 @@ def test_a_still_board_is_checked_in_the_background_and_the_gauges_say_so(qtbot,
     assert "✓ verified by llama.cpp" in status, status
     got = win.doc.estimate.device("Vulkan0").compute
     assert got // MiB == win.doc.opinion.row("Vulkan0").compute
-    moved = (got - raw) // MiB
     summary = win.summary.text()
     assert "Memory figures" in summary and "verified by llama.cpp" in summary
-    assert "last dry run corrected the estimate by" in summary and f"compute {moved:+d}" in summary
+    # the estimate already equals the dry run here (the Vulkan backend's graph reordering is replayed): the
+    # correction the summary states is none on every device
+    assert got // MiB == raw // MiB, (got / MiB, raw / MiB)
+    assert "last dry run corrected the estimate by: Vulkan0 0 MiB; CPU 0 MiB" in summary, summary
     assert "verified by llama.cpp" in win.board.lanes["Vulkan0"].gauge.describe()
     win.grab().save(str(tmp_path / "verified.png"))
     # a placement the learned figures cover only in part: said per lane, right away, before any new dry run

@@ -132,22 +132,36 @@ def _free_block(blocks, addr, size):
     blocks.insert(i, [addr, size])
 
 
-def allocate_graph(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size, max_sizes=None):
+def allocate_graph(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size, max_sizes=None, deps=None):
     """Run ``ggml_gallocr_alloc_graph_impl`` over the scheduler's graph copy; returns peak bytes per backend.
 
-    ``max_sizes``: per backend, the largest buffer its buffer type allows (0: unlimited, one chunk)."""
+    ``max_sizes``: per backend, the largest buffer its buffer type allows (0: unlimited, one chunk).
+    ``deps``: the backends' allocation dependencies (``alloc_deps`` of ``ggml_backend_sched_split_graph``, see
+    :mod:`app.memory.compute.vk_optimize`): per node, the tensors to keep allocated until it is computed."""
     allocs = [
         _ChunkedAlloc(aligns[b], max_sizes[b]) if max_sizes and max_sizes[b] else _Alloc(aligns[b]) for b in range(n_be)
     ]
     # graph_copy (end of ggml_backend_sched_split_graph): per split, [input_dep, input_copy] per input, then its nodes
     gnodes = []
-    for _be, i0, i1, inputs in splits:
+    for sbe, i0, i1, inputs in splits:
         for s, cp in inputs:
             dep = T(s.ty, s.ne, s.nb, NONE, [s], s.vs if s.vs is not None else s)
             dep.be = s.be
             gnodes.append(dep)
             gnodes.append(cp)
-        gnodes.extend(nodes[i0:i1])
+        if not deps:
+            gnodes.extend(nodes[i0:i1])
+            continue
+        for t in nodes[i0:i1]:
+            gnodes.append(t)
+            keep = deps.get(t)
+            # ggml_backend_sched_split_graph: after the node, GGML_OP_NONE views of the first kept tensor with up
+            # to GGML_MAX_SRC kept tensors as sources, on the split's backend
+            for k in range(0, len(keep) if keep else 0, 10):
+                k0 = keep[k]
+                dep = T(k0.ty, k0.ne, k0.nb, NONE, keep[k : k + 10], k0.vs if k0.vs is not None else k0)
+                dep.be = sbe
+                gnodes.append(dep)
     gleafs = []
     if n_copies > 1:
         # every graph input and every split input gets n_copies buffers, flagged input+output: never freed

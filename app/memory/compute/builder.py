@@ -164,7 +164,8 @@ class Builder:
         k_idxs = self.inp("k_idxs" + sfx, "i64", (nt,))
         v_idxs = None
         if not c.mla:
-            v_idxs = self.inp("v_idxs" + sfx, "i64", (nt,) if c.fa else (nt * c.n_embd_v_gqa_max,))
+            # llama_kv_cache::build_input_v_idxs: by the cache's layout (v_trans), not by the attention op
+            v_idxs = self.inp("v_idxs" + sfx, "i64", (nt,) if not c.v_trans else (nt * c.n_embd_v_gqa_max,))
         ns = c.n_stream
         mask = self.inp("kq_mask" + sfx, "f16" if c.fa else "f32", (n_kv, nt // ns, 1, ns))
         k_rot = v_rot = None
@@ -216,10 +217,10 @@ class Builder:
             )
             vview = view(kview, (v.ne[0], kview.ne[1], kview.ne[2], kview.ne[3]), kview.nb[1:])
         else:
-            n_embd_v = c.n_embd_v_gqa_max if not c.fa else hv * n_head_kv
+            n_embd_v = c.n_embd_v_gqa_max if c.v_trans else hv * n_head_kv  # cpy_v / get_v follow v_trans
             vc = self.cache(il, "v", c.type_v, (n_embd_v, kv_size, ns))
             n_embd_gqa = v.ne[0] * v.ne[1]
-            if c.fa:
+            if not c.v_trans:
                 v2 = view(v, (n_embd_gqa, v.ne[2]), (v.nb[2],))
                 vdst = reshape(vc, n_embd_gqa, kv_size * ns) if ns > 1 else vc
                 g.expand(set_rows(vdst, v2, v_idxs))
@@ -238,7 +239,7 @@ class Builder:
                 (hk, n_head_kv, n_kv, ns),
                 (row_size(c.type_k, hk), row_size(c.type_k, n_embd_k), row_size(c.type_k, n_embd_k * kv_size)),
             )
-            if c.fa:
+            if not c.v_trans:
                 vview = view(
                     vc,
                     (hv, n_head_kv, n_kv, ns),
@@ -275,6 +276,9 @@ class Builder:
             if v_trans:
                 v = transpose(v)
             cur = flash_attn_ext(q, k, v, mask, sinks)
+            # build_attn_mha: res->add_fused_node({LLM_FUSED_OP_FLASH_ATTN, cur, il}) (llama-graph.cpp), the node
+            # resolve_fused_ops checks for -fa auto (core.py)
+            self.__dict__.setdefault("fused_nodes", []).append(("FLASH_ATTN", cur, il))
             if v_mla is not None:
                 cur = permute(cur, 0, 2, 1, 3)
                 cur = mul_mat(v_mla, cur)

@@ -39,6 +39,8 @@ class Ctx:
         nt = min(shape.n_ctx, shape.n_ubatch)  # sched_reserve: n_tokens = min(n_ctx, n_ubatch)
         # n_outputs_pp = min(n_tokens, n_outputs_max) is taken before graph_reserve rounds n_tokens up
         self.n_outputs = max(1, min(nt, shape.n_outputs_max))
+        self.layer_inp_out = frozenset(shape.layer_inp_out)  # t_layer_inp outputs (EAGLE-3 extraction)
+        self.backend_sampler = shape.backend_sampler  # build_sampling over n_seq top-k samplers (EAGLE-3 draft)
         if nt % n_seqs:
             nt = (nt + n_seqs - 1) // n_seqs * n_seqs  # graph_reserve rounds to a multiple of n_seqs
         self.n_tokens = nt
@@ -46,6 +48,10 @@ class Ctx:
         self.n_stream = 1 if shape.unified else max(1, shape.n_stream)
         self.n_kv = shape.n_ctx_seq  # the reserve uses the full cache: n_kv = kv_size
         self.fa = shape.flash_attn
+        # the KV cache's layout is fixed when it is created (llama_context::llama_context: v_trans =
+        # !cparams.flash_attn), before resolve_fused_ops may turn an auto flash attention off (core.py): the
+        # graph then runs the unfused attention on the untransposed V cache
+        self.v_trans = not shape.flash_attn
         self.type_k = settings.type_k
         self.type_v = settings.type_v
         self.size_swa = shape.size_swa or shape.n_ctx_seq

@@ -10,7 +10,7 @@ from operator import itemgetter
 from ...lanes import CPU
 from ...model import Model
 from ..backends import alignment_of, backend_of, cuda_like, host_buffer_of
-from ..kv import ContextShape
+from ..kv import CACHE_TYPE_BLOCKS, ContextShape
 from ..layout import WeightPlacement
 from ..settings import NGL_ALL, NGL_AUTO, LlamaSettings
 from .alloc import allocate_graph
@@ -21,7 +21,9 @@ from .context import Ctx
 from .ggml import ne4, nelements
 from .models import family_of
 from .mtp import add_sampling
-from .schedule import schedule, weight_users
+from .schedule import _supports, schedule, weight_users
+from .vk_optimize import reorder as vk_reorder
+from .vk_optimize import use_counts
 
 log = logging.getLogger("app.memory.compute")
 
@@ -240,10 +242,11 @@ def compute_buffers(
         pin_cpu,
         pin_probe,
         pipeline,
-        tuple((d.name, d.kind, d.max_tensor_bytes) for d in devs),
+        tuple((d.name, d.kind, d.max_tensor_bytes, d.refused_ops) for d in devs),
         glob,
         placement.duplicated_output,
         settings.spec_draft_backend_sampling and shape.mtp,
+        _fa_auto(settings, shape),
     )
     n_main = p.n_layer - p.nextn_layers
     family = family_of(p.arch)
@@ -278,6 +281,8 @@ def compute_buffers(
     # the MTP draft context reserves twice: its graph, then (llama_set_sampler) the graph with the draft's
     # backend sampler; each backend's buffer keeps the larger size (ggml_gallocr_reserve_n only grows)
     variants = (False, True) if shape.mtp and settings.spec_draft_backend_sampling else (False,)
+    # llama_context::resolve_fused_ops resolves -fa auto first (llm_fused_op_flash_attn_probe), then the family's
+    fused = (("FLASH_ATTN",) if _fa_auto(settings, shape) else ()) + family.fused
     try:
         run = (placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline)
         peaks: list[int] = []
@@ -290,6 +295,8 @@ def compute_buffers(
                 if b is None:
                     b = Builder(Ctx(model, settings, shape, facts), layers)
                     b.__dict__["unfused"] = unfused  # read by the family's build (Family.fused)
+                    if "FLASH_ATTN" in unfused:  # cparams.flash_attn = false: the graph is rebuilt without it
+                        b.c.fa = False
                     logits = build(b)
                     if sampling:
                         add_sampling(b, logits, max(1, shape.n_seq))
@@ -304,13 +311,13 @@ def compute_buffers(
                 probe_run = (
                     run[:6] + (pin_probe, settings.no_kv_offload, offload and max(1, shape.n_seq) >= 32) + run[9:]
                 )
-                if probe < len(family.fused) and probe_run != run:
+                if probe < len(fused) and probe_run != run:
                     _run(model, b, layers, *probe_run)
-                while probe < len(family.fused) and not _fused_off(b, family.fused[probe], layer_be):
+                while probe < len(fused) and not _fused_off(b, fused[probe], layer_be):
                     probe += 1
-                if probe == len(family.fused):
+                if probe == len(fused):
                     break
-                unfused |= {family.fused[probe]}
+                unfused |= {fused[probe]}
                 probe += 1
             peaks = [max(x, y) for x, y in zip(peaks, got)] if peaks else got
     except Exception as exc:  # noqa: BLE001 - an architecture whose tensors the generic graph cannot follow
@@ -331,6 +338,15 @@ def compute_buffers(
     if len(results) > _CACHE_SIZE:
         results.popitem(last=False)
     return dict(out)
+
+
+def _fa_auto(settings: LlamaSettings, shape: ContextShape) -> bool:
+    """``-fa auto`` left for ``resolve_fused_ops`` to decide (``cparams.auto_fa``): llama_init_from_model turns
+    it on outright for a quantized V cache and for ``-sm tensor`` (llama-context.cpp), and the probe only ever
+    turns it off: where the scheduler puts a layer's FLASH_ATTN_EXT off the layer's device (a CPU layer's
+    attention next to an offloaded one), the whole context runs without flash attention."""
+    quantized_v = CACHE_TYPE_BLOCKS.get(settings.type_v, (1,))[0] > 1
+    return settings.flash_attn == "auto" and shape.flash_attn and not quantized_v and settings.split_mode != "tensor"
 
 
 def _fused_off(b, op, layer_be):
@@ -374,9 +390,15 @@ def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_
         t.wbe = kv_be[layers[k]]
     for t, il in b.__dict__.get("layer_crefs", ()):  # a cache another layer owns (gemma3n's shared KV)
         t.wbe = kv_be[il]
+    limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", frozenset())]
+    pinned = []
     if pin:
         for t, k in b.pins:
-            t.force = layer_be[layers[k]]
+            be = layer_be[layers[k]]
+            # graph_get_cb pins a "norm" only where the layer's backend supports the op (ggml_backend_supports_op)
+            if be == cpu or _supports(t, be, limits):
+                t.force = be
+                pinned.append(t)
     if pin_cpu:
         for t in b.cpu_pins:
             t.force = cpu
@@ -386,8 +408,7 @@ def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_
     users = b.__dict__.get("users")
     if users is None:
         users = b.__dict__["users"] = weight_users(g.nodes)
-    forced = ([t for t, _ in b.pins] if pin else []) + (b.cpu_pins if pin_cpu else [])
-    limits = [(d.max_tensor_bytes, backend_of(d)) for d in devs] + [(None, "cpu")]
+    forced = pinned + (b.cpu_pins if pin_cpu else [])
     splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced)
     host_align, host_max = host_buffer_of(devs)
     aligns = [alignment_of(d) for d in devs] + [host_align]
@@ -406,4 +427,24 @@ def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_
                 size = (size + 127) // 128 * 128 + nelements(v) * 2
         return size
 
-    return allocate_graph(g.nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size, max_sizes)
+    nodes, deps = g.nodes, None
+    vulkan = [backend_of(d) == "vulkan" for d in devs] + [False]  # a Vulkan device behind RPC is an RPC backend
+    if any(vulkan):
+        nodes, deps = _vk_reorder(b, model, splits, vulkan)
+    return allocate_graph(nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size, max_sizes, deps)
+
+
+def _vk_reorder(b, model, splits, vulkan):
+    """:func:`app.memory.compute.vk_optimize.reorder` of the built graph (its use counts and its weights' types
+    kept with it)."""
+    uses = b.__dict__.get("vk_uses")
+    if uses is None:
+        uses = b.__dict__["vk_uses"] = use_counts(b.g.nodes)
+    wtypes = b.__dict__.get("vk_wtypes")
+    if wtypes is None:
+        wtypes = b.__dict__["vk_wtypes"] = {t.name: t.type_name.lower() for t in model.tensors}
+
+    def wtype(t):  # a weight's ggml type (the output's copy of tied embeddings: token_embd's)
+        return wtypes[t.name.removesuffix("@output")]
+
+    return vk_reorder(b.g.nodes, splits, vulkan, uses, wtype)

@@ -39,11 +39,11 @@ def _n(ne) -> int:
 
 def _supports(t, be, limits) -> bool:
     """``ggml_backend_supports_op`` as far as memory depends on it. ``limits[be]`` is (largest tensor or None,
-    backend name): a backend with a tensor size limit (Vulkan: ``ggml_backend_vk_device_supports_op`` refuses
-    any source or result above it) refuses the op, and Vulkan refuses some ops by shape
-    (:func:`app.memory.backends.vulkan_supports`)."""
-    lim, kind = limits[be] if limits else (None, None)
-    if kind == "vulkan" and not vulkan_supports(t.op, t, t.src):
+    backend name, ops the device refuses for its features: :attr:`app.lanes.Lane.refused_ops`): a backend with a
+    tensor size limit (Vulkan: ``ggml_backend_vk_device_supports_op`` refuses any source or result above it)
+    refuses the op, and Vulkan refuses some ops by shape (:func:`app.memory.backends.vulkan_supports`)."""
+    lim, kind, refused = limits[be] if limits else (None, None, ())
+    if kind == "vulkan" and (t.op in refused or not vulkan_supports(t.op, t, t.src)):
         return False
     if lim is None:
         return True
@@ -76,7 +76,7 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=()):
     Returns ``splits`` as a list of (backend, first node index, end index, [(input, its copy)]); nodes get
     ``be`` and, where a source lives on another backend, ``cs`` with the copy in its place.
     """
-    if limits is not None and all(lim is None and kind != "vulkan" for lim, kind in limits):
+    if limits is not None and all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
         limits = None
     # pass 1: pre-allocated tensors, graph inputs, ops on weights
     for t in leafs:

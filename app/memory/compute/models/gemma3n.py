@@ -150,12 +150,12 @@ def shared_attn(b, il, src, q, wo):
         (hk, n_head_kv, n_kv, ns),
         (row_size(c.type_k, hk), row_size(c.type_k, n_embd_k), row_size(c.type_k, n_embd_k * kv_size)),
     )
-    n_embd_v = c.n_embd_v_gqa_max if not c.fa else hv * n_head_kv
+    n_embd_v = c.n_embd_v_gqa_max if c.v_trans else hv * n_head_kv  # the cache's layout (context.py: v_trans)
     vc = new(c.type_v, (n_embd_v, kv_size, ns), "NONE")
     vc.size = 0
     vc.name = f"cache_v_l{src}"
     refs.append((vc, src))
-    if c.fa:
+    if not c.v_trans:
         vview = view(
             vc,
             (hv, n_head_kv, n_kv, ns),

@@ -4,7 +4,7 @@ also the graph used for any architecture without a module of its own."""
 from __future__ import annotations
 
 from ..builder import qkv, rope
-from ..ggml import binary, get_rows, unary
+from ..ggml import OUTPUT, binary, get_rows, unary
 from ..mtp import mtp_head, mtp_input
 from . import Family
 from .mamba import mamba2_layer
@@ -23,6 +23,8 @@ def build(b):
     out_ids = b.inp_out_ids()
     iswa = c.has_swa
     for il in b.layers:
+        if il in c.layer_inp_out:  # res->t_layer_inp[il] = inpL, set as an output (llama_set_embeddings_layer_inp)
+            inpL.flags = inpL.fl0 = OUTPUT
         inpSA = inpL
         if c.recurrent[il]:
             cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)

@@ -1,0 +1,258 @@
+"""EAGLE-3 speculative decoding (``--spec-type draft-eagle3 -md head.gguf``): the head's context and the target
+context's extra reserve, against what the real llama-server allocates.
+
+``common_speculative_init_result`` creates the head's context as any draft's (the target's cells, the draft's
+cache types, ``ctx_other`` = the target context); ``common_speculative_impl_draft_eagle3`` then turns on the
+extraction of the target's layer inputs (``llama_set_embeddings_layer_inp``: the target reserves its graph again at
+the first decode, those tensors being outputs) and attaches a top-k backend sampler per slot to the head's context
+(which reserves again). The load log holds, in order: the target's buffers, 'loading draft model', the head's
+buffers and first reserve, 'adding speculative implementation', the head's second reserve, and after the first
+request the target's second reserve."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.command.parse import settings_from_args
+from app.memory.estimator import estimate
+from app.memory.kv import SettingsError
+from app.model import open_model
+from tests import gguf_factory as gf
+from tests.factory_models.eagle3 import eagle3_spec, write_eagle3_draft
+
+from .accuracy import COMPUTE_SLACK, MiB, list_rpc_devices, record
+
+_BUF = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size =\s*([\d.]+) MiB")
+
+# keep the generated text to valid UTF-8: ban <unk>/<s>/</s> and the byte tokens 0x80..0xFF
+_BANNED = [[i, False] for i in (0, 1, 2, *range(3 + 0x80, 3 + 0x100))]
+
+
+def _logged(text: str) -> dict[tuple[str, str], tuple[float, int]]:
+    """(buffer type, kind) -> (MiB, lines): weights, KV and output summed over their lines, compute the largest
+    of its reserves (a backend's compute buffer only grows)."""
+    out: dict[tuple[str, str], tuple[float, int]] = {}
+    for buft, kind, mib in _BUF.findall(text):
+        total, n = out.get((buft, kind), (0.0, 0))
+        out[(buft, kind)] = (max(total, float(mib)), 1) if kind == "compute" else (total + float(mib), n + 1)
+    return out
+
+
+def _parts(text: str) -> tuple[dict, dict]:
+    """The target's buffers (its load, and its reserve at the first decode) and the head's."""
+    cut = text.find("loading draft model")
+    up = text.find("listening on")
+    assert 0 < cut < up, text[-3000:]
+    assert "adding speculative implementation 'draft-eagle3'" in text[cut:up], text[cut:up][-3000:]
+    main = _logged(text[:cut])
+    for key, (mib, _) in _logged(text[up:]).items():  # the target's second reserve, after the first request
+        assert key[1] == "compute", key
+        main[key] = (max(main.get(key, (0.0, 1))[0], mib), 1)
+    return main, _logged(text[cut:up])
+
+
+#: (head options, RPC devices, arguments): on the CPU; every layer of both on two RPC devices; the head pinned to
+#: one device with its own cache types and two slots; the head's final extract layer being the target's last
+#: hidden state (``llama_set_embeddings_nextn``); the head partly offloaded, no backend sampling, -ub 256
+CASES = [
+    (dict(own_embd=True), 0, "-c 4096"),
+    (dict(own_embd=True), 2, "-c 4096 -ngl all -ngld all -ts 1,1 -fa on"),
+    (
+        dict(own_embd=True, n_embd=128, n_head=4, n_head_kv=4),
+        1,
+        "-c 8192 -ngl all -devd RPC0 -ngld all -np 2 -ctkd q8_0 -ctvd q8_0 -fa on --spec-draft-n-max 5",
+    ),
+    (dict(own_embd=True, target_layers=(0, 2, 4)), 0, "-c 2048 -np 1"),
+    (dict(own_embd=True, norm_before_fc=True), 1, "-c 4096 -ngl 2 -ngld 0 -ub 256 --no-spec-draft-backend-sampling"),
+    # other targets of the llama-style graph: a MoE over two devices, qwen3 with -ub 1024 and a wider head
+    (dict(own_embd=True, target="qwen3moe"), 2, "-c 4096 -ngl all -ngld all -ts 2,1 -fa on"),
+    (dict(own_embd=True, target="qwen3", n_embd=96, n_ff=256), 0, "-c 4096 -b 1024 -ub 1024 -np 2"),
+    # full size (sparse files): Qwen3-4B with a head of its width and vocabulary (the backend sampler's reserve,
+    # padding the logits of every token, doubles the head's compute: 306.75 -> 604.08 MiB)
+    (
+        dict(
+            target="sparse:qwen3-4b",
+            own_embd=True,
+            target_layers=(2, 18, 33),
+            n_embd=2560,
+            n_head=32,
+            n_head_kv=8,
+            head_dim=128,
+            n_ff=9728,
+            n_vocab=151936,
+            n_ctx_train=40960,
+            quant="f16",
+        ),
+        0,
+        "-c 8192",
+    ),
+    (
+        dict(
+            target="sparse:qwen3-4b",
+            own_embd=True,
+            target_layers=(2, 18, 33),
+            n_embd=2560,
+            n_head=32,
+            n_head_kv=8,
+            head_dim=128,
+            n_ff=9728,
+            n_vocab=151936,
+            n_ctx_train=40960,
+            quant="f16",
+        ),
+        1,
+        "-c 16384 -ngl 30 -ngld all -np 2 -ctkd q8_0 -ctvd q8_0 -fa on",
+    ),
+]
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("head,n_rpc,args", CASES, ids=[f"case{i}-{c[1]}rpc" for i, c in enumerate(CASES)])
+def test_eagle3_buffers_match_llama_server(
+    head, n_rpc, args, llama_bin, rpc_servers, llama_server, sparse_models, tmp_path
+):
+    """Both contexts' buffers against llama-server's -lv 4 log, every device buffer to the log's two decimals; the
+    server drafts with the head (its statistics line)."""
+    servers = rpc_servers(n_rpc) if n_rpc else []
+    endpoints = [s.endpoint for s in servers]
+    devices = list_rpc_devices(llama_bin / "llama-server", endpoints)
+    head = dict(head)
+    arch = head.pop("target", "llama")
+    if arch.startswith("sparse:"):
+        name = arch[7:]
+        arch, hp = gf.SPARSE_SPECS[name]
+        target = sparse_models[name]
+        draft = write_eagle3_draft(tmp_path / "head.gguf", n_embd_tgt=hp["n_embd"], sparse=True, **head)
+    else:
+        target = gf.write_tiny_model(arch, tmp_path / "t.gguf")
+        draft = write_eagle3_draft(tmp_path / "head.gguf", n_embd_tgt=gf.tiny_hparams(arch)["n_embd"], **head)
+    spec = f"-md {draft} --spec-type draft-eagle3 {args}".split()
+    extra = (["--rpc", ",".join(endpoints)] if endpoints else []) + spec
+    srv = llama_server(target, *extra, "--fit", "off", "--no-repack", "-lv", "4", timeout=180)
+    status, body = srv.request(
+        "/completion",
+        {
+            "prompt": "Hello world",
+            "n_predict": 8,
+            "temperature": 0,
+            "ignore_eos": True,
+            "logit_bias": _BANNED,
+            "cache_prompt": False,
+        },
+    )
+    assert status == 200 and body["tokens_predicted"] == 8, body
+    srv.stop()
+    text = srv.output()
+    assert "statistics     draft-eagle3" in text or "draft acceptance" in text, text[-2000:]
+    main_logged, draft_logged = _parts(text)
+    est = estimate(open_model(target), devices, settings_from_args(spec, tool="server"), draft=open_model(draft))
+    assert est.draft is not None
+    assert not [n for n in est.draft.notes if "approximate" in n], est.draft.notes
+    by_buft = {d.buft: d.name for d in devices}
+    misses = []
+    for part, logged, ours_est in (("main", main_logged, est), ("draft", draft_logged, est.draft)):
+        assert logged, part
+        for (buft, kind), (mib, lines) in logged.items():
+            dev = ours_est.device(by_buft.get(buft, "CPU"))
+            ours = {"model": dev.model, "KV": dev.kv, "compute": dev.compute, "output": dev.output}[kind] / MiB
+            tol = (
+                max(0.01 * mib, 16)
+                if kind == "model" and buft not in by_buft
+                else (0.005 * lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0))
+            )
+            if abs(ours - mib) > tol:
+                misses.append(f"{part} {buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    for d in est.devices:
+        mine = next((x for x in est.draft.devices if x.name == d.name), None)
+        assert d.draft == (mine.total if mine else 0)
+    record(
+        "server-log",
+        case=f"eagle3-{arch}-{n_rpc}rpc-{args.split()[1]}",
+        arch="eagle3",
+        backends=["CPU"] + (["RPC"] if n_rpc else []),
+        ok=not misses,
+        features=["eagle3"],
+    )
+    assert not misses, "\n".join(misses)
+
+
+@pytest.mark.llama
+def test_a_head_without_token_embd_loads_and_its_compute_is_said_approximate(llama_bin, llama_server, tmp_path):
+    """Most published heads have no token_embd (the decoder reads the target's, cparams.ctx_other): llama-server
+    drafts with one; its weights, KV cache and output buffer are exact, its compute is said approximate."""
+    target = gf.write_tiny_model("llama", tmp_path / "t.gguf")
+    draft = write_eagle3_draft(tmp_path / "head.gguf")
+    spec = f"-md {draft} --spec-type draft-eagle3 -c 4096".split()
+    srv = llama_server(target, *spec, "--fit", "off", "--no-repack", "-lv", "4", timeout=120)
+    status, body = srv.request(
+        "/completion",
+        {
+            "prompt": "Hello world",
+            "n_predict": 4,
+            "temperature": 0,
+            "ignore_eos": True,
+            "logit_bias": _BANNED,
+            "cache_prompt": False,
+        },
+    )
+    assert status == 200 and body["tokens_predicted"] == 4, body
+    srv.stop()
+    main_logged, draft_logged = _parts(srv.output())
+    est = estimate(open_model(target), [], settings_from_args(spec, tool="server"), draft=open_model(draft))
+    assert est.draft is not None
+    assert any("approximate" in n and "token_embd" in n for n in est.draft.notes), est.draft.notes
+    dev = est.draft.device("CPU")
+    for kind, ours in (("KV", dev.kv), ("output", dev.output)):
+        assert abs(ours / MiB - draft_logged[("CPU", kind)][0]) <= 0.005, kind
+    assert abs(est.host.compute / MiB - main_logged[("CPU", "compute")][0]) <= 0.005
+
+
+def test_the_head_is_checked_as_llama_cpp_checks_it(tmp_path):
+    """common_speculative_impl_draft_eagle3 refuses a draft that is not an EAGLE-3 head; the target context's
+    extra reserve is counted only with the type and the head open; notes say what grows at run time."""
+    target = open_model(gf.write_tiny_model("llama", tmp_path / "t.gguf"))
+    other = gf.write_tiny_model("llama", tmp_path / "other.gguf", n_layer=1)
+    with pytest.raises(SettingsError, match="draft model is not eagle3"):
+        estimate(
+            target,
+            [],
+            settings_from_args(f"-md {other} --spec-type draft-eagle3".split(), tool="server"),
+            draft=open_model(other),
+        )
+    head = write_eagle3_draft(tmp_path / "head.gguf", own_embd=True)
+    plain = estimate(
+        target,
+        [],
+        settings_from_args(f"-md {head} --spec-type draft-simple".split(), tool="server"),
+        draft=open_model(head),
+    )
+    e3 = estimate(
+        target,
+        [],
+        settings_from_args(f"-md {head} --spec-type draft-eagle3".split(), tool="server"),
+        draft=open_model(head),
+    )
+    assert e3.host.compute > plain.host.compute  # three layer inputs kept as outputs
+    note = next(n for n in e3.notes if n.startswith("EAGLE-3 head"))
+    assert "layers 1, 2, 3" in note and "1.50 MiB" in note  # 3 x 64 floats x 2048 (-b) tokens
+    assert not any("not sized" in n for n in e3.notes)
+    far = write_eagle3_draft(tmp_path / "far.gguf", own_embd=True, target_layers=(1, 2, 5))
+    with pytest.raises(SettingsError, match="extracts target layer 5"):
+        estimate(
+            target,
+            [],
+            settings_from_args(f"-md {far} --spec-type draft-eagle3".split(), tool="server"),
+            draft=open_model(far),
+        )
+
+
+def test_the_head_is_written_as_llama_cpp_reads_it():
+    """load_arch_tensors' shapes: fc over the three target layers, q/k/v over twice the head's width."""
+    s = eagle3_spec(n_embd_tgt=96, n_embd=64)
+    assert s.tensor("fc.weight").shape == (288, 64)
+    assert s.tensor("blk.0.attn_q.weight").shape == (128, 64)
+    assert s.tensor("blk.0.attn_output.weight").shape == (64, 64)
+    assert s.kv["eagle3.target_layers"][0] == [1, 2, 3] and s.n_layer == 1
+    assert "token_embd.weight" not in {t.name for t in s.tensors}
