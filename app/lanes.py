@@ -79,7 +79,7 @@ class Lane:
     max_tensor_bytes: int | None = None
     # Ops the device's backend refuses for its features (a Vulkan device without the 16-lane subgroups that
     # DSV4_HC_COMB's pipeline needs); empty: as the backend's supports_op decides by shape (app.memory.backends).
-    refused_ops: frozenset[str] = frozenset()
+    refused_ops: tuple[str, ...] = ()
     # ggml buffer facts of the device's backend, 0 where the backend's default applies (app.memory.backends):
     # the alignment of its buffers, the largest single buffer (compute buffers above it are split into chunks),
     # and the same two for the host buffer type it brings (Vulkan_Host, CUDA_Host).
@@ -91,6 +91,8 @@ class Lane:
     def __post_init__(self) -> None:
         if not isinstance(self.kind, DeviceKind):
             object.__setattr__(self, "kind", DeviceKind(self.kind))
+        if not isinstance(self.refused_ops, tuple):  # a plan file's list
+            object.__setattr__(self, "refused_ops", tuple(self.refused_ops))
         if self.endpoint is None and self.kind is DeviceKind.RPC and "[" in self.buft and self.buft.endswith("]"):
             object.__setattr__(self, "endpoint", self.buft[self.buft.index("[") + 1 : -1])
 

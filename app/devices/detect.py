@@ -151,7 +151,7 @@ def _with_vulkan_limits(devices: list[Device], env, vulkan_probe, errors: list[S
             d = replace(
                 d,
                 max_tensor_bytes=vk.max_weight_bytes,
-                refused_ops=vk.raw.refused_ops,
+                refused_ops=tuple(sorted(vk.raw.refused_ops)),
                 buffer_alignment=vk.alignment,
                 max_buffer=vk.suballocation_block_size,
                 host_alignment=host_align,

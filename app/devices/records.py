@@ -77,7 +77,7 @@ class Device:
     max_tensor_bytes: int | None = None
     # ops the device's backend refuses for its features (a Vulkan device without the subgroup support a pipeline
     # needs: app.devices.vulkan.RawVulkanDevice.refused_ops)
-    refused_ops: frozenset[str] = frozenset()
+    refused_ops: tuple[str, ...] = ()
     buffer_alignment: int = 0
     max_buffer: int = 0
     host_alignment: int = 0
@@ -95,7 +95,7 @@ class Device:
         out["kind"] = str(self.kind)  # the plain value, not the DeviceKind member
         out["warnings"] = list(self.warnings)
         out["processes"] = [asdict(p) for p in self.processes]
-        out["refused_ops"] = sorted(self.refused_ops)
+        out["refused_ops"] = list(self.refused_ops)
         return out
 
 

@@ -40,7 +40,7 @@ def from_detected(devices) -> list[Lane]:
                 d.kind,
                 endpoint=d.rpc_endpoint if d.kind == "rpc" else None,
                 max_tensor_bytes=getattr(d, "max_tensor_bytes", None),
-                refused_ops=getattr(d, "refused_ops", frozenset()),
+                refused_ops=tuple(getattr(d, "refused_ops", ())),
                 alignment=getattr(d, "buffer_alignment", 0),
                 max_buffer=getattr(d, "max_buffer", 0),
                 host_alignment=getattr(d, "host_alignment", 0),

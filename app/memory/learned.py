@@ -110,7 +110,7 @@ def _lane_facts(d: Lane) -> tuple:
         d.total,
         d.endpoint,
         d.max_tensor_bytes,
-        tuple(sorted(d.refused_ops)),
+        d.refused_ops,
         d.alignment,
         d.max_buffer,
         d.host_alignment,

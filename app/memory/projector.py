@@ -238,7 +238,7 @@ def _replay(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool) -> tu
                 limit is not None and any(x.size > limit for x in [t, *t.src])  # Vulkan: "larger than max size"
             ):
                 refused = True
-    limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", frozenset())]
+    limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", ())]
     # clip_ctx's scheduler has op offload on, but every weight is on the projector's one backend
     splits = schedule(g.nodes, g.leafs, cpu, [], limits)
     aligns = [alignment_of(d) for d in devs] + [CPU_ALIGNMENT]  # the CPU backend's own buffer type

@@ -69,6 +69,19 @@ LOAD_MODES = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")
 #: or ``-ot`` list (``,`` ``/`` ``=`` ``;`` or spaces).
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9_.:\[\]@%-]{1,128}", re.ASCII)
 _LANE_FIELDS = tuple(f.name for f in dataclasses.fields(Lane))
+
+
+def _lane_dict(d: Lane) -> dict:
+    """A lane as the plan stores it: its fields, ``refused_ops`` only when the device refuses some."""
+    out = dataclasses.asdict(d)
+    if d.refused_ops:
+        out["refused_ops"] = list(d.refused_ops)
+    else:
+        del out["refused_ops"]
+    return out
+
+
+_OP = re.compile(r"[A-Z][A-Z0-9_]{0,39}")  # a ggml op name (GGML_OP_* without the prefix)
 _MAX_PATTERN = 4096
 
 
@@ -156,7 +169,7 @@ def to_dict(p: Placement, launch: LaunchProfile | None = None) -> dict:
             "architecture": p.model.params.arch,
             "tensors": len(p.model.tensors),
         },
-        "devices": [dataclasses.asdict(d) for d in p.devices],
+        "devices": [_lane_dict(d) for d in p.devices],
         "settings": settings,
         "layers": list(p.layer_device),
         "tensors": diffs,
@@ -418,6 +431,13 @@ class _Checker:
             for key in ("alignment", "max_buffer", "host_alignment", "host_max_buffer"):
                 if key in d:
                     self.whole(d[key], f"{where}.{key}", "a size in bytes (0 or more)", 0, _BYTES_MAX)
+            ops = d.get("refused_ops", [])
+            if (
+                not isinstance(ops, list)
+                or len(ops) > 64
+                or not all(isinstance(o, str) and _OP.fullmatch(o) for o in ops)
+            ):
+                raise self.bad(f"{where}.refused_ops", f"{_show(ops)} is not a list of ggml op names (DSV4_HC_COMB)")
         return lanes
 
     def settings(self, s: dict) -> None:

@@ -84,7 +84,7 @@ WRONG = [
         (("devices",), [{"bogus": 1}]),
         "devices[0].bogus",
         "devices[0].bogus: not a device field (name, buft, free, total, kind, bandwidth, endpoint, max_tensor_bytes, "
-        "alignment, max_buffer, host_alignment, host_max_buffer)",
+        "refused_ops, alignment, max_buffer, host_alignment, host_max_buffer)",
     ),
     (
         (("devices", 0, "bandwidth"), float("nan")),
@@ -185,6 +185,21 @@ def test_the_base_plan_loads_and_matches(tiny, tmp_path):
     p = load_plan(write(tmp_path, plan), model)
     assert p.layer_device == ["CUDA0", "CUDA0", "CUDA0", "CUDA1", "CUDA1"] and p.pinned == {"1:experts"}
     assert [d.name for d in p.devices] == ["CUDA0", "CUDA1"] and to_dict(p) == plan
+
+
+def test_a_devices_refused_ops_survive_the_plan(tiny, tmp_path):
+    """A Vulkan lane that refuses DSV4_HC_COMB (lavapipe's 8-lane subgroups) keeps it through save and load; a
+    value that is not a list of ggml op names is refused with where it is."""
+    model, plan = tiny
+    plan = copy.deepcopy(plan)
+    plan["devices"][0]["refused_ops"] = ["DSV4_HC_COMB"]
+    p = load_plan(write(tmp_path, plan), model)
+    assert p.devices[0].refused_ops == ("DSV4_HC_COMB",) and p.devices[1].refused_ops == ()
+    assert to_dict(p) == plan
+    for bad in ("DSV4_HC_COMB", ["rm -rf /"], [1], ["X"] * 65):
+        plan["devices"][0]["refused_ops"] = bad
+        with pytest.raises(PlanError, match=r"devices\[0\]\.refused_ops: .* is not a list of ggml op names"):
+            load_plan(write(tmp_path, plan), model)
 
 
 def test_unknown_settings_are_ignored_and_missing_ones_default(tiny, tmp_path):
