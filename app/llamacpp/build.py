@@ -697,7 +697,8 @@ def run_streamed(
             log.flush()  # the log is readable while the build runs ("Build log" in the GUI follows it)
             f = parse_progress(line)
             if f is not None:
-                fraction = f
+                # parallel jobs (-j 2) print their "[ 18%]" and "[  9%]" lines out of order: a bar never goes back
+                fraction = f if fraction is None else max(fraction, f)
             if progress is not None:
                 progress(BuildProgress(stage, fraction, line, time.monotonic() - t0, log_path, step, steps))
         proc.wait()
