@@ -312,7 +312,7 @@ def compute_buffers(
                     run[:6] + (pin_probe, settings.no_kv_offload, offload and max(1, shape.n_seq) >= 32) + run[9:]
                 )
                 if probe < len(fused) and probe_run != run:
-                    _run(model, b, layers, *probe_run)
+                    _run(model, b, layers, *probe_run, schedule_only=True)  # the backends are all it reads
                 while probe < len(fused) and not _fused_off(b, fused[probe], layer_be):
                     probe += 1
                 if probe == len(fused):
@@ -356,8 +356,25 @@ def _fused_off(b, op, layer_be):
     return any(o == op and t.be != layer_be[il] for o, t, il in b.__dict__.get("fused_nodes", ()))
 
 
-def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline):
-    """Bind a built graph to this placement, then schedule and allocate it."""
+def _run(
+    model,
+    b,
+    layers,
+    placement,
+    devs,
+    tbe,
+    layer_be,
+    kv_be,
+    cpu,
+    pin,
+    pin_cpu,
+    offload,
+    host_weights,
+    pipeline,
+    schedule_only=False,
+):
+    """Bind a built graph to this placement, then schedule and allocate it (``schedule_only``: the backends of
+    resolve_fused_ops' probe, no allocation)."""
     names = b.c.names
     tensors = model.tensors
     for t in b.all:
@@ -410,6 +427,8 @@ def _run(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_
         users = b.__dict__["users"] = weight_users(g.nodes)
     forced = pinned + (b.cpu_pins if pin_cpu else [])
     splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced)
+    if schedule_only:
+        return []
     host_align, host_max = host_buffer_of(devs)
     aligns = [alignment_of(d) for d in devs] + [host_align]
     max_sizes = [d.max_buffer for d in devs] + [host_max]
