@@ -64,6 +64,18 @@ def generate(port: int, n: int) -> dict:
         return json.loads(r.read())["timings"]
 
 
+def measure(bin_dir: Path, model: Path, args: list[str], log: Path, tokens: int, repeat: int) -> tuple[float, dict]:
+    """Median decode tok/s of ``repeat`` runs of ``tokens`` after a warm-up, and the last run's timings."""
+    proc, port = serve(bin_dir, model, args, log)
+    try:
+        generate(port, 8)  # warm the caches
+        runs = [generate(port, tokens) for _ in range(repeat)]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return statistics.median(r["predicted_per_second"] for r in runs), runs[-1]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=48)
@@ -80,17 +92,10 @@ def main() -> int:
     print(f"pair: {model.path.name} + draft {draft.path.name} on the CPU ({bin_dir}); {a.tokens} tokens a run, "
           f"{a.repeat} runs each, median")
 
-    def measure(args: list[str], tag: str) -> tuple[float, dict]:
-        proc, port = serve(bin_dir, main_path, args, work / f"{tag}.log")
-        try:
-            generate(port, 8)  # warm the caches
-            runs = [generate(port, a.tokens) for _ in range(a.repeat)]
-        finally:
-            proc.terminate()
-            proc.wait(30)
-        return statistics.median(r["predicted_per_second"] for r in runs), runs[-1]
+    def run(args: list[str], tag: str) -> tuple[float, dict]:
+        return measure(bin_dir, main_path, args, work / f"{tag}.log", a.tokens, a.repeat)
 
-    plain_meas, _ = measure(base, "plain")
+    plain_meas, _ = run(base, "plain")
     s0 = settings_from_args(base, tool="server")
     session = Session(model, [], placement=Placement.from_settings(model, [], s0))
     plain_pred = session.decode.tokens_per_s if session.decode else float("nan")
@@ -102,7 +107,7 @@ def main() -> int:
         for rate in (float(x) for x in a.rates.split(",")):
             spec = [*base, "-md", str(draft_path), "-ngld", "0", "--spec-type", "draft-simple",
                     "--spec-draft-n-max", str(n_max), "--spec-synth-rates", ",".join([f"{rate:g}"] * n_max)]
-            meas, last = measure(spec, f"spec-{n_max}-{rate:g}")
+            meas, last = run(spec, f"spec-{n_max}-{rate:g}")
             accepted = last.get("draft_n_accepted", 0) / max(1, last.get("draft_n", 0))
             s = settings_from_args(spec, tool="server")
             ses = Session(model, [], placement=Placement.from_settings(model, [], s), draft=draft)

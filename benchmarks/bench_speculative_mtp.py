@@ -32,7 +32,7 @@ from app.llamacpp import build  # noqa: E402
 from app.model import open_model  # noqa: E402
 from app.placement import Placement  # noqa: E402
 from app.session import Session  # noqa: E402
-from benchmarks.bench_speculative import generate, serve  # noqa: E402
+from benchmarks.bench_speculative import measure  # noqa: E402
 from tests import gguf_factory as gf  # noqa: E402
 
 #: the widened tiny qwen35: 8 layers (2 full attention, 6 gated delta-net) of 1024 + one MTP block, vocabulary
@@ -58,17 +58,10 @@ def main() -> int:
           f"{model.params.nextn_layers} NextN) on the CPU ({bin_dir}); {a.tokens} tokens a run, {a.repeat} runs each, "
           "median")
 
-    def measure(args: list[str], tag: str) -> tuple[float, dict]:
-        proc, port = serve(bin_dir, path, args, work / f"{tag}.log")
-        try:
-            generate(port, 8)  # warm the caches
-            runs = [generate(port, a.tokens) for _ in range(a.repeat)]
-        finally:
-            proc.terminate()
-            proc.wait(30)
-        return statistics.median(r["predicted_per_second"] for r in runs), runs[-1]
+    def run(args: list[str], tag: str) -> tuple[float, dict]:
+        return measure(bin_dir, path, args, work / f"{tag}.log", a.tokens, a.repeat)
 
-    plain_meas, _ = measure(base, "plain")
+    plain_meas, _ = run(base, "plain")
     session = Session(model, [], placement=Placement.from_settings(model, [], settings_from_args(base, tool="server")))
     plain_pred = session.decode.tokens_per_s if session.decode else float("nan")
     print(f"\n{'case':40} {'measured':>9} {'accepted':>9} {'predicted':>10} {'at accepted':>11} {'error':>7} "
@@ -83,8 +76,8 @@ def main() -> int:
                 spec = [*base, *poll, "--spec-type", "draft-mtp", "--spec-draft-n-max", str(n_max),
                         "--spec-synth-rates", ",".join([f"{rate:g}"] * n_max)]
                 # the model alone again next to each case: other work on the machine moves both alike
-                alone, _ = measure(base, f"plain-{n_max}-{rate:g}{'-poll0' if poll else ''}")
-                meas, last = measure(spec, f"mtp-{n_max}-{rate:g}{'-poll0' if poll else ''}")
+                alone, _ = run(base, f"plain-{n_max}-{rate:g}{'-poll0' if poll else ''}")
+                meas, last = run(spec, f"mtp-{n_max}-{rate:g}{'-poll0' if poll else ''}")
                 accepted = last.get("draft_n_accepted", 0) / max(1, last.get("draft_n", 0))
                 ses = Session(model, [], placement=Placement.from_settings(model, [], settings_from_args(spec,
                                                                                                         tool="server")))

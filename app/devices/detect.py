@@ -158,6 +158,15 @@ def _with_vulkan_limits(devices: list[Device], env, vulkan_probe, errors: list[S
                 host_max_buffer=vk.suballocation_block_size,
                 sources={**d.sources, "limits": "Vulkan loader"},
             )
+            if vk.raw.subgroup_size is None or vk.raw.subgroup_ops is None or vk.raw.subgroup_stages is None:
+                errors.append(
+                    SourceError(
+                        "Vulkan",
+                        f"subgroup facts of {d.name} unknown (the loader did not report "
+                        "VkPhysicalDeviceSubgroupProperties): DSV4_HC_COMB is assumed to run on it, as it does with "
+                        "16+ full subgroup lanes; deepseek4, hy_v4 and glm5-next compute may differ, use Verify",
+                    )
+                )
         elif d.name.startswith("Vulkan"):
             why = problem or "the Vulkan loader did not report this device"
             errors.append(

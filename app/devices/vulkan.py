@@ -956,6 +956,11 @@ def derive(
                     free += (h.budget - h.usage) & U64  # size_t arithmetic, as in C++
                 else:
                     free += h.size
+        if d.subgroup_size is None or d.subgroup_ops is None or d.subgroup_stages is None:
+            dnotes.append(
+                "subgroup properties were not reported, so DSV4_HC_COMB is assumed supported (llama.cpp creates its "
+                "pipeline only with 16+ full subgroup lanes and shuffles)"
+            )
         if d.index in reasons:
             dnotes.insert(0, reasons[d.index])
         llama_index = order.index(d.index) if d.index in order else None

@@ -502,3 +502,25 @@ def test_a_loader_without_functions_is_a_note(tmp_path):
     probe = probe_vulkan(loader=lib)
     assert probe.problem is not None and probe.problem.kind == "vulkan_error"
     assert "vkEnumerateInstanceExtensionProperties" in probe.notes[0]
+
+
+@needs_lavapipe
+def test_unknown_subgroup_facts_are_said(lavapipe_probe):
+    """A loader that does not report VkPhysicalDeviceSubgroupProperties leaves refused_ops empty: DSV4_HC_COMB is
+    then assumed to run on the device, and both the probe and detection say so rather than assume it silently."""
+    from app.devices.detect import _with_vulkan_limits
+    from app.devices.records import Device
+
+    raw = replace(lavapipe_probe.devices[0].raw, subgroup_size=None)
+    devs, _ = derive([raw], {"GGML_VK_VISIBLE_DEVICES": "0"})
+    assert any("DSV4_HC_COMB is assumed supported" in n for n in devs[0].notes)
+    known, _ = derive([lavapipe_probe.devices[0].raw], {"GGML_VK_VISIBLE_DEVICES": "0"})
+    assert not any("DSV4_HC_COMB" in n for n in known[0].notes)
+    probe = replace(lavapipe_probe, devices=tuple(devs))
+    errors: list = []
+    out = _with_vulkan_limits([Device("Vulkan0", "gpu", "llvmpipe")], {}, lambda env: probe, errors)
+    assert out[0].refused_ops == ()
+    assert len(errors) == 1 and "subgroup facts of Vulkan0 unknown" in errors[0].message
+    errors = []
+    out = _with_vulkan_limits([Device("Vulkan0", "gpu", "llvmpipe")], {}, lambda env: lavapipe_probe, errors)
+    assert out[0].refused_ops == ("DSV4_HC_COMB",) and errors == []

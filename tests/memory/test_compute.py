@@ -110,3 +110,43 @@ def test_cutting_a_recurrent_graph_changes_its_peak(tmp_path):
     cut = cut_est.estimate(devices, s, quick=True).device("RPC0").compute
     assert full // (1 << 20) == 305
     assert cut - full > 16 * (1 << 20), (cut, full)
+
+
+def test_a_reused_cut_graph_resolves_fa_auto_for_its_own_layers(tmp_path):
+    """One built graph serves every kept set of the same layer kinds, so the fused nodes resolve_fused_ops checks
+    hold kept-layer positions, not the layers of the first placement that built it: with real layer numbers a
+    drag preview of -fa auto compared the attention of layer 40 against layer 12's device, turned flash attention
+    off and replayed the graph a second time (the README bench's preview p95, 40 -> 21 ms on a busy machine)."""
+    from app.command.parse import parse_llama_args
+
+    model = open_model(write_sparse_model("qwen3-235b-a22b", tmp_path / "q235.gguf"))
+    devices = [Lane(f"CUDA{i}", f"CUDA{i}", 24 * GiB, 24 * GiB) for i in range(3)]
+    ot = []
+    for k, il in enumerate(range(2, 94, 2)[:40]):
+        ot += ["-ot", rf"blk\.{il}\.ffn_(up|down|gate)_exps={'CPU' if k % 2 else 'CUDA2'}"]
+    base = parse_llama_args(["-ngl", "all", "-ts", "1,1,1", "-c", "32768", *ot], tool="server").settings
+    assert base.flash_attn == "auto"
+    warm = Estimator(model)
+    warm.estimate(devices, base, quick=True)
+    runs: list[bool] = []
+    full_runs: list[int] = []
+    real = core._run
+
+    def counting(*a, **k):
+        runs.append(k.get("schedule_only", False))
+        return real(*a, **k)
+
+    for k in range(0, 60, 5):
+        s = base.copy(overrides=list(base.overrides))
+        s.overrides[k % 40] = (rf"blk\.{(k * 7) % 94}\.ffn_(up|down)_exps", "CPU" if k % 3 else "CUDA1")
+        runs.clear()
+        core._run = counting
+        try:
+            got = warm.estimate(devices, s, quick=True)
+        finally:
+            core._run = real
+        full_runs.append(runs.count(False))
+        fresh = Estimator(model).estimate(devices, s, quick=True)
+        assert [(d.name, d.compute) for d in got.devices] == [(d.name, d.compute) for d in fresh.devices], k
+    # every layer's attention is on its own device here: the probe never turns flash attention off
+    assert max(full_runs) == 1 and full_runs.count(1) >= 10, full_runs

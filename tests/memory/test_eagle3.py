@@ -53,6 +53,21 @@ def _parts(text: str) -> tuple[dict, dict]:
     return main, _logged(text[cut:up])
 
 
+#: a head of Qwen3-4B's width and vocabulary over its sparse full-size target
+QWEN3_4B_HEAD = dict(
+    target="sparse:qwen3-4b",
+    own_embd=True,
+    target_layers=(2, 18, 33),
+    n_embd=2560,
+    n_head=32,
+    n_head_kv=8,
+    head_dim=128,
+    n_ff=9728,
+    n_vocab=151936,
+    n_ctx_train=40960,
+    quant="f16",
+)
+
 #: (head options, RPC devices, arguments): on the CPU; every layer of both on two RPC devices; the head pinned to
 #: one device with its own cache types and two slots; the head's final extract layer being the target's last
 #: hidden state (``llama_set_embeddings_nextn``); the head partly offloaded, no backend sampling, -ub 256
@@ -71,40 +86,8 @@ CASES = [
     (dict(own_embd=True, target="qwen3", n_embd=96, n_ff=256), 0, "-c 4096 -b 1024 -ub 1024 -np 2"),
     # full size (sparse files): Qwen3-4B with a head of its width and vocabulary (the backend sampler's reserve,
     # padding the logits of every token, doubles the head's compute: 306.75 -> 604.08 MiB)
-    (
-        dict(
-            target="sparse:qwen3-4b",
-            own_embd=True,
-            target_layers=(2, 18, 33),
-            n_embd=2560,
-            n_head=32,
-            n_head_kv=8,
-            head_dim=128,
-            n_ff=9728,
-            n_vocab=151936,
-            n_ctx_train=40960,
-            quant="f16",
-        ),
-        0,
-        "-c 8192",
-    ),
-    (
-        dict(
-            target="sparse:qwen3-4b",
-            own_embd=True,
-            target_layers=(2, 18, 33),
-            n_embd=2560,
-            n_head=32,
-            n_head_kv=8,
-            head_dim=128,
-            n_ff=9728,
-            n_vocab=151936,
-            n_ctx_train=40960,
-            quant="f16",
-        ),
-        1,
-        "-c 16384 -ngl 30 -ngld all -np 2 -ctkd q8_0 -ctvd q8_0 -fa on",
-    ),
+    (QWEN3_4B_HEAD, 0, "-c 8192"),
+    (QWEN3_4B_HEAD, 1, "-c 16384 -ngl 30 -ngld all -np 2 -ctkd q8_0 -ctvd q8_0 -fa on"),
 ]
 
 

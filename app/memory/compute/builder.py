@@ -278,7 +278,7 @@ class Builder:
             cur = flash_attn_ext(q, k, v, mask, sinks)
             # build_attn_mha: res->add_fused_node({LLM_FUSED_OP_FLASH_ATTN, cur, il}) (llama-graph.cpp), the node
             # resolve_fused_ops checks for -fa auto (core.py)
-            self.__dict__.setdefault("fused_nodes", []).append(("FLASH_ATTN", cur, il))
+            self.__dict__.setdefault("fused_nodes", []).append(("FLASH_ATTN", cur, self.pos[il]))
             if v_mla is not None:
                 cur = permute(cur, 0, 2, 1, 3)
                 cur = mul_mat(v_mla, cur)

@@ -21,7 +21,7 @@ from .context import Ctx
 from .ggml import ne4, nelements
 from .models import family_of
 from .mtp import add_sampling
-from .schedule import _supports, schedule, weight_users
+from .schedule import schedule, supports_op, weight_users
 from .vk_optimize import reorder as vk_reorder
 from .vk_optimize import use_counts
 
@@ -313,7 +313,7 @@ def compute_buffers(
                 )
                 if probe < len(fused) and probe_run != run:
                     _run(model, b, layers, *probe_run, schedule_only=True)  # the backends are all it reads
-                while probe < len(fused) and not _fused_off(b, fused[probe], layer_be):
+                while probe < len(fused) and not _fused_off(b, fused[probe], layer_be, layers):
                     probe += 1
                 if probe == len(fused):
                     break
@@ -349,11 +349,11 @@ def _fa_auto(settings: LlamaSettings, shape: ContextShape) -> bool:
     return settings.flash_attn == "auto" and shape.flash_attn and not quantized_v and settings.split_mode != "tensor"
 
 
-def _fused_off(b, op, layer_be):
+def _fused_off(b, op, layer_be, layers):
     """``resolve_fused_ops``' check: a fused ``op`` node the scheduler put off its layer's device (the probe graph
     is the reserved one here, scheduled with the probe's pins: one token per sequence there, the same layer
-    boundaries)."""
-    return any(o == op and t.be != layer_be[il] for o, t, il in b.__dict__.get("fused_nodes", ()))
+    boundaries). The nodes hold kept-layer positions: a built graph serves every kept set of the same kinds."""
+    return any(o == op and t.be != layer_be[layers[k]] for o, t, k in b.__dict__.get("fused_nodes", ()))
 
 
 def _run(
@@ -413,7 +413,7 @@ def _run(
         for t, k in b.pins:
             be = layer_be[layers[k]]
             # graph_get_cb pins a "norm" only where the layer's backend supports the op (ggml_backend_supports_op)
-            if be == cpu or _supports(t, be, limits):
+            if be == cpu or supports_op(t, be, limits):
                 t.force = be
                 pinned.append(t)
     if pin_cpu:

@@ -37,7 +37,7 @@ def _n(ne) -> int:
     return n
 
 
-def _supports(t, be, limits) -> bool:
+def supports_op(t, be, limits) -> bool:
     """``ggml_backend_supports_op`` as far as memory depends on it. ``limits[be]`` is (largest tensor or None,
     backend name, ops the device refuses for its features: :attr:`app.lanes.Lane.refused_ops`): a backend with a
     tensor size limit (Vulkan: ``ggml_backend_vk_device_supports_op`` refuses any source or result above it)
@@ -71,7 +71,7 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=()):
 
     ``offload_to``: backends whose ``offload_op`` accepts ops on host weights (CUDA-like GPUs), in priority order.
     ``limits``: per backend, (the largest tensor its ops may touch or None, its backend name), see
-    :func:`_supports`. ``users``: :func:`weight_users` of ``nodes`` when the caller keeps it, with ``forced``
+    :func:`supports_op`. ``users``: :func:`weight_users` of ``nodes`` when the caller keeps it, with ``forced``
     the nodes whose backend is forced (``force``); pass 1 then visits only those.
     Returns ``splits`` as a list of (backend, first node index, end index, [(input, its copy)]); nodes get
     ``be`` and, where a source lives on another backend, ``cs`` with the copy in its place.
@@ -96,25 +96,25 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=()):
     for t in real:
         if t.be != -1:
             cur = -1 if t.be == cpu else t.be
-        elif cur != -1 and (limits is None or _supports(t, cur, limits)):
+        elif cur != -1 and (limits is None or supports_op(t, cur, limits)):
             t.be = cur
     cur = -1
     for t in reversed(real):
         if t.be != -1:
             cur = -1 if t.be == cpu else t.be
-        elif cur != -1 and (limits is None or _supports(t, cur, limits)):
+        elif cur != -1 and (limits is None or supports_op(t, cur, limits)):
             t.be = cur
     cur = -1
     for t in real:
         if t.be != -1:
             cur = t.be
-        elif cur != -1 and (limits is None or _supports(t, cur, limits)):
+        elif cur != -1 and (limits is None or supports_op(t, cur, limits)):
             t.be = cur
     cur = -1
     for t in reversed(real):
         if t.be != -1:
             cur = t.be
-        elif cur != -1 and (limits is None or _supports(t, cur, limits)):
+        elif cur != -1 and (limits is None or supports_op(t, cur, limits)):
             t.be = cur
     # pass 3: nothing to upgrade (every backend has its own buffer type); a node left unassigned because a
     # backend refused it goes to the backend that supports it with the most inputs already in its buffers
@@ -123,7 +123,7 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=()):
             if t.be == -1:
                 best = -1
                 for b in range(cpu + 1):
-                    if not _supports(t, b, limits):
+                    if not supports_op(t, b, limits):
                         continue
                     n = sum(1 for s in t.src if s is not None and _in_buffer_of(s, b, cpu))
                     if n > best:
@@ -136,7 +136,7 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=()):
             if s.be == -1:
                 s.be = s.vs.be if s.vs is not None else t.be
         if t.be == -1:
-            t.be = cpu if limits is None else next(b for b in range(cpu + 1) if _supports(t, b, limits))
+            t.be = cpu if limits is None else next(b for b in range(cpu + 1) if supports_op(t, b, limits))
     # pass 5: splits and the copies of inputs that live on another backend
     splits = []
     copies = {}  # (src, backend) -> copy tensor (tensor_id_copy: one per backend for the whole graph)
@@ -205,9 +205,9 @@ def _be_from_cur(t, cpu, offload_to, limits=None):
                 if b == cpu and s.host and offload_to and _offload_batch(t) >= 32:
                     # the first backend (in priority order) that supports the op and wants it
                     for o in offload_to:
-                        if limits is None or _supports(t, o, limits):
+                        if limits is None or supports_op(t, o, limits):
                             return o
-                if limits is not None and b != cpu and not _supports(t, b, limits):
+                if limits is not None and b != cpu and not supports_op(t, b, limits):
                     # ggml_backend_sched_backend_from_buffer: the weight's device cannot run the op and no other
                     # backend reads its buffer: left unassigned, so pass 3 picks a backend (and copies the weight)
                     return -1

@@ -60,7 +60,7 @@ GATHER_MAX_UB = 16
 
 
 def _fused(b, op, t, il):
-    b.__dict__.setdefault("fused_nodes", []).append((op, t, il))
+    b.__dict__.setdefault("fused_nodes", []).append((op, t, b.pos[il]))  # the kept-layer position, as pins
     return t
 
 
