@@ -24,6 +24,7 @@ The rules that change memory, per backend:
 
 from __future__ import annotations
 
+from ..errors import EstimateError
 from ..lanes import Lane
 from ..model.gguf_reader import TensorInfo
 from ..model.hparams import ModelParams
@@ -50,6 +51,13 @@ _PREFIXES = (
 _ALIGNMENT = {"cuda": 128, "rocm": 128, "sycl": 128, "metal": 32, "rpc": 32, "vulkan": 16, "cann": 32}
 #: The CPU's own buffers (``TENSOR_ALIGNMENT``).
 CPU_ALIGNMENT = 32
+
+
+class BackendAbort(EstimateError, ValueError):
+    """llama.cpp stops on this placement: a pre-allocated tensor (a KV or recurrent cache) lives in a device's
+    buffer whose backend cannot run an op on it (``ggml_backend_sched_backend_id_from_cur``: "pre-allocated tensor
+    (...) in a buffer (...) that cannot run the operation"), e.g. a layer's cache above a Vulkan driver's
+    storage-buffer range."""
 
 
 def backend_of(lane: Lane) -> str:

@@ -55,7 +55,14 @@ def model_devices(devices: list[Lane], settings: LlamaSettings) -> list[Lane]:
             chosen.append(by_name[name.lower()])
         devs = chosen
     if settings.split_mode == "none":
+        # llama_model_load_from_file_impl: a negative -mg drops every device; one past the list fails the load
         mg = settings.main_gpu
+        if devs and mg >= len(devs):
+            raise PlacementError(
+                f"-sm none -mg {mg} names device {mg}, but llama.cpp uses {len(devs)} "
+                f'({", ".join(d.name for d in devs)}), so it refuses to load the model ("invalid value for '
+                f'main_gpu"). Use -mg 0 to {len(devs) - 1}.'
+            )
         return [devs[mg]] if 0 <= mg < len(devs) else []
     return devs
 

@@ -263,3 +263,35 @@ def test_an_rpc_host_with_two_devices(model, args, llama_bin, two_device_host, s
         for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context),
                              ("compute", mine.compute, row.compute)):
             assert within_floor(got, want), (name, q, got / MiB, want)
+
+
+@pytest.mark.parametrize("args,aborts", [
+    ("-c 32768 -ngl 20 -fa on -ctk q8_0 -ctv q8_0", "cache_k_l15"),  # 136 MiB per full-attention layer
+    ("-c 30720 -ngl 20 -fa on -ctk q8_0 -ctv q8_0", None),  # 127.5 MiB: under lavapipe's 128 MiB
+], ids=["over", "under"])
+def test_a_cache_above_the_storage_buffer_range_stops_llama_cpp(args, aborts, llama_vulkan_bin, vulkan_lanes,
+                                                               sparse_models):
+    """A layer's K cache above Vulkan0's maxStorageBufferRange: supports_op refuses the cache leaf, no other
+    backend reads the device buffer, and the scheduler aborts ("pre-allocated tensor (cache_k_l15) in a buffer
+    (Vulkan0) that cannot run the operation"). The estimate says so, naming the same tensor, rather than give
+    figures for a run that never starts; just under the limit both give figures, and they agree."""
+    from app.llamacpp.fit_print import FitPrintError
+    from app.memory.backends import BackendAbort
+
+    path = sparse_models["olmo-3-7b"]
+    argv = [*args.split(), "--fit", "off", "--no-repack"]
+    env = {**os.environ, **VULKAN_ENV}
+    settings = settings_from_args(argv, tool="fit-params")
+    if aborts:
+        with pytest.raises(FitPrintError) as theirs:
+            run_fit_print(path, argv, llama_dir=llama_vulkan_bin, env=env, timeout=300)
+        assert f"pre-allocated tensor ({aborts}) in a buffer (Vulkan0)" in str(theirs.value)
+        with pytest.raises(BackendAbort) as ours:
+            estimate(open_model(path), vulkan_lanes, settings)
+        assert f"({aborts}) in a buffer (Vulkan0)" in str(ours.value) and "-ctk" in str(ours.value)
+        return
+    plain = run_fit_print(path, argv, llama_dir=llama_vulkan_bin, env=env, timeout=300)
+    mine = estimate(open_model(path), vulkan_lanes, settings)
+    for row in plain:
+        for q in ("model", "context", "compute"):
+            assert within_floor(getattr(mine.device(row.name), q), getattr(row, q)), (row.name, q)

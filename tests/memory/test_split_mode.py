@@ -74,6 +74,24 @@ def test_refused_with_llama_cpp_s_reason(arch, args, quote, llama_bin, rpc_serve
     assert quote in str(err.value)
 
 
+@pytest.mark.llama
+def test_sm_none_with_a_main_gpu_past_the_devices_is_refused(llama_bin, rpc_servers, tiny_models):
+    """llama_model_load_from_file_impl: -sm none keeps only device -mg, and fails the load when there is none
+    such; a negative -mg drops every device (the CPU alone)."""
+    from app.memory.layout import PlacementError
+
+    endpoints = [s.endpoint for s in rpc_servers(2)]
+    quote = "invalid value for main_gpu: 2 (available devices: 2)"
+    full = ["-c", "4096", "-ngl", "all", "-sm", "none", "-mg", "2"]
+    theirs = _theirs_refuses(llama_bin, tiny_models["llama"], endpoints, full, quote)
+    assert quote in theirs
+    devices = list_rpc_devices(llama_bin / "llama-server", endpoints)
+    with pytest.raises(PlacementError, match=r"-sm none -mg 2 names device 2, but llama.cpp uses 2 \(RPC0, RPC1\)"):
+        _ours(tiny_models["llama"], devices, full)
+    assert [d.name for d in _ours(tiny_models["llama"], devices, full[:-1] + ["1"]).devices] == ["RPC1", "CPU"]
+    assert [d.name for d in _ours(tiny_models["llama"], devices, full[:-1] + ["-1"]).devices] == ["CPU"]
+
+
 def test_row_split_is_refused_for_every_backend_but_sycl_and_not_guessed_for_sycl(tiny_models):
     for name, kind in (("CUDA0", "gpu"), ("ROCm0", "gpu"), ("Vulkan0", "gpu"), ("MTL0", "gpu")):
         with pytest.raises(SettingsError, match=f'"device {name} does not support split buffers"'):

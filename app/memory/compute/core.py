@@ -9,7 +9,8 @@ from operator import itemgetter
 
 from ...lanes import CPU
 from ...model import Model
-from ..backends import alignment_of, backend_of, cuda_like, host_buffer_of
+from ...units import fmt_bytes
+from ..backends import BackendAbort, alignment_of, backend_of, cuda_like, host_buffer_of
 from ..kv import CACHE_TYPE_BLOCKS, ContextShape
 from ..layout import WeightPlacement
 from ..settings import NGL_ALL, NGL_AUTO, LlamaSettings
@@ -18,7 +19,7 @@ from .approx import approx_peaks, approximate_note
 from .builder import Builder
 from .compress import compress, pad_layers
 from .context import Ctx
-from .ggml import ne4, nelements
+from .ggml import nbytes, ne4, nelements
 from .models import family_of
 from .mtp import add_sampling
 from .schedule import schedule, supports_op, weight_users
@@ -320,6 +321,8 @@ def compute_buffers(
                 unfused |= {fused[probe]}
                 probe += 1
             peaks = [max(x, y) for x, y in zip(peaks, got)] if peaks else got
+    except BackendAbort:
+        raise
     except Exception as exc:  # noqa: BLE001 - an architecture whose tensors the generic graph cannot follow
         approximate = approximate_note(p.arch, exc)
         if not facts.get("approximate_logged"):
@@ -408,6 +411,8 @@ def _run(
     for t, il in b.__dict__.get("layer_crefs", ()):  # a cache another layer owns (gemma3n's shared KV)
         t.wbe = kv_be[il]
     limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", ())]
+    if any(lim is not None for lim, _, _ in limits):
+        _check_caches(b, layers, kv_be, cpu, devs, limits)
     pinned = []
     if pin:
         for t, k in b.pins:
@@ -451,6 +456,26 @@ def _run(
     if any(vulkan):
         nodes, deps = _vk_reorder(b, model, splits, vulkan)
     return allocate_graph(nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size, max_sizes, deps)
+
+
+def _check_caches(b, layers, kv_be, cpu, devs, limits):
+    """Pass 1 of the scheduler gives each cache leaf the backend of its buffer when that backend supports it
+    (``ggml_backend_sched_backend_from_buffer``: no other backend reads a device buffer), else llama.cpp aborts
+    (ggml-backend.cpp: ``GGML_ABORT("pre-allocated tensor (%s) in a buffer (%s) that cannot run the operation
+    (%s)")``): a Vulkan device refuses any tensor above its maxStorageBufferRange, the cache leaf included
+    (``ggml_backend_vk_device_supports_op``'s tensor_size_supported). Raised before the replay says a number."""
+    for t, k in b.crefs:
+        be = kv_be[layers[k]]
+        if be != cpu and not supports_op(t, be, limits):
+            name = f"{t.name.rsplit('_l', 1)[0]}_l{layers[k]}"  # a built graph serves other kept sets
+            raise BackendAbort(
+                f"llama.cpp aborts on this placement: its {name} ({fmt_bytes(nbytes(t.ty, t.ne, t.nb))}) is in "
+                f"{devs[be].name}'s memory, and {devs[be].name} cannot run an op on a tensor above "
+                f"{fmt_bytes(limits[be][0] or 0)} (the driver's storage-buffer range), so the scheduler stops with "
+                f'"pre-allocated tensor ({name}) in a buffer ({devs[be].name}) that cannot run the operation". '
+                "Lower the context (-c), quantize the cache further (-ctk/-ctv), or keep that layer's cache off "
+                f"{devs[be].name} (fewer -ngl layers, or -nkvo)."
+            )
 
 
 def _vk_reorder(b, model, splits, vulkan):
