@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ExportError
+from ..errors import EstimateError, ExportError
 from ..lanes import Lane
 from ..memory.estimator import Estimate, Estimator
 from ..memory.settings import LlamaSettings
@@ -235,4 +235,7 @@ def auto_fit(
     ``estimator``: an :class:`~app.memory.estimator.Estimator` of ``model`` whose caches to reuse."""
     fitter = _Fitter(model, devices, settings, margin, host_budget, pinned_from)
     fitter.estimator = estimator if estimator is not None and estimator.model is model else Estimator(model)
-    return fitter.run()
+    try:
+        return fitter.run()
+    except EstimateError as exc:  # llama.cpp refuses the settings, or aborts on every placement tried
+        raise FitError(f"auto-fit found no placement llama.cpp runs: {exc}") from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..lanes import Lane
+from ..memory.backends import BackendAbort
 from ..memory.estimator import Estimate, Estimator
 from ..memory.settings import LlamaSettings
 from ..model import BlockId, Model, Role
@@ -69,7 +70,10 @@ def fastest(
         except InexpressibleError:
             return float("inf"), None, None
         # trials replay a graph cut to representative layers (fast); the result is checked with every layer below
-        e = estimator.estimate(q.devices, q.settings, q.weight_placement(), quick=True)
+        try:
+            e = estimator.estimate(q.devices, q.settings, q.weight_placement(), quick=True)
+        except BackendAbort:  # llama.cpp stops on this placement (a cache its device cannot hold): not a candidate
+            return float("inf"), None, None
         if not _fits(e, devices, margin):
             return float("inf"), e, None
         d = predict_decode(model, q.weight_placement(), params, facts=facts)

@@ -216,3 +216,19 @@ def test_auto_fit_keeps_a_pinned_attention_layer(q30):
     want = p.layer_device[47]
     res = auto_fit(q30, devs, LlamaSettings(n_ctx=8192), pinned_from=p)
     assert res.placement.layer_device[47] == want == res.placement.device_of("47:attn")
+
+
+def test_auto_fit_says_when_llama_cpp_would_abort_on_every_placement(q30):
+    """A layer's K cache above the Vulkan driver's 128 MiB storage-buffer range: llama.cpp's scheduler aborts
+    whatever else is moved, so auto-fit stops with that reason (a FitError the GUI shows), never a traceback."""
+    from app.memory.backends import BackendAbort
+    from app.memory.estimator import Estimator
+
+    vk = [Lane("Vulkan0", "Vulkan0", 24 * GiB, 24 * GiB, "gpu", max_tensor_bytes=128 << 20)]
+    s = LlamaSettings(n_ctx=131072, type_k="f32", type_v="f32")  # 256 MiB a layer
+    with pytest.raises(BackendAbort, match=r"cache_k_l0 \(256 MiB\) is in Vulkan0's memory"):
+        Estimator(q30).estimate(vk, s)
+    with pytest.raises(FitError, match="auto-fit found no placement llama.cpp runs: llama.cpp aborts"):
+        auto_fit(q30, vk, s)
+    ok = LlamaSettings(n_ctx=131072, type_k="q8_0", type_v="q8_0", flash_attn="on")  # 68 MiB a layer
+    assert auto_fit(q30, vk, ok).placement
