@@ -377,7 +377,64 @@ def _run(
     schedule_only=False,
 ):
     """Bind a built graph to this placement, then schedule and allocate it (``schedule_only``: the backends of
-    resolve_fused_ops' probe, no allocation)."""
+    resolve_fused_ops' probe, no allocation; the graph was bound to the same placement by the run before it, so
+    only the backends are reset)."""
+    if schedule_only:
+        for t in b.all:
+            t.be = t.force = -1
+            t.flags = t.fl0
+    else:
+        _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights)
+    limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", ())]
+    if not schedule_only and any(lim is not None for lim, _, _ in limits):
+        _check_caches(b, layers, kv_be, cpu, devs, limits)
+    pinned = []
+    if pin:
+        for t, k in b.pins:
+            be = layer_be[layers[k]]
+            # graph_get_cb pins a "norm" only where the layer's backend supports the op (ggml_backend_supports_op)
+            if be == cpu or supports_op(t, be, limits):
+                t.force = be
+                pinned.append(t)
+    if pin_cpu:
+        for t in b.cpu_pins:
+            t.force = cpu
+    n_be = cpu + 1
+    offload_to = [i for i, d in enumerate(devs) if d.kind in ("gpu", "igpu")] if offload else []
+    g = b.g
+    users = b.__dict__.get("users")
+    if users is None:
+        users = b.__dict__["users"] = weight_users(g.nodes)
+    forced = pinned + (b.cpu_pins if pin_cpu else [])
+    splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced, backends_only=schedule_only)
+    if schedule_only:
+        return []
+    host_align, host_max = host_buffer_of(devs)
+    aligns = [alignment_of(d) for d in devs] + [host_align]
+    max_sizes = [d.max_buffer for d in devs] + [host_max]
+    cuda = [cuda_like(d) for d in devs] + [False]
+
+    def alloc_size(t, be):
+        size = t.size
+        if cuda[be] and t.op == "FLASH_ATTN_EXT":
+            # ggml_cuda_flash_attn_ext_get_alloc_size: the tile/MMA kernels used for prompt batches convert
+            # a quantized K (and V unless it is a view of K) to f16 in space after the result
+            k, v = t.cs[1], t.cs[2]
+            if k.ty != "f16":
+                size = (size + 127) // 128 * 128 + nelements(k) * 2
+            if v.ty != "f16" and not (v.vs is not None and v.vs is k.vs and v.nb == k.nb):
+                size = (size + 127) // 128 * 128 + nelements(v) * 2
+        return size
+
+    nodes, deps = g.nodes, None
+    vulkan = [backend_of(d) == "vulkan" for d in devs] + [False]  # a Vulkan device behind RPC is an RPC backend
+    if any(vulkan):
+        nodes, deps = _vk_reorder(b, model, splits, vulkan)
+    return allocate_graph(nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size, max_sizes, deps)
+
+
+def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights):
+    """Reset a built graph's per-run state and give its weights and caches this placement's buffers."""
     names = b.c.names
     tensors = model.tensors
     for t in b.all:
@@ -410,52 +467,6 @@ def _run(
         t.wbe = kv_be[layers[k]]
     for t, il in b.__dict__.get("layer_crefs", ()):  # a cache another layer owns (gemma3n's shared KV)
         t.wbe = kv_be[il]
-    limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", ())]
-    if any(lim is not None for lim, _, _ in limits):
-        _check_caches(b, layers, kv_be, cpu, devs, limits)
-    pinned = []
-    if pin:
-        for t, k in b.pins:
-            be = layer_be[layers[k]]
-            # graph_get_cb pins a "norm" only where the layer's backend supports the op (ggml_backend_supports_op)
-            if be == cpu or supports_op(t, be, limits):
-                t.force = be
-                pinned.append(t)
-    if pin_cpu:
-        for t in b.cpu_pins:
-            t.force = cpu
-    n_be = cpu + 1
-    offload_to = [i for i, d in enumerate(devs) if d.kind in ("gpu", "igpu")] if offload else []
-    g = b.g
-    users = b.__dict__.get("users")
-    if users is None:
-        users = b.__dict__["users"] = weight_users(g.nodes)
-    forced = pinned + (b.cpu_pins if pin_cpu else [])
-    splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced)
-    if schedule_only:
-        return []
-    host_align, host_max = host_buffer_of(devs)
-    aligns = [alignment_of(d) for d in devs] + [host_align]
-    max_sizes = [d.max_buffer for d in devs] + [host_max]
-    cuda = [cuda_like(d) for d in devs] + [False]
-
-    def alloc_size(t, be):
-        size = t.size
-        if cuda[be] and t.op == "FLASH_ATTN_EXT":
-            # ggml_cuda_flash_attn_ext_get_alloc_size: the tile/MMA kernels used for prompt batches convert
-            # a quantized K (and V unless it is a view of K) to f16 in space after the result
-            k, v = t.cs[1], t.cs[2]
-            if k.ty != "f16":
-                size = (size + 127) // 128 * 128 + nelements(k) * 2
-            if v.ty != "f16" and not (v.vs is not None and v.vs is k.vs and v.nb == k.nb):
-                size = (size + 127) // 128 * 128 + nelements(v) * 2
-        return size
-
-    nodes, deps = g.nodes, None
-    vulkan = [backend_of(d) == "vulkan" for d in devs] + [False]  # a Vulkan device behind RPC is an RPC backend
-    if any(vulkan):
-        nodes, deps = _vk_reorder(b, model, splits, vulkan)
-    return allocate_graph(nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size, max_sizes, deps)
 
 
 def _check_caches(b, layers, kv_be, cpu, devs, limits):

@@ -66,7 +66,7 @@ def weight_users(nodes):
     ]
 
 
-def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=()):
+def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), backends_only=False):
     """Backend per node and the splits with their inputs (``ggml_backend_sched_split_graph`` passes 1-5).
 
     ``offload_to``: backends whose ``offload_op`` accepts ops on host weights (CUDA-like GPUs), in priority order.
@@ -74,7 +74,8 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=()):
     :func:`supports_op`. ``users``: :func:`weight_users` of ``nodes`` when the caller keeps it, with ``forced``
     the nodes whose backend is forced (``force``); pass 1 then visits only those.
     Returns ``splits`` as a list of (backend, first node index, end index, [(input, its copy)]); nodes get
-    ``be`` and, where a source lives on another backend, ``cs`` with the copy in its place.
+    ``be`` and, where a source lives on another backend, ``cs`` with the copy in its place. ``backends_only``:
+    stop after pass 4 (every node's backend, no splits: resolve_fused_ops' probe reads no more).
     """
     if limits is not None and all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
         limits = None
@@ -137,6 +138,8 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=()):
                 s.be = s.vs.be if s.vs is not None else t.be
         if t.be == -1:
             t.be = cpu if limits is None else next(b for b in range(cpu + 1) if supports_op(t, b, limits))
+    if backends_only:
+        return []
     # pass 5: splits and the copies of inputs that live on another backend
     splits = []
     copies = {}  # (src, backend) -> copy tensor (tensor_id_copy: one per backend for the whole graph)
@@ -162,6 +165,10 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=()):
         for j, s in enumerate(src):
             if s.be != cur_be:
                 key = (s, cur_be)
+                if s.op == NONE and s.ty == "w" and s.wbe != -1:
+                    # a weight is one tensor per name and buffer: the per-layer references of a TENSOR_DUPLICATED
+                    # one (builder.layer_copy) on one device share its copy, so a later split does not list it again
+                    key = (getattr(s, "name", s), s.wbe, cur_be)
                 cp = copies.get(key)
                 if cp is None:
                     # ggml_dup_tensor_layout: same shape and strides, so a strided view costs its whole span
