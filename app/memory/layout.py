@@ -23,7 +23,7 @@ from functools import lru_cache
 from ..errors import EstimateError
 from ..lanes import CPU, Lane
 from ..model import Model
-from .backends import backend_of, refuses
+from .backends import backend_of, refused_weights, refuses
 from .ecmascript import Compiled, PatternError, compile_pattern, name_bytes
 from .settings import NGL_ALL, NGL_AUTO, LlamaSettings
 
@@ -237,7 +237,7 @@ def place_weights(
             continue
         dev = CPU if il < 0 else layers[il]
         lane = limited.get(dev)
-        if lane is not None and refuses(lane, tensors[i], model.params):
+        if lane is not None and i in refused_weights(model, lane):
             dev = CPU  # select_weight_buft: the device refuses the weight's op, the host takes it
         tensor_device.append(dev)
     dup = None

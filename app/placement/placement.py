@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..lanes import CPU, Lane
+from ..memory.backends import backend_of, refused_weights
 from ..memory.layout import WeightPlacement, place_weights
 from ..memory.settings import LlamaSettings
 from ..model import Block, Model, Role
@@ -99,12 +100,21 @@ class Placement:
         return WeightPlacement(tensors, layers, dup, used, self.has_overrides())
 
     def default_tensor_devices(self) -> list[str]:
-        """Where each tensor goes with no overrides, given the layer devices."""
+        """Where each tensor goes with no overrides, given the layer devices: a weight the layer's device refuses
+        (a Vulkan driver's size limit) stays in host memory, as place_weights has it (select_weight_buft)."""
         n = self.model.params.n_layer
         out = []
         idx = self.model.index
-        for il, skip in zip(idx.tensor_layer, idx.skipped):
-            out.append("" if skip else CPU if il < 0 else self.layer_device[min(il, n)])
+        refused = {
+            d.name: refused_weights(self.model, d)
+            for d in self.devices
+            if d.max_tensor_bytes is not None or backend_of(d) == "vulkan"
+        }
+        for i, (il, skip) in enumerate(zip(idx.tensor_layer, idx.skipped)):
+            dev = "" if skip else CPU if il < 0 else self.layer_device[min(il, n)]
+            if dev in refused and i in refused[dev]:
+                dev = CPU
+            out.append(dev)
         return out
 
     def has_overrides(self) -> bool:

@@ -232,3 +232,22 @@ def test_auto_fit_says_when_llama_cpp_would_abort_on_every_placement(q30):
         auto_fit(q30, vk, s)
     ok = LlamaSettings(n_ctx=131072, type_k="q8_0", type_v="q8_0", flash_attn="on")  # 68 MiB a layer
     assert auto_fit(q30, vk, ok).placement
+
+
+def test_auto_fit_on_a_size_limited_device_keeps_refused_weights_in_host_memory(tmp_path):
+    """A Vulkan driver's 128 MiB per tensor: llama.cpp's loader keeps OLMo-3-7B's 100k x 4096 output in host
+    memory whatever -ngl says. Auto-fit builds placements from layer devices, so its default tensor devices must
+    follow the same rule, or the board shows the output on Vulkan0 and the export's own check refuses it
+    ("output.weight would land on CPU instead of Vulkan0")."""
+    from app.placement.autofit import auto_fit
+
+    model = open_model(write_sparse_model("olmo-3-7b", tmp_path / "o.gguf"))
+    vk = [Lane("Vulkan0", "Vulkan0", 8 * GiB, 8 * GiB, "gpu", 0.4e12, max_tensor_bytes=128 << 20)]
+    p = auto_fit(model, vk, LlamaSettings(n_ctx=8192)).placement
+    out = next(i for i, t in enumerate(model.tensors) if t.name == "output.weight")
+    assert p.layer_device[model.params.n_layer] == "Vulkan0" and p.tensor_device[out] == CPU
+    assert not p.has_overrides()  # the fallback is llama.cpp's default, not an override
+    assert placement_args(p).overrides == []
+    from app.memory.layout import place_weights
+
+    assert p.tensor_device == place_weights(model, vk, placement_args(p).settings(p.settings)).tensor_device
