@@ -99,6 +99,12 @@ FEATURES = [
     ("-sm none", "sm-none", "not modelled"),
     ("RPC hosts with several devices (ggml-rpc-server -d dev1,dev2)", "rpc-multi-device", "one lane per RPC host only"),
     ("Vulkan backend (lavapipe)", "vulkan", "only CPU and RPC are checked"),
+    (
+        "Placements llama.cpp aborts on or will not load (a cache above a Vulkan driver's storage-buffer range, "
+        "-sm none -mg past the devices)",
+        "abort",
+        "estimated as if they ran",
+    ),
 ]
 
 #: What a feature's results mean, said after their counts.
@@ -133,6 +139,9 @@ FEATURE_NOTES = {
     "so; the output buffers' growth at the first decode (extracted hidden states) is said, not counted",
     "rpc-multi-device": "one lane per remote device, named as llama.cpp names them (RPC0, RPC1 on one host), "
     "each with its own buffer limits",
+    "abort": "the estimate stops with llama.cpp's reason, naming the tensor llama.cpp names (\"pre-allocated tensor "
+    "(cache_k_l15) in a buffer (Vulkan0) that cannot run the operation\"; \"invalid value for main_gpu\"), and "
+    "gives figures just under the limit that equal the dry run's; auto-fit says so, the fastest search skips them",
     "vulkan": "Vulkan0 on lavapipe and a remote Vulkan0 behind RPC: weights, context and compute exact, the "
     "backend's graph reordering (ggml_vk_graph_optimize) replayed (docs/memory-model.md, Backends)",
 }

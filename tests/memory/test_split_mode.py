@@ -90,6 +90,8 @@ def test_sm_none_with_a_main_gpu_past_the_devices_is_refused(llama_bin, rpc_serv
         _ours(tiny_models["llama"], devices, full)
     assert [d.name for d in _ours(tiny_models["llama"], devices, full[:-1] + ["1"]).devices] == ["RPC1", "CPU"]
     assert [d.name for d in _ours(tiny_models["llama"], devices, full[:-1] + ["-1"]).devices] == ["CPU"]
+    record("refusal", case="-sm none -mg 2 on 2 devices", arch="llama", backends=["CPU", "RPC"], features=["abort"],
+           ok=True)
 
 
 def test_row_split_is_refused_for_every_backend_but_sycl_and_not_guessed_for_sycl(tiny_models):
