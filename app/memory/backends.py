@@ -171,6 +171,8 @@ def vulkan_supports(op: str, dst, srcs) -> bool:
         return is_mamba2 and d_state in (128, 256) and head_dim % 16 == 0
     if op == "SSM_CONV":
         return f32(srcs[0])
+    if op == "MUL_MAT":  # "a->ne[3] != b->ne[3]": no broadcast over dim 3 (MLA's attn_v_b with -np > 1)
+        return srcs[0].ne[3] == srcs[1].ne[3]
     if op == "DSV4_HC_PRE":  # "hc is hardcoded to 4 in the shaders" (kimi-k3's residual stack grows past it)
         return f32(srcs[0]) and srcs[0].ne[1] == 4
     return True

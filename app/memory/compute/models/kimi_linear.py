@@ -39,7 +39,10 @@ def kda_layer(b, cur, il):
     g1 = reshape(binary("MUL", g1, a), hd, n_head, nst, ns)
     beta = unary("UNARY", reshape(b.mm(f"blk.{il}.ssm_beta.weight", cur), 1, n_head, nst, ns))  # sigmoid
     out = kda_delta(b, q, k, v, g1, beta, il, hd)
-    g2 = b.mm(f"blk.{il}.ssm_g_b.weight", b.mm(f"blk.{il}.ssm_g_a.weight", cur))
+    # g_a reads cur_2d, a reshape of cur's 3-D reshape: two view nodes in front of it, which
+    # ggml_vk_graph_optimize's first pass waits for (the MUL_MAT comes after the GATED_DELTA_NET there)
+    cur_2d = reshape(reshape(cur, cur.ne[0], nst, ns), cur.ne[0], nt)
+    g2 = b.mm(f"blk.{il}.ssm_g_b.weight", b.mm(f"blk.{il}.ssm_g_a.weight", cur_2d))
     g2 = reshape(g2, hd, n_head, nt)
     out = reshape(out, hd, n_head, nt)
     out = b.norm(out, f"blk.{il}.ssm_norm.weight", il)
