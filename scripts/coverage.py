@@ -135,8 +135,10 @@ FEATURE_NOTES = {
     "eagle3": "the head's weights (fc on the output's device), KV cache, output buffer and compute (its decoder "
     "graph, reserved with and without its top-k backend sampler) and the target context's compute reserved again "
     "with the extracted layer inputs as outputs, against llama-server's load log and its reserve at the first "
-    "request; a head without token_embd/output (the target's, via ctx_other) or with d2t: compute approximate, said "
-    "so; the output buffers' growth at the first decode (extracted hidden states) is said, not counted",
+    "request, for heads with their own token_embd/output and heads that read the target's (ctx_other, the tensors "
+    "bound where the target keeps them; a -devd that leaves their device out aborts llama.cpp, and the estimate "
+    "says so), with and without a d2t vocabulary map; the output buffers' growth at the first decode (extracted "
+    "hidden states) is said, not counted",
     "rpc-multi-device": "one lane per remote device, named as llama.cpp names them (RPC0, RPC1 on one host), "
     "each with its own buffer limits",
     "abort": "the estimate stops with llama.cpp's reason, naming the tensor llama.cpp names (\"pre-allocated tensor "

@@ -1627,6 +1627,8 @@ def tensor_data(t: TensorSpec, seed: int = 0) -> np.ndarray:
         ne0 = t.shape[0]
         rows = np.arange(t.n_elements // ne0)[:, None] + np.arange(ne0)[None, :]
         return (rows % ne0).astype(np.int32).reshape(t.numpy_shape)
+    if t.qtype == Q.I64:  # a vocabulary map (EAGLE-3's d2t): row i -> target token i
+        return np.arange(t.n_elements, dtype=np.int64).reshape(t.numpy_shape)
     if t.qtype in (Q.Q4_K, Q.Q6_K):
         return _synth_kquant(t, rng)
     values = _float_values(t, rng)

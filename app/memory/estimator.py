@@ -18,6 +18,7 @@ from ..model import Model
 from ..model.projector import Projector
 from ..units import fmt_bytes
 from .compute import compute_buffers, model_facts, unchecked_note
+from .compute.ggml import ne4
 from .compute.models import family_of
 from .draft import draft_settings, eagle3_target_layers, unmodelled_types
 from .kv import (
@@ -151,13 +152,15 @@ def _estimate(
     placement: WeightPlacement | None,
     estimator: Estimator | None,
     quick: bool = False,
+    borrowed: tuple[tuple, ...] = (),
 ) -> Estimate:
     """Estimate memory per device for ``model`` launched with ``settings`` on ``devices``.
 
     ``devices`` are the non-CPU devices llama.cpp sees (RPC first, then GPUs),
     as :func:`app.devices` reports them or as planned by the user. ``placement``
     (from :meth:`app.placement.Placement.weight_placement`) replaces the
-    layer/override rules of ``settings`` when given.
+    layer/override rules of ``settings`` when given. ``borrowed``: tensors of another model the graph reads
+    (an EAGLE-3 head's, :func:`_borrowed`).
     """
     p = model.params
     shape = context_shape(p, settings)
@@ -225,7 +228,8 @@ def _estimate(
         and all(d != CPU for d in placement.layer_device)
     )
     notes: list[str] = []
-    for dev, nbytes in _reserved_compute(model, placement, settings, shape, pipeline, estimator, notes, quick).items():
+    reserved = _reserved_compute(model, placement, settings, shape, pipeline, estimator, notes, quick, borrowed)
+    for dev, nbytes in reserved.items():
         mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes
     unknown = [d for d in placement.devices if d.kind is DeviceKind.RPC and not (d.free or d.total)]
     if unknown:
@@ -267,7 +271,7 @@ def _estimate(
         notes.append(
             "pipeline parallelism is on (all layers on 2+ devices, no overrides): compute buffers hold 4 input copies"
         )
-    draft = _draft(model, devices, settings, shape, estimator, mem, notes)
+    draft = _draft(model, devices, settings, shape, estimator, mem, notes, placement)
     if draft is None and settings.load_mtp:
         draft = _mtp(model, devices, settings, shape, placement, pipeline, estimator, mem, notes)
     if draft is not None:
@@ -288,6 +292,7 @@ def _reserved_compute(
     estimator: Estimator | None,
     notes: list[str],
     quick: bool,
+    borrowed: tuple[tuple, ...] = (),
 ) -> dict[str, int]:
     """Compute buffers per device over every graph the context reserves (each backend's buffer keeps the
     largest, ``ggml_gallocr_reserve_n`` only grows): its own, and for EAGLE-3 speculation (``--spec-type
@@ -306,7 +311,8 @@ def _reserved_compute(
     out: dict[str, int] = {}
     for sh in shapes:
         said: list[str] = []
-        for dev, nbytes in compute_buffers(model, placement, settings, sh, pipeline, facts, said, cut=quick).items():
+        got = compute_buffers(model, placement, settings, sh, pipeline, facts, said, cut=quick, borrowed=borrowed)
+        for dev, nbytes in got.items():
             out[dev] = max(out.get(dev, 0), nbytes)
         notes.extend(n for n in said if n not in notes)
     return out
@@ -468,6 +474,32 @@ def _mtp(
     return est
 
 
+def _borrowed(model: Model, head: Model, placement: WeightPlacement) -> tuple[tuple, ...]:
+    """The main model's tensors an EAGLE-3 head's decoder reads in their place when it has none of its own
+    (``cparams.ctx_other``: ``model_other->tok_embd``, ``model_other->output``, src/models/eagle3.cpp): (name,
+    device, bytes, shape, ggml type) each, where the main model keeps them."""
+    if head.params.arch != "eagle3":
+        return ()
+    own = {t.name for t in head.tensors}
+    idx = {t.name: i for i, t in enumerate(model.tensors)}
+    out = []
+    for name in ("token_embd.weight", "output.weight"):
+        if name in own:
+            continue
+        i = idx.get(name)
+        dev = None
+        if i is not None:
+            dev = placement.tensor_device[i]
+        elif name == "output.weight" and "token_embd.weight" in idx:  # tied: the output's copy of token_embd
+            i = idx["token_embd.weight"]
+            dev = placement.duplicated_output or placement.tensor_device[i]
+        if i is None or not dev:
+            continue
+        t = model.tensors[i]
+        out.append((name, dev, t.nbytes, ne4(t.shape), t.type_name.lower()))
+    return tuple(out)
+
+
 def _draft(
     model: Model,
     devices: list[Lane],
@@ -476,8 +508,10 @@ def _draft(
     estimator: Estimator | None,
     mem: dict[str, DeviceMemory],
     notes: list[str],
+    placement: WeightPlacement | None = None,
 ) -> Estimate | None:
-    """The draft model's estimate (-md), its totals added to ``mem`` per device; None without a draft."""
+    """The draft model's estimate (-md), its totals added to ``mem`` per device; None without a draft.
+    ``placement``: the main model's, for the tensors an EAGLE-3 head reads from it (:func:`_borrowed`)."""
     odd = unmodelled_types(settings)
     if odd:
         notes.append(
@@ -514,7 +548,8 @@ def _draft(
         )
         return None
     d_settings = draft_settings(settings, shape)
-    est = _estimate(drafter.model, devices, d_settings, None, drafter)
+    borrowed = _borrowed(model, drafter.model, placement) if placement is not None else ()
+    est = _estimate(drafter.model, devices, d_settings, None, drafter, borrowed=borrowed)
     for d in est.devices:
         _slot(mem, devices, d.name).draft += d.total
     where = ", ".join(f"{d.name} {d.total / 2**20:.0f} MiB" for d in est.devices if d.total)

@@ -12,7 +12,8 @@ The keys and tensors are those ``convert_hf_to_gguf.py`` (``Eagle3Model``) write
 - ``eagle3.target_layers`` (exactly three layer ids of the target; one equal to its ``n_layer`` means its final
   hidden state), ``eagle3.target_hidden_size`` (the target's ``n_embd``);
 - ``fc.weight`` ``{3 * n_embd_tgt, n_embd}``, ``output_norm``, optional ``output`` (else the target's lm_head),
-  optional ``token_embd`` (else the target's), optional ``d2t`` (not written: an i64 table);
+  optional ``token_embd`` (else the target's), optional ``d2t`` (an i64 table mapping the head's smaller vocabulary
+  to the target's, with ``output`` over that vocabulary);
 - one layer: ``attn_norm``, ``attn_norm_2`` (the fused features' norm), q/k/v over ``2 * n_embd`` inputs, ``wo``,
   ``ffn_norm`` and the SiLU FFN.
 """
@@ -41,6 +42,7 @@ def eagle3_spec(
     quant: str = "mixed",
     n_vocab: int | None = None,
     head_dim: int | None = None,
+    d2t: int | None = None,
 ) -> gf.ModelSpec:
     """The spec of a tiny EAGLE-3 head for a target of hidden size ``n_embd_tgt`` (the factory's byte vocabulary,
     as the tiny targets)."""
@@ -71,7 +73,9 @@ def eagle3_spec(
     s.add("fc.weight", (3 * n_embd_tgt, n_embd))
     s.add("output_norm.weight", (n_embd,), "norm")
     if own_output:
-        s.add("output.weight", (n_embd, n_vocab))
+        s.add("output.weight", (n_embd, d2t or n_vocab))
+    if d2t:  # load_arch_tensors: d2t {n_draft_vocab}, the lm_head over that many tokens
+        s.add("d2t", (d2t,), "ids")
     if own_embd:
         s.add("token_embd.weight", (n_embd, n_vocab))
     p = "blk.0."
@@ -85,7 +89,7 @@ def eagle3_spec(
     gf._dense_ffn(s, 0, n_embd, n_ff)
     policy = gf._POLICIES[quant]
     for t in s.tensors:
-        t.qtype = policy(t, hp)
+        t.qtype = gf.Q.I64 if t.name == "d2t" else policy(t, hp)
     return s
 
 

@@ -68,6 +68,22 @@ QWEN3_4B_HEAD = dict(
     quant="f16",
 )
 
+#: a head shaped as the published EAGLE-3 heads of Llama-3.1-8B-Instruct: one layer of the target's width, an
+#: lm_head over 32,000 tokens with d2t, no token_embd
+LLAMA31_8B_HEAD = dict(
+    target="sparse:llama-3.1-8b",
+    target_layers=(2, 16, 29),
+    n_embd=4096,
+    n_head=32,
+    n_head_kv=8,
+    head_dim=128,
+    n_ff=14336,
+    n_vocab=128256,
+    n_ctx_train=131072,
+    d2t=32000,
+    quant="f16",
+)
+
 #: (head options, RPC devices, arguments): on the CPU; every layer of both on two RPC devices; the head pinned to
 #: one device with its own cache types and two slots; the head's final extract layer being the target's last
 #: hidden state (``llama_set_embeddings_nextn``); the head partly offloaded, no backend sampling, -ub 256
@@ -88,7 +104,32 @@ CASES = [
     # padding the logits of every token, doubles the head's compute: 306.75 -> 604.08 MiB)
     (QWEN3_4B_HEAD, 0, "-c 8192"),
     (QWEN3_4B_HEAD, 1, "-c 16384 -ngl 30 -ngld all -np 2 -ctkd q8_0 -ctvd q8_0 -fa on"),
+    # heads as most are published: no token_embd (the decoder reads the target's, cparams.ctx_other), on the CPU
+    # and over two devices; no output either (the target's lm_head, on its output layer's device); a smaller
+    # vocabulary mapped onto the target's by d2t (ggml_fill + set_rows)
+    (dict(), 0, "-c 4096"),
+    (dict(), 2, "-c 4096 -ngl all -ngld all -ts 1,1 -fa on"),
+    (dict(own_output=False), 1, "-c 4096 -ngl all -ngld all -np 2"),
+    (dict(d2t=128), 1, "-c 4096 -ngl 2 -ngld all -fa on"),
+    (dict(d2t=96, own_output=True), 0, "-c 2048 -np 2 --no-spec-draft-backend-sampling"),
+    # full size: Llama-3.1-8B with a head shaped as the published EAGLE-3 heads for it (their own lm_head over a
+    # 32k vocabulary with d2t, the target's token embeddings)
+    (LLAMA31_8B_HEAD, 1, "-c 8192 -ngl all -ngld all"),
 ]
+
+
+def _head_tag(head: dict) -> str:
+    """What the head borrows from the target and whether it maps its vocabulary (for the coverage rows)."""
+    return "-".join(
+        x
+        for x, on in (
+            ("own-embd", head.get("own_embd")),
+            ("target-embd", not head.get("own_embd")),
+            ("target-output", head.get("own_output") is False),
+            (f"d2t{head.get('d2t')}", head.get("d2t")),
+        )
+        if on
+    )
 
 
 @pytest.mark.llama
@@ -152,7 +193,7 @@ def test_eagle3_buffers_match_llama_server(
         assert d.draft == (mine.total if mine else 0)
     record(
         "server-log",
-        case=f"eagle3-{arch}-{n_rpc}rpc-{args.split()[1]}",
+        case=f"eagle3-{arch}-{n_rpc}rpc-{args.split()[1]}-{_head_tag(head)}",
         arch="eagle3",
         backends=["CPU"] + (["RPC"] if n_rpc else []),
         ok=not misses,
@@ -162,34 +203,33 @@ def test_eagle3_buffers_match_llama_server(
 
 
 @pytest.mark.llama
-def test_a_head_without_token_embd_loads_and_its_compute_is_said_approximate(llama_bin, llama_server, tmp_path):
-    """Most published heads have no token_embd (the decoder reads the target's, cparams.ctx_other): llama-server
-    drafts with one; its weights, KV cache and output buffer are exact, its compute is said approximate."""
+def test_a_head_reading_a_tensor_its_devices_cannot_reach_stops_llama_cpp(llama_bin, rpc_servers, tmp_path):
+    """A head without output.weight reads the target's lm_head (cparams.ctx_other) in the target's buffer; with the
+    target on RPC0 and the head on RPC1 (-devd) no backend of the head's context reads that buffer, and
+    llama-server aborts ("pre-allocated tensor (output.weight) in a buffer (RPC0[...]) that cannot run the
+    operation"). The estimate says so, rather than give figures; with the head on RPC0 it gives them."""
+    import subprocess
+
+    from app.memory.backends import BackendAbort
+
+    servers = rpc_servers(2)
+    endpoints = [s.endpoint for s in servers]
+    devices = list_rpc_devices(llama_bin / "llama-server", endpoints)
     target = gf.write_tiny_model("llama", tmp_path / "t.gguf")
-    draft = write_eagle3_draft(tmp_path / "head.gguf")
-    spec = f"-md {draft} --spec-type draft-eagle3 -c 4096".split()
-    srv = llama_server(target, *spec, "--fit", "off", "--no-repack", "-lv", "4", timeout=120)
-    status, body = srv.request(
-        "/completion",
-        {
-            "prompt": "Hello world",
-            "n_predict": 4,
-            "temperature": 0,
-            "ignore_eos": True,
-            "logit_bias": _BANNED,
-            "cache_prompt": False,
-        },
+    draft = write_eagle3_draft(tmp_path / "head.gguf", n_embd_tgt=gf.tiny_hparams("llama")["n_embd"], own_output=False)
+    spec = f"-dev RPC0 -ngl all -md {draft} -devd RPC1 -ngld all --spec-type draft-eagle3 -c 4096".split()
+    run = subprocess.run(
+        [str(llama_bin / "llama-server"), "-m", str(target), "--rpc", ",".join(endpoints), *spec, "--fit", "off",
+         "--no-repack", "--host", "127.0.0.1", "--port", "1"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )
-    assert status == 200 and body["tokens_predicted"] == 4, body
-    srv.stop()
-    main_logged, draft_logged = _parts(srv.output())
-    est = estimate(open_model(target), [], settings_from_args(spec, tool="server"), draft=open_model(draft))
-    assert est.draft is not None
-    assert any("approximate" in n and "token_embd" in n for n in est.draft.notes), est.draft.notes
-    dev = est.draft.device("CPU")
-    for kind, ours in (("KV", dev.kv), ("output", dev.output)):
-        assert abs(ours / MiB - draft_logged[("CPU", kind)][0]) <= 0.005, kind
-    assert abs(est.host.compute / MiB - main_logged[("CPU", "compute")][0]) <= 0.005
+    assert run.returncode != 0
+    assert "pre-allocated tensor (output.weight) in a buffer (RPC0" in run.stdout + run.stderr
+    with pytest.raises(BackendAbort, match=r"pre-allocated tensor \(output.weight\) in a buffer \(RPC0\)"):
+        estimate(open_model(target), devices, settings_from_args(spec, tool="server"), draft=open_model(draft))
+    ok = [a if a != "RPC1" else "RPC0" for a in spec]
+    est = estimate(open_model(target), devices, settings_from_args(ok, tool="server"), draft=open_model(draft))
+    assert est.draft is not None and not [n for n in est.draft.notes if "approximate" in n]
 
 
 def test_the_head_is_checked_as_llama_cpp_checks_it(tmp_path):

@@ -69,6 +69,13 @@ class Builder:
         c = self.c
         i = c.names.get(name)
         if i is None:
+            lent = self.__dict__.get("borrowed", {}).get(name)
+            if lent is not None:  # another model's tensor in its buffer (compute_buffers' ``borrowed``)
+                t = T("w", lent[0], (0, 0, 0, 0), NONE, [])
+                t.name = name
+                self.__dict__.setdefault("brefs", []).append((t, name))
+                self.wcache[name] = t
+                return t
             if name != "token_embd.weight@output" or "output.weight" in c.names:
                 self.wcache[name] = None
                 return None

@@ -211,6 +211,7 @@ def compute_buffers(
     facts: dict | None = None,
     notes: list[str] | None = None,
     cut: bool = False,
+    borrowed: tuple[tuple, ...] = (),
 ) -> dict[str, int]:
     """Compute buffer bytes per device name (``Host`` for the CPU backend's buffer).
 
@@ -222,6 +223,8 @@ def compute_buffers(
     sparse model on 3 RPC devices, 4 placements each: phi-4-mini -ngl 30 -ts 1,1,1 -ub 1024, RPC2 817.5 MiB cut vs
     805.5 uncut and in llama-fit-params; smollm3 -ngl 30, RPC1 161 vs 169; gemma-4-31b -ts 1,2,1 -cmoe, RPC0 181.8
     vs 197.8). Without it every layer is replayed, as llama.cpp builds the graph.
+    ``borrowed``: (name, device, bytes, shape, ggml type) of another model's tensors the graph reads where the
+    model has none of its own (an EAGLE-3 head's ``ctx_other`` token embeddings and lm_head).
     """
     p = model.params
     if p.n_layer <= 0 or p.n_embd <= 0:
@@ -248,6 +251,7 @@ def compute_buffers(
         placement.duplicated_output,
         settings.spec_draft_backend_sampling and shape.mtp,
         _fa_auto(settings, shape),
+        tuple((name, dev, size) for name, dev, size, _, _ in borrowed),
     )
     n_main = p.n_layer - p.nextn_layers
     family = family_of(p.arch)
@@ -276,7 +280,13 @@ def compute_buffers(
         if cached_note and notes is not None:
             notes.append(cached_note)
         return dict(cached)
-    gkey = (shape, settings.type_k, settings.type_v, tuple(facts["kinds"][il] if il < n_main else il for il in layers))
+    gkey = (
+        shape,
+        settings.type_k,
+        settings.type_v,
+        tuple(facts["kinds"][il] if il < n_main else il for il in layers),
+        tuple((name, shp, ty) for name, _, _, shp, ty in borrowed),
+    )
     graphs = facts["graphs"]
     approximate: str | None = None
     # the MTP draft context reserves twice: its graph, then (llama_set_sampler) the graph with the draft's
@@ -285,7 +295,21 @@ def compute_buffers(
     # llama_context::resolve_fused_ops resolves -fa auto first (llm_fused_op_flash_attn_probe), then the family's
     fused = (("FLASH_ATTN",) if _fa_auto(settings, shape) else ()) + family.fused
     try:
-        run = (placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline)
+        be_of = {d.name: i for i, d in enumerate(devs)}
+        be_of[CPU] = cpu
+        lent = {}
+        for name, dev, size, _, _ in borrowed:
+            if dev not in be_of:
+                # ggml_backend_sched_backend_from_buffer: no backend of the head's context reads that buffer, and the
+                # leaf is pre-allocated (seen: llama-server -dev RPC0 -devd RPC1 with a head without output.weight)
+                raise BackendAbort(
+                    f"llama.cpp aborts on this placement: the EAGLE-3 head reads the main model's {name}, which is on "
+                    f"{dev}, a device the head's context does not use, so its scheduler stops with \"pre-allocated "
+                    f'tensor ({name}) in a buffer ({dev}) that cannot run the operation". Give the head that device '
+                    f"too (-devd), or keep {name} where the head runs."
+                )
+            lent[name] = (be_of[dev], size)
+        run = (placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline, lent)
         peaks: list[int] = []
         for sampling in variants:
             unfused: frozenset[str] = frozenset()
@@ -296,6 +320,7 @@ def compute_buffers(
                 if b is None:
                     b = Builder(Ctx(model, settings, shape, facts), layers)
                     b.__dict__["unfused"] = unfused  # read by the family's build (Family.fused)
+                    b.__dict__["borrowed"] = {name: (shp, ty) for name, _, _, shp, ty in borrowed}
                     if "FLASH_ATTN" in unfused:  # cparams.flash_attn = false: the graph is rebuilt without it
                         b.c.fa = False
                     logits = build(b)
@@ -374,6 +399,7 @@ def _run(
     offload,
     host_weights,
     pipeline,
+    lent=None,
     schedule_only=False,
 ):
     """Bind a built graph to this placement, then schedule and allocate it (``schedule_only``: the backends of
@@ -384,7 +410,7 @@ def _run(
             t.be = t.force = -1
             t.flags = t.fl0
     else:
-        _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights)
+        _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights, lent)
     limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", ())]
     if not schedule_only and any(lim is not None for lim, _, _ in limits):
         _check_caches(b, layers, kv_be, cpu, devs, limits)
@@ -433,8 +459,9 @@ def _run(
     return allocate_graph(nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size, max_sizes, deps)
 
 
-def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights):
-    """Reset a built graph's per-run state and give its weights and caches this placement's buffers."""
+def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights, lent=None):
+    """Reset a built graph's per-run state and give its weights and caches this placement's buffers (``lent``:
+    backend and bytes of another model's tensors it reads, by name)."""
     names = b.c.names
     tensors = model.tensors
     for t in b.all:
@@ -467,6 +494,9 @@ def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_wei
         t.wbe = kv_be[layers[k]]
     for t, il in b.__dict__.get("layer_crefs", ()):  # a cache another layer owns (gemma3n's shared KV)
         t.wbe = kv_be[il]
+    for t, name in b.__dict__.get("brefs", ()):  # another model's tensor (an EAGLE-3 head's ctx_other)
+        t.wbe, t.size = lent[name] if lent else (cpu, 0)
+        t.host = t.wbe == cpu and host_weights
 
 
 def _check_caches(b, layers, kv_be, cpu, devs, limits):
@@ -498,6 +528,7 @@ def _vk_reorder(b, model, splits, vulkan):
     wtypes = b.__dict__.get("vk_wtypes")
     if wtypes is None:
         wtypes = b.__dict__["vk_wtypes"] = {t.name: t.type_name.lower() for t in model.tensors}
+        wtypes.update((name, ty) for name, (_, ty) in b.__dict__.get("borrowed", {}).items() if name not in wtypes)
 
     def wtype(t):  # a weight's ggml type (the output's copy of tied embeddings: token_embd's)
         return wtypes[t.name.removesuffix("@output")]

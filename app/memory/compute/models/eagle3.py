@@ -9,9 +9,10 @@ only built by ``llama_process(LLAMA_PROCESS_TYPE_ENCODE)`` at run time, and is s
 from __future__ import annotations
 
 from ..builder import qkv, rope
-from ..ggml import OUTPUT, binary, concat, get_rows, mul_mat
+from ..ggml import NONE, OUTPUT, binary, concat, get_rows, mul_mat, new, reshape, set_rows, unary
 from ..mtp import add_sampling
 from . import Family
+from .rwkv7 import weight_reshape
 
 
 def build(b):
@@ -21,14 +22,14 @@ def build(b):
     the residual, the pre-norm state as an output (``t_h_nextn``), ``output_norm`` and the lm_head over every
     token (no output-row selection)."""
     c, p, nt = b.c, b.p, b.nt
+    # without its own token_embd / output, the decoder reads the target's (cparams.ctx_other: model_other->tok_embd,
+    # model_other->output), in the target's buffers: compute_buffers' ``borrowed``
     tok_embd = b.w("token_embd.weight")
     if tok_embd is None:
-        # cparams.ctx_other: the decoder reads the target model's token_embd, a tensor of another model
-        raise NotImplementedError("the EAGLE-3 head has no token_embd: its graph reads the target model's")
-    if "d2t" in c.names:
-        raise NotImplementedError("the EAGLE-3 head's d2t vocabulary mapping (ggml_fill + set_rows) is not replayed")
-    if b.w("output.weight") is None:
-        raise NotImplementedError("the EAGLE-3 head has no output.weight: its lm_head is the target model's")
+        raise NotImplementedError("the EAGLE-3 head has no token_embd and the target model's is not known here")
+    output = b.w("output.weight")
+    if output is None:
+        raise NotImplementedError("the EAGLE-3 head has no output.weight and the target model's is not known here")
     il = 0
     tokens = b.inp("inp_tokens", "i32", (nt,))
     inp_g = b.inp("inp_embd", "f32", (p.n_embd, nt))
@@ -48,7 +49,15 @@ def build(b):
     cur = binary("ADD", cur, ffn_inp)
     cur.flags = cur.fl0 = OUTPUT  # t_h_nextn
     cur = b.norm(cur, "output_norm.weight", -1)
-    logits = mul_mat(b.w("output.weight"), cur)
+    logits = mul_mat(output, cur)
+    d2t = b.w("d2t")
+    if d2t is not None:
+        # the head's vocabulary mapped onto the target's: a -inf filled [1, n_vocab, n_outputs] with the draft
+        # logits set into their target rows (ggml_fill, ggml_set_rows), then 2-D again
+        n_draft, n_out = logits.ne[0], logits.ne[1]
+        filled = unary("FILL", new("f32", (1, p.n_vocab, n_out), NONE))
+        rows = set_rows(filled, reshape(logits, 1, n_draft, n_out), weight_reshape(d2t, n_draft, 1, 1))
+        logits = reshape(rows, p.n_vocab, n_out)
     logits.flags = logits.fl0 = OUTPUT
     b.g.expand(logits)
     if c.backend_sampler:  # the second reserve, after llama_set_sampler: build_sampling's top-k per slot
