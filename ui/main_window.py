@@ -766,6 +766,9 @@ class MainWindow(QMainWindow):
             QMessageBox.information(self, "Auto-fit", str(exc))
             return
         self.statusBar().showMessage("Auto-fit: " + "; ".join(res.report[:-1]), 10000)
+        if res.held_back:  # memory was not what stopped it: say what llama.cpp would refuse, and what would help
+            QMessageBox.information(self, "Auto-fit", "Placed what llama.cpp runs. "
+                                    + "\n\n".join(f"{dev} holds no more: {msg}" for dev, msg in res.held_back.items()))
 
     def _verify(self) -> None:
         """llama.cpp's dry run for the current placement, off the GUI thread; its numbers appear per lane and are

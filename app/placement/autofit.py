@@ -13,7 +13,10 @@ Strategy (what users do by hand, done exactly):
    layers as fit, then single gate/up/down parts of the next layer.
 4. Overflow pass: experts still on the CPU go to any device with room left.
 Pinned blocks keep their device throughout. Every step is checked with the
-estimator, so the result never exceeds a device's budget by our numbers.
+estimator, so the result never exceeds a device's budget by our numbers. A
+trial llama.cpp would abort on (a layer's KV cache above a Vulkan driver's
+storage-buffer range) counts as not fitting, and the report says what kept
+those layers off the device.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ..errors import EstimateError, ExportError
 from ..lanes import Lane
+from ..memory.backends import BackendAbort
 from ..memory.estimator import Estimate, Estimator
 from ..memory.settings import LlamaSettings
 from ..model import BlockId, Model, Role
@@ -38,6 +42,8 @@ class FitResult:
     placement: Placement
     estimate: Estimate
     report: list[str] = field(default_factory=list)
+    #: device -> why llama.cpp would abort with more on it (the fit stopped there for that, not for memory)
+    held_back: dict[str, str] = field(default_factory=dict)
 
 
 def budget(d: Lane, margin: int) -> int:
@@ -78,6 +84,7 @@ class _Fitter:
             b.layer: b for b in model.blocks if b.role is Role.EXPERTS and not b.nextn and b.layer is not None
         }
         self.calls = 0
+        self.aborts: dict[str, str] = {}  # device -> why llama.cpp would abort with more on it (first seen)
         self.estimator = Estimator(model)  # auto_fit() may hand in a session's instead
 
     def make(self, layer_device: list[str], experts_on: dict[str, str]) -> Placement:
@@ -103,7 +110,19 @@ class _Fitter:
         self.calls += 1
         return self.estimator.estimate(p.devices, self.settings, p.weight_placement(), quick=quick)
 
-    def fits(self, e: Estimate, names: list[str] | None = None) -> bool:
+    def trial(self, p: Placement, dev: str) -> Estimate | None:
+        """A search step's estimate, or None where llama.cpp would abort on it (the step does not fit; the first
+        reason per device is kept for the report). Only the device being filled is blamed: the steps before
+        this one ran, so what changed is what this step moved there."""
+        try:
+            return self.est(p)
+        except BackendAbort as exc:
+            self.aborts.setdefault(dev, str(exc))
+            return None
+
+    def fits(self, e: Estimate | None, names: list[str] | None = None) -> bool:
+        if e is None:
+            return False
         budgets = {d.name: budget(d, self.margin) for d in self.devices}
         for dm in e.devices:
             if dm.name == CPU:
@@ -124,7 +143,7 @@ class _Fitter:
             while lo < hi:  # largest c such that the last c unassigned layers fit on dev
                 c = (lo + hi + 1) // 2
                 trial_layers = layers[: remaining - c] + [dev.name] * c + layers[remaining:]
-                if self.fits(self.est(self.make(trial_layers, {})), [dev.name]):
+                if self.fits(self.trial(self.make(trial_layers, {}), dev.name), [dev.name]):
                     lo = c
                 else:
                     hi = c - 1
@@ -135,10 +154,11 @@ class _Fitter:
             if remaining == 0:
                 break
         if all(d == CPU for d in layers) and self.devices:
+            why = "".join(f" {dev}: {msg}" for dev, msg in self.aborts.items())
             raise FitError(
                 "not even the output layer fits on any device with a margin of "
                 f"{self.margin / GiB:.1f} GiB: use a shorter context, fewer slots, a smaller quantization "
-                "or a smaller margin."
+                "or a smaller margin." + why
             )
         experts: dict[str, str] = {}
         # 3. expert pass: each device's own layers, fastest device first, highest layer first
@@ -148,7 +168,7 @@ class _Fitter:
             while lo < hi:
                 c = (lo + hi + 1) // 2
                 trial = dict(experts, **{self.exp_blocks[il].id: dev.name for il in own[:c]})
-                if self.fits(self.est(self.make(layers, trial)), [dev.name, CPU]):
+                if self.fits(self.trial(self.make(layers, trial), dev.name), [dev.name, CPU]):
                     lo = c
                 else:
                     hi = c - 1
@@ -168,7 +188,7 @@ class _Fitter:
             )
             for il in left:
                 trial = dict(experts, **{self.exp_blocks[il].id: dev.name})
-                if self.fits(self.est(self.make(layers, trial)), [dev.name, CPU]):
+                if self.fits(self.trial(self.make(layers, trial), dev.name), [dev.name, CPU]):
                     experts = trial
                 else:
                     self._parts(il, dev.name, layers, experts)
@@ -190,14 +210,14 @@ class _Fitter:
                 f"no placement fits: {', '.join(over) or 'host memory'} would still be over budget "
                 "(pinned blocks may hold too much); unpin blocks, shorten the context or lower the margin."
             )
-        return FitResult(final, e, self._report(final, e))
+        return FitResult(final, e, self._report(final, e), dict(self.aborts))
 
     def _parts(self, il: int, dev: str, layers: list[str], experts: dict[str, str]) -> None:
         blk = self.exp_blocks[il]
         for part in sorted(blk.parts, key=lambda pt: -blk.part_bytes(pt)):
             item = f"{blk.id}:{part}"
             trial = dict(experts, **{item: dev})
-            if self.fits(self.est(self.make(layers, trial)), [dev, CPU]):
+            if self.fits(self.trial(self.make(layers, trial), dev), [dev, CPU]):
                 experts[item] = dev
 
     def _report(self, p: Placement, e: Estimate) -> list[str]:
@@ -216,6 +236,8 @@ class _Fitter:
             f"CPU: {sum(1 for d in p.layer_device if d == CPU)} layers, experts of {cpu_exp} layers, "
             f"{e.host.total / GiB:.2f} GiB host memory"
         )
+        for dev, msg in self.aborts.items():
+            out.append(f"{dev} holds no more: {msg}")
         out.append(f"({self.calls} estimates)")
         return out
 

@@ -218,9 +218,10 @@ def test_auto_fit_keeps_a_pinned_attention_layer(q30):
     assert res.placement.layer_device[47] == want == res.placement.device_of("47:attn")
 
 
-def test_auto_fit_says_when_llama_cpp_would_abort_on_every_placement(q30):
+def test_auto_fit_keeps_layers_whose_cache_llama_cpp_would_abort_on_off_the_device(q30):
     """A layer's K cache above the Vulkan driver's 128 MiB storage-buffer range: llama.cpp's scheduler aborts
-    whatever else is moved, so auto-fit stops with that reason (a FitError the GUI shows), never a traceback."""
+    on any placement with that layer's cache on Vulkan0, so auto-fit places what runs (the output layer, which
+    has no cache) and its report says what kept the rest off; a quantized cache under the range lets them on."""
     from app.memory.backends import BackendAbort
     from app.memory.estimator import Estimator
 
@@ -228,10 +229,17 @@ def test_auto_fit_says_when_llama_cpp_would_abort_on_every_placement(q30):
     s = LlamaSettings(n_ctx=131072, type_k="f32", type_v="f32")  # 256 MiB a layer
     with pytest.raises(BackendAbort, match=r"cache_k_l0 \(256 MiB\) is in Vulkan0's memory"):
         Estimator(q30).estimate(vk, s)
-    with pytest.raises(FitError, match="auto-fit found no placement llama.cpp runs: llama.cpp aborts"):
-        auto_fit(q30, vk, s)
+    res = auto_fit(q30, vk, s)
+    n = q30.params.n_layer
+    assert res.placement.layer_device == [CPU] * n + ["Vulkan0"]
+    Estimator(q30).estimate(vk, s, res.placement.weight_placement())  # what it placed, llama.cpp runs
+    (why,) = [line for line in res.report if "holds no more" in line]
+    assert list(res.held_back) == ["Vulkan0"]
+    assert why.startswith("Vulkan0 holds no more: llama.cpp aborts on this placement: its cache_k_l")
+    assert "storage-buffer range" in why and "-nkvo" in why
     ok = LlamaSettings(n_ctx=131072, type_k="q8_0", type_v="q8_0", flash_attn="on")  # 68 MiB a layer
-    assert auto_fit(q30, vk, ok).placement
+    fit = auto_fit(q30, vk, ok)
+    assert fit.placement.layer_device.count("Vulkan0") > 1 and not any("holds no more" in ln for ln in fit.report)
 
 
 def test_auto_fit_on_a_size_limited_device_keeps_refused_weights_in_host_memory(tmp_path):

@@ -214,6 +214,25 @@ def test_no_devices_and_a_big_model(qtbot, tmp_path):
     assert win.board.lanes["CPU"].over  # 142 GiB of experts cannot fit this machine's RAM: shown, not hidden
 
 
+def test_auto_fit_says_what_llama_cpp_would_refuse_on_the_device(qtbot, tmp_path, no_modal_dialogs):
+    """Each layer's f32 K cache (256 MiB at 128k) is above a Vulkan driver's 128 MiB storage-buffer range: auto-fit
+    keeps the layers on the CPU, and says so in a message, since the gauges show room to spare."""
+    from ui.main_window import MainWindow
+
+    win = MainWindow(detect_devices=False)
+    win.setProperty("ask_on_close", False)
+    qtbot.addWidget(win)
+    win.devices = [Lane("Vulkan0", "Vulkan0", 24 * GiB, 24 * GiB, "gpu", max_tensor_bytes=128 << 20)]
+    assert win.open_path_sync(str(write_sparse_model("qwen3-30b-a3b", tmp_path / "q30.gguf")))
+    no_modal_dialogs.clear()
+    win.doc.set_settings(n_ctx=131072, type_k="f32", type_v="f32")
+    win._auto_fit()
+    (msg,) = [text for kind, text in no_modal_dialogs if kind == "information"]
+    assert msg.startswith("Auto-fit: Placed what llama.cpp runs. Vulkan0 holds no more: llama.cpp aborts")
+    assert "cache_k_l" in msg and "storage-buffer range" in msg
+    assert win.doc.placement.layer_device.count("Vulkan0") == 1  # the output layer, which has no cache
+
+
 @pytest.mark.llama
 def test_verify_shows_llama_cpp_numbers_per_lane(qtbot, rpc_window):
     win = rpc_window

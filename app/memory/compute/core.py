@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 
 from ...lanes import CPU
@@ -140,6 +140,8 @@ class GraphInputs:
     pin: bool
     pin_cpu: bool
     host_weights: bool
+    #: backend index of each device name (the host's name: ``cpu``)
+    be_of: dict = field(default_factory=dict, compare=False)
     #: the pins of ``resolve_fused_ops``' probe graph (one token per sequence, built and split without the reset
     #: of the dry run: graph_reserve(..., split_only) -> ggml_backend_sched_split_graph), see graph_inputs
     pin_probe: bool = False
@@ -194,6 +196,7 @@ def graph_inputs(
         # the tool: e.g. deepseek4's "l_last" (its DSV4_HC_POST) stays on the layer's device there even where the
         # big batch of a partial offload lets the scheduler move it to the next layer's
         pin_probe=max(1, shape.n_seq) < 32 or ngl > p.n_layer,
+        be_of=be_of,
     )
 
 
@@ -295,8 +298,7 @@ def compute_buffers(
     # llama_context::resolve_fused_ops resolves -fa auto first (llm_fused_op_flash_attn_probe), then the family's
     fused = (("FLASH_ATTN",) if _fa_auto(settings, shape) else ()) + family.fused
     try:
-        be_of = {d.name: i for i, d in enumerate(devs)}
-        be_of[CPU] = cpu
+        be_of = g.be_of
         lent = {}
         for name, dev, size, _, _ in borrowed:
             if dev not in be_of:
@@ -399,7 +401,7 @@ def _run(
     offload,
     host_weights,
     pipeline,
-    lent=None,
+    lent,
     schedule_only=False,
 ):
     """Bind a built graph to this placement, then schedule and allocate it (``schedule_only``: the backends of
@@ -459,7 +461,7 @@ def _run(
     return allocate_graph(nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size, max_sizes, deps)
 
 
-def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights, lent=None):
+def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights, lent):
     """Reset a built graph's per-run state and give its weights and caches this placement's buffers (``lent``:
     backend and bytes of another model's tensors it reads, by name)."""
     names = b.c.names
@@ -495,7 +497,7 @@ def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_wei
     for t, il in b.__dict__.get("layer_crefs", ()):  # a cache another layer owns (gemma3n's shared KV)
         t.wbe = kv_be[il]
     for t, name in b.__dict__.get("brefs", ()):  # another model's tensor (an EAGLE-3 head's ctx_other)
-        t.wbe, t.size = lent[name] if lent else (cpu, 0)
+        t.wbe, t.size = lent[name]  # the graph key names the borrowed tensors, so each has its entry
         t.host = t.wbe == cpu and host_weights
 
 
