@@ -313,35 +313,55 @@ def compute_buffers(
             lent[name] = (be_of[dev], size)
         run = (placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline, lent)
         peaks: list[int] = []
+
+        def graph(vkey, unfused, sampling, n_probe=0):
+            b = graphs.get(vkey)
+            if b is None:
+                c = Ctx(model, settings, shape, facts)
+                if n_probe:  # resolve_fused_ops' graph_reserve(n_tokens_probe, n_seqs, n_tokens_probe)
+                    c.n_tokens = c.n_outputs = n_probe
+                b = Builder(c, layers)
+                b.__dict__["unfused"] = unfused  # read by the family's build (Family.fused)
+                b.__dict__["borrowed"] = {name: (shp, ty) for name, _, _, shp, ty in borrowed}
+                if "FLASH_ATTN" in unfused:  # cparams.flash_attn = false: the graph is rebuilt without it
+                    b.c.fa = False
+                logits = build(b)
+                if sampling:
+                    add_sampling(b, logits, max(1, shape.n_seq))
+                b.all = b.g.nodes + b.g.leafs
+                graphs[vkey] = b
+                if len(graphs) > _GRAPHS:
+                    graphs.popitem(last=False)
+            else:
+                graphs.move_to_end(vkey)
+            return b
+
         for sampling in variants:
             unfused: frozenset[str] = frozenset()
             probe = 0  # resolve_fused_ops: the next fused op to check, in the family's order
             while True:
                 vkey = gkey + (unfused, sampling)
-                b = graphs.get(vkey)
-                if b is None:
-                    b = Builder(Ctx(model, settings, shape, facts), layers)
-                    b.__dict__["unfused"] = unfused  # read by the family's build (Family.fused)
-                    b.__dict__["borrowed"] = {name: (shp, ty) for name, _, _, shp, ty in borrowed}
-                    if "FLASH_ATTN" in unfused:  # cparams.flash_attn = false: the graph is rebuilt without it
-                        b.c.fa = False
-                    logits = build(b)
-                    if sampling:
-                        add_sampling(b, logits, max(1, shape.n_seq))
-                    b.all = b.g.nodes + b.g.leafs
-                    graphs[vkey] = b
-                    if len(graphs) > _GRAPHS:
-                        graphs.popitem(last=False)
-                else:
-                    graphs.move_to_end(vkey)
+                b = graph(vkey, unfused, sampling)
                 got = _run(model, b, layers, *run)
                 # the probe graph's backends: its pins (and -nkvo's), and no GPU op offload below 32 tokens
                 probe_run = (
                     run[:6] + (pin_probe, settings.no_kv_offload, offload and max(1, shape.n_seq) >= 32) + run[9:]
                 )
-                if probe < len(fused) and probe_run != run:
+                pb = b
+                if probe < len(fused) and any(d.max_tensor_bytes is not None for d in devs):
+                    # the probe reserves its own graph of one token per sequence: a device with a tensor size
+                    # limit (Vulkan's maxStorageBufferRange) refuses ops by their size, so the probe's backends
+                    # come from that graph's shapes (a 1024-token ubatch's flash attention can exceed the limit
+                    # where the probe's does not: hy4-preview -ngl 40 -ub 1024 on lavapipe, 128 MiB)
+                    try:
+                        pb = graph(vkey + ("probe",), unfused, sampling, max(1, shape.n_seq))
+                    except Exception:  # noqa: BLE001 - a family whose graph needs a full ubatch: the ubatch's
+                        log.debug("no probe graph for %s: probing the ubatch's", p.arch, exc_info=True)
+                if pb is not b:
+                    _run(model, pb, layers, *probe_run, schedule_only=True, bind=True)
+                elif probe < len(fused) and probe_run != run:
                     _run(model, b, layers, *probe_run, schedule_only=True)  # the backends are all it reads
-                while probe < len(fused) and not _fused_off(b, fused[probe], layer_be, layers):
+                while probe < len(fused) and not _fused_off(pb, fused[probe], layer_be, layers):
                     probe += 1
                 if probe == len(fused):
                     break
@@ -403,11 +423,12 @@ def _run(
     pipeline,
     lent,
     schedule_only=False,
+    bind=False,
 ):
     """Bind a built graph to this placement, then schedule and allocate it (``schedule_only``: the backends of
     resolve_fused_ops' probe, no allocation; the graph was bound to the same placement by the run before it, so
-    only the backends are reset)."""
-    if schedule_only:
+    only the backends are reset; ``bind``: bind it first all the same, a graph of its own)."""
+    if schedule_only and not bind:
         for t in b.all:
             t.be = t.force = -1
             t.flags = t.fl0
