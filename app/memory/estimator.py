@@ -443,6 +443,15 @@ def _mtp(
             f"the MTP draft context takes the draft's cache types (-ctkd {d_settings.type_k}, -ctvd "
             f"{d_settings.type_v}), and llama.cpp refuses them: {exc} (here: -ctkd and -ctvd)"
         ) from None
+    if p.arch == "deepseek4" and p.head_dim_k == p.indexer_head_size:
+        # llama_kv_cache's constructor forces attn_rot_k on deepseek4 when the head equals the indexer's, also on
+        # the MTP context's empty non-SWA cache, whose build_input_k_rot then divides by zero (n_embd_head_k_all
+        # 0: SIGFPE in build_attn_inp_k_iswa, seen with the pinned llama-server)
+        raise SettingsError(
+            f"llama.cpp crashes creating this model's MTP draft context (--spec-type draft-mtp): its attention "
+            f"head ({p.head_dim_k}) equals the lightning indexer's, and llama.cpp then divides by zero sizing "
+            "a rotation for the draft context's empty cache. Drop --spec-type draft-mtp for this model."
+        )
     dm: dict[str, DeviceMemory] = {d.name: DeviceMemory(d.name) for d in placement.devices}
     dm[CPU] = DeviceMemory(CPU)
     for il, nbytes in enumerate(kv_bytes_per_layer(p, d_settings, d_shape)):

@@ -149,8 +149,10 @@ def _check_cache_blocks(p: ModelParams, s: LlamaSettings) -> None:
 
 #: Architectures whose NextN/MTP layers hold a KV cache in the main context although their tensors are skipped:
 #: hybrids built without an attention filter (``llama_model::create_memory``), so ``llama_memory_hybrid`` caches
-#: every non-recurrent layer of ``n_layer_all``.
-NEXTN_KV_ARCHS = frozenset({"bailingmoe3"})
+#: every non-recurrent layer of ``n_layer_all``; deepseek4's raw window cache (``llama_kv_cache_dsv4``: its
+#: ``hparams_raw.n_layer_nextn = 0``, so ``has_kv`` keeps them; the MTP layer's compress ratio 0 keeps it out of
+#: the compressed caches and states).
+NEXTN_KV_ARCHS = frozenset({"bailingmoe3", "deepseek4"})
 
 
 def has_kv_layers(p: ModelParams) -> list[bool]:

@@ -8,7 +8,10 @@ it: one KV head of ``key_length`` (the K-only raw cache of a sliding window), th
 ``attn_compressor_ape`` and norm) and, on ratio-4 layers, the lightning indexer (``indexer.proj``,
 ``indexer.attn_q_b``, ``indexer_compressor_*``). Every layer is MoE (sqrt-softplus gating, ``expert_gating_func``
 4) with one shared expert; the first ``hash_layer_count`` layers route by token (``ffn_gate_tid2eid``, i32
-``n_expert_used`` x ``n_vocab``) instead of ``exp_probs_b``. The converter drops the MTP layers by default."""
+``n_expert_used`` x ``n_vocab``) instead of ``exp_probs_b``. The converter drops the MTP layers by default;
+``n_nextn`` 1 keeps one (``nextn_predict_layers``, counted in ``block_count``): a whole layer after the trunk
+with a compress ratio of 0 (graph_mtp asserts it: the MTP context's cache is a plain K-only iswa) and past
+the hash layers, plus its ``nextn.eh_proj``/``enorm``/``hnorm``/``shared_head_norm``."""
 
 from __future__ import annotations
 
@@ -18,10 +21,11 @@ from tests import gguf_factory as gf
 
 
 def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
-    nl, n_embd, n_head, hd = int(hp["n_layer"]), int(hp["n_embd"]), int(hp["n_head"]), int(hp["head_dim"])
+    n_nextn = int(hp.get("n_nextn") or 0)  # the sparse specs leave it out: no MTP layer
+    nl, n_embd, n_head, hd = int(hp["n_layer"]) + n_nextn, int(hp["n_embd"]), int(hp["n_head"]), int(hp["head_dim"])
     q_lora, o_groups, o_lora = int(hp["q_lora_rank"]), int(hp["o_groups"]), int(hp["o_lora_rank"])
     hc, n_ih, ihd = int(hp["hc_mult"]), int(hp["indexer_n_head"]), int(hp["indexer_head_size"])
-    ratios = [int(r) for r in hp["compress_ratios"]]
+    ratios = [int(r) for r in hp["compress_ratios"]] + [0] * n_nextn
     if len(ratios) != nl:
         raise ValueError("compress_ratios needs one entry per layer")
     n_expert, n_used, n_ff_exp = int(hp["n_expert"]), int(hp["n_expert_used"]), int(hp["n_ff_exp"])
@@ -52,6 +56,8 @@ def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
     s.set("{arch}.hyper_connection.epsilon", 1e-6)
     s.set("{arch}.hash_layer_count", n_hash)
     s.set("{arch}.embedding_length_out", hc * n_embd)
+    if n_nextn:
+        s.set("{arch}.nextn_predict_layers", n_nextn)
     gf._embeddings(s, hp, output_required=True)
     s.add("output_hc_fn.weight", (hc * n_embd, hc), "router")
     s.add("output_hc_base.weight", (hc,), "bias")
@@ -93,6 +99,11 @@ def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
         else:
             s.add(p + "exp_probs_b.bias", (n_expert,), "zero")
         gf._shared_expert(s, i, n_embd, n_ff_exp * int(hp["n_expert_shared"]))
+        if i >= nl - n_nextn:
+            s.add(p + "nextn.eh_proj.weight", (2 * n_embd, n_embd))
+            s.add(p + "nextn.enorm.weight", (n_embd,), "norm")
+            s.add(p + "nextn.hnorm.weight", (n_embd,), "norm")
+            s.add(p + "nextn.shared_head_norm.weight", (n_embd,), "norm")
 
 
 gf.register(
@@ -103,7 +114,7 @@ gf.register(
               o_groups=2, o_lora_rank=16, hc_mult=4, hc_sinkhorn_iters=20, indexer_n_head=4, indexer_head_size=64,
               indexer_top_k=16, compress_ratios=(0, 4, 128, 4), compress_rope_base=160000.0, n_swa=64,
               n_expert=8, n_expert_used=2, n_ff_exp=32, n_expert_shared=1, expert_weights_scale=1.5,
-              swiglu_limit=10.0, n_hash_layers=1, rms_eps=1e-6),
+              swiglu_limit=10.0, n_hash_layers=1, rms_eps=1e-6, n_nextn=0),
     sparse={
         # deepseek-ai/DeepSeek-V4-Flash's config as published (confirmed: 43 layers of 4096, 64 heads, one KV head
         # of 512 with 64 RoPE dims, q LoRA 1024, 8 output groups of LoRA 1024, 256 experts of 2048 top-6 + 1

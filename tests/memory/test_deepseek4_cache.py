@@ -141,3 +141,105 @@ def test_estimate_equals_the_vulkan_dry_run(args, llama_vulkan_bin, sparse_model
     misses = [f"{n} {q}: ours {o / MiB:.4f} MiB vs llama.cpp {t} MiB" for n, q, o, t in got if not within_floor(o, t)]
     assert not misses, "\n".join(misses)
     assert not any("ggml_vk_graph_optimize" in n for n in ours.notes), ours.notes
+
+
+# --------------------------------------------------------------------------- --spec-type draft-mtp
+
+#: the tiny model with its MTP block kept (``nextn_predict_layers`` 1, compress ratio 0) and heads of 128 next to
+#: the indexer's 64 (equal heads crash llama.cpp's MTP context: test_equal_heads_crash_llama_cpp_and_are_refused)
+DSV4_MTP = dict(n_nextn=1, head_dim=128, vocab_extra=30000)
+
+#: (RPC devices, arguments): the trunk's compressor states with their restore/snapshot rows (n_rs_seq =
+#: --spec-draft-n-max), the raw window cache that also holds the MTP layer, and the MTP context's iswa cache and
+#: graph_mtp
+MTP_CASES = [
+    (0, "-c 4096 --spec-type draft-mtp"),
+    (1, "-c 4096 -ngl all -np 2 -fa off --spec-type draft-mtp"),
+    (2, "-c 8192 -ngl all -ts 1,1 -ub 256 --spec-type draft-mtp --spec-draft-n-max 5"),
+    (1, "-c 4096 -ngl 3 -np 2 -ctk q8_0 -ctv q8_0 -ctkd q8_0 -ctvd q8_0 --spec-type draft-mtp"),
+    (1, "-c 4096 -ngl all -np 1 -ub 128 --spec-type draft-mtp --spec-draft-n-max 2"),
+]
+_MTP_MARK = "creating MTP draft context"
+
+
+@pytest.fixture(scope="module")
+def dsv4_mtp(tmp_path_factory):
+    from tests import gguf_factory as gf
+
+    return gf.write_tiny_model("deepseek4", tmp_path_factory.mktemp("dsv4mtp") / "dsv4-mtp.gguf", **DSV4_MTP)
+
+
+def _logged_parts(text: str) -> list[tuple[str, dict[tuple[str, str], tuple[float, int]]]]:
+    """The main context's buffers and the MTP context's (the compressor states counted as KV; compute: the last
+    size a context logs, as it reserves again once the draft's sampler is set)."""
+    cut = text.find(_MTP_MARK)
+    assert cut > 0, text[-3000:]
+    parts = []
+    for name, part in (("main", text[:cut]), ("mtp", text[cut:])):
+        got: dict[tuple[str, str], tuple[float, int]] = {}
+        for buft, kind, mib in _BUF.findall(part):
+            kind = "KV" if kind.startswith("DSV4") else kind
+            total, n = got.get((buft, kind), (0.0, 0))
+            got[(buft, kind)] = (float(mib), 1) if kind == "compute" else (total + float(mib), n + 1)
+        parts.append((name, got))
+    return parts
+
+
+@pytest.mark.parametrize("n_rpc,args", MTP_CASES, ids=[f"dsv4-mtp-{n}rpc-{i}" for i, (n, _) in enumerate(MTP_CASES)])
+def test_mtp_buffers_match_log(n_rpc, args, llama_bin, rpc_servers, llama_server, dsv4_mtp):
+    """Every buffer of both contexts equals llama-server -lv 4's log: the main context's weights (with the MTP
+    block: load_mtp), KV + compressor states with n_rs_seq snapshot planes, compute with the states'
+    restore/snapshot copies, output; the MTP context's KV, compute and output."""
+    servers = rpc_servers(n_rpc) if n_rpc else []
+    endpoints = [s.endpoint for s in servers]
+    devices = list_rpc_devices(llama_bin / "llama-server", endpoints)
+    extra = ["--rpc", ",".join(endpoints)] if endpoints else []
+    srv = llama_server(dsv4_mtp, *extra, *args.split(), "--fit", "off", "--no-repack", "--no-warmup", "-lv", "4")
+    text = srv.output()
+    srv.stop()
+    model = open_model(dsv4_mtp)
+    est = estimate(model, devices, settings_from_args(args.split(), tool="server"))
+    assert est.shape.n_rs_seq > 0 and est.draft is not None
+    assert not [n for n in est.notes if n.startswith(APPROXIMATE) or "not sized" in n or "not replayed" in n]
+    by_buft = {d.buft: d.name for d in devices}
+    misses = []
+    for part, logged in _logged_parts(text):
+        ours_est = est if part == "main" else est.draft
+        assert any(k == "compute" for _b, k in logged) and any(k == "KV" for _b, k in logged), (part, logged)
+        for (buft, kind), (mib, n_lines) in logged.items():
+            if kind == "model" and buft not in by_buft:
+                continue  # the mapped host range: test_accuracy_llama keeps a loose bound for it
+            dev = ours_est.device(by_buft.get(buft, "CPU"))
+            ours = {"model": dev.model, "KV": dev.kv, "compute": dev.compute, "output": dev.output}[kind] / MiB
+            tol = 0.005 * n_lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0)
+            if abs(ours - mib) > tol:
+                misses.append(f"{part} {buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
+    record("server-log", case=f"mtp-deepseek4-{n_rpc}rpc", arch="deepseek4",
+           backends=["CPU"] + (["RPC"] if n_rpc else []), ok=not misses, features=["mtp"])
+    assert not misses, "\n".join(misses)
+
+
+def test_equal_heads_crash_llama_cpp_and_are_refused(llama_bin, tmp_path):
+    """The tiny model's heads equal the indexer's (64): llama-server dies of SIGFPE creating the MTP context
+    (build_input_k_rot on the empty non-SWA cache), and the estimate refuses the command, saying why."""
+    import signal
+    import socket
+    import subprocess
+
+    from app.memory.kv import SettingsError
+    from tests import gguf_factory as gf
+
+    path = gf.write_tiny_model("deepseek4", tmp_path / "dsv4-eq.gguf", n_nextn=1, vocab_extra=30000)
+    args = ["-c", "4096", "--spec-type", "draft-mtp"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.run([str(llama_bin / "llama-server"), "-m", str(path), *args, "--fit", "off", "--no-warmup",
+                           "--port", str(port), "--host", "127.0.0.1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGFPE, (proc.returncode, proc.stderr[-2000:])
+    assert _MTP_MARK in proc.stderr
+    with pytest.raises(SettingsError, match="divides by zero") as err:
+        estimate(open_model(path), [], settings_from_args(args, tool="server"))
+    assert "Drop --spec-type draft-mtp" in str(err.value)
+    # without the draft the same file loads and is estimated
+    assert estimate(open_model(path), [], settings_from_args(args[:2], tool="server")).draft is None

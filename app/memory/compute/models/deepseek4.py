@@ -19,15 +19,16 @@ glm5-next.cpp's ``build_hc_pre``/``build_hc_post``/``build_hc_sinkhorn`` are dee
 fused ``DSV4_HC_*`` ops, probed by ``auto_fhc``). The head differs from both glm5-next (which averages the
 streams) and hy_v4 (f32 casts, no Sinkhorn): :func:`hc_head` here.
 
-Not modelled: the MTP graph (``graph_mtp``) and with it ``n_rs_seq`` > 0 (the states' restore/snapshot rows:
-:func:`build` refuses it, so the estimate says approximate), ``embeddings_layer_inp`` (``build_hc_mean``), media
-input (``exp_probs_b_vl``).
+With ``n_rs_seq`` > 0 (``--spec-type draft-mtp``) each compressor restores the rolled-back state plane and
+writes the kept steps' planes (:func:`_restore`, :func:`_snapshot`); :func:`build_mtp` is ``graph_mtp`` over the
+MTP block. Not modelled: ``embeddings_layer_inp`` (``build_hc_mean``), media input (``exp_probs_b_vl``).
 """
 
 from __future__ import annotations
 
 from ..ggml import (
     NONE,
+    OUTPUT,
     binary,
     concat,
     cont,
@@ -70,11 +71,17 @@ def _comp_inputs(b, name, ratio, overlap, state_size, n_kv, mask_ty):
     ns_state = max(1, c.n_seqs)  # llama_dsv4_comp_state: n_stream = n_seq_max (unified_compressed is false)
     n_blocks = nt // ratio + max(1, c.n_seqs)
     n_persist = min(nt, state_size * ns_state)
-    # the restore and snapshot rows (n_rs_seq > 0) are refused in build()
+    # n_rs_seq > 0 (draft-mtp): one restore row per state row, a snapshot row per state row and kept draft step
+    n_restore = state_size * ns_state if c.n_rs_seq else 0
+    n_snapshot = c.n_rs_seq * state_size * ns_state
     sizes = (
         ("state_pos", "i32", nt),
         ("state_persist_src_idxs", "i32", n_persist),
         ("state_persist_dst_idxs", "i32", n_persist),
+        ("state_restore_src_idxs", "i32", n_restore),
+        ("state_restore_dst_idxs", "i32", n_restore),
+        ("state_snapshot_src_idxs", "i32", n_snapshot),
+        ("state_snapshot_dst_idxs", "i32", n_snapshot),
         ("state_read_idxs", "i32", (2 if overlap else 1) * ratio * n_blocks),
         ("state_write_idxs", "i64", n_blocks),
         ("state_write_pos", "i32", n_blocks),
@@ -138,20 +145,58 @@ def _cpy_k(kc, k_cur, idxs):
 
 
 def _state(b, il, which, n_embd_state, state_size):
-    """``llama_dsv4_comp_state``'s kv and score planes of layer ``il`` and ``get_kv_all``'s 2-D views."""
+    """``llama_dsv4_comp_state``'s kv and score planes of layer ``il`` (a fresh ``get_kv_all`` view each call, as
+    each ``cpy_kv`` takes one) and ``get_n_rows``."""
     c = b.c
     ns = max(1, c.n_seqs)
     planes = ns * (1 + c.n_rs_seq)
     kv = b.cache(il, f"{which}_state_kv", "f32", (n_embd_state, state_size, planes))
     sc = b.cache(il, f"{which}_state_score", "f32", (n_embd_state, state_size, planes))
     rows = state_size * ns * (1 + c.n_rs_seq)
-    return view(kv, (n_embd_state, rows), (kv.nb[1],)), view(sc, (n_embd_state, rows), (sc.nb[1],)), state_size * ns
+    return (
+        lambda: view(kv, (n_embd_state, rows), (kv.nb[1],)),
+        lambda: view(sc, (n_embd_state, rows), (sc.nb[1],)),
+        state_size * ns,
+    )
+
+
+def _cpy_state(all_view, rows, idxs):
+    """``llama_dsv4_comp_state::cpy_kv``/``cpy_score``: ``ggml_set_rows`` into a fresh ``get_kv_all`` view, its
+    sources in ggml's slots (rows, indices, destination), so the graph reaches the view after the rows as
+    ggml_visit_parents does (the Vulkan reordering sees the nodes in that order)."""
+    dst = all_view()
+    return view_tensor(dst, "SET_ROWS", [rows, idxs, dst])
 
 
 def _persist(b, inp, kv_all, sc_all, state_kv, state_score):
-    """The persist step of ``build_attention_impl``: the ubatch's last rows written into the state."""
-    kv = set_rows(kv_all, get_rows(state_kv, inp["state_persist_src_idxs"]), inp["state_persist_dst_idxs"])
-    sc = set_rows(sc_all, get_rows(state_score, inp["state_persist_src_idxs"]), inp["state_persist_dst_idxs"])
+    """The persist step of ``build_attention_impl``: the ubatch's last rows written into the state (both row
+    gathers first, as deepseek4.cpp writes them)."""
+    kv_rows = get_rows(state_kv, inp["state_persist_src_idxs"])
+    sc_rows = get_rows(state_score, inp["state_persist_src_idxs"])
+    b.g.expand(_cpy_state(kv_all, kv_rows, inp["state_persist_dst_idxs"]))
+    b.g.expand(_cpy_state(sc_all, sc_rows, inp["state_persist_dst_idxs"]))
+
+
+def _restore(inp, kv_all, sc_all):
+    """``dsv4_build_state_restore`` (deepseek4.cpp:222): the rolled-back plane's rows copied onto the live plane
+    (``n_rs_seq`` > 0), else the state as it is."""
+    kv, sc = kv_all(), sc_all()
+    src, dst = inp["state_restore_src_idxs"], inp["state_restore_dst_idxs"]
+    if src is None or dst is None:
+        return kv, sc
+    kv = _cpy_state(kv_all, get_rows(kv, src), dst)
+    sc = _cpy_state(sc_all, get_rows(sc, src), dst)
+    return kv, sc
+
+
+def _snapshot(b, inp, kv_all, sc_all, src_kv, src_sc):
+    """``dsv4_build_state_snapshot`` (deepseek4.cpp:245): each kept draft step's plane written from the restored
+    state extended by the ubatch's rows (``n_rs_seq`` > 0)."""
+    src, dst = inp["state_snapshot_src_idxs"], inp["state_snapshot_dst_idxs"]
+    if src is None or dst is None:
+        return
+    kv = _cpy_state(kv_all, get_rows(src_kv, src), dst)
+    sc = _cpy_state(sc_all, get_rows(src_sc, src), dst)
     b.g.expand(kv)
     b.g.expand(sc)
 
@@ -200,9 +245,9 @@ def _compressor(b, il, cur, inp, pfx, which, ratio, overlap):
     state_score = b.mm(_w(b, f"blk.{il}.{pfx}_gate.weight"), cur)
     state_score = binary("ADD", state_score, get_rows(_w(b, f"blk.{il}.{pfx}_ape.weight"), inp["state_pos"]))
     kv_all, sc_all, n_rows = _state(b, il, which, coff * hd, inp["state_size"])
-    # dsv4_build_state_restore without restore rows (n_rs_seq = 0) is the state itself
-    base_kv = view(kv_all, (kv_all.ne[0], n_rows), (kv_all.nb[1],))
-    base_sc = view(sc_all, (sc_all.ne[0], n_rows), (sc_all.nb[1],))
+    r_kv, r_sc = _restore(inp, kv_all, sc_all)
+    base_kv = view(r_kv, (r_kv.ne[0], n_rows), (r_kv.nb[1],))  # dsv4_view_2d: the live plane's rows
+    base_sc = view(r_sc, (r_sc.ne[0], n_rows), (r_sc.nb[1],))
     src_kv = concat(base_kv, state_kv, 1)
     src_sc = concat(base_sc, state_score, 1)
     comp = _compress(b, il, src_kv, src_sc, inp, f"blk.{il}.{pfx}_norm.weight", ratio, hd, overlap)
@@ -210,7 +255,8 @@ def _compressor(b, il, cur, inp, pfx, which, ratio, overlap):
         comp = b.hadamard(comp, inp["k_rot"])
     kc = _cache_k(b, il, f"k_{which}", hd, inp["n_kv"])
     g.expand(_cpy_k(kc, comp, inp["state_write_idxs"]))
-    # dsv4_build_state_snapshot: nothing without snapshot rows (n_rs_seq = 0)
+    if inp["state_snapshot_src_idxs"] is not None:  # the snapshot's source: every plane, then the ubatch's rows
+        _snapshot(b, inp, kv_all, sc_all, concat(r_kv, state_kv, 1), concat(r_sc, state_score, 1))
     _persist(b, inp, kv_all, sc_all, state_kv, state_score)
     return kc
 
@@ -252,8 +298,7 @@ def attention(b, il, cur, inputs):
     compressors (HCA, or CSA then lid), the indexer's top-k, then ``build_csa_lid_attention`` (:707),
     ``build_hca_attention`` (:769) or ``build_raw_attention`` (:824), the RoPE taken back out and the grouped output
     LoRA (``wo_a`` per group, ``wo_b``)."""
-    c, p, g, nt = b.c, b.p, b.g, b.nt
-    raw, csa, hca, lid = inputs
+    c, p, nt = b.c, b.p, b.nt
     pos = b.inputs["inp_pos"]
     hd = p.head_dim_k
     n_head = p.n_head[il]
@@ -265,6 +310,54 @@ def attention(b, il, cur, inputs):
     q = _rope(unary("RMS_NORM", q), pos)
     kv = b.norm(b.mm(_w(b, f"blk.{il}.attn_kv.weight"), cur), f"blk.{il}.attn_kv_a_norm.weight", il)
     kv = _rope(reshape(kv, hd, 1, nt), pos)
+    if inputs is None:  # graph_mtp (build_attn_inp_k_iswa): a ratio-0 layer, no compressors
+        out = _mtp_attention(b, il, q, kv, _w(b, f"blk.{il}.attn_sinks.weight"))
+    else:
+        out = _dsv4_attention(b, il, q, kv, qr, cur, inputs, ratio)
+    out = reshape(out, hd, n_head, nt)
+    out = new(out.ty, out.ne, "ROPE_BACK", (out, pos))  # ggml_rope_ext_back: the RoPE taken out again
+    out = permute(reshape(out, n_head // n_groups * hd, n_groups, nt), 0, 2, 1, 3)
+    wo_a = _w(b, f"blk.{il}.attn_output_a.weight")
+    wo_a = weight_reshape(wo_a, n_head // n_groups * hd, o_lora, n_groups)  # TENSOR_ALLOW_RESHAPE to 3-D
+    oa = permute(mul_mat(wo_a, out), 0, 2, 1, 3)
+    oa = cont(oa, o_lora * n_groups, nt)
+    return b.mm(_w(b, f"blk.{il}.attn_output_b.weight"), oa)
+
+
+def _mtp_attention(b, il, q, kv, sinks):
+    """``build_attn`` over ``llm_graph_input_attn_k_iswa`` (llama-graph.cpp:3210): the MTP context's cache of the
+    NextN layer (a plain iswa cache that also holds a V it never writes) with the cached K read as V."""
+    c, g, nt = b.c, b.g, b.nt
+    swa = c.is_swa(il)
+    sfx = "_swa" if swa else ""
+    n_kv = c.size_swa if swa else c.n_kv
+    ns = c.n_stream
+    hd = kv.ne[0]
+    k_idxs = b.inp("k_idxs" + sfx, "i64", (nt,))
+    mask = b.inp("kq_mask" + sfx, "f16" if c.fa else "f32", (n_kv, nt // ns, 1, ns))
+    rot = b.inp("k_rot" + sfx, "f32", (c.rot_k, c.rot_k)) if c.rot_k else None
+    if rot is not None:
+        q = b.hadamard(q, rot)
+        kv = b.hadamard(kv, rot)
+    g.expand(q)
+    g.expand(kv)
+    kc = b.cache(il, "k", c.type_k, (hd, n_kv, ns))
+    g.expand(_cpy_k(kc, kv, k_idxs))
+    k = _get_k(kc, c.type_k, hd, n_kv, n_kv)
+    v = view(k, k.ne, k.nb[1:])  # ggml_view_4d(k, v_cur->ne[0], ...): the same rows
+    out = b.mha(q, k, v, mask, sinks, None, il)
+    if rot is not None:
+        out = b.hadamard(out, rot)
+    return out
+
+
+def _dsv4_attention(b, il, q, kv, qr, cur, inputs, ratio):
+    """The main graph's attention (``inp_dsv4``): the compressors, the indexer's top-k and the raw window cache
+    with the compressed rows concatenated (``build_csa_lid_attention``, ``build_hca_attention``,
+    ``build_raw_attention``)."""
+    c, p, g = b.c, b.p, b.g
+    hd = p.head_dim_k
+    raw, csa, hca, lid = inputs
     kc_csa = kc_hca = kc_lid = None
     if ratio == HCA:
         kc_hca = _compressor(b, il, cur, hca, "attn_compressor", "hca", HCA, False)
@@ -291,14 +384,7 @@ def attention(b, il, cur, inputs):
     out = b.mha(q, k_all, k_all, mask, _w(b, f"blk.{il}.attn_sinks.weight"), None, il)
     if raw["k_rot"] is not None:
         out = b.hadamard(out, raw["k_rot"])
-    out = reshape(out, hd, n_head, nt)
-    out = new(out.ty, out.ne, "ROPE_BACK", (out, pos))  # ggml_rope_ext_back: the RoPE taken out again
-    out = permute(reshape(out, n_head // n_groups * hd, n_groups, nt), 0, 2, 1, 3)
-    wo_a = _w(b, f"blk.{il}.attn_output_a.weight")
-    wo_a = weight_reshape(wo_a, n_head // n_groups * hd, o_lora, n_groups)  # TENSOR_ALLOW_RESHAPE to 3-D
-    oa = permute(mul_mat(wo_a, out), 0, 2, 1, 3)
-    oa = cont(oa, o_lora * n_groups, nt)
-    return b.mm(_w(b, f"blk.{il}.attn_output_b.weight"), oa)
+    return out
 
 
 def hc_head(b, x):
@@ -316,12 +402,71 @@ def hc_head(b, x):
     return out
 
 
+def _block(b, il, inpL, inputs, n_hash):
+    """One decoder block: hyper-connected attention, then the hyper-connected MoE and shared expert."""
+    c, g = b.c, b.g
+    residual = inpL
+    cur, post, comb = hc_pre(b, inpL, il, "attn")
+    cur = b.norm(cur, f"blk.{il}.attn_norm.weight", il)
+    cur = attention(b, il, cur, inputs)
+    inpL = hc_post(b, cur, residual, post, comb, il)
+    residual = inpL
+    cur, post, comb = hc_pre(b, inpL, il, "ffn")
+    if inputs is not None:
+        g.expand(residual)
+        g.expand(post)
+        g.expand(comb)
+    cur = b.norm(cur, f"blk.{il}.ffn_norm.weight", il)
+    hashed = il < n_hash
+    selected = get_rows(_w(b, f"blk.{il}.ffn_gate_tid2eid.weight"), b.inputs["inp_tokens"]) if hashed else None
+    moe_out = b.moe(
+        cur,
+        il,
+        gating="sqrt_softplus",  # expert_gating_func 4, the only one the loader accepts
+        norm_w=c.expert_weights_norm,
+        w_scale=c.expert_weights_scale,
+        probs_b=None if hashed else _w(b, f"blk.{il}.exp_probs_b.bias"),
+        selected_in=selected,
+    )
+    cur = binary("ADD", moe_out, b._ffn_named(cur, il, "shexp"))
+    return hc_post(b, cur, residual, post, comb, il)
+
+
+def build_mtp(b):
+    """``llama_model_deepseek4::graph_mtp`` (deepseek4.cpp:1362): the draft token's embedding normed (``enorm``)
+    and repeated over the hc streams, next to the target's hidden streams (``mtp_h_input``, ``n_embd_out``
+    wide) normed (``hnorm``), ``eh_proj``, one ratio-0 block on the MTP context's iswa cache, the streams' rows
+    of the outputs (``h_nextn``), the hc head, the shared head norm and the LM head."""
+    p, nt = b.p, b.nt
+    il = b.layers[0]
+    hc, n_embd = p.hc_mult, p.n_embd
+    tokens = b.inp("inp_tokens", "i32", (nt,))
+    h = b.inp("mtp_h_input", "f32", (hc * n_embd, nt))
+    emb = b.w(f"blk.{il}.nextn.embed_tokens.weight") or _w(b, "token_embd.weight")
+    tok = get_rows(emb, tokens)
+    h_state = reshape(h, n_embd, hc, nt)
+    b.inp_pos()
+    out_ids = b.inp_out_ids()
+    h_norm = b.norm(h_state, f"blk.{il}.nextn.hnorm.weight", il)
+    e_norm = reshape(b.norm(tok, f"blk.{il}.nextn.enorm.weight", il), n_embd, 1, nt)
+    e_norm = new(e_norm.ty, (n_embd, hc, nt), "REPEAT", (e_norm,))
+    inpL = b.mm(f"blk.{il}.nextn.eh_proj.weight", concat(e_norm, h_norm, 0))
+    inpL = _block(b, il, inpL, None, int(b.c.meta[f"{b.c.arch}.hash_layer_count"]))
+    h_nextn = get_rows(reshape(inpL, n_embd * hc, nt), out_ids)
+    h_nextn.flags = h_nextn.fl0 = OUTPUT
+    cur = hc_head(b, reshape(h_nextn, n_embd, hc, b.c.n_outputs))
+    head_norm = f"blk.{il}.nextn.shared_head_norm.weight"
+    cur = b.norm(cur, head_norm if head_norm in b.c.names else "output_norm.weight", -1)
+    cur.flags = cur.fl0 = OUTPUT  # t_embd
+    head = b.w(f"blk.{il}.nextn.shared_head_head.weight") or b.w("output.weight")
+    logits = mul_mat(head, cur)
+    logits.flags = logits.fl0 = OUTPUT
+    b.g.expand(logits)
+    return logits
+
+
 def build(b):
     c, p, g = b.c, b.p, b.g
-    if c.n_rs_seq:
-        # the compressor states' restore/snapshot copies of n_rs_seq > 0 (draft-mtp) need the MTP layers, whose
-        # draft graph (graph_mtp) is not replayed: nothing to check them against, so the estimate says approximate
-        raise ValueError("deepseek4 with n_rs_seq > 0 (compressor-state snapshots) is not replayed")
     nt = b.nt
     hc = p.hc_mult
     inp = b.inp_embd()
@@ -332,30 +477,7 @@ def build(b):
     n_hash = int(c.meta[f"{c.arch}.hash_layer_count"])
     inpL = new(inp.ty, (p.n_embd, hc, nt), "REPEAT", (reshape(inp, p.n_embd, 1, nt),))  # hc_init
     for il in b.layers:
-        residual = inpL
-        cur, post, comb = hc_pre(b, inpL, il, "attn")
-        cur = b.norm(cur, f"blk.{il}.attn_norm.weight", il)
-        cur = attention(b, il, cur, inputs)
-        inpL = hc_post(b, cur, residual, post, comb, il)
-        residual = inpL
-        cur, post, comb = hc_pre(b, inpL, il, "ffn")
-        g.expand(residual)
-        g.expand(post)
-        g.expand(comb)
-        cur = b.norm(cur, f"blk.{il}.ffn_norm.weight", il)
-        hashed = il < n_hash
-        selected = get_rows(_w(b, f"blk.{il}.ffn_gate_tid2eid.weight"), b.inputs["inp_tokens"]) if hashed else None
-        moe_out = b.moe(
-            cur,
-            il,
-            gating="sqrt_softplus",  # expert_gating_func 4, the only one the loader accepts
-            norm_w=c.expert_weights_norm,
-            w_scale=c.expert_weights_scale,
-            probs_b=None if hashed else _w(b, f"blk.{il}.exp_probs_b.bias"),
-            selected_in=selected,
-        )
-        cur = binary("ADD", moe_out, b._ffn_named(cur, il, "shexp"))
-        inpL = hc_post(b, cur, residual, post, comb, il)
+        inpL = _block(b, il, inpL, inputs, n_hash)
         # cb(inpL, "l_last", il) (deepseek4.cpp:1325): graph_get_cb (llama-context.cpp:2646) pins it to the layer's
         # device when it pins the norms; resolve_fused_ops' probe always does (core.py: pin_probe), which keeps
         # DSV4_HC_POST fused on the last layer before a device boundary
@@ -371,4 +493,7 @@ FAMILY = Family(
     exact=frozenset({"deepseek4"}),
     uncut=True,  # per-layer leafs (the top-k zeros): the allocator places them before any op
     fused=("DSV4_HC_PRE", "DSV4_HC_COMB", "DSV4_HC_POST"),
+    build_mtp=build_mtp,
+    mtp_exact=frozenset({"deepseek4"}),
+    rs_seq=True,  # the compressor states' restore/snapshot rows of n_rs_seq > 0
 )
