@@ -475,7 +475,7 @@ def test_gui_restore_keeps_every_autosave_it_cannot_offer(base, data, qtbot, tmp
     win.setProperty("ask_on_close", False)
     qtbot.addWidget(win)
     win.devices = list(DEVICES)
-    with within_budget("offer_restore"):
+    with within_budget("offer_restore", native_threads=True):  # the window's jobs run on Qt's pool
         restored = win.offer_restore()
     if restored:
         assert core is not None and win.doc.placement.snapshot() == core.snapshot()
