@@ -173,6 +173,9 @@ def vulkan_supports(op: str, dst, srcs) -> bool:
         return f32(srcs[0])
     if op == "MUL_MAT":  # "a->ne[3] != b->ne[3]": no broadcast over dim 3 (MLA's attn_v_b with -np > 1)
         return srcs[0].ne[3] == srcs[1].ne[3]
+    if op == "LIGHTNING_INDEXER":  # "the shader block size is hardcoded to head size 128"; every cache type llama.cpp
+        # accepts is a K type it reads (lightning_indexer_k_types), its fp16 need and offset alignment not checked
+        return srcs[0].ne[0] == 128
     if op == "DSV4_HC_PRE":  # "hc is hardcoded to 4 in the shaders" (kimi-k3's residual stack grows past it)
         return f32(srcs[0]) and srcs[0].ne[1] == 4
     return True

@@ -201,7 +201,15 @@ def test_mtp_buffers_match_log(n_rpc, args, llama_bin, rpc_servers, llama_server
     est = estimate(model, devices, settings_from_args(args.split(), tool="server"))
     assert est.shape.n_rs_seq > 0 and est.draft is not None
     assert not [n for n in est.notes if n.startswith(APPROXIMATE) or "not sized" in n or "not replayed" in n]
-    by_buft = {d.buft: d.name for d in devices}
+    misses = _mtp_misses(text, est, {d.buft: d.name for d in devices})
+    record("server-log", case=f"mtp-deepseek4-{n_rpc}rpc", arch="deepseek4",
+           backends=["CPU"] + (["RPC"] if n_rpc else []), ok=not misses, features=["mtp"])
+    assert not misses, "\n".join(misses)
+
+
+def _mtp_misses(text, est, by_buft, host_bufts=("CPU",)) -> list[str]:
+    """Each buffer of the two contexts' logs that the estimate misses by more than the log's rounding;
+    ``by_buft``: buffer type -> device name, the others (``host_bufts``: the host's own) are the CPU's."""
     misses = []
     for part, logged in _logged_parts(text):
         ours_est = est if part == "main" else est.draft
@@ -214,8 +222,31 @@ def test_mtp_buffers_match_log(n_rpc, args, llama_bin, rpc_servers, llama_server
             tol = 0.005 * n_lines + 1e-9 + (COMPUTE_SLACK / MiB if kind == "compute" else 0.0)
             if abs(ours - mib) > tol:
                 misses.append(f"{part} {buft} {kind}: ours {ours:.4f} MiB, llama-server logged {mib:.2f} MiB")
-    record("server-log", case=f"mtp-deepseek4-{n_rpc}rpc", arch="deepseek4",
-           backends=["CPU"] + (["RPC"] if n_rpc else []), ok=not misses, features=["mtp"])
+    return misses
+
+
+@pytest.mark.parametrize("args", ["-c 8192 -ngl all -np 2 --spec-type draft-mtp",
+                                  "-c 4096 -ngl 2 -fa off --spec-type draft-mtp --spec-draft-n-max 5"],
+                         ids=["dsv4-mtp-vk-np2", "dsv4-mtp-vk-ngl2-faoff"])
+def test_mtp_buffers_match_log_on_vulkan(args, llama_vulkan_bin, dsv4_mtp, tmp_path):
+    """Both contexts on Vulkan0 (lavapipe, its graph reordering replayed): the restore/snapshot copies and
+    graph_mtp as the Vulkan backend schedules them, Vulkan_Host being the host's."""
+    from tests.llama_fixtures import start_llama_server
+
+    lanes = from_detected(detect(llama_vulkan_bin, rpc=[], env={**os.environ, **VULKAN_ENV}, cuda_probe=None,
+                                 amd=False).devices)
+    srv = start_llama_server(llama_vulkan_bin, dsv4_mtp, *args.split(), "--fit", "off", "--no-repack",
+                             "--no-warmup", "-lv", "4", log=tmp_path / "vk.log", timeout=120, env=dict(VULKAN_ENV))
+    try:
+        text = srv.output()
+    finally:
+        srv.stop()
+    est = estimate(open_model(dsv4_mtp), lanes, settings_from_args(args.split(), tool="server"))
+    assert est.draft is not None and est.shape.n_rs_seq > 0
+    assert "Vulkan0 compute buffer size" in text
+    misses = _mtp_misses(text, est, {"Vulkan0": "Vulkan0"})
+    record("server-log", case=f"mtp-vulkan-deepseek4 {args}", arch="deepseek4", backends=["Vulkan"],
+           ok=not misses, features=["mtp", "vulkan"])
     assert not misses, "\n".join(misses)
 
 
