@@ -87,6 +87,14 @@ def host_buffer_of(devices: list[Lane]) -> tuple[int, int]:
     return first.host_alignment or CPU_ALIGNMENT, first.host_max_buffer
 
 
+def offloads_ops(lane: Lane) -> bool:
+    """Whether the scheduler moves ops on host weights to this device for a big batch (``ggml_backend_offload_op``
+    asks the device's ``offload_op``): a GPU's does; RPC's and the ``-sm tensor`` Meta() device's are nullptr
+    (``ggml-rpc.cpp``; ``ggml-backend-meta.cpp`` ``ggml_backend_meta_device_iface``), so no host weight is copied
+    into their compute buffers (Qwen3-30B -ngl 20 -sm tensor on Vulkan0: Meta() compute 100 MiB, -sm layer 168)."""
+    return lane.kind in ("gpu", "igpu") and lane.name != "Meta()"
+
+
 def cuda_like(lane: Lane) -> bool:
     """Whether the lane's backend is CUDA's code (CUDA, ROCm/HIP, MUSA): its flash-attention alloc sizes apply."""
     return backend_of(lane) in ("cuda", "rocm")

@@ -172,6 +172,34 @@ def test_estimate_equals_the_vulkan_dry_run(case, llama_vulkan_bin, vulkan_lanes
     assert not any("ggml_vk_graph_optimize" in n for n in ours.notes), ours.notes
 
 
+#: -sm tensor on one Vulkan device: llama.cpp's Meta() device over Vulkan0.
+SM_TENSOR_CASES = [c for c in CASES if "smtensor" in c.id]
+
+
+@pytest.mark.parametrize("case", SM_TENSOR_CASES, ids=[c.id for c in SM_TENSOR_CASES])
+def test_sm_tensor_s_meta_device_over_vulkan0(case, llama_vulkan_bin, vulkan_lanes, sparse_models):
+    """The Meta() device has no offload_op (ggml-backend-meta.cpp): the scheduler copies no host weight into its
+    compute buffer, though its member Vulkan0 would take them with -sm layer (-ngl 20, -cmoe: Meta() 100 and 80
+    MiB, Vulkan0 168 and 200); and no graph_optimize, so its graph is allocated in order."""
+    path = sparse_models[case.model]
+    args = single_device_args(case.args)
+    env = {**os.environ, **VULKAN_ENV}
+    ours = estimate(open_model(path), vulkan_lanes, settings_from_args(args, tool="fit-params"))
+    plain = run_fit_print(path, args, llama_dir=llama_vulkan_bin, env=env, timeout=300)
+    assert [r.name for r in plain] == ["Meta()", "CPU"]
+    record("vulkan", case=case.id, arch=open_model(path).params.arch, backends=["Vulkan"],
+           features=["vulkan", "sm-tensor"], ok=_all_exact(plain, ours))
+    for row in plain:
+        mine = ours.device(row.name)
+        for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context),
+                             ("compute", mine.compute, row.compute)):
+            assert within_floor(got, want), (row.name, q, got / MiB, want)
+    if "-ngl 20" in " ".join(args) or "-cmoe" in args:  # host weights the member alone would take for a big batch
+        layer = [a for a in args if a not in ("-sm", "tensor")]
+        by_layer = run_fit_print(path, layer, llama_dir=llama_vulkan_bin, env=env, timeout=300)
+        assert by_layer[0].name == "Vulkan0" and by_layer[0].compute > plain[0].compute + 50
+
+
 @pytest.mark.parametrize("case", VULKAN_CASES[:6], ids=[c.id for c in VULKAN_CASES[:6]])
 def test_a_remote_vulkan0_behind_rpc(case, llama_bin, vulkan_rpc_servers, sparse_models):
     """The CPU build as the client of a Vulkan ggml-rpc-server: RPC0 with lavapipe's memory, nothing refused, and

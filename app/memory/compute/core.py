@@ -10,7 +10,7 @@ from operator import itemgetter
 from ...lanes import CPU
 from ...model import Model
 from ...units import fmt_bytes
-from ..backends import BackendAbort, alignment_of, backend_of, cuda_like, host_buffer_of
+from ..backends import BackendAbort, alignment_of, backend_of, cuda_like, host_buffer_of, offloads_ops
 from ..kv import CACHE_TYPE_BLOCKS, ContextShape
 from ..layout import WeightPlacement
 from ..settings import NGL_ALL, NGL_AUTO, LlamaSettings
@@ -159,7 +159,7 @@ def graph_inputs(
     layer_be = [be_of.get(d, cpu) for d in placement.layer_device]
     kv_be = [cpu if settings.no_kv_offload else layer_be[il] for il in range(p.n_layer)]
     getters = facts["getters"]
-    offload = settings.op_offload and any(d.kind in ("gpu", "igpu") for d in devs)
+    offload = settings.op_offload and any(offloads_ops(d) for d in devs)
     limited = any(d.max_tensor_bytes is not None for d in devs)
     types = facts["types"]
     # a size limit (lavapipe's 128 MiB) refuses some weights' ops by their bytes, so layers of one structure
@@ -449,7 +449,7 @@ def _run(
         for t in b.cpu_pins:
             t.force = cpu
     n_be = cpu + 1
-    offload_to = [i for i, d in enumerate(devs) if d.kind in ("gpu", "igpu")] if offload else []
+    offload_to = [i for i, d in enumerate(devs) if offloads_ops(d)] if offload else []
     g = b.g
     users = b.__dict__.get("users")
     if users is None:
