@@ -121,6 +121,9 @@ VULKAN_CASES = [
         # (one token per sequence) keeps it on the device: -fa auto stays on
         "hy4-3rpc-ngl40-ub1024",
         "kimik3-3rpc-np4-ub1024",
+        # layer norms (NORM, never in place): Command R+ (per-head Q/K norms) and Command R7B (SWA, NoPE globals)
+        "cmdrp-1rpc-ngl30-ub1024",
+        "r7b-1rpc-all",
     }
 ]
 

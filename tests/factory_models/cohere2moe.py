@@ -42,6 +42,9 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
     n_dense = int(hp["n_layer_dense_lead"])
     n_shared = int(hp.get("n_expert_shared") or 0)
     _common_kv(s, hp, nall)
+    if hp["layer_norm"]:  # only attention.layer_norm_epsilon: cohere2moe_norm_type is then LLM_NORM
+        del s.kv[s.key("{arch}.attention.layer_norm_rms_epsilon")]
+        s.set("{arch}.attention.layer_norm_epsilon", float(hp["rms_eps"]))
     s.set("{arch}.rope.dimension_count", hd)
     s.set("{arch}.vocab_size", _n_vocab(hp))
     s.set("{arch}.logit_scale", float(hp["logit_scale"]))
@@ -83,7 +86,7 @@ register(
     # of 64 (2 used, sigmoid, normalised) + 1 shared expert
     tiny=dict(n_layer=5, n_nextn=1, head_dim=32, n_ff=128, n_expert=8, n_expert_used=2, n_ff_exp=64,
               n_expert_shared=1, n_layer_dense_lead=1, expert_weights_norm=True, sliding_window=128, swa_period=4,
-              logit_scale=0.25, rms_eps=1e-5, rope_base=50000.0),
+              logit_scale=0.25, rms_eps=1e-5, rope_base=50000.0, layer_norm=False),
     sparse={
         # North-Mini-Code-1.0 (CohereLabs/North-Mini-Code-1.0, Cohere2MoeForCausalLM; the model card's config
         # table): 49 layers (the first dense, intermediate 3072; 13 global NoPE-except-dense + 36 sliding over

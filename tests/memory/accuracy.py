@@ -309,6 +309,19 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # Command R / R+ (command-r: parallel block, layer norms, rope on every layer over a plain cache; R+ per-head Q/K
+    # layer norms) and Command R7B / Command A (cohere2: the same block, SWA 3:1 over 4096, NoPE global layers)
+    _c("cmdr-cpu", "command-r-35b", 0, "-c 8192"),
+    _c("cmdr-2rpc-ngl20-faoff", "command-r-35b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
+    _c("cmdr-3rpc-np2-q8", "command-r-35b", 3, "-c 32768 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("cmdrp-1rpc-ngl30-ub1024", "command-r-plus-104b", 1, "-c 8192 -ngl 30 -ub 1024 -fa on"),
+    _c("cmdrp-cpu-faoff", "command-r-plus-104b", 0, "-c 4096 -fa off"),
+    _c("r7b-cpu", "command-r7b", 0, "-c 8192"),
+    _c("r7b-1rpc-all", "command-r7b", 1, "-c 32768 -ngl all -fa on"),
+    _c("r7b-2rpc-ngl20-faoff-np2", "command-r7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off -np 2"),
+    _c("r7b-2rpc-swafull-q8", "command-r7b", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -ctk q8_0 -ctv q8_0"),
+    _c("cmda-3rpc-ngl40-np4", "command-a-111b", 3, "-c 65536 -ngl 40 -ts 1,2,1 -np 4 -fa on"),
+    _c("cmda-1rpc-ngl20-ub1024-faoff", "command-a-111b", 1, "-c 16384 -ngl 20 -ub 1024 -fa off"),
     # Step-3.5-Flash (step35: 64/96 query heads on full/sliding layers, SWA 3:1 over 512 tokens, half-head rope on
     # the full layers, head-wise attention gate, 3 dense leading blocks, sigmoid experts with selection bias + a
     # shared expert, 3 skipped MTP blocks; -rf: llama3 rope factors duplicated per device)

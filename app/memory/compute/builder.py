@@ -115,9 +115,14 @@ class Builder:
             self.pins.append((t, self.pos[il]))
         return t
 
+    #: the op of ``build_norm`` for this model: LLM_NORM_RMS ("RMS_NORM") or LLM_NORM ("NORM", a layer norm; not in
+    #: ``ggml_op_can_inplace``, so unlike RMS_NORM it never takes its input's memory); a family's build sets it
+    norm_op = "RMS_NORM"
+
     def norm(self, x, wname, il, mb=None):
+        """``build_norm``: :attr:`norm_op`, then the weight and the bias."""
         w = self.w(wname) if isinstance(wname, str) else wname
-        cur = unary("RMS_NORM", x)
+        cur = unary(self.norm_op, x)
         if w is not None or mb is not None:
             self.force_norm(cur, il)
         if w is not None:

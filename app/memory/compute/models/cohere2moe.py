@@ -46,12 +46,18 @@ def _block(b, inpL, il, pos, gating, mtp=False):
     return binary("ADD", cur, attn_out)
 
 
+def _norm_op(b):
+    """cohere2moe_norm_type: LLM_NORM_RMS when the model has an RMS epsilon, else LLM_NORM (a layer norm)."""
+    return "RMS_NORM" if b.c.meta.get(f"{b.p.arch}.attention.layer_norm_rms_epsilon") else "NORM"
+
+
 def build_mtp(b):
     """``graph_mtp`` of cohere2moe.cpp (one NextN block only, the graph asserts it):
     :func:`~app.memory.compute.mtp.mtp_input`, a parallel block (rope on Q/K, the routed experts and the averaged
     shared expert) on the MTP context's iswa cache, then the head norm on every token (``h_nextn``), the output
     rows, the LM head and the logit scale."""
     c = b.c
+    b.norm_op = _norm_op(b)
     il = b.layers[0]
     cur, pos, out_ids = mtp_input(b, il)
     cur = _block(b, cur, il, pos, c.gating, mtp=True)
@@ -70,6 +76,7 @@ def build_mtp(b):
 
 def build(b):
     c = b.c
+    b.norm_op = _norm_op(b)
     inpL = b.inp_embd()
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
