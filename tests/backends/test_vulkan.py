@@ -124,6 +124,7 @@ VULKAN_CASES = [
         # layer norms (NORM, never in place): Command R+ (per-head Q/K norms) and Command R7B (SWA, NoPE globals)
         "cmdrp-1rpc-ngl30-ub1024",
         "r7b-1rpc-all",
+        "sc2-3b-2rpc-ngl20-np2-q8",
     }
 ]
 

@@ -309,6 +309,13 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # StarCoder2 (starcoder2: layer norms with biases, biases everywhere, GELU FFN without a gate; 3B ties its head)
+    _c("sc2-3b-cpu", "starcoder2-3b", 0, "-c 16384"),
+    _c("sc2-3b-1rpc-all-faoff", "starcoder2-3b", 1, "-c 8192 -ngl all -fa off"),
+    _c("sc2-3b-2rpc-ngl20-np2-q8", "starcoder2-3b", 2, "-c 16384 -ngl 20 -ts 1,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("sc2-15b-cpu-faoff", "starcoder2-15b", 0, "-c 8192 -fa off"),
+    _c("sc2-15b-3rpc-ub1024", "starcoder2-15b", 3, "-c 16384 -ngl all -ts 1,2,1 -ub 1024 -fa on"),
+    _c("sc2-15b-1rpc-ngl30", "starcoder2-15b", 1, "-c 16384 -ngl 30 -fa on"),
     # Command R / R+ (command-r: parallel block, layer norms, rope on every layer over a plain cache; R+ per-head Q/K
     # layer norms) and Command R7B / Command A (cohere2: the same block, SWA 3:1 over 4096, NoPE global layers)
     _c("cmdr-cpu", "command-r-35b", 0, "-c 8192"),
