@@ -125,6 +125,7 @@ VULKAN_CASES = [
         "cmdrp-1rpc-ngl30-ub1024",
         "r7b-1rpc-all",
         "sc2-3b-2rpc-ngl20-np2-q8",
+        "gemma7b-3rpc-np2-q8",
     }
 ]
 

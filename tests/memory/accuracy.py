@@ -309,6 +309,12 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # Gemma (gemma: scaled embeddings, Q scaled after rope, gated GELU FFN, the head always token_embd again)
+    _c("gemma7b-cpu", "gemma-7b", 0, "-c 8192"),
+    _c("gemma7b-2rpc-ngl20-faoff", "gemma-7b", 2, "-c 8192 -ngl 20 -ts 1,1 -fa off"),
+    _c("gemma7b-3rpc-np2-q8", "gemma-7b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("gemma2b-1rpc-ub1024", "gemma-2b", 1, "-c 8192 -ngl all -ub 1024 -fa on"),
+    _c("gemma2b-cpu-faoff", "gemma-2b", 0, "-c 8192 -fa off"),
     # StarCoder2 (starcoder2: layer norms with biases, biases everywhere, GELU FFN without a gate; 3B ties its head)
     _c("sc2-3b-cpu", "starcoder2-3b", 0, "-c 16384"),
     _c("sc2-3b-1rpc-all-faoff", "starcoder2-3b", 1, "-c 8192 -ngl all -fa off"),
