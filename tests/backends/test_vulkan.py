@@ -126,6 +126,8 @@ VULKAN_CASES = [
         "r7b-1rpc-all",
         "sc2-3b-2rpc-ngl20-np2-q8",
         "gemma7b-3rpc-np2-q8",
+        "orion-1rpc-ngl20-q8",
+        "dsmoe-1rpc-cmoe",
     }
 ]
 

@@ -309,6 +309,22 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # the llama layer under other names: InternLM2.5, XVERSE, Qwen 1 (fused qkv with bias, FFN of n_ff / 2), Orion
+    # (layer norms with biases), DeepSeek-MoE 16B (softmax experts + 2 shared, 1 dense leading layer)
+    _c("il25-7b-cpu", "internlm2.5-7b", 0, "-c 16384"),
+    _c("il25-7b-2rpc-ngl20-faoff", "internlm2.5-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
+    _c("il25-20b-3rpc-np2-q8", "internlm2.5-20b", 3, "-c 32768 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("xv13-1rpc-ub1024", "xverse-13b", 1, "-c 8192 -ngl all -ub 1024 -fa on"),
+    _c("xv13-cpu-faoff", "xverse-13b", 0, "-c 4096 -fa off"),
+    _c("qwen7-cpu", "qwen-7b", 0, "-c 8192"),
+    _c("qwen7-2rpc-ngl20-np2", "qwen-7b", 2, "-c 8192 -ngl 20 -ts 1,1 -np 2 -fa on"),
+    _c("orion-cpu", "orion-14b", 0, "-c 4096"),
+    _c("orion-2rpc-faoff", "orion-14b", 2, "-c 4096 -ngl all -ts 1,1 -fa off"),
+    _c("orion-1rpc-ngl20-q8", "orion-14b", 1, "-c 4096 -ngl 20 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("dsmoe-cpu", "deepseek-moe-16b", 0, "-c 4096"),
+    _c("dsmoe-1rpc-cmoe", "deepseek-moe-16b", 1, "-c 4096 -ngl all -cmoe -fa on"),
+    _c("dsmoe-2rpc-ncmoe-faoff", "deepseek-moe-16b", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 10 -fa off"),
+    _c("dsmoe-3rpc-np4-ub1024", "deepseek-moe-16b", 3, "-c 16384 -ngl all -ts 1,2,1 -np 4 -ub 1024 -fa on"),
     # Gemma (gemma: scaled embeddings, Q scaled after rope, gated GELU FFN, the head always token_embd again)
     _c("gemma7b-cpu", "gemma-7b", 0, "-c 8192"),
     _c("gemma7b-2rpc-ngl20-faoff", "gemma-7b", 2, "-c 8192 -ngl 20 -ts 1,1 -fa off"),

@@ -149,6 +149,12 @@ SERVER_CASES = [
     ("mimo2", 1, "-c 4096 -ngl all -cmoe -fa on"),
     ("mimo2", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 2"),
     # cohere2moe cases here
+    ("internlm2", 1, "-c 4096 -ngl all -fa on -np 2"),
+    ("qwen", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
+    ("orion", 1, "-c 4096 -ngl all -fa on -np 2"),
+    ("orion", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
+    ("deepseek", 1, "-c 4096 -ngl all -cmoe -fa on -np 2"),
+    ("deepseek", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 4 -ub 256"),
     ("gemma", 1, "-c 4096 -ngl all -fa on -np 2"),
     ("gemma", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
     ("starcoder2", 1, "-c 4096 -ngl all -fa on -np 2"),

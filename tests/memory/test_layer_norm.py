@@ -26,10 +26,11 @@ SHAPE = dict(n_vocab=20000, n_embd=1024, n_head=8, n_head_kv=2, n_ff=2048)
         ("command-r", dict(n_layer=64, n_embd=256, n_head=4, n_ff=512)),  # R+: per-head Q/K layer norms
         ("cohere2", {}),
         ("starcoder2", {}),
+        ("orion", {}),
         ("cohere2moe", dict(layer_norm=True, n_nextn=0)),
         ("cohere2moe", dict(layer_norm=False, n_nextn=0)),
     ],
-    ids=["command-r", "command-r-qk-norm", "cohere2", "starcoder2", "cohere2moe-layer-norm", "cohere2moe-rms"],
+    ids=["command-r", "command-r-qk-norm", "cohere2", "starcoder2", "orion", "cohere2moe-layer-norm", "cohere2moe-rms"],
 )
 @pytest.mark.parametrize("n_rpc,args", [(0, "-c 4096 -fa on"), (1, "-c 4096 -ngl all -fa on -ub 256")],
                          ids=["cpu", "1rpc"])

@@ -10,6 +10,10 @@ from . import Family
 from .mamba import mamba2_layer
 
 
+#: the llama layer with layer norms (LLM_NORM, with biases): ``src/models/orion.cpp``
+LAYER_NORM = frozenset({"orion"})
+
+
 def build(b):
     """Llama-style decoder: llama/mixtral, qwen2/3(+moe), glm4moe, granitehybrid, and the fallback for others.
 
@@ -18,6 +22,8 @@ def build(b):
     residual. Tensors a model lacks (biases, norms) are skipped.
     """
     c, p = b.c, b.p
+    if p.arch in LAYER_NORM:
+        b.norm_op = "NORM"
     inpL = b.inp_embd()
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
@@ -125,6 +131,12 @@ FAMILY = Family(
             "granitemoe",
             "granitehybrid",
             "exaone",
+            # the same layer under other names (tests/factory_models/llama_style.py)
+            "internlm2",
+            "xverse",
+            "qwen",
+            "orion",
+            "deepseek",
         }
     ),
     fallback=True,
