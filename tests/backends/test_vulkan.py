@@ -128,6 +128,8 @@ VULKAN_CASES = [
         "gemma7b-3rpc-np2-q8",
         "orion-1rpc-ngl20-q8",
         "dsmoe-1rpc-cmoe",
+        "phi2-2rpc-ngl20-faoff",
+        "slm12-3rpc-ngl30-np2",
     }
 ]
 

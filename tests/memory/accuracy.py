@@ -309,6 +309,16 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # Phi-2 (phi2: parallel block, layer norms with biases, fused qkv with bias, partial rope, output bias) and
+    # StableLM 2 (stablelm: layer norms with biases, partial rope; 12B per-head Q/K norms and a parallel residual)
+    _c("phi2-cpu", "phi-2", 0, "-c 2048"),
+    _c("phi2-2rpc-ngl20-faoff", "phi-2", 2, "-c 2048 -ngl 20 -ts 1,1 -fa off"),
+    _c("phi2-1rpc-ngl16-np2-bf16", "phi-2", 1, "-c 4096 -ngl 16 -np 2 -fa on -ctk bf16 -ctv bf16"),  # q8_0: 32 does not divide 80
+    _c("slm16-cpu", "stablelm-2-1.6b", 0, "-c 4096"),
+    _c("slm16-1rpc-ub1024-faoff", "stablelm-2-1.6b", 1, "-c 4096 -ngl all -ub 1024 -fa off"),
+    _c("slm12-cpu", "stablelm-2-12b", 0, "-c 4096"),
+    _c("slm12-3rpc-ngl30-np2", "stablelm-2-12b", 3, "-c 8192 -ngl 30 -ts 1,2,1 -np 2 -fa on"),
+    _c("slm12-2rpc-faoff-q8k", "stablelm-2-12b", 2, "-c 4096 -ngl all -ts 1,1 -fa off -ctk q8_0"),
     # the llama layer under other names: InternLM2.5, XVERSE, Qwen 1 (fused qkv with bias, FFN of n_ff / 2), Orion
     # (layer norms with biases), DeepSeek-MoE 16B (softmax experts + 2 shared, 1 dense leading layer)
     _c("il25-7b-cpu", "internlm2.5-7b", 0, "-c 16384"),

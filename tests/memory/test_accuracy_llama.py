@@ -149,6 +149,10 @@ SERVER_CASES = [
     ("mimo2", 1, "-c 4096 -ngl all -cmoe -fa on"),
     ("mimo2", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 2"),
     # cohere2moe cases here
+    ("phi2", 1, "-c 4096 -ngl all -fa on -np 2"),
+    ("phi2", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
+    ("stablelm", 1, "-c 4096 -ngl all -fa on -np 2"),
+    ("stablelm", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
     ("internlm2", 1, "-c 4096 -ngl all -fa on -np 2"),
     ("qwen", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
     ("orion", 1, "-c 4096 -ngl all -fa on -np 2"),

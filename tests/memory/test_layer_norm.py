@@ -27,10 +27,12 @@ SHAPE = dict(n_vocab=20000, n_embd=1024, n_head=8, n_head_kv=2, n_ff=2048)
         ("cohere2", {}),
         ("starcoder2", {}),
         ("orion", {}),
+        ("phi2", {}),
+        ("stablelm", dict(parallel=True, qkv_bias=False)),  # 12B's shape: per-head Q/K norms, no FFN norm
         ("cohere2moe", dict(layer_norm=True, n_nextn=0)),
         ("cohere2moe", dict(layer_norm=False, n_nextn=0)),
     ],
-    ids=["command-r", "command-r-qk-norm", "cohere2", "starcoder2", "orion", "cohere2moe-layer-norm", "cohere2moe-rms"],
+    ids=["command-r", "command-r-qk-norm", "cohere2", "starcoder2", "orion", "phi2", "stablelm-parallel", "cohere2moe-layer-norm", "cohere2moe-rms"],
 )
 @pytest.mark.parametrize("n_rpc,args", [(0, "-c 4096 -fa on"), (1, "-c 4096 -ngl all -fa on -ub 256")],
                          ids=["cpu", "1rpc"])
