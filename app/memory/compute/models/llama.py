@@ -9,7 +9,6 @@ from ..mtp import mtp_head, mtp_input
 from . import Family
 from .mamba import mamba2_layer
 
-
 #: the llama layer with layer norms (LLM_NORM, with biases): ``src/models/orion.cpp``
 LAYER_NORM = frozenset({"orion"})
 
