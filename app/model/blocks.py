@@ -44,6 +44,7 @@ _INPUT_NAMES = (
     "per_layer_token_embd.",
     "token_types.",
     "pos_embd.",
+    "position_embd.",  # LLM_TENSOR_POS_EMBD (GPT-2, StarCoder): LLM_TENSOR_LAYER_INPUT
 )
 # AltUp's projections (gemma3n) are output-layer tensors (LLM_TENSOR_LAYER_OUTPUT): on the output's device.
 # So is Kimi K3's final attention-residual score (output_res_score), and the hyper-connection head (output_hc_*:

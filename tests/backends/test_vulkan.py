@@ -130,6 +130,8 @@ VULKAN_CASES = [
         "dsmoe-1rpc-cmoe",
         "phi2-2rpc-ngl20-faoff",
         "slm12-3rpc-ngl30-np2",
+        "scb-3rpc-np2-q8",
+        "f40-3rpc-ngl40-np2-q8",
     }
 ]
 

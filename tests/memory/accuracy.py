@@ -309,6 +309,16 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # GPT-2 / StarCoder (learned position embeddings, no rope, layer norms and biases everywhere) and Falcon (parallel
+    # block, fused qkv, one KV head on 7B, a second attention norm on 40B)
+    _c("gpt2xl-cpu", "gpt2-xl", 0, "-c 1024"),
+    _c("gpt2xl-2rpc-ngl30-faoff", "gpt2-xl", 2, "-c 1024 -ngl 30 -ts 1,1 -fa off"),
+    _c("scb-cpu", "starcoderbase-15b", 0, "-c 8192"),
+    _c("scb-3rpc-np2-q8", "starcoderbase-15b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("f7-cpu", "falcon-7b", 0, "-c 2048"),
+    _c("f7-1rpc-ngl20-faoff", "falcon-7b", 1, "-c 8192 -ngl 20 -fa off"),
+    _c("f40-2rpc-ub1024", "falcon-40b", 2, "-c 2048 -ngl all -ts 1,1 -ub 1024 -fa on"),
+    _c("f40-3rpc-ngl40-np2-q8", "falcon-40b", 3, "-c 4096 -ngl 40 -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
     # Phi-2 (phi2: parallel block, layer norms with biases, fused qkv with bias, partial rope, output bias) and
     # StableLM 2 (stablelm: layer norms with biases, partial rope; 12B per-head Q/K norms and a parallel residual)
     _c("phi2-cpu", "phi-2", 0, "-c 2048"),

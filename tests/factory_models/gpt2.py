@@ -1,0 +1,100 @@
+"""GPT-2 (``gpt2``), StarCoder (``starcoder``) and Falcon (``falcon``): ``load_arch_tensors`` /
+``load_arch_hparams`` of ``src/models/gpt2.cpp``, ``starcoder.cpp`` and ``falcon.cpp``; all need
+``attention.layer_norm_epsilon``.
+
+- gpt2, starcoder: ``position_embd`` (n_embd x context_length), ``attn_norm`` weight and bias, a fused
+  ``attn_qkv`` with its bias, ``attn_output`` with its bias, ``ffn_norm`` weight and bias, ``ffn_up``/``ffn_down``
+  with biases, ``output_norm`` weight and bias, ``output.weight`` optional (GPT-2 ties it). StarCoder uses one KV
+  head (multi-query).
+- falcon: ``attn_norm`` weight and bias, ``attn_norm_2`` weight and bias on 40B/180B, a fused ``attn_qkv``
+  without bias, ``attn_output``, ``ffn_up``/``ffn_down`` without biases, ``output_norm`` weight and bias.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.gguf_factory import ModelSpec, _common_kv, _n_vocab, register
+
+
+def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
+    nl, n_embd, n_head, n_kv = hp["n_layer"], hp["n_embd"], int(hp["n_head"]), int(hp["n_head_kv"])
+    hd = n_embd // n_head
+    n_ff = int(hp["n_ff"])
+    n_qkv = n_embd + 2 * hd * n_kv
+    biases = s.arch != "falcon"
+    _common_kv(s, hp, nl)
+    del s.kv[s.key("{arch}.attention.layer_norm_rms_epsilon")]
+    s.set("{arch}.attention.layer_norm_epsilon", float(hp["rms_eps"]))
+    s.add("token_embd.weight", (n_embd, _n_vocab(hp)))
+    if biases:
+        s.add("position_embd.weight", (n_embd, int(hp["n_ctx_train"])))
+    s.add("output_norm.weight", (n_embd,), "norm")
+    s.add("output_norm.bias", (n_embd,), "bias")
+    if not hp.get("tied_embeddings"):
+        s.add("output.weight", (n_embd, _n_vocab(hp)))
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        s.add(p + "attn_norm.bias", (n_embd,), "bias")
+        if s.arch == "falcon" and hp["norm_2"]:
+            s.add(p + "attn_norm_2.weight", (n_embd,), "norm")
+            s.add(p + "attn_norm_2.bias", (n_embd,), "bias")
+        s.add(p + "attn_qkv.weight", (n_embd, n_qkv))
+        if biases:
+            s.add(p + "attn_qkv.bias", (n_qkv,), "bias")
+        s.add(p + "attn_output.weight", (n_embd, n_embd))
+        if biases:
+            s.add(p + "attn_output.bias", (n_embd,), "bias")
+            s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+            s.add(p + "ffn_norm.bias", (n_embd,), "bias")
+        s.add(p + "ffn_up.weight", (n_embd, n_ff))
+        if biases:
+            s.add(p + "ffn_up.bias", (n_ff,), "bias")
+        s.add(p + "ffn_down.weight", (n_ff, n_embd))
+        if biases:
+            s.add(p + "ffn_down.bias", (n_embd,), "bias")
+
+
+register(
+    "gpt2",
+    build=_build,
+    tiny=dict(n_head_kv=4, n_ff=256),
+    sparse={
+        # openai-community/gpt2-xl: 48 layers of 1600, 25 heads of 64, FFN 6400, vocabulary 50257, 1024 positions,
+        # tied head
+        "gpt2-xl": dict(
+            name="gpt2-xl", n_layer=48, n_embd=1600, n_head=25, n_head_kv=25, n_ff=6400, n_ctx_train=1024,
+            n_vocab=50257, tied_embeddings=True, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "starcoder",
+    build=_build,
+    tiny=dict(n_head_kv=1, n_ff=256),
+    sparse={
+        # bigcode/starcoderbase: 40 layers of 6144, 48 query heads and one KV head (multi-query), FFN 24576,
+        # vocabulary 49152, 8192 positions
+        "starcoderbase-15b": dict(
+            name="starcoderbase", n_layer=40, n_embd=6144, n_head=48, n_head_kv=1, n_ff=24576, n_ctx_train=8192,
+            n_vocab=49152, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "falcon",
+    build=_build,
+    tiny=dict(n_head_kv=1, n_ff=256, norm_2=False),
+    sparse={
+        # tiiuae/falcon-7b-instruct: 32 layers of 4544, 71 query heads of 64 and one KV head, FFN 18176,
+        # vocabulary 65024, 2048 positions, one norm per layer
+        "falcon-7b": dict(
+            name="falcon-7b-instruct", n_layer=32, n_embd=4544, n_head=71, n_head_kv=1, n_ff=18176,
+            n_ctx_train=2048, n_vocab=65024, norm_2=False, quant="q4_k_m", file_type=15),
+        # tiiuae/falcon-40b-instruct: 60 layers of 8192, 128 query / 8 KV heads, FFN 32768, two norms per layer
+        "falcon-40b": dict(
+            name="falcon-40b-instruct", n_layer=60, n_embd=8192, n_head=128, n_head_kv=8, n_ff=32768,
+            n_ctx_train=2048, n_vocab=65024, norm_2=True, quant="q4_k_m", file_type=15),
+    },
+)
