@@ -59,7 +59,7 @@ _LAYER0_NAMES = ("per_layer_model_proj.", "per_layer_proj_norm.")
 OUTPUT_NORM_AS_EMBD_NORM = frozenset({"lfm2", "lfm2moe"})
 #: Architectures whose LN0 after the embeddings (``token_embd_norm``) llama.cpp creates with layer 0 (tn(..., 0),
 #: LLM_TENSOR_LAYER_REPEATING): it sits on layer 0's device, in layer 0's ``other`` block.
-EMBD_NORM_ON_LAYER0 = frozenset({"rwkv6", "rwkv7"})
+EMBD_NORM_ON_LAYER0 = frozenset({"bloom", "rwkv6", "rwkv7"})
 _SSM_PREFIXES = ("ssm_", "time_mix_", "channel_mix_", "shortconv", "conv1d")
 EXPERT_PARTS = ("gate", "up", "down", "gate_up")
 #: In a recurrent layer these are the linear-attention (gated delta-net) input projections, not attention.

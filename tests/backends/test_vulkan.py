@@ -132,6 +132,9 @@ VULKAN_CASES = [
         "slm12-3rpc-ngl30-np2",
         "scb-3rpc-np2-q8",
         "f40-3rpc-ngl40-np2-q8",
+        "mpt30-3rpc-np2",
+        "bloom7-1rpc-ngl20-q8",
+        "neox20-3rpc-ngl30-np2",
     }
 ]
 

@@ -309,6 +309,16 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # MPT and BLOOM (ALiBi: no rope; MPT-30B here with clamped Q/K/V; BLOOM's embedding norm) and GPT-NeoX / Pythia
+    # (partial rope, parallel residual)
+    _c("mpt7-cpu", "mpt-7b", 0, "-c 2048"),
+    _c("mpt7-2rpc-ngl20-faoff", "mpt-7b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),
+    _c("mpt30-3rpc-np2", "mpt-30b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on"),
+    _c("bloom7-cpu", "bloomz-7b1", 0, "-c 2048"),
+    _c("bloom7-1rpc-ngl20-q8", "bloomz-7b1", 1, "-c 4096 -ngl 20 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("pythia12-cpu-faoff", "pythia-12b", 0, "-c 2048 -fa off"),
+    _c("pythia12-2rpc-ub1024", "pythia-12b", 2, "-c 4096 -ngl all -ts 1,1 -ub 1024 -fa on"),
+    _c("neox20-3rpc-ngl30-np2", "gpt-neox-20b", 3, "-c 4096 -ngl 30 -ts 1,2,1 -np 2 -fa on"),
     # GPT-2 / StarCoder (learned position embeddings, no rope, layer norms and biases everywhere) and Falcon (parallel
     # block, fused qkv, one KV head on 7B, a second attention norm on 40B)
     _c("gpt2xl-cpu", "gpt2-xl", 0, "-c 1024"),

@@ -149,6 +149,10 @@ SERVER_CASES = [
     ("mimo2", 1, "-c 4096 -ngl all -cmoe -fa on"),
     ("mimo2", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 2"),
     # cohere2moe cases here
+    ("mpt", 1, "-c 4096 -ngl all -fa on -np 2"),
+    ("bloom", 2, "-c 4096 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
+    ("gptneox", 1, "-c 4096 -ngl all -fa on -np 2"),
+    ("gptneox", 2, "-c 4096 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
     ("gpt2", 1, "-c 1024 -ngl all -fa on -np 2"),
     ("starcoder", 2, "-c 4096 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
     ("falcon", 1, "-c 4096 -ngl all -fa on -np 2"),

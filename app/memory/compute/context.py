@@ -8,6 +8,8 @@ from ..kv import CACHE_TYPE_BLOCKS
 #: Architectures whose loader turns an unset ``expert_gating_func`` into sigmoid (``load_arch_hparams`` in
 #: src/models/afmoe.cpp, cohere2moe.cpp, glm4-moe.cpp, glm-dsa.cpp, glm5-next.cpp, hy-v3.cpp, laguna.cpp,
 #: step35.cpp); llama4.cpp always gates with a sigmoid; the others default to softmax.
+#: the architectures whose load_arch_hparams reads ``attention.clamp_kqv`` (LLM_KV_ATTENTION_CLAMP_KQV)
+CLAMP_KQV_ARCHS = frozenset({"dbrx", "mpt", "olmo"})
 _SIGMOID_WHEN_UNSET = frozenset({"afmoe", "cohere2moe", "glm4moe", "glm-dsa", "glm5-next", "hy_v3", "laguna", "step35"})
 
 
@@ -102,6 +104,8 @@ class Ctx:
         self.embedding_scale = bool(meta.get(f"{a}.embedding_scale"))
         self.residual_scale = bool(meta.get(f"{a}.residual_scale"))
         self.logit_scale = bool(meta.get(f"{a}.logit_scale"))
+        # hparams.f_clamp_kqv, read by dbrx.cpp, mpt.cpp and olmo.cpp only: build_qkv clamps the projections
+        self.clamp_kqv = a in CLAMP_KQV_ARCHS and float(meta.get(f"{a}.attention.clamp_kqv", 0) or 0) > 0
         self.n_expert = p.n_expert
         self.n_expert_used = p.n_expert_used
         self.n_expert_groups = int(meta.get(f"{a}.expert_group_count", 0) or 0)
