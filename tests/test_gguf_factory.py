@@ -43,7 +43,9 @@ def test_tiny_model_reads_back(arch, tiny_models):
     assert os.path.getsize(path) < 5 * MiB
     # a real mix of types, not all f16
     kinds = set(spec.qtype_counts())
-    assert {"F32"} < kinds and len(kinds) >= 3, kinds
+    assert len(kinds) >= 3, kinds
+    if any(len(t.shape) == 1 for t in spec.tensors):  # norms and biases are F32 (OLMo 1 has neither)
+        assert {"F32"} < kinds, kinds
 
 
 def test_tiny_models_are_deterministic(tmp_path):

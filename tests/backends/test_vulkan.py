@@ -135,6 +135,8 @@ VULKAN_CASES = [
         "mpt30-3rpc-np2",
         "bloom7-1rpc-ngl20-q8",
         "neox20-3rpc-ngl30-np2",
+        "mini8-3rpc-np2-q8",
+        "olmo7-2rpc-faoff-np2",
     }
 ]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.gguf_factory import ModelSpec, _common_kv, _n_vocab, register
+from tests.gguf_factory import ModelSpec, _attn_qkvo, _common_kv, _n_vocab, register
 
 
 def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
@@ -52,10 +52,13 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
         if s.arch == "falcon" and hp["norm_2"]:
             s.add(p + "attn_norm_2.weight", (n_embd,), "norm")
             s.add(p + "attn_norm_2.bias", (n_embd,), "bias")
-        s.add(p + "attn_qkv.weight", (n_embd, n_qkv))
-        if biases:
-            s.add(p + "attn_qkv.bias", (n_qkv,), "bias")
-        s.add(p + "attn_output.weight", (n_embd, n_embd))
+        if s.arch == "nemotron":
+            _attn_qkvo(s, i, n_embd, n_embd, hd * n_kv, hd * n_kv)
+        else:
+            s.add(p + "attn_qkv.weight", (n_embd, n_qkv))
+            if biases:
+                s.add(p + "attn_qkv.bias", (n_qkv,), "bias")
+            s.add(p + "attn_output.weight", (n_embd, n_embd))
         if biases:
             s.add(p + "attn_output.bias", (n_embd,), "bias")
         if s.arch != "falcon":
@@ -78,6 +81,8 @@ _FLAGS = {
     "mpt": dict(pos_embd=False, biases=False, norm_bias=False),
     "bloom": dict(pos_embd=False, biases=True, norm_bias=True),
     "gptneox": dict(pos_embd=False, biases=True, norm_bias=True),
+    "codeshell": dict(pos_embd=False, biases=True, norm_bias=True),
+    "nemotron": dict(pos_embd=False, biases=False, norm_bias=True),
 }
 
 
@@ -168,5 +173,31 @@ register(
         "gpt-neox-20b": dict(
             name="gpt-neox-20b", n_layer=44, n_embd=6144, n_head=64, n_head_kv=64, n_ff=24576, rope_dim=24,
             parallel=True, n_ctx_train=2048, n_vocab=50432, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "codeshell",
+    build=_build,
+    tiny=dict(n_head_kv=2, n_ff=256, **_FLAGS["codeshell"]),
+    sparse={
+        # WisdomShell/CodeShell-7B-Chat: 42 layers of 4096, 32 query / 8 KV heads, FFN 16384, vocabulary 70144,
+        # 8192 positions, rope
+        "codeshell-7b": dict(
+            name="CodeShell-7B-Chat", n_layer=42, n_embd=4096, n_head=32, n_head_kv=8, n_ff=16384, n_ctx_train=8192,
+            n_vocab=70144, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "nemotron",
+    build=_build,
+    tiny=dict(n_head_kv=2, n_ff=256, rope_dim=8, **_FLAGS["nemotron"]),
+    sparse={
+        # nvidia/Minitron-8B-Base: 32 layers of 4096, 48 query / 8 KV heads of 128 (rope over 64), FFN 16384 (relu
+        # squared), vocabulary 256000, 4096 positions
+        "minitron-8b": dict(
+            name="Minitron-8B-Base", n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=16384, rope_dim=64,
+            n_ctx_train=4096, n_vocab=256000, quant="q4_k_m", file_type=15),
     },
 )

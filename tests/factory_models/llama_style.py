@@ -6,6 +6,7 @@
 - ``qwen`` (Qwen 1): one fused ``attn_qkv`` of 3 x n_embd with its bias (no GQA), FFN tensors of
   ``feed_forward_length`` / 2 (the converter writes the HF intermediate size, twice the FFN width).
 - ``orion`` (Orion-14B): layer norms with biases (``attention.layer_norm_epsilon``) on attention, FFN and output.
+- ``olmo`` (OLMo 1): layer norms without weights or biases (no norm tensor at all), ``output.weight`` optional.
 - ``deepseek`` (DeepSeek-MoE 16B, V1): ``leading_dense_block_count`` dense layers, then softmax-routed experts
   (``expert_feed_forward_length``) plus ``expert_shared_count`` ungated shared experts fused into one FFN of
   n_ff_exp x n_shared; ``output.weight`` optional.
@@ -33,19 +34,25 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
     hd = n_embd // n_head
     arch = s.arch
     _common_kv(s, hp, nl)
-    if arch == "orion":
+    if arch in ("orion", "olmo"):
         del s.kv[s.key("{arch}.attention.layer_norm_rms_epsilon")]
         s.set("{arch}.attention.layer_norm_epsilon", float(hp["rms_eps"]))
     if arch == "deepseek":
         s.set("{arch}.leading_dense_block_count", int(hp["n_layer_dense_lead"]))
         s.set("{arch}.expert_shared_count", int(hp["n_expert_shared"]))
         s.set("{arch}.expert_weights_scale", 1.0)
-    _embeddings(s, hp, output_required=arch != "deepseek")
+    if arch == "olmo":  # no norm weights at all
+        s.add("token_embd.weight", (n_embd, _n_vocab(hp)))
+        if not hp.get("tied_embeddings"):
+            s.add("output.weight", (n_embd, _n_vocab(hp)))
+    else:
+        _embeddings(s, hp, output_required=arch != "deepseek")
     if arch == "orion":
         s.add("output_norm.bias", (n_embd,), "bias")
     for i in range(nl):
         p = f"blk.{i}."
-        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        if arch != "olmo":
+            s.add(p + "attn_norm.weight", (n_embd,), "norm")
         if arch == "orion":
             s.add(p + "attn_norm.bias", (n_embd,), "bias")
         if arch == "qwen":
@@ -54,7 +61,8 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
             s.add(p + "attn_output.weight", (n_embd, n_embd))
         else:
             _attn_qkvo(s, i, n_embd, n_embd, hd * n_kv, hd * n_kv)
-        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        if arch != "olmo":
+            s.add(p + "ffn_norm.weight", (n_embd,), "norm")
         if arch == "orion":
             s.add(p + "ffn_norm.bias", (n_embd,), "bias")
         if arch == "deepseek" and i >= int(hp["n_layer_dense_lead"]):
@@ -131,5 +139,17 @@ register(
             name="deepseek-moe-16b-chat", n_layer=28, n_embd=2048, n_head=16, n_head_kv=16, n_ff=10944,
             n_ff_exp=1408, n_expert=64, n_expert_used=6, n_expert_shared=2, n_layer_dense_lead=1,
             n_ctx_train=4096, n_vocab=102400, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "olmo",
+    build=_build,
+    tiny=dict(n_head_kv=4, n_ff=192),
+    sparse={
+        # allenai/OLMo-7B-0424-hf: 32 layers of 4096, 32 heads, intermediate 11008, vocabulary 50304 (clip_qkv 8)
+        "olmo-7b": dict(
+            name="OLMo-7B-0424", n_layer=32, n_embd=4096, n_head=32, n_head_kv=32, n_ff=11008, n_ctx_train=4096,
+            n_vocab=50304, quant="q4_k_m", file_type=15),
     },
 )

@@ -309,6 +309,15 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # CodeShell (the GPT-2 layer with rope), Nemotron / Minitron (layer norms with biases, relu-squared FFN) and OLMo 1
+    # (the llama layer with parameter-free layer norms)
+    _c("cshell-cpu", "codeshell-7b", 0, "-c 8192"),
+    _c("cshell-2rpc-ngl20-faoff", "codeshell-7b", 2, "-c 8192 -ngl 20 -ts 1,1 -fa off"),
+    _c("mini8-cpu", "minitron-8b", 0, "-c 4096"),
+    _c("mini8-3rpc-np2-q8", "minitron-8b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("mini8-1rpc-ngl20-ub1024", "minitron-8b", 1, "-c 4096 -ngl 20 -ub 1024 -fa on"),
+    _c("olmo7-cpu", "olmo-7b", 0, "-c 4096"),
+    _c("olmo7-2rpc-faoff-np2", "olmo-7b", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2"),
     # MPT and BLOOM (ALiBi: no rope; MPT-30B here with clamped Q/K/V; BLOOM's embedding norm) and GPT-NeoX / Pythia
     # (partial rope, parallel residual)
     _c("mpt7-cpu", "mpt-7b", 0, "-c 2048"),

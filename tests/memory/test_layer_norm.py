@@ -32,12 +32,14 @@ SHAPE = dict(n_vocab=20000, n_embd=1024, n_head=8, n_head_kv=2, n_ff=2048)
         ("mpt", {}),  # Q/K/V clamped
         ("bloom", {}),
         ("gptneox", {}),
+        ("nemotron", {}),
+        ("olmo", {}),  # the norm alone, no weight
         ("falcon", dict(norm_2=True, n_head_kv=2)),  # 40B's shape: a second attention norm
         ("stablelm", dict(parallel=True, qkv_bias=False)),  # 12B's shape: per-head Q/K norms, no FFN norm
         ("cohere2moe", dict(layer_norm=True, n_nextn=0)),
         ("cohere2moe", dict(layer_norm=False, n_nextn=0)),
     ],
-    ids=["command-r", "command-r-qk-norm", "cohere2", "starcoder2", "orion", "phi2", "stablelm-parallel", "gpt2", "mpt-clamped", "bloom", "gptneox", "falcon-norm-2", "cohere2moe-layer-norm", "cohere2moe-rms"],
+    ids=["command-r", "command-r-qk-norm", "cohere2", "starcoder2", "orion", "phi2", "stablelm-parallel", "gpt2", "mpt-clamped", "bloom", "gptneox", "nemotron", "olmo", "falcon-norm-2", "cohere2moe-layer-norm", "cohere2moe-rms"],
 )
 @pytest.mark.parametrize("n_rpc,args", [(0, "-c 4096 -fa on"), (1, "-c 4096 -ngl all -fa on -ub 256")],
                          ids=["cpu", "1rpc"])

@@ -9,6 +9,8 @@ attention over a plain KV cache scaled by 1/sqrt(head_dim), a GELU FFN over ``ff
 - mpt, bloom: the same layer without rope or position embeddings (ALiBi: a parameter of the softmax); mpt's
   position embeddings where the file has them, its Q/K/V clamped where ``attention.clamp_kqv`` is set; bloom's
   layer norm of the embeddings (``token_embd_norm``, layer 0's).
+- codeshell (CodeShell), nemotron (Nemotron-3/4, Minitron): the same layer with rope and without position
+  embeddings; nemotron's FFN is relu squared (``LLM_FFN_RELU_SQR``: relu, then sqr).
 - gptneox: rope; a parallel residual with ``use_parallel_residual``.
 - falcon: a parallel block, NeoX rope. ``attn_norm`` feeds the FFN and, unless the layer has ``attn_norm_2``
   (40B/180B: a second norm of the layer input for the attention), Q/K/V; on the last layer the attention output,
@@ -20,7 +22,7 @@ Final norm with its bias, then the head (``output.weight``, else the token embed
 from __future__ import annotations
 
 from ..builder import qkv, rope
-from ..ggml import binary, get_rows
+from ..ggml import binary, get_rows, mul_mat, unary
 from . import Family
 
 
@@ -31,16 +33,25 @@ def _gpt2(b, inpL, pos, out_ids):
         inpL = binary("ADD", inpL, get_rows(b.w("position_embd.weight"), pos))
     if b.w("token_embd_norm.weight") is not None:  # bloom: the embeddings' layer norm, created with layer 0
         inpL = b.norm(inpL, "token_embd_norm.weight", 0, mb=b.w("token_embd_norm.bias"))
+    roped = b.p.arch in ("codeshell", "nemotron")
     for il in b.layers:
         cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il, mb=b.w(f"blk.{il}.attn_norm.bias"))
         q, k, v = qkv(b, il, cur, hd, hd, hd)
+        if roped:
+            q = rope(q, pos)
+            k = rope(k, pos)
         cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), b.w(f"blk.{il}.attn_output.bias"))
         if il == b.last:
             cur = get_rows(cur, out_ids)
             inpL = get_rows(inpL, out_ids)
         ffn_inp = binary("ADD", cur, inpL)
         cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il, mb=b.w(f"blk.{il}.ffn_norm.bias"))
-        cur = b.ffn(cur, "ffn", il, act="gelu", par=False)
+        if b.p.arch == "nemotron":  # LLM_FFN_RELU_SQR: relu, then sqr (two ops, both in place)
+            cur = b.add_b(mul_mat(b.w(f"blk.{il}.ffn_up.weight"), cur), f"blk.{il}.ffn_up.bias")
+            cur = unary("SQR", unary("UNARY", cur))
+            cur = b.add_b(mul_mat(b.w(f"blk.{il}.ffn_down.weight"), cur), f"blk.{il}.ffn_down.bias")
+        else:
+            cur = b.ffn(cur, "ffn", il, act="gelu", par=False)
         inpL = binary("ADD", cur, ffn_inp)
     return inpL
 
@@ -110,4 +121,8 @@ def build(b):
 # checked against llama-fit-params --fit-print (full-size GPT-2 XL, StarCoderBase 15B, Falcon 7B and 40B on the
 # CPU, 1-3 RPC devices and Vulkan0) and llama-server -lv 4 (tiny models): tests/memory/accuracy.py,
 # test_accuracy_llama.py.
-FAMILY = Family(name="gpt2", build=build, exact=frozenset({"gpt2", "starcoder", "falcon", "mpt", "bloom", "gptneox"}))
+FAMILY = Family(
+    name="gpt2",
+    build=build,
+    exact=frozenset({"gpt2", "starcoder", "falcon", "mpt", "bloom", "gptneox", "codeshell", "nemotron"}),
+)

@@ -9,8 +9,9 @@ from ..mtp import mtp_head, mtp_input
 from . import Family
 from .mamba import mamba2_layer
 
-#: the llama layer with layer norms (LLM_NORM, with biases): ``src/models/orion.cpp``
-LAYER_NORM = frozenset({"orion"})
+#: the llama layer with layer norms (LLM_NORM): ``src/models/orion.cpp`` (with biases), ``olmo.cpp`` (OLMo 1:
+#: neither weight nor bias, the norm alone)
+LAYER_NORM = frozenset({"orion", "olmo"})
 
 
 def build(b):
@@ -136,6 +137,7 @@ FAMILY = Family(
             "qwen",
             "orion",
             "deepseek",
+            "olmo",
         }
     ),
     fallback=True,
