@@ -137,6 +137,7 @@ VULKAN_CASES = [
         "neox20-3rpc-ngl30-np2",
         "mini8-3rpc-np2-q8",
         "olmo7-2rpc-faoff-np2",
+        "mcpm4-1rpc-np2-q8",
     }
 ]
 

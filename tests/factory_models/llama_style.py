@@ -6,6 +6,8 @@
 - ``qwen`` (Qwen 1): one fused ``attn_qkv`` of 3 x n_embd with its bias (no GQA), FFN tensors of
   ``feed_forward_length`` / 2 (the converter writes the HF intermediate size, twice the FFN width).
 - ``orion`` (Orion-14B): layer norms with biases (``attention.layer_norm_epsilon``) on attention, FFN and output.
+- ``minicpm`` (MiniCPM 1/2/4): the llama tensors run by granite's graph (embedding, residual and logit scales,
+  which llama.cpp sets by default when the file has no keys for them); ``output.weight`` optional.
 - ``olmo`` (OLMo 1): layer norms without weights or biases (no norm tensor at all), ``output.weight`` optional.
 - ``deepseek`` (DeepSeek-MoE 16B, V1): ``leading_dense_block_count`` dense layers, then softmax-routed experts
   (``expert_feed_forward_length``) plus ``expert_shared_count`` ungated shared experts fused into one FFN of
@@ -37,6 +39,10 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
     if arch in ("orion", "olmo"):
         del s.kv[s.key("{arch}.attention.layer_norm_rms_epsilon")]
         s.set("{arch}.attention.layer_norm_epsilon", float(hp["rms_eps"]))
+    if arch == "minicpm" and hp["scales"]:  # newer exports write the muP scales; older ones rely on the defaults
+        s.set("{arch}.embedding_scale", 12.0)
+        s.set("{arch}.residual_scale", 1.4 / nl**0.5)
+        s.set("{arch}.logit_scale", 256.0 / n_embd)
     if arch == "deepseek":
         s.set("{arch}.leading_dense_block_count", int(hp["n_layer_dense_lead"]))
         s.set("{arch}.expert_shared_count", int(hp["n_expert_shared"]))
@@ -46,7 +52,7 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
         if not hp.get("tied_embeddings"):
             s.add("output.weight", (n_embd, _n_vocab(hp)))
     else:
-        _embeddings(s, hp, output_required=arch != "deepseek")
+        _embeddings(s, hp, output_required=arch not in ("deepseek", "minicpm"))
     if arch == "orion":
         s.add("output_norm.bias", (n_embd,), "bias")
     for i in range(nl):
@@ -151,5 +157,24 @@ register(
         "olmo-7b": dict(
             name="OLMo-7B-0424", n_layer=32, n_embd=4096, n_head=32, n_head_kv=32, n_ff=11008, n_ctx_train=4096,
             n_vocab=50304, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "minicpm",
+    build=_build,
+    # an older export: no scale keys (llama.cpp's defaults apply)
+    tiny=dict(n_head_kv=4, n_ff=192, scales=False),
+    sparse={
+        # openbmb/MiniCPM-2B-sft-bf16: 40 layers of 2304, 36 heads (no GQA), intermediate 5760, vocabulary 122753,
+        # tied head, no scale keys
+        "minicpm-2b": dict(
+            name="MiniCPM-2B-sft", n_layer=40, n_embd=2304, n_head=36, n_head_kv=36, n_ff=5760, n_ctx_train=4096,
+            n_vocab=122753, tied_embeddings=True, scales=False, quant="q4_k_m", file_type=15),
+        # openbmb/MiniCPM4-8B: 32 layers of 4096, 32 query / 2 KV heads, intermediate 16384, vocabulary 73448,
+        # 32768 positions, the scales written
+        "minicpm4-8b": dict(
+            name="MiniCPM4-8B", n_layer=32, n_embd=4096, n_head=32, n_head_kv=2, n_ff=16384, n_ctx_train=32768,
+            n_vocab=73448, scales=True, quant="q4_k_m", file_type=15),
     },
 )

@@ -309,6 +309,11 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # MiniCPM (granite's graph: the muP embedding/residual/logit scales, defaults when the file has no keys)
+    _c("mcpm2-cpu", "minicpm-2b", 0, "-c 4096"),
+    _c("mcpm2-2rpc-ngl20-faoff", "minicpm-2b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),
+    _c("mcpm4-1rpc-np2-q8", "minicpm4-8b", 1, "-c 32768 -ngl all -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("mcpm4-3rpc-ngl20-ub1024", "minicpm4-8b", 3, "-c 16384 -ngl 20 -ts 1,2,1 -ub 1024 -fa on"),
     # CodeShell (the GPT-2 layer with rope), Nemotron / Minitron (layer norms with biases, relu-squared FFN) and OLMo 1
     # (the llama layer with parameter-free layer norms)
     _c("cshell-cpu", "codeshell-7b", 0, "-c 8192"),

@@ -101,9 +101,12 @@ class Ctx:
             and not p.is_mla
         )
         self.softcap = bool(meta.get(f"{a}.attn_logit_softcapping"))
-        self.embedding_scale = bool(meta.get(f"{a}.embedding_scale"))
-        self.residual_scale = bool(meta.get(f"{a}.residual_scale"))
-        self.logit_scale = bool(meta.get(f"{a}.logit_scale"))
+        # minicpm.cpp's load_arch_hparams sets all three before reading the optional keys (older MiniCPM GGUFs
+        # have none): the scales are there unless a key says 0
+        dflt = 1.0 if a == "minicpm" else 0.0
+        self.embedding_scale = bool(meta.get(f"{a}.embedding_scale", dflt))
+        self.residual_scale = bool(meta.get(f"{a}.residual_scale", dflt))
+        self.logit_scale = bool(meta.get(f"{a}.logit_scale", dflt))
         # hparams.f_clamp_kqv, read by dbrx.cpp, mpt.cpp and olmo.cpp only: build_qkv clamps the projections
         self.clamp_kqv = a in CLAMP_KQV_ARCHS and float(meta.get(f"{a}.attention.clamp_kqv", 0) or 0) > 0
         self.n_expert = p.n_expert

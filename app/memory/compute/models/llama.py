@@ -138,6 +138,7 @@ FAMILY = Family(
             "orion",
             "deepseek",
             "olmo",
+            "minicpm",  # granite's graph (llama_model_minicpm::graph = llama_model_granite::graph)
         }
     ),
     fallback=True,
