@@ -138,6 +138,7 @@ VULKAN_CASES = [
         "mini8-3rpc-np2-q8",
         "olmo7-2rpc-faoff-np2",
         "mcpm4-1rpc-np2-q8",
+        "glm49-3rpc-np4-q8",
     }
 ]
 

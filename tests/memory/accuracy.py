@@ -309,6 +309,11 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # ChatGLM3 / GLM-4-9B (chatglm: glm4's layer without post norms; fused qkv with bias, fused gate/up, half rope)
+    _c("glm49-cpu", "glm-4-9b-chat", 0, "-c 16384"),
+    _c("glm49-2rpc-ngl20-faoff", "glm-4-9b-chat", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
+    _c("glm49-3rpc-np4-q8", "glm-4-9b-chat", 3, "-c 65536 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("cglm3-1rpc-ub1024", "chatglm3-6b", 1, "-c 8192 -ngl all -ub 1024 -fa on"),
     # MiniCPM (granite's graph: the muP embedding/residual/logit scales, defaults when the file has no keys)
     _c("mcpm2-cpu", "minicpm-2b", 0, "-c 4096"),
     _c("mcpm2-2rpc-ngl20-faoff", "minicpm-2b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),

@@ -1,5 +1,6 @@
 """``src/models/glm4.cpp`` (GLM-4-0414): post-attention and post-MLP norms, a fused up projection of width
-``2 * n_ff`` halved by a single-tensor SwiGLU (``LLM_FFN_SWIGLU``, ``LLM_FFN_SEQ``, no gate weight)."""
+``2 * n_ff`` halved by a single-tensor SwiGLU (``LLM_FFN_SWIGLU``, ``LLM_FFN_SEQ``, no gate weight).
+``src/models/chatglm.cpp`` (ChatGLM3, GLM-4-9B/GLM-4-9B-chat, CodeGeeX4): the same layer without the post norms."""
 
 from __future__ import annotations
 
@@ -23,15 +24,17 @@ def build(b):
         if il == b.last:
             cur = get_rows(cur, out_ids)
             inpSA = get_rows(inpSA, out_ids)
-        cur = b.norm(cur, f"blk.{il}.post_attention_norm.weight", il)
+        if b.w(f"blk.{il}.post_attention_norm.weight") is not None:  # glm4; chatglm has no post norms
+            cur = b.norm(cur, f"blk.{il}.post_attention_norm.weight", il)
         ffn_inp = binary("ADD", cur, inpSA)
         cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
         up = mul_mat(b.w(f"blk.{il}.ffn_up.weight"), cur)
         act = new(up.ty, (up.ne[0] // 2, up.ne[1], up.ne[2], up.ne[3]), "GLU", (up,))  # ggml_swiglu(up)
         cur = mul_mat(b.w(f"blk.{il}.ffn_down.weight"), act)
-        cur = b.norm(cur, f"blk.{il}.post_ffw_norm.weight", il)
+        if b.w(f"blk.{il}.post_ffw_norm.weight") is not None:
+            cur = b.norm(cur, f"blk.{il}.post_ffw_norm.weight", il)
         inpL = binary("ADD", cur, ffn_inp)
     return b.output(inpL, out_ids)
 
 
-FAMILY = Family(name="glm4", build=build, exact=frozenset({"glm4"}))
+FAMILY = Family(name="glm4", build=build, exact=frozenset({"glm4", "chatglm"}))
