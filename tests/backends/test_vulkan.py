@@ -139,6 +139,7 @@ VULKAN_CASES = [
         "olmo7-2rpc-faoff-np2",
         "mcpm4-1rpc-np2-q8",
         "glm49-3rpc-np4-q8",
+        "dbrx-1rpc-cmoe",
     }
 ]
 

@@ -9,6 +9,8 @@
 - ``minicpm`` (MiniCPM 1/2/4): the llama tensors run by granite's graph (embedding, residual and logit scales,
   which llama.cpp sets by default when the file has no keys for them); ``output.weight`` optional.
 - ``olmo`` (OLMo 1): layer norms without weights or biases (no norm tensor at all), ``output.weight`` optional.
+- ``dbrx`` (DBRX): layer norms without biases, a fused ``attn_qkv`` clamped (``attention.clamp_kqv`` required),
+  the FFN's norm named ``attn_output_norm``, softmax experts of ``feed_forward_length`` (normalised top-k).
 - ``deepseek`` (DeepSeek-MoE 16B, V1): ``leading_dense_block_count`` dense layers, then softmax-routed experts
   (``expert_feed_forward_length``) plus ``expert_shared_count`` ungated shared experts fused into one FFN of
   n_ff_exp x n_shared; ``output.weight`` optional.
@@ -36,7 +38,9 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
     hd = n_embd // n_head
     arch = s.arch
     _common_kv(s, hp, nl)
-    if arch in ("orion", "olmo"):
+    if arch == "dbrx":  # n_ff is the expert width; the clamp is required
+        s.set("{arch}.attention.clamp_kqv", float(hp["clamp_kqv"]))
+    if arch in ("orion", "olmo", "dbrx"):
         del s.kv[s.key("{arch}.attention.layer_norm_rms_epsilon")]
         s.set("{arch}.attention.layer_norm_epsilon", float(hp["rms_eps"]))
     if arch == "minicpm" and hp["scales"]:  # newer exports write the muP scales; older ones rely on the defaults
@@ -61,6 +65,12 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
             s.add(p + "attn_norm.weight", (n_embd,), "norm")
         if arch == "orion":
             s.add(p + "attn_norm.bias", (n_embd,), "bias")
+        if arch == "dbrx":
+            s.add(p + "attn_qkv.weight", (n_embd, n_embd + 2 * hd * n_kv))
+            s.add(p + "attn_output.weight", (n_embd, n_embd))
+            s.add(p + "attn_output_norm.weight", (n_embd,), "norm")
+            _experts(s, i, n_embd, hp["n_ff"], hp["n_expert"])
+            continue
         if arch == "qwen":
             s.add(p + "attn_qkv.weight", (n_embd, 3 * n_embd))
             s.add(p + "attn_qkv.bias", (3 * n_embd,), "bias")
@@ -176,5 +186,19 @@ register(
         "minicpm4-8b": dict(
             name="MiniCPM4-8B", n_layer=32, n_embd=4096, n_head=32, n_head_kv=2, n_ff=16384, n_ctx_train=32768,
             n_vocab=73448, scales=True, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "dbrx",
+    build=_build,
+    tiny=dict(n_head_kv=4, n_ff=64, n_expert=8, n_expert_used=2, clamp_kqv=8.0),
+    sparse={
+        # databricks/dbrx-instruct: 40 layers of 6144, 48 query / 8 KV heads, 16 experts of 10752 (4 used,
+        # softmax, normalised), Q/K/V clamped at 8, vocabulary 100352, 32768 positions (132B)
+        "dbrx-132b": dict(
+            name="dbrx-instruct", n_layer=40, n_embd=6144, n_head=48, n_head_kv=8, n_ff=10752, n_expert=16,
+            n_expert_used=4, clamp_kqv=8.0, n_ctx_train=32768, rope_base=500000.0, n_vocab=100352,
+            quant="q4_k_m", file_type=15),
     },
 )

@@ -309,6 +309,10 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # DBRX (the llama layer with layer norms, clamped fused qkv, 16 softmax experts of 10752)
+    _c("dbrx-cpu", "dbrx-132b", 0, "-c 8192"),
+    _c("dbrx-1rpc-cmoe", "dbrx-132b", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("dbrx-3rpc-ncmoe-faoff-np2", "dbrx-132b", 3, "-c 16384 -ngl all -ts 1,2,1 -ncmoe 20 -fa off -np 2"),
     # ChatGLM3 / GLM-4-9B (chatglm: glm4's layer without post norms; fused qkv with bias, fused gate/up, half rope)
     _c("glm49-cpu", "glm-4-9b-chat", 0, "-c 16384"),
     _c("glm49-2rpc-ngl20-faoff", "glm-4-9b-chat", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

@@ -10,8 +10,8 @@ from . import Family
 from .mamba import mamba2_layer
 
 #: the llama layer with layer norms (LLM_NORM): ``src/models/orion.cpp`` (with biases), ``olmo.cpp`` (OLMo 1:
-#: neither weight nor bias, the norm alone)
-LAYER_NORM = frozenset({"orion", "olmo"})
+#: neither weight nor bias, the norm alone), ``dbrx.cpp`` (weights only)
+LAYER_NORM = frozenset({"orion", "olmo", "dbrx"})
 
 
 def build(b):
@@ -65,7 +65,10 @@ def build(b):
         if c.residual_scale:
             cur = unary("SCALE", cur)
         ffn_inp = binary("ADD", cur, inpSA)
-        cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il, mb=b.w(f"blk.{il}.ffn_norm.bias"))
+        ffn_norm = f"blk.{il}.ffn_norm.weight"
+        if ffn_norm not in c.names and f"blk.{il}.attn_output_norm.weight" in c.names:
+            ffn_norm = f"blk.{il}.attn_output_norm.weight"  # dbrx.cpp: the FFN's norm is attn_out_norm
+        cur = b.norm(ffn_inp, ffn_norm, il, mb=b.w(f"blk.{il}.ffn_norm.bias"))
         if f"blk.{il}.ffn_gate_inp.weight" in c.names:
             moe_out = b.moe(
                 cur,
@@ -138,6 +141,7 @@ FAMILY = Family(
             "orion",
             "deepseek",
             "olmo",
+            "dbrx",
             "minicpm",  # granite's graph (llama_model_minicpm::graph = llama_model_granite::graph)
         }
     ),
