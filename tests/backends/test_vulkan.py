@@ -140,6 +140,7 @@ VULKAN_CASES = [
         "mcpm4-1rpc-np2-q8",
         "glm49-3rpc-np4-q8",
         "dbrx-1rpc-cmoe",
+        "deci-3rpc-np2-q8-faoff",
     }
 ]
 

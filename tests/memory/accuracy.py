@@ -309,6 +309,12 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # Deci (NAS-pruned Llama, Nemotron Super 49B's shapes: layers without attention, with a linear layer in its
+    # place, without an FFN; per-layer FFN widths)
+    _c("deci-cpu", "nemotron-super-49b", 0, "-c 8192"),
+    _c("deci-1rpc-ngl40", "nemotron-super-49b", 1, "-c 16384 -ngl 40 -fa on"),
+    _c("deci-3rpc-np2-q8-faoff", "nemotron-super-49b", 3, "-c 16384 -ngl all -ts 1,2,1 -np 2 -fa off -ctk q8_0"),
+    _c("deci-2rpc-ub1024", "nemotron-super-49b", 2, "-c 32768 -ngl all -ts 1,1 -ub 1024 -fa on"),
     # DBRX (the llama layer with layer norms, clamped fused qkv, 16 softmax experts of 10752)
     _c("dbrx-cpu", "dbrx-132b", 0, "-c 8192"),
     _c("dbrx-1rpc-cmoe", "dbrx-132b", 1, "-c 32768 -ngl all -cmoe -fa on"),

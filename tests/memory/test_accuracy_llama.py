@@ -149,6 +149,8 @@ SERVER_CASES = [
     ("mimo2", 1, "-c 4096 -ngl all -cmoe -fa on"),
     ("mimo2", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 2"),
     # cohere2moe cases here
+    ("deci", 1, "-c 4096 -ngl all -fa on -np 2"),
+    ("deci", 2, "-c 4096 -ngl 4 -ts 1,1 -fa off -np 4 -ub 256"),
     ("dbrx", 1, "-c 4096 -ngl all -cmoe -fa on -np 2"),
     ("dbrx", 2, "-c 4096 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 4 -ub 256"),
     ("chatglm", 1, "-c 4096 -ngl all -fa on -np 2"),
