@@ -9,8 +9,8 @@ attention over a plain KV cache scaled by 1/sqrt(head_dim), a GELU FFN over ``ff
 - mpt, bloom: the same layer without rope or position embeddings (ALiBi: a parameter of the softmax); mpt's
   position embeddings where the file has them, its Q/K/V clamped where ``attention.clamp_kqv`` is set; bloom's
   layer norm of the embeddings (``token_embd_norm``, layer 0's).
-- codeshell (CodeShell), nemotron (Nemotron-3/4, Minitron): the same layer with rope and without position
-  embeddings; nemotron's FFN is relu squared (``LLM_FFN_RELU_SQR``: relu, then sqr).
+- codeshell (CodeShell), starcoder2 (StarCoder2; llama.cpp does not read its sliding window), nemotron
+  (Nemotron-3/4, Minitron): the same layer with rope and without position embeddings; nemotron's FFN is relu squared (``LLM_FFN_RELU_SQR``: relu, then sqr).
 - gptneox: rope; a parallel residual with ``use_parallel_residual``.
 - falcon: a parallel block, NeoX rope. ``attn_norm`` feeds the FFN and, unless the layer has ``attn_norm_2``
   (40B/180B: a second norm of the layer input for the attention), Q/K/V; on the last layer the attention output,
@@ -33,7 +33,7 @@ def _gpt2(b, inpL, pos, out_ids):
         inpL = binary("ADD", inpL, get_rows(b.w("position_embd.weight"), pos))
     if b.w("token_embd_norm.weight") is not None:  # bloom: the embeddings' layer norm, created with layer 0
         inpL = b.norm(inpL, "token_embd_norm.weight", 0, mb=b.w("token_embd_norm.bias"))
-    roped = b.p.arch in ("codeshell", "nemotron")
+    roped = b.p.arch in ("codeshell", "nemotron", "starcoder2")
     for il in b.layers:
         cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il, mb=b.w(f"blk.{il}.attn_norm.bias"))
         q, k, v = qkv(b, il, cur, hd, hd, hd)
@@ -124,5 +124,5 @@ def build(b):
 FAMILY = Family(
     name="gpt2",
     build=build,
-    exact=frozenset({"gpt2", "starcoder", "falcon", "mpt", "bloom", "gptneox", "codeshell", "nemotron"}),
+    exact=frozenset({"gpt2", "starcoder", "falcon", "mpt", "bloom", "gptneox", "codeshell", "nemotron", "starcoder2"}),
 )
