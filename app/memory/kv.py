@@ -155,10 +155,6 @@ def _check_cache_blocks(p: ModelParams, s: LlamaSettings) -> None:
 NEXTN_KV_ARCHS = frozenset({"bailingmoe3", "deepseek4"})
 
 
-#: Architectures with layers of no KV heads in a plain (not hybrid) KV cache: llama_kv_cache creates every layer.
-ALL_LAYERS_KV_ARCHS = frozenset({"deci"})
-
-
 def has_kv_layers(p: ModelParams) -> list[bool]:
     """Layers that own a KV cache in the main context: not recurrent, not NextN/MTP, not one that reuses an earlier
     layer's cache (``n_layer_kv_from_start``: ``llama_hparams::has_kv`` and the KV cache's ``reuse`` callback)."""
@@ -168,9 +164,10 @@ def has_kv_layers(p: ModelParams) -> list[bool]:
     if p.n_layer_kv_from_start >= 0:
         first_nextn = min(first_nextn, p.n_layer_kv_from_start)
     attn_too = p.arch in PARALLEL_HYBRID_ARCHS  # falcon-h1: attention and Mamba2 in every layer
-    # deci's plain cache keeps every layer (llama_hparams::has_kv, no filter), those without KV heads too: their K
-    # is empty, but without flash attention their transposed V is n_embd_v_gqa_max wide like every other layer's
-    every = p.arch in ALL_LAYERS_KV_ARCHS
+    # a plain cache (no recurrent layers, no hybrid memory's filter) keeps every layer (llama_hparams::has_kv),
+    # those without KV heads too (deci's): their K is empty, but without flash attention their transposed V is
+    # n_embd_v_gqa_max wide like every other layer's; hybrid caches keep only the layers with KV heads
+    every = not any(p.recurrent_layers)
     return [
         il < first_nextn and (attn_too or not p.recurrent_layers[il]) and (every or p.n_head_kv[il] > 0)
         for il in range(p.n_layer)

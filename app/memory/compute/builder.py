@@ -497,6 +497,11 @@ class Builder:
         return logits
 
 
+def _clamped(b, x):
+    """build_qkv's ``ggml_clamp`` of each projection where ``hparams.f_clamp_kqv`` > 0."""
+    return unary("CLAMP", x) if b.c.clamp_kqv else x
+
+
 def qkv(b, il, cur, hd_q, hd_k, hd_v):
     """``build_qkv``: fused or separate projections with optional biases, reshaped to heads."""
     p, nt = b.p, b.nt
@@ -504,23 +509,15 @@ def qkv(b, il, cur, hd_q, hd_k, hd_v):
     wqkv = b.w(f"blk.{il}.attn_qkv.weight")
     if wqkv is not None:
         qkv = mul_mat(wqkv, cur)
-        qkv = b.add_b(qkv, f"blk.{il}.attn_qkv.bias")
-        if b.c.clamp_kqv:
-            qkv = unary("CLAMP", qkv)
+        qkv = _clamped(b, b.add_b(qkv, f"blk.{il}.attn_qkv.bias"))
         es = 4
         q = view(qkv, (hd_q, n_head, nt), (es * hd_q, qkv.nb[1]))
         k = view(qkv, (hd_k, n_head_kv, nt), (es * hd_k, qkv.nb[1]))
         v = view(qkv, (hd_v, n_head_kv, nt), (es * hd_v, qkv.nb[1]))
         return q, k, v
-    q = b.add_b(b.mm(f"blk.{il}.attn_q.weight", cur), f"blk.{il}.attn_q.bias")
-    if b.c.clamp_kqv:
-        q = unary("CLAMP", q)
-    k = b.add_b(b.mm(f"blk.{il}.attn_k.weight", cur), f"blk.{il}.attn_k.bias")
-    if b.c.clamp_kqv:
-        k = unary("CLAMP", k)
-    v = b.add_b(b.mm(f"blk.{il}.attn_v.weight", cur), f"blk.{il}.attn_v.bias")
-    if b.c.clamp_kqv:
-        v = unary("CLAMP", v)
+    q = _clamped(b, b.add_b(b.mm(f"blk.{il}.attn_q.weight", cur), f"blk.{il}.attn_q.bias"))
+    k = _clamped(b, b.add_b(b.mm(f"blk.{il}.attn_k.weight", cur), f"blk.{il}.attn_k.bias"))
+    v = _clamped(b, b.add_b(b.mm(f"blk.{il}.attn_v.weight", cur), f"blk.{il}.attn_v.bias"))
     return reshape(q, hd_q, n_head, nt), reshape(k, hd_k, n_head_kv, nt), reshape(v, hd_v, n_head_kv, nt)
 
 

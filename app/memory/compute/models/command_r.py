@@ -54,5 +54,5 @@ def build(b):
 # checked against llama-fit-params --fit-print (full-size Command R 35B, Command R+ 104B, Command R7B and
 # Command A 111B on the CPU, 1-3 RPC devices and Vulkan0: -ngl partial, -ts, -np 2, flash attention on/off,
 # q8_0 KV, --swa-full) and llama-server -lv 4 (tiny models): tests/memory/accuracy.py, test_accuracy_llama.py.
-# Built uncut as cohere2moe: the parallel block's residual stream alternates between two buffers.
+# Unlike cohere2moe it is exact with the layer compression (its last layer keeps only the output rows).
 FAMILY = Family(name="command-r", build=build, exact=frozenset({"command-r", "cohere2"}))
