@@ -17,7 +17,7 @@ from ..lanes import CPU, DeviceKind, Lane
 from ..model import Model
 from ..model.projector import Projector
 from ..units import fmt_bytes
-from .compute import compute_buffers, model_facts, unchecked_note
+from .compute import UNCHECKED, compute_buffers, model_facts, unchecked_note
 from .compute.ggml import ne4
 from .compute.models import family_of
 from .draft import draft_settings, eagle3_target_layers, unmodelled_types
@@ -254,6 +254,14 @@ def _estimate(
     unchecked = unchecked_note(p.arch, state_is_modelled(p))
     if unchecked:
         notes.append(unchecked)
+    loops = model.metadata.get(f"{p.arch}.num_loops") if p.arch == "nanbeige" else None
+    if isinstance(loops, int) and loops > 1:
+        # src/models/nanbeige.cpp: the layers run num_loops times, each pass with its own KV cells
+        notes.append(
+            f"{UNCHECKED} for looped layers: this '{p.arch}' model runs its {p.n_layer} layers {loops} times "
+            f"(nanbeige.num_loops), each pass with its own KV cache; Layerdeck sizes one pass, so KV and compute "
+            "are low; use Verify (llama-fit-params)"
+        )
     big_rpc = [
         d.name
         for d in placement.devices

@@ -496,6 +496,7 @@ def _swa_pattern(arch: str, m: Meta, n_layer: int, n_swa: int) -> list[bool]:
             "exaone-moe": 4,
             "afmoe": 4,
             "olmo2": 4,
+            "mellum": 4,  # src/models/mellum.cpp: load_swa_pattern(ml, 4)
         }.get(arch, 0)
     )
     if period <= 0:
@@ -662,8 +663,8 @@ def extract_params(
         head_dim_v=head_dim_v,
         head_dim_k_swa=m.u32("{arch}.attention.key_length_swa") or head_dim_k,
         head_dim_v_swa=m.u32("{arch}.attention.value_length_swa") or head_dim_v,
-        n_expert=m.u32("{arch}.expert_count"),
-        n_expert_used=max(n_expert_used, default=0),
+        n_expert=_n_expert(m, arch),
+        n_expert_used=max(n_expert_used, default=0) if _n_expert(m, arch) else 0,
         n_expert_shared=m.u32("{arch}.expert_shared_count"),
         n_ff_exp=max(n_ff_exp, default=0),
         n_ff_shexp=m.u32("{arch}.expert_shared_feed_forward_length"),
@@ -853,10 +854,19 @@ def _check_vocab(m: Meta) -> int | None:
     return n_tokens
 
 
+#: llama_model_base::load_hparams: for these an expert_count of 1 (Hunyuan's dense configs) means no experts
+_ONE_EXPERT_IS_NONE = frozenset({"hunyuan_vl", "hunyuan-dense"})
+
+
+def _n_expert(m: Meta, arch: str) -> int:
+    n = m.u32("{arch}.expert_count")
+    return 0 if arch in _ONE_EXPERT_IS_NONE and n <= 1 else n
+
+
 def _check_experts(m: Meta, arch: str, n_layer: int) -> None:
     """llama.cpp's expert asserts (llama_model_base::load_hparams): a file that fails them aborts llama.cpp."""
-    n_expert = m.u32("{arch}.expert_count")
-    used = max(m.per_layer("{arch}.expert_used_count", n_layer), default=0)
+    n_expert = _n_expert(m, arch)
+    used = max(m.per_layer("{arch}.expert_used_count", n_layer), default=0) if n_expert else 0
     groups = m.u32("{arch}.expert_group_count")
     group_used = m.u32("{arch}.expert_group_used_count")
     problem = ""

@@ -141,6 +141,14 @@ VULKAN_CASES = [
         "glm49-3rpc-np4-q8",
         "dbrx-1rpc-cmoe",
         "deci-3rpc-np2-q8-faoff",
+        "afm-2rpc-ngl20-faoff",
+        "pangu1-1rpc-ngl20-np2",
+        "nanbeige-3rpc-np2-faoff",
+        "maincoder-2rpc-ngl20-q8",
+        "mellum-1rpc-cmoe",
+        "mellum-2rpc-swafull",
+        "hy7-2rpc-ngl20-faoff",
+        "hyocr-2rpc-ub1024",
     }
 ]
 

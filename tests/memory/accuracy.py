@@ -309,6 +309,33 @@ CASES: list[Case] = [
     _c("mimo-1rpc-ngl20-ub1024", "mimo-v2-flash", 1, "-c 16384 -ngl 20 -ub 1024 -fa on"),
     _c("mimo-2rpc-cmoe-swafull-np2", "mimo-v2-flash", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full -np 2"),
     # cohere2moe cases here
+    # Arcee AFM (the llama layer with a squared-ReLU FFN without a gate)
+    _c("afm-cpu", "afm-4.5b", 0, "-c 16384"),
+    _c("afm-2rpc-ngl20-faoff", "afm-4.5b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
+    _c("afm-3rpc-np4-q8", "afm-4.5b", 3, "-c 65536 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    # openPangu Embedded (the llama layer with an attention-output bias; 1B ties its head)
+    _c("pangu7-cpu-faoff", "pangu-embedded-7b", 0, "-c 8192 -fa off"),
+    _c("pangu7-2rpc-ub1024", "pangu-embedded-7b", 2, "-c 16384 -ngl all -ts 1,1 -ub 1024 -fa on"),
+    _c("pangu1-1rpc-ngl20-np2", "pangu-embedded-1b", 1, "-c 16384 -ngl 20 -np 2 -fa on"),
+    # Nanbeige 4 (the llama layer, one pass)
+    _c("nanbeige-cpu", "nanbeige4-3b", 0, "-c 16384"),
+    _c("nanbeige-3rpc-np2-faoff", "nanbeige4-3b", 3, "-c 32768 -ngl all -ts 1,1,1 -np 2 -fa off"),
+    # Maincoder (q/k norms after rope)
+    _c("maincoder-cpu", "maincoder-1b", 0, "-c 16384"),
+    _c("maincoder-2rpc-ngl20-q8", "maincoder-1b", 2, "-c 32768 -ngl 20 -ts 1,1 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("maincoder-1rpc-faoff-ub1024", "maincoder-1b", 1, "-c 8192 -ngl all -fa off -ub 1024"),
+    # Mellum MoE (q/k norms, normalised softmax experts on every layer, SWA 3 of 4 layers)
+    _c("mellum-cpu", "mellum-12b-a2.5b", 0, "-c 16384"),
+    _c("mellum-1rpc-cmoe", "mellum-12b-a2.5b", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("mellum-2rpc-ncmoe-faoff-np2", "mellum-12b-a2.5b", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 10 -fa off -np 2"),
+    _c("mellum-2rpc-swafull", "mellum-12b-a2.5b", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -fa on"),
+    _c("mellum-full-3rpc-q8", "mellum-12b-a2.5b-full", 3, "-c 32768 -ngl all -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0"),
+    # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
+    _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
+    _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
+    _c("hy18-1rpc-np4-q8", "hunyuan-1.8b", 1, "-c 32768 -ngl all -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("hyocr-cpu-faoff", "hunyuan-ocr", 0, "-c 16384 -fa off"),
+    _c("hyocr-2rpc-ub1024", "hunyuan-ocr", 2, "-c 32768 -ngl all -ts 1,1 -ub 1024 -fa on"),
     # Deci (NAS-pruned Llama, Nemotron Super 49B's shapes: layers without attention, with a linear layer in its
     # place, without an FFN; per-layer FFN widths)
     _c("deci-cpu", "nemotron-super-49b", 0, "-c 8192"),

@@ -149,3 +149,23 @@ def test_the_dry_runs_missing_repack_buffer_is_said(tmp_path, llama_bin):
     theirs = {r.name: r for r in run_fit_print(path, ["-c", "4096", "--no-repack"], llama_dir=llama_bin,
                                                 timeout=300)}
     assert abs(off.device(CPU).model / 2**20 - theirs[CPU].model) < 1
+
+
+@pytest.mark.llama
+def test_looped_layers_are_said_not_sized(tmp_path, llama_bin):
+    """nanbeige.num_loops > 1 runs the layers again with KV cells of their own (src/models/nanbeige.cpp): the
+    estimate sizes one pass and says so; llama.cpp's dry run shows the KV it leaves out."""
+    from app.llamacpp.fit_print import run_fit_print
+
+    one = write_tiny_model("nanbeige", tmp_path / "one.gguf", n_vocab=20000)
+    two = write_tiny_model("nanbeige", tmp_path / "two.gguf", n_vocab=20000, num_loops=2)
+    args = ["-c", "65536", "--no-repack"]
+    plain = estimate(open_model(one), [], settings_from_args(args, tool="fit-params"))
+    looped = estimate(open_model(two), [], settings_from_args(args, tool="fit-params"))
+    assert not [n for n in plain.notes if "looped" in n]
+    (note,) = [n for n in looped.notes if "looped" in n]
+    assert "runs its 4 layers 2 times" in note and note.startswith("compute buffers are not checked")
+    theirs = {r.name: r for r in run_fit_print(two, args, llama_dir=llama_bin, timeout=300)}
+    ours_mib = looped.device(CPU).kv / 2**20
+    assert ours_mib == plain.device(CPU).kv / 2**20 >= 16
+    assert theirs[CPU].context >= 2 * ours_mib - 1, (theirs[CPU], ours_mib)  # llama.cpp: a cache per pass

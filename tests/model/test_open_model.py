@@ -260,6 +260,22 @@ def test_expert_counts_llama_cpp_aborts_on(tmp_path, tiny_models, mutations, nee
     assert needle in str(exc.value) and "llama.cpp aborts on such a file" in str(exc.value)
 
 
+@pytest.mark.llama
+def test_one_expert_is_no_experts_for_hunyuan_dense(tmp_path, tiny_models, llama_bin):
+    """Hunyuan's dense configs may say num_experts = 1: llama_model_base::load_hparams then sets n_expert (and
+    expert_used_count) to 0 for hunyuan-dense and hunyuan_vl, and the model loads as dense; so does ours."""
+    from app.llamacpp.fit_print import run_fit_print
+
+    p = edited(tmp_path, Path(tiny_models["hunyuan-dense"]).read_bytes(),
+               [["meta", "{arch}.expert_count", T_U32, 1], ["meta", "{arch}.expert_used_count", T_U32, 1]])
+    m = open_model(p)
+    assert (m.params.n_expert, m.params.n_expert_used, m.params.is_moe) == (0, 0, False)
+    assert run_fit_print(p, ["-c", "512"], llama_dir=llama_bin, timeout=120)  # llama.cpp loads it too
+    q = edited(tmp_path, Path(tiny_models["qwen3"]).read_bytes(),
+               [["meta", "{arch}.expert_count", T_U32, 1], ["meta", "{arch}.expert_used_count", T_U32, 1]], "q.gguf")
+    assert open_model(q).params.n_expert == 1  # other architectures keep what the file says
+
+
 # ---------------------------------------------------------------- 4. the file itself
 
 

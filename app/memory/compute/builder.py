@@ -319,7 +319,8 @@ class Builder:
     # feed-forward ---------------------------------------------------------
 
     def ffn(self, cur, pfx, il, act="silu", par=True):
-        """``build_ffn`` with optional biases (``<pfx>_up``, ``<pfx>_gate``, ``<pfx>_down``)."""
+        """``build_ffn`` with optional biases (``<pfx>_up``, ``<pfx>_gate``, ``<pfx>_down``); ``act`` matters only
+        where it is more than one op: ``"relu_sqr"`` (LLM_FFN_RELU_SQR, ``ggml_relu`` then ``ggml_sqr``)."""
         up = self.w(f"blk.{il}.{pfx}_up.weight")
         gate = self.w(f"blk.{il}.{pfx}_gate.weight")
         down = self.w(f"blk.{il}.{pfx}_down.weight")
@@ -335,6 +336,8 @@ class Builder:
                 cur = unary("UNARY", cur)
         else:
             cur = unary("UNARY", tmp)
+            if act == "relu_sqr":
+                cur = unary("SQR", cur)
         if down is not None:
             cur = mul_mat(down, cur)
         cur = self.add_b(cur, f"blk.{il}.{pfx}_down.bias")

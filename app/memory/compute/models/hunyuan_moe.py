@@ -1,5 +1,8 @@
 """``src/models/hunyuan-moe.cpp``: rope before the Q/K norms (K normed first), experts with normalised top-k
-weights plus an ungated shared MLP on every layer."""
+weights plus an ungated shared MLP on every layer. ``hunyuan-vl.cpp`` (Hunyuan dense 0.5B-7B, ``hunyuan-dense``,
+and HunyuanOCR's text model, ``hunyuan_vl``): the same attention over a dense SwiGLU FFN; where the file has
+``rope.dimension_sections`` the rope is ``ggml_rope_multi`` (LLAMA_ROPE_TYPE_MROPE, llama_model_rope_type),
+which takes 4 positions per token (``n_pos_per_embd``)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ from . import Family
 def build(b):
     c, p = b.c, b.p
     inpL = b.inp_embd()
-    pos = b.inp_pos()
+    sections = c.meta.get(f"{p.arch}.rope.dimension_sections")
+    mrope = p.arch == "hunyuan_vl" and isinstance(sections, list) and len(sections) > 1 and all(sections[:2])
+    pos = b.inp("inp_pos", "i32", (4 * b.nt,)) if mrope else b.inp_pos()
     out_ids = b.inp_out_ids()
     for il in b.layers:
         inpSA = inpL
@@ -28,10 +33,13 @@ def build(b):
             inpSA = get_rows(inpSA, out_ids)
         ffn_inp = binary("ADD", cur, inpSA)
         cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
+        if f"blk.{il}.ffn_gate_inp.weight" not in c.names:  # hunyuan-vl.cpp: the dense FFN
+            inpL = binary("ADD", b.ffn(cur, "ffn", il), ffn_inp)
+            continue
         mlp = b._ffn_named(cur, il, "shexp")
         moe = b.moe(cur, il, gating="softmax", norm_w=True, w_scale=c.expert_weights_scale)
         inpL = binary("ADD", binary("ADD", moe, mlp), ffn_inp)
     return b.output(inpL, out_ids)
 
 
-FAMILY = Family(name="hunyuan-moe", build=build, exact=frozenset({"hunyuan-moe"}))
+FAMILY = Family(name="hunyuan-moe", build=build, exact=frozenset({"hunyuan-moe", "hunyuan-dense", "hunyuan_vl"}))

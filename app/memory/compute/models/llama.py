@@ -12,6 +12,10 @@ from .mamba import mamba2_layer
 #: the llama layer with layer norms (LLM_NORM): ``src/models/orion.cpp`` (with biases), ``olmo.cpp`` (OLMo 1:
 #: neither weight nor bias, the norm alone), ``dbrx.cpp`` (weights only)
 LAYER_NORM = frozenset({"orion", "olmo", "dbrx"})
+#: the q/k norms after rope, not before: ``src/models/maincoder.cpp``
+ROPE_THEN_QK_NORM = frozenset({"maincoder"})
+#: a squared-ReLU FFN without a gate (LLM_FFN_RELU_SQR, LLM_FFN_SEQ): ``src/models/arcee.cpp``
+RELU_SQR_FFN = frozenset({"arcee"})
 
 
 def build(b):
@@ -43,12 +47,17 @@ def build(b):
             qn = b.w(f"blk.{il}.attn_q_norm.weight")
             kn = b.w(f"blk.{il}.attn_k_norm.weight")
             freqs = b.w("rope_freqs.weight")
-            if qn is not None:
-                q = b.norm(q, qn, il)
-            q = rope(q, pos, freqs)
-            if kn is not None:
-                k = b.norm(k, kn, il)
-            k = rope(k, pos, freqs)
+            if p.arch in ROPE_THEN_QK_NORM:
+                q, k = rope(q, pos, freqs), rope(k, pos, freqs)
+                q = b.norm(q, qn, il) if qn is not None else q
+                k = b.norm(k, kn, il) if kn is not None else k
+            else:
+                if qn is not None:
+                    q = b.norm(q, qn, il)
+                q = rope(q, pos, freqs)
+                if kn is not None:
+                    k = b.norm(k, kn, il)
+                k = rope(k, pos, freqs)
             cur = b.attn(
                 il,
                 q,
@@ -80,7 +89,7 @@ def build(b):
             )
             cur = b.shexp(cur, moe_out, il)
         else:
-            cur = b.ffn(cur, "ffn", il)
+            cur = b.ffn(cur, "ffn", il, act="relu_sqr" if p.arch in RELU_SQR_FFN else "silu")
         if c.residual_scale:
             cur = unary("SCALE", cur)
         cur = binary("ADD", cur, ffn_inp)
@@ -143,6 +152,11 @@ FAMILY = Family(
             "olmo",
             "dbrx",
             "minicpm",  # granite's graph (llama_model_minicpm::graph = llama_model_granite::graph)
+            "arcee",  # AFM: the FFN a squared ReLU without a gate
+            "pangu-embedded",  # a bias on the attention output
+            "nanbeige",  # one pass over the layers (num_loops > 1 is not modelled, the estimate says so)
+            "maincoder",  # q/k norms after rope
+            "mellum",  # qwen3moe's layer, sliding-window layers 3 of every 4 where the file has a window
         }
     ),
     fallback=True,

@@ -1,0 +1,160 @@
+"""Decoders whose llama.cpp graph is the llama layer with one difference, and Hunyuan's dense models: the
+``load_arch_tensors`` / ``load_arch_hparams`` of ``src/models/arcee.cpp``, ``pangu-embed.cpp``,
+``nanbeige.cpp``, ``maincoder.cpp``, ``mellum.cpp`` and ``hunyuan-vl.cpp``.
+
+- ``arcee`` (Arcee AFM): the FFN is ``ffn_up`` -> squared ReLU -> ``ffn_down``, no gate; ``output`` optional.
+- ``pangu-embedded`` (openPangu Embedded): ``attn_output.bias`` required; ``output`` optional.
+- ``nanbeige`` (Nanbeige 4): the llama tensors; ``num_loops`` (written where set) runs the layers again.
+- ``maincoder``: per-head ``attn_q_norm`` / ``attn_k_norm`` (required), applied after rope.
+- ``mellum`` (Mellum MoE): q/k norms, softmax experts of ``expert_feed_forward_length`` on every layer (no dense
+  FFN, ``output`` required), and with ``attention.sliding_window`` 3 of every 4 layers slide.
+- ``hunyuan-dense`` (Hunyuan 0.5B-7B) and ``hunyuan_vl`` (HunyuanOCR's text model): q/k norms of the head size
+  (applied after rope), a dense SwiGLU FFN, ``output`` optional; HunyuanOCR's converter writes
+  ``rope.dimension_sections`` (XD-RoPE, run as M-RoPE).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gguf import GGUFValueType as VT
+
+from tests.gguf_factory import ModelSpec, _attn_qkvo, _common_kv, _embeddings, _experts, register
+
+
+def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
+    nl, n_embd, n_head, n_kv = hp["n_layer"], hp["n_embd"], int(hp["n_head"]), int(hp["n_head_kv"])
+    hd = int(hp["head_dim"] or n_embd // n_head)
+    arch = s.arch
+    _common_kv(s, hp, nl)
+    s.set("{arch}.rope.dimension_count", hd)
+    if hp.get("num_loops"):
+        s.set("{arch}.num_loops", int(hp["num_loops"]))
+    if hp.get("sliding_window"):
+        s.set("{arch}.attention.sliding_window", int(hp["sliding_window"]))
+    if hp.get("rope_sections"):
+        s.set("{arch}.rope.dimension_sections", [int(x) for x in hp["rope_sections"]], VT.INT32)
+    _embeddings(s, hp, output_required=arch == "mellum")
+    for i in range(nl):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * n_kv, hd * n_kv, out_bias=arch == "pangu-embedded")
+        if arch in ("maincoder", "mellum", "hunyuan-dense", "hunyuan_vl"):
+            s.add(p + "attn_k_norm.weight", (hd,), "norm")
+            s.add(p + "attn_q_norm.weight", (hd,), "norm")
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        if arch == "mellum":
+            _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
+            continue
+        if arch != "arcee":
+            s.add(p + "ffn_gate.weight", (n_embd, hp["n_ff"]))
+        s.add(p + "ffn_down.weight", (hp["n_ff"], n_embd))
+        s.add(p + "ffn_up.weight", (n_embd, hp["n_ff"]))
+
+
+register(
+    "arcee",
+    build=_build,
+    tiny=dict(n_ff=192),
+    sparse={
+        # arcee-ai/AFM-4.5B: 36 layers of 2560, 20 query / 4 KV heads of 128, a squared-ReLU FFN of 18432,
+        # vocabulary 128004, 65536 positions
+        "afm-4.5b": dict(
+            name="AFM-4.5B", n_layer=36, n_embd=2560, n_head=20, n_head_kv=4, n_ff=18432, n_ctx_train=65536,
+            n_vocab=128004, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "pangu-embedded",
+    build=_build,
+    tiny=dict(n_ff=192),
+    sparse={
+        # openPangu-Embedded-7B: 34 layers of 4096, 32 query / 8 KV heads, intermediate 12800, vocabulary 153376,
+        # 32768 positions
+        "pangu-embedded-7b": dict(
+            name="openPangu-Embedded-7B", n_layer=34, n_embd=4096, n_head=32, n_head_kv=8, n_ff=12800,
+            n_ctx_train=32768, rope_base=16000000.0, n_vocab=153376, quant="q4_k_m", file_type=15),
+        # openPangu-Embedded-1B: 26 layers of 1536, 12 query / 6 KV heads, intermediate 6144, tied head
+        "pangu-embedded-1b": dict(
+            name="openPangu-Embedded-1B", n_layer=26, n_embd=1536, n_head=12, n_head_kv=6, n_ff=6144,
+            n_ctx_train=32768, rope_base=10000000.0, n_vocab=153376, tied_embeddings=True, quant="q4_k_m",
+            file_type=15),
+    },
+)
+
+register(
+    "nanbeige",
+    build=_build,
+    tiny=dict(n_ff=192, num_loops=None),
+    sparse={
+        # Nanbeige/Nanbeige4-3B: 32 layers of 2560, 20 query / 4 KV heads of 128, intermediate 10496, vocabulary
+        # 166144, 65536 positions
+        "nanbeige4-3b": dict(
+            name="Nanbeige4-3B", n_layer=32, n_embd=2560, n_head=20, n_head_kv=4, n_ff=10496, n_ctx_train=65536,
+            rope_base=70000000.0, n_vocab=166144, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "maincoder",
+    build=_build,
+    tiny=dict(n_ff=192),
+    sparse={
+        # Maincoder 1B (llama.cpp's LLM_TYPE_1B at 32 layers): 32 layers of 1536, 16 query / 4 KV heads of 96,
+        # intermediate 4096, vocabulary 151936
+        "maincoder-1b": dict(
+            name="Maincoder-1B", n_layer=32, n_embd=1536, n_head=16, n_head_kv=4, n_ff=4096, n_ctx_train=32768,
+            n_vocab=151936, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "mellum",
+    build=_build,
+    tiny=dict(head_dim=32, n_ff=None, n_expert=8, n_expert_used=2, n_ff_exp=64, sliding_window=0),
+    sparse={
+        # a Mellum MoE of llama.cpp's 12B-A2.5B size (28 layers): 28 layers of 2048, 16 query / 4 KV heads of 128,
+        # 96 experts of 1024 (8 used), sliding window 4096 on 3 of every 4 layers, vocabulary 98304
+        "mellum-12b-a2.5b": dict(
+            name="Mellum-12B-A2.5B", n_layer=28, n_embd=2048, n_head=16, n_head_kv=4, head_dim=128, n_expert=96,
+            n_expert_used=8, n_ff_exp=1024, sliding_window=4096, n_ctx_train=131072, n_vocab=98304,
+            quant="q4_k_m", file_type=15),
+        # the same without a window (every layer global)
+        "mellum-12b-a2.5b-full": dict(
+            name="Mellum-12B-A2.5B-full", n_layer=28, n_embd=2048, n_head=16, n_head_kv=4, head_dim=128,
+            n_expert=96, n_expert_used=8, n_ff_exp=1024, sliding_window=0, n_ctx_train=131072, n_vocab=98304,
+            quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "hunyuan-dense",
+    build=_build,
+    tiny=dict(head_dim=32, n_ff=192),
+    sparse={
+        # tencent/Hunyuan-7B-Instruct: 32 layers of 4096, 32 query / 8 KV heads of 128, intermediate 14336,
+        # vocabulary 128167, 32768 positions (rope theta 1e4 scaled by alpha)
+        "hunyuan-7b": dict(
+            name="Hunyuan-7B-Instruct", n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=14336,
+            n_ctx_train=32768, n_vocab=128167, quant="q4_k_m", file_type=15),
+        # tencent/Hunyuan-1.8B-Instruct: 32 layers of 2048, 16 query / 4 KV heads of 128, intermediate 6144, tied
+        "hunyuan-1.8b": dict(
+            name="Hunyuan-1.8B-Instruct", n_layer=32, n_embd=2048, n_head=16, n_head_kv=4, head_dim=128,
+            n_ff=6144, n_ctx_train=32768, n_vocab=128167, tied_embeddings=True, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "hunyuan_vl",
+    build=_build,
+    tiny=dict(head_dim=32, n_ff=192, rope_sections=None),
+    sparse={
+        # tencent/HunyuanOCR's text model: 24 layers of 1024, 16 query / 8 KV heads of 128, intermediate 3584,
+        # vocabulary 120818, XD-RoPE sections 16/24/24/0, tied head
+        "hunyuan-ocr": dict(
+            name="HunyuanOCR", n_layer=24, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128, n_ff=3584,
+            n_ctx_train=32768, n_vocab=120818, rope_sections=[16, 24, 24, 0], tied_embeddings=True,
+            quant="q4_k_m", file_type=15),
+    },
+)
