@@ -149,6 +149,9 @@ VULKAN_CASES = [
         "mellum-2rpc-swafull",
         "hy7-2rpc-ngl20-faoff",
         "hyocr-2rpc-ub1024",
+        "bc7-2rpc-ngl20-faoff",
+        "bc13-3rpc-np2-q8",
+        "refact-2rpc-faoff-np4",
     }
 ]
 

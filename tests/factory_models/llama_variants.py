@@ -1,6 +1,6 @@
 """Decoders whose llama.cpp graph is the llama layer with one difference, and Hunyuan's dense models: the
 ``load_arch_tensors`` / ``load_arch_hparams`` of ``src/models/arcee.cpp``, ``pangu-embed.cpp``,
-``nanbeige.cpp``, ``maincoder.cpp``, ``mellum.cpp`` and ``hunyuan-vl.cpp``.
+``nanbeige.cpp``, ``maincoder.cpp``, ``mellum.cpp``, ``baichuan.cpp``, ``refact.cpp`` and ``hunyuan-vl.cpp``.
 
 - ``arcee`` (Arcee AFM): the FFN is ``ffn_up`` -> squared ReLU -> ``ffn_down``, no gate; ``output`` optional.
 - ``pangu-embedded`` (openPangu Embedded): ``attn_output.bias`` required; ``output`` optional.
@@ -8,6 +8,10 @@
 - ``maincoder``: per-head ``attn_q_norm`` / ``attn_k_norm`` (required), applied after rope.
 - ``mellum`` (Mellum MoE): q/k norms, softmax experts of ``expert_feed_forward_length`` on every layer (no dense
   FFN, ``output`` required), and with ``attention.sliding_window`` 3 of every 4 layers slide.
+- ``baichuan`` (Baichuan 1/2): the llama tensors, ``output`` required; rope on the 7B (32 layers) only, ALiBi on
+  the 13B (40 layers).
+- ``refact`` (Refact-1.6B): the llama tensors without rope (ALiBi), ``output`` optional; the loader's optional
+  biases are never used by the graph (none are written).
 - ``hunyuan-dense`` (Hunyuan 0.5B-7B) and ``hunyuan_vl`` (HunyuanOCR's text model): q/k norms of the head size
   (applied after rope), a dense SwiGLU FFN, ``output`` optional; HunyuanOCR's converter writes
   ``rope.dimension_sections`` (XD-RoPE, run as M-RoPE).
@@ -34,7 +38,7 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
         s.set("{arch}.attention.sliding_window", int(hp["sliding_window"]))
     if hp.get("rope_sections"):
         s.set("{arch}.rope.dimension_sections", [int(x) for x in hp["rope_sections"]], VT.INT32)
-    _embeddings(s, hp, output_required=arch == "mellum")
+    _embeddings(s, hp, output_required=arch in ("mellum", "baichuan"))
     for i in range(nl):
         p = f"blk.{i}."
         s.add(p + "attn_norm.weight", (n_embd,), "norm")
@@ -156,5 +160,35 @@ register(
             name="HunyuanOCR", n_layer=24, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128, n_ff=3584,
             n_ctx_train=32768, n_vocab=120818, rope_sections=[16, 24, 24, 0], tied_embeddings=True,
             quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "baichuan",
+    build=_build,
+    tiny=dict(n_head_kv=4, n_ff=192),
+    sparse={
+        # baichuan-inc/Baichuan2-7B-Chat: 32 layers of 4096, 32 heads (no GQA), intermediate 11008, vocabulary
+        # 125696 (rope)
+        "baichuan2-7b": dict(
+            name="Baichuan2-7B-Chat", n_layer=32, n_embd=4096, n_head=32, n_head_kv=32, n_ff=11008,
+            n_ctx_train=4096, n_vocab=125696, quant="q4_k_m", file_type=15),
+        # baichuan-inc/Baichuan2-13B-Chat: 40 layers of 5120, 40 heads, intermediate 13696 (ALiBi, no rope)
+        "baichuan2-13b": dict(
+            name="Baichuan2-13B-Chat", n_layer=40, n_embd=5120, n_head=40, n_head_kv=40, n_ff=13696,
+            n_ctx_train=4096, n_vocab=125696, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "refact",
+    build=_build,
+    tiny=dict(n_head_kv=1, n_ff=192),
+    sparse={
+        # smallcloudai/Refact-1_6B-fim: 32 layers of 2048, 32 query heads / 1 KV head (MQA), intermediate 5632,
+        # vocabulary 49216, ALiBi
+        "refact-1.6b": dict(
+            name="Refact-1_6B-fim", n_layer=32, n_embd=2048, n_head=32, n_head_kv=1, n_ff=5632, n_ctx_train=4096,
+            n_vocab=49216, quant="q4_k_m", file_type=15),
     },
 )

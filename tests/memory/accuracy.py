@@ -330,6 +330,15 @@ CASES: list[Case] = [
     _c("mellum-2rpc-ncmoe-faoff-np2", "mellum-12b-a2.5b", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 10 -fa off -np 2"),
     _c("mellum-2rpc-swafull", "mellum-12b-a2.5b", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -fa on"),
     _c("mellum-full-3rpc-q8", "mellum-12b-a2.5b-full", 3, "-c 32768 -ngl all -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0"),
+    # Baichuan 2 (rope on the 7B, ALiBi without inp_pos on the 13B) and Refact (ALiBi, MQA)
+    _c("bc7-cpu", "baichuan2-7b", 0, "-c 4096"),
+    _c("bc7-2rpc-ngl20-faoff", "baichuan2-7b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),
+    _c("bc13-cpu-faoff", "baichuan2-13b", 0, "-c 4096 -fa off"),
+    _c("bc13-3rpc-np2-q8", "baichuan2-13b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("bc13-1rpc-ngl30-ub1024", "baichuan2-13b", 1, "-c 4096 -ngl 30 -ub 1024"),
+    _c("refact-cpu", "refact-1.6b", 0, "-c 4096"),
+    _c("refact-2rpc-faoff-np4", "refact-1.6b", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 4"),
+    _c("refact-1rpc-ngl20-ub1024", "refact-1.6b", 1, "-c 8192 -ngl 20 -ub 1024 -fa on"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

@@ -318,18 +318,20 @@ class Builder:
 
     # feed-forward ---------------------------------------------------------
 
-    def ffn(self, cur, pfx, il, act="silu", par=True):
+    def ffn(self, cur, pfx, il, act="silu", par=True, bias=True):
         """``build_ffn`` with optional biases (``<pfx>_up``, ``<pfx>_gate``, ``<pfx>_down``); ``act`` matters only
-        where it is more than one op: ``"relu_sqr"`` (LLM_FFN_RELU_SQR, ``ggml_relu`` then ``ggml_sqr``)."""
+        where it is more than one op: ``"relu_sqr"`` (LLM_FFN_RELU_SQR, ``ggml_relu`` then ``ggml_sqr``); ``bias``
+        False: the graph passes no biases (refact.cpp)."""
         up = self.w(f"blk.{il}.{pfx}_up.weight")
         gate = self.w(f"blk.{il}.{pfx}_gate.weight")
         down = self.w(f"blk.{il}.{pfx}_down.weight")
+        add_b = self.add_b if bias else (lambda x, _name: x)
         tmp = mul_mat(up, cur) if up is not None else cur
-        tmp = self.add_b(tmp, f"blk.{il}.{pfx}_up.bias")
+        tmp = add_b(tmp, f"blk.{il}.{pfx}_up.bias")
         if gate is not None:
             x = tmp if not par else cur
             cur = mul_mat(gate, x)
-            cur = self.add_b(cur, f"blk.{il}.{pfx}_gate.bias")
+            cur = add_b(cur, f"blk.{il}.{pfx}_gate.bias")
             if par:
                 cur = glu_split(cur, tmp)
             else:
@@ -340,8 +342,7 @@ class Builder:
                 cur = unary("SQR", cur)
         if down is not None:
             cur = mul_mat(down, cur)
-        cur = self.add_b(cur, f"blk.{il}.{pfx}_down.bias")
-        return cur
+        return add_b(cur, f"blk.{il}.{pfx}_down.bias")
 
     def moe(
         self,

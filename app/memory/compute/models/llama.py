@@ -18,6 +18,17 @@ ROPE_THEN_QK_NORM = frozenset({"maincoder"})
 RELU_SQR_FFN = frozenset({"arcee"})
 
 
+def _has_rope(p) -> bool:
+    """``src/models/refact.cpp`` never ropes (ALiBi); ``baichuan.cpp`` ropes its 7B (32 layers) only: the 13B and
+    other depths take ALiBi or nothing, and build no ``inp_pos``. ALiBi's bias is a ``ggml_soft_max_ext`` /
+    ``ggml_flash_attn_ext`` parameter: no tensor of its own."""
+    return not (p.arch == "refact" or (p.arch == "baichuan" and p.n_layer != 32))
+
+
+#: build_attn and build_ffn are passed no biases even where the loader reads them: ``src/models/refact.cpp``
+NO_BIAS_ARCHS = frozenset({"refact"})
+
+
 def build(b):
     """Llama-style decoder: llama/mixtral, qwen2/3(+moe), glm4moe, granitehybrid, and the fallback for others.
 
@@ -29,9 +40,11 @@ def build(b):
     if p.arch in LAYER_NORM:
         b.norm_op = "NORM"
     inpL = b.inp_embd()
-    pos = b.inp_pos()
+    roped = _has_rope(p)
+    pos = b.inp_pos() if roped else None
     out_ids = b.inp_out_ids()
     iswa = c.has_swa
+    biased = p.arch not in NO_BIAS_ARCHS
     for il in b.layers:
         if il in c.layer_inp_out:  # res->t_layer_inp[il] = inpL, set as an output (llama_set_embeddings_layer_inp)
             inpL.flags = inpL.fl0 = OUTPUT
@@ -47,7 +60,9 @@ def build(b):
             qn = b.w(f"blk.{il}.attn_q_norm.weight")
             kn = b.w(f"blk.{il}.attn_k_norm.weight")
             freqs = b.w("rope_freqs.weight")
-            if p.arch in ROPE_THEN_QK_NORM:
+            if not roped:
+                pass
+            elif p.arch in ROPE_THEN_QK_NORM:
                 q, k = rope(q, pos, freqs), rope(k, pos, freqs)
                 q = b.norm(q, qn, il) if qn is not None else q
                 k = b.norm(k, kn, il) if kn is not None else k
@@ -64,7 +79,7 @@ def build(b):
                 k,
                 v,
                 b.w(f"blk.{il}.attn_output.weight"),
-                b.w(f"blk.{il}.attn_output.bias"),
+                b.w(f"blk.{il}.attn_output.bias") if biased else None,
                 sinks=b.w(f"blk.{il}.attn_sinks.weight"),
                 iswa_order=iswa,
             )
@@ -89,7 +104,7 @@ def build(b):
             )
             cur = b.shexp(cur, moe_out, il)
         else:
-            cur = b.ffn(cur, "ffn", il, act="relu_sqr" if p.arch in RELU_SQR_FFN else "silu")
+            cur = b.ffn(cur, "ffn", il, act="relu_sqr" if p.arch in RELU_SQR_FFN else "silu", bias=biased)
         if c.residual_scale:
             cur = unary("SCALE", cur)
         cur = binary("ADD", cur, ffn_inp)
@@ -157,6 +172,8 @@ FAMILY = Family(
             "nanbeige",  # one pass over the layers (num_loops > 1 is not modelled, the estimate says so)
             "maincoder",  # q/k norms after rope
             "mellum",  # qwen3moe's layer, sliding-window layers 3 of every 4 where the file has a window
+            "baichuan",  # Baichuan 1/2: rope on the 7B (32 layers), ALiBi (no rope) on the 13B
+            "refact",  # ALiBi (no rope); the biases the loader reads are not used by the graph
         }
     ),
     fallback=True,
