@@ -152,6 +152,7 @@ VULKAN_CASES = [
         "bc7-2rpc-ngl20-faoff",
         "bc13-3rpc-np2-q8",
         "refact-2rpc-faoff-np4",
+        "talkie-2rpc-ngl20-faoff",
     }
 ]
 

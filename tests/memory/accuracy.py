@@ -339,6 +339,10 @@ CASES: list[Case] = [
     _c("refact-cpu", "refact-1.6b", 0, "-c 4096"),
     _c("refact-2rpc-faoff-np4", "refact-1.6b", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 4"),
     _c("refact-1rpc-ngl20-ub1024", "refact-1.6b", 1, "-c 8192 -ngl 20 -ub 1024 -fa on"),
+    # Talkie (weightless RMS norms, a per-head Q gain, scaled output projections, an embedding skip per layer)
+    _c("talkie-cpu", "talkie-13b", 0, "-c 4096"),
+    _c("talkie-2rpc-ngl20-faoff", "talkie-13b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),
+    _c("talkie-3rpc-np2-q8", "talkie-13b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

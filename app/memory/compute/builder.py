@@ -196,8 +196,9 @@ class Builder:
         res = mul_mat(rot, res)
         return reshape(res, *cur.ne)
 
-    def attn(self, il, q, k, v, wo, wo_b, sinks=None, v_mla=None, iswa_order=False):
-        """``build_attn`` for a KV cache (``llm_graph_input_attn_kv[_iswa]`` / ``_k`` for MLA)."""
+    def attn(self, il, q, k, v, wo, wo_b, sinks=None, v_mla=None, iswa_order=False, wo_s=None):
+        """``build_attn`` for a KV cache (``llm_graph_input_attn_kv[_iswa]`` / ``_k`` for MLA); ``wo_s``: the
+        output projection's per-tensor scale (``build_lora_mm(wo, cur, wo_s)``: a MUL after the product)."""
         c, g = self.c, self.g
         hk, hv, n_head_kv, swa = self.kv_dims(il)
         k_idxs, v_idxs, mask, k_rot, v_rot, n_kv = self.attn_inputs(swa)
@@ -272,6 +273,8 @@ class Builder:
             cur = self.hadamard(cur, v_rot)
         if wo is not None:
             cur = mul_mat(wo, cur)
+            if wo_s is not None:
+                cur = binary("MUL", cur, wo_s)
         if wo_b is not None:
             cur = binary("ADD", cur, wo_b)
         return cur
