@@ -153,6 +153,8 @@ VULKAN_CASES = [
         "bc13-3rpc-np2-q8",
         "refact-2rpc-faoff-np4",
         "talkie-2rpc-ngl20-faoff",
+        "spark-1rpc-faoff",
+        "spark-3rpc-ngl20-q8-ub1024",
     }
 ]
 

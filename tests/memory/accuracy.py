@@ -343,6 +343,12 @@ CASES: list[Case] = [
     _c("talkie-cpu", "talkie-13b", 0, "-c 4096"),
     _c("talkie-2rpc-ngl20-faoff", "talkie-13b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),
     _c("talkie-3rpc-np2-q8", "talkie-13b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    # Spark 2.5 (SWA 3 of 4 from the file's pattern array, a per-head sigmoid gate before attn_output, GELU FFN)
+    _c("spark-cpu", "spark2.5-8b", 0, "-c 16384"),
+    _c("spark-1rpc-faoff", "spark2.5-8b", 1, "-c 16384 -ngl all -fa off"),
+    _c("spark-2rpc-swafull-np2", "spark2.5-8b", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -np 2 -fa on"),
+    _c("spark-3rpc-ngl20-q8-ub1024", "spark2.5-8b", 3,
+       "-c 32768 -ngl 20 -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
