@@ -167,6 +167,9 @@ def _estimate(
     if settings.load_mtp and not settings.draft_model:
         _check_mtp(p.arch, p.nextn_layers)
     meta = check_split_mode(p.arch, model_devices(devices, settings), settings)
+    fa_aborts = family_of(p.arch).fa_aborts
+    if fa_aborts and settings.flash_attn != "off":
+        raise SettingsError(f"-fa {settings.flash_attn}: {fa_aborts}. Use -fa off.")
     if meta is not None:
         if settings.draft_model:
             raise SettingsError(

@@ -155,6 +155,7 @@ VULKAN_CASES = [
         "talkie-2rpc-ngl20-faoff",
         "spark-1rpc-faoff",
         "spark-3rpc-ngl20-q8-ub1024",
+        "plm-2rpc-faoff-np2",
     }
 ]
 

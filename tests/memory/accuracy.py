@@ -349,6 +349,12 @@ CASES: list[Case] = [
     _c("spark-2rpc-swafull-np2", "spark2.5-8b", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -np 2 -fa on"),
     _c("spark-3rpc-ngl20-q8-ub1024", "spark2.5-8b", 3,
        "-c 32768 -ngl 20 -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
+    # PLM (DeepSeek-style compressed K/V projections into a plain cache, squared-ReLU FFN, tied head; llama.cpp
+    # aborts on it with flash attention, tests/memory/test_plm.py)
+    _c("plm-cpu-faoff", "plm-1.8b", 0, "-c 8192 -fa off"),
+    _c("plm-2rpc-faoff-np2", "plm-1.8b", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2"),
+    _c("plm-1rpc-ngl20-faoff-ub1024", "plm-1.8b", 1, "-c 4096 -ngl 20 -fa off -ub 1024"),
+    _c("plm-3rpc-faoff-np4", "plm-1.8b", 3, "-c 16384 -ngl all -ts 1,2,1 -fa off -np 4"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

@@ -45,6 +45,9 @@ class Family:
     #: scheduler puts one of their nodes off its layer's device: the builder reads ``b.unfused`` (the ops turned
     #: off) and records ``b.fused_nodes`` as (op, tensor, layer); core.py re-runs the graph until they agree
     fused: tuple[str, ...] = ()
+    #: why this llama.cpp aborts on the family's graph with flash attention (on, or auto, whose probe builds it):
+    #: the estimate refuses anything but ``-fa off`` with this reason; empty where flash attention works
+    fa_aborts: str = ""
 
 
 def _discover() -> list[Family]:
