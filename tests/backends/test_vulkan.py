@@ -156,6 +156,8 @@ VULKAN_CASES = [
         "spark-1rpc-faoff",
         "spark-3rpc-ngl20-q8-ub1024",
         "plm-2rpc-faoff-np2",
+        "oelm3-2rpc-ngl20-faoff",
+        "oelm1-1rpc-ub1024-faoff",
     }
 ]
 

@@ -355,6 +355,11 @@ CASES: list[Case] = [
     _c("plm-2rpc-faoff-np2", "plm-1.8b", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2"),
     _c("plm-1rpc-ngl20-faoff-ub1024", "plm-1.8b", 1, "-c 4096 -ngl 20 -fa off -ub 1024"),
     _c("plm-3rpc-faoff-np4", "plm-1.8b", 3, "-c 16384 -ngl all -ts 1,2,1 -fa off -np 4"),
+    # OpenELM (per-layer head counts and FFN widths, fused qkv with per-head norms, the residual first in the adds)
+    _c("oelm3-cpu", "openelm-3b", 0, "-c 2048"),
+    _c("oelm3-2rpc-ngl20-faoff", "openelm-3b", 2, "-c 2048 -ngl 20 -ts 1,1 -fa off"),
+    _c("oelm3-3rpc-np4-q8", "openelm-3b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("oelm1-1rpc-ub1024-faoff", "openelm-1.1b", 1, "-c 2048 -ngl all -ub 1024 -fa off"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
