@@ -158,6 +158,8 @@ VULKAN_CASES = [
         "plm-2rpc-faoff-np2",
         "oelm3-2rpc-ngl20-faoff",
         "oelm1-1rpc-ub1024-faoff",
+        "jais-2rpc-ngl20-faoff",
+        "jais2-2rpc-ub1024",
     }
 ]
 

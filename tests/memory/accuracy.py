@@ -360,6 +360,13 @@ CASES: list[Case] = [
     _c("oelm3-2rpc-ngl20-faoff", "openelm-3b", 2, "-c 2048 -ngl 20 -ts 1,1 -fa off"),
     _c("oelm3-3rpc-np4-q8", "openelm-3b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
     _c("oelm1-1rpc-ub1024-faoff", "openelm-1.1b", 1, "-c 2048 -ngl all -ub 1024 -fa off"),
+    # Jais (layer norms and biases everywhere, fused qkv, ALiBi) and Jais 2 (rope, a squared-ReLU FFN)
+    _c("jais-cpu", "jais-13b", 0, "-c 2048"),
+    _c("jais-2rpc-ngl20-faoff", "jais-13b", 2, "-c 2048 -ngl 20 -ts 1,1 -fa off"),
+    _c("jais-3rpc-np2-q8", "jais-13b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("jais2-cpu-faoff", "jais2-8b", 0, "-c 8192 -fa off"),
+    _c("jais2-2rpc-ub1024", "jais2-8b", 2, "-c 16384 -ngl all -ts 1,1 -ub 1024 -fa on"),
+    _c("jais2-1rpc-ngl20-np4", "jais2-8b", 1, "-c 16384 -ngl 20 -np 4"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

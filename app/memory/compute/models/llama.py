@@ -10,19 +10,20 @@ from . import Family
 from .mamba import mamba2_layer
 
 #: the llama layer with layer norms (LLM_NORM): ``src/models/orion.cpp`` (with biases), ``olmo.cpp`` (OLMo 1:
-#: neither weight nor bias, the norm alone), ``dbrx.cpp`` (weights only)
-LAYER_NORM = frozenset({"orion", "olmo", "dbrx"})
+#: neither weight nor bias, the norm alone), ``dbrx.cpp`` (weights only), ``jais.cpp`` / ``jais2.cpp`` (biases
+#: everywhere)
+LAYER_NORM = frozenset({"orion", "olmo", "dbrx", "jais", "jais2"})
 #: the q/k norms after rope, not before: ``src/models/maincoder.cpp``
 ROPE_THEN_QK_NORM = frozenset({"maincoder"})
 #: a squared-ReLU FFN without a gate (LLM_FFN_RELU_SQR, LLM_FFN_SEQ): ``src/models/arcee.cpp``
-RELU_SQR_FFN = frozenset({"arcee"})
+RELU_SQR_FFN = frozenset({"arcee", "jais2"})
 
 
 def _has_rope(p) -> bool:
-    """``src/models/refact.cpp`` never ropes (ALiBi); ``baichuan.cpp`` ropes its 7B (32 layers) only: the 13B and
-    other depths take ALiBi or nothing, and build no ``inp_pos``. ALiBi's bias is a ``ggml_soft_max_ext`` /
-    ``ggml_flash_attn_ext`` parameter: no tensor of its own."""
-    return not (p.arch == "refact" or (p.arch == "baichuan" and p.n_layer != 32))
+    """``src/models/refact.cpp`` and ``jais.cpp`` never rope (ALiBi); ``baichuan.cpp`` ropes its 7B (32 layers)
+    only: the 13B and other depths take ALiBi or nothing, and build no ``inp_pos``. ALiBi's bias is a
+    ``ggml_soft_max_ext`` / ``ggml_flash_attn_ext`` parameter: no tensor of its own."""
+    return not (p.arch in ("refact", "jais") or (p.arch == "baichuan" and p.n_layer != 32))
 
 
 #: build_attn and build_ffn are passed no biases even where the loader reads them: ``src/models/refact.cpp``
@@ -174,6 +175,8 @@ FAMILY = Family(
             "mellum",  # qwen3moe's layer, sliding-window layers 3 of every 4 where the file has a window
             "baichuan",  # Baichuan 1/2: rope on the 7B (32 layers), ALiBi (no rope) on the 13B
             "refact",  # ALiBi (no rope); the biases the loader reads are not used by the graph
+            "jais",  # layer norms with biases, a fused qkv with its bias, ALiBi (no rope)
+            "jais2",  # layer norms with biases, rope, a squared-ReLU FFN without a gate
         }
     ),
     fallback=True,
