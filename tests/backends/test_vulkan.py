@@ -160,6 +160,7 @@ VULKAN_CASES = [
         "oelm1-1rpc-ub1024-faoff",
         "jais-2rpc-ngl20-faoff",
         "jais2-2rpc-ub1024",
+        "arctic-1rpc-cmoe",
     }
 ]
 

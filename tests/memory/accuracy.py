@@ -367,6 +367,12 @@ CASES: list[Case] = [
     _c("jais2-cpu-faoff", "jais2-8b", 0, "-c 8192 -fa off"),
     _c("jais2-2rpc-ub1024", "jais2-8b", 2, "-c 16384 -ngl all -ts 1,1 -ub 1024 -fa on"),
     _c("jais2-1rpc-ngl20-np4", "jais2-8b", 1, "-c 16384 -ngl 20 -np 4"),
+    # Snowflake Arctic (a dense residual MLP in parallel with 128 softmax experts over the attention's input)
+    _c("arctic-cpu", "arctic-480b", 0, "-c 4096"),
+    _c("arctic-1rpc-cmoe", "arctic-480b", 1, "-c 4096 -ngl all -cmoe -fa on"),
+    _c("arctic-3rpc-ncmoe-faoff-np2", "arctic-480b", 3, "-c 8192 -ngl all -ts 1,2,1 -ncmoe 20 -fa off -np 2"),
+    _c("arctic-2rpc-cmoe-q8-ub1024", "arctic-480b", 2,
+       "-c 4096 -ngl all -ts 1,1 -cmoe -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
