@@ -771,7 +771,9 @@ def extract_params(
     if warnings is not None:
         warnings.extend(m.warnings)
     if names is not None:
-        p.tied_embeddings = "output.weight" not in names and "token_embd.weight" in names
+        # bitnet.cpp creates no output tensor, not even a TENSOR_DUPLICATED one: its logits multiply token_embd
+        # itself, so there is no second copy to place
+        p.tied_embeddings = "output.weight" not in names and "token_embd.weight" in names and arch != "bitnet"
     return p
 
 

@@ -161,6 +161,8 @@ VULKAN_CASES = [
         "jais-2rpc-ngl20-faoff",
         "jais2-2rpc-ub1024",
         "arctic-1rpc-cmoe",
+        "bitnet-1rpc-all-faoff",
+        "bitnet-3rpc-ub1024",
     }
 ]
 

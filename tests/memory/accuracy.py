@@ -373,6 +373,11 @@ CASES: list[Case] = [
     _c("arctic-3rpc-ncmoe-faoff-np2", "arctic-480b", 3, "-c 8192 -ngl all -ts 1,2,1 -ncmoe 20 -fa off -np 2"),
     _c("arctic-2rpc-cmoe-q8-ub1024", "arctic-480b", 2,
        "-c 4096 -ngl all -ts 1,1 -cmoe -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
+    # BitNet b1.58 (sub-norms before the output and down projections, per-tensor scales, logits off token_embd)
+    _c("bitnet-cpu", "bitnet-2b-4t", 0, "-c 4096"),
+    _c("bitnet-1rpc-all-faoff", "bitnet-2b-4t", 1, "-c 4096 -ngl all -fa off"),
+    _c("bitnet-2rpc-ngl20-np2-q8", "bitnet-2b-4t", 2, "-c 16384 -ngl 20 -ts 1,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("bitnet-3rpc-ub1024", "bitnet-2b-4t", 3, "-c 8192 -ngl all -ts 1,2,1 -ub 1024"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

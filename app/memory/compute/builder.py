@@ -135,6 +135,16 @@ class Builder:
         w = self.w(wname) if isinstance(wname, str) else wname
         return mul_mat(w, x)
 
+    def mm_s(self, w, x):
+        """``build_lora_mm(w, x, w_s)``: the product, then the weight's per-tensor scale where the file has one
+        (``<name>.scale``, which llama_model::load_tensors' generic pass loads for any architecture: NVFP4's
+        second scale, BitNet's)."""
+        w = self.w(w) if isinstance(w, str) else w
+        cur = mul_mat(w, x)
+        name = getattr(w, "name", None) or ""
+        scale = self.w(name[: -len(".weight")] + ".scale") if name.endswith(".weight") else None
+        return binary("MUL", cur, scale) if scale is not None else cur
+
     def add_b(self, x, bname):
         b = self.w(bname)
         return binary("ADD", x, b) if b is not None else x
@@ -196,9 +206,9 @@ class Builder:
         res = mul_mat(rot, res)
         return reshape(res, *cur.ne)
 
-    def attn(self, il, q, k, v, wo, wo_b, sinks=None, v_mla=None, iswa_order=False, wo_s=None):
-        """``build_attn`` for a KV cache (``llm_graph_input_attn_kv[_iswa]`` / ``_k`` for MLA); ``wo_s``: the
-        output projection's per-tensor scale (``build_lora_mm(wo, cur, wo_s)``: a MUL after the product)."""
+    def attn(self, il, q, k, v, wo, wo_b, sinks=None, v_mla=None, iswa_order=False):
+        """``build_attn`` for a KV cache (``llm_graph_input_attn_kv[_iswa]`` / ``_k`` for MLA); the output
+        projection is ``build_lora_mm(wo, cur, wo_s)``, with the file's scale of ``wo`` where it has one."""
         c, g = self.c, self.g
         hk, hv, n_head_kv, swa = self.kv_dims(il)
         k_idxs, v_idxs, mask, k_rot, v_rot, n_kv = self.attn_inputs(swa)
@@ -272,9 +282,7 @@ class Builder:
         if v_rot is not None:
             cur = self.hadamard(cur, v_rot)
         if wo is not None:
-            cur = mul_mat(wo, cur)
-            if wo_s is not None:
-                cur = binary("MUL", cur, wo_s)
+            cur = self.mm_s(wo, cur)
         if wo_b is not None:
             cur = binary("ADD", cur, wo_b)
         return cur
@@ -322,18 +330,19 @@ class Builder:
     # feed-forward ---------------------------------------------------------
 
     def ffn(self, cur, pfx, il, act="silu", par=True, bias=True):
-        """``build_ffn`` with optional biases (``<pfx>_up``, ``<pfx>_gate``, ``<pfx>_down``); ``act`` matters only
+        """``build_ffn`` with optional biases and per-tensor scales (``<pfx>_up``, ``<pfx>_gate``, ``<pfx>_down``,
+        each ``build_lora_mm(w, x, w_s)``); ``act`` matters only
         where it is more than one op: ``"relu_sqr"`` (LLM_FFN_RELU_SQR, ``ggml_relu`` then ``ggml_sqr``); ``bias``
         False: the graph passes no biases (refact.cpp)."""
         up = self.w(f"blk.{il}.{pfx}_up.weight")
         gate = self.w(f"blk.{il}.{pfx}_gate.weight")
         down = self.w(f"blk.{il}.{pfx}_down.weight")
         add_b = self.add_b if bias else (lambda x, _name: x)
-        tmp = mul_mat(up, cur) if up is not None else cur
+        tmp = self.mm_s(up, cur) if up is not None else cur
         tmp = add_b(tmp, f"blk.{il}.{pfx}_up.bias")
         if gate is not None:
             x = tmp if not par else cur
-            cur = mul_mat(gate, x)
+            cur = self.mm_s(gate, x)
             cur = add_b(cur, f"blk.{il}.{pfx}_gate.bias")
             if par:
                 cur = glu_split(cur, tmp)
@@ -344,7 +353,7 @@ class Builder:
             if act == "relu_sqr":
                 cur = unary("SQR", cur)
         if down is not None:
-            cur = mul_mat(down, cur)
+            cur = self.mm_s(down, cur)
         return add_b(cur, f"blk.{il}.{pfx}_down.bias")
 
     def moe(
@@ -510,21 +519,22 @@ def _clamped(b, x):
 
 
 def qkv(b, il, cur, hd_q, hd_k, hd_v):
-    """``build_qkv``: fused or separate projections with optional biases, reshaped to heads."""
+    """``build_qkv``: fused or separate projections with optional per-tensor scales and biases, reshaped to
+    heads."""
     p, nt = b.p, b.nt
     n_head, n_head_kv = p.n_head[il], p.n_head_kv[il]
     wqkv = b.w(f"blk.{il}.attn_qkv.weight")
     if wqkv is not None:
-        qkv = mul_mat(wqkv, cur)
+        qkv = b.mm_s(wqkv, cur)
         qkv = _clamped(b, b.add_b(qkv, f"blk.{il}.attn_qkv.bias"))
         es = 4
         q = view(qkv, (hd_q, n_head, nt), (es * hd_q, qkv.nb[1]))
         k = view(qkv, (hd_k, n_head_kv, nt), (es * hd_k, qkv.nb[1]))
         v = view(qkv, (hd_v, n_head_kv, nt), (es * hd_v, qkv.nb[1]))
         return q, k, v
-    q = _clamped(b, b.add_b(b.mm(f"blk.{il}.attn_q.weight", cur), f"blk.{il}.attn_q.bias"))
-    k = _clamped(b, b.add_b(b.mm(f"blk.{il}.attn_k.weight", cur), f"blk.{il}.attn_k.bias"))
-    v = _clamped(b, b.add_b(b.mm(f"blk.{il}.attn_v.weight", cur), f"blk.{il}.attn_v.bias"))
+    q = _clamped(b, b.add_b(b.mm_s(f"blk.{il}.attn_q.weight", cur), f"blk.{il}.attn_q.bias"))
+    k = _clamped(b, b.add_b(b.mm_s(f"blk.{il}.attn_k.weight", cur), f"blk.{il}.attn_k.bias"))
+    v = _clamped(b, b.add_b(b.mm_s(f"blk.{il}.attn_v.weight", cur), f"blk.{il}.attn_v.bias"))
     return reshape(q, hd_q, n_head, nt), reshape(k, hd_k, n_head_kv, nt), reshape(v, hd_v, n_head_kv, nt)
 
 

@@ -1,6 +1,7 @@
 """``src/models/talkie.cpp`` (Talkie): RMS norms without weights (the embeddings, each layer's two, the output),
 rope then a per-head Q gain (``attn_q_norm`` of 1 x n_head) and a bare K norm, the attention output and FFN down
-projections with per-tensor scales (``attn_output.scale``, ``ffn_down.scale``: ``build_lora_mm``'s MUL), and a
+projections with per-tensor scales (``attn_output.scale``, ``ffn_down.scale``: ``build_lora_mm``'s MUL, which the
+builder adds where the file has them), and a
 skip from the normed embeddings into every layer's output, scaled by ``layer_output_scale``; a logit scale."""
 
 from __future__ import annotations
@@ -23,16 +24,12 @@ def build(b):
         q, k = rope(q, pos), rope(k, pos)
         q = b.norm(q, f"blk.{il}.attn_q_norm.weight", il)
         k = b.norm(k, None, il)
-        cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), None, wo_s=b.w(f"blk.{il}.attn_output.scale"))
+        cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), None)  # with attn_output.scale
         if il == b.last:
             cur, inpSA, skip = get_rows(cur, out_ids), get_rows(inpSA, out_ids), get_rows(skip, out_ids)
         ffn_inp = binary("ADD", cur, inpSA)
         cur = b.norm(ffn_inp, None, il)
-        cur = b.ffn(cur, "ffn", il)
-        down_s = b.w(f"blk.{il}.ffn_down.scale")
-        if down_s is not None:
-            cur = binary("MUL", cur, down_s)
-        cur = binary("ADD", cur, ffn_inp)
+        cur = binary("ADD", b.ffn(cur, "ffn", il), ffn_inp)  # with ffn_down.scale
         inpL = binary("ADD", cur, binary("MUL", skip, b.w(f"blk.{il}.layer_output_scale.weight")))
     return b.output(inpL, out_ids)
 
