@@ -22,6 +22,7 @@ from .compute.ggml import ne4
 from .compute.models import family_of
 from .draft import draft_settings, eagle3_target_layers, unmodelled_types
 from .kv import (
+    NO_FLASH_ATTN_ARCHS,
     ContextShape,
     SettingsError,
     context_shape,
@@ -231,6 +232,11 @@ def _estimate(
         and all(d != CPU for d in placement.layer_device)
     )
     notes: list[str] = []
+    if p.arch in NO_FLASH_ATTN_ARCHS and settings.flash_attn != "off":
+        notes.append(
+            f'-fa {settings.flash_attn}: llama.cpp turns flash attention off for Grok ("flash_attn is not '
+            'compatible with Grok - forcing off"): sized without it, the V cache transposed'
+        )
     reserved = _reserved_compute(model, placement, settings, shape, pipeline, estimator, notes, quick, borrowed)
     for dev, nbytes in reserved.items():
         mem.setdefault(dev, DeviceMemory(dev)).compute += nbytes

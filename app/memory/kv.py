@@ -85,6 +85,10 @@ RS_ROLLBACK_ARCHS = frozenset(
 )
 
 
+#: architectures llama_init_from_model runs without flash attention whatever -fa says
+NO_FLASH_ATTN_ARCHS = frozenset({"grok"})
+
+
 def context_shape(p: ModelParams, s: LlamaSettings) -> ContextShape:
     n_ctx0 = s.n_ctx if s.n_ctx and s.n_ctx > 0 else p.n_ctx_train
     if n_ctx0 <= 0:
@@ -103,12 +107,18 @@ def context_shape(p: ModelParams, s: LlamaSettings) -> ContextShape:
     for name, t in (("-ctk", s.type_k), ("-ctv", s.type_v)):
         if t not in CACHE_TYPE_BLOCKS:
             raise SettingsError(f"{name} {t} is not a cache type llama.cpp accepts ({', '.join(CACHE_TYPE_BLOCKS)}).")
-    fa = s.flash_attn != "off"
+    # llama_init_from_model: "flash_attn is not compatible with Grok - forcing off", before any check below
+    fa = s.flash_attn != "off" and p.arch not in NO_FLASH_ATTN_ARCHS
     if not fa and CACHE_TYPE_BLOCKS[s.type_v][0] > 1:
-        raise SettingsError(f"a quantized V cache ({s.type_v}) needs flash attention: use -fa on or -ctv f16.")
+        why = " (llama.cpp turns it off for Grok)" if p.arch in NO_FLASH_ATTN_ARCHS else ""
+        raise SettingsError(
+            f"a quantized V cache ({s.type_v}) needs flash attention{why}: use -fa on or -ctv f16."
+            if not why
+            else f"a quantized V cache ({s.type_v}) needs flash attention{why}: use -ctv f16."
+        )
     if p.is_mla and s.type_k != s.type_v:
         raise SettingsError("MLA models cache K only: -ctk and -ctv must be equal.")
-    if s.flash_attn != "off":
+    if fa:
         _check_cache_blocks(p, s)
     size_swa = 0
     if p.has_swa:

@@ -163,6 +163,8 @@ VULKAN_CASES = [
         "arctic-1rpc-cmoe",
         "bitnet-1rpc-all-faoff",
         "bitnet-3rpc-ub1024",
+        "grok1-1rpc-cmoe-faoff",
+        "grok2-2rpc-cmoe-ub1024",
     }
 ]
 

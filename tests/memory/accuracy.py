@@ -350,7 +350,7 @@ CASES: list[Case] = [
     _c("spark-3rpc-ngl20-q8-ub1024", "spark2.5-8b", 3,
        "-c 32768 -ngl 20 -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
     # PLM (DeepSeek-style compressed K/V projections into a plain cache, squared-ReLU FFN, tied head; llama.cpp
-    # aborts on it with flash attention, tests/memory/test_plm.py)
+    # aborts on it with flash attention, tests/memory/test_flash_attn_rules.py)
     _c("plm-cpu-faoff", "plm-1.8b", 0, "-c 8192 -fa off"),
     _c("plm-2rpc-faoff-np2", "plm-1.8b", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2"),
     _c("plm-1rpc-ngl20-faoff-ub1024", "plm-1.8b", 1, "-c 4096 -ngl 20 -fa off -ub 1024"),
@@ -378,6 +378,14 @@ CASES: list[Case] = [
     _c("bitnet-1rpc-all-faoff", "bitnet-2b-4t", 1, "-c 4096 -ngl all -fa off"),
     _c("bitnet-2rpc-ngl20-np2-q8", "bitnet-2b-4t", 2, "-c 16384 -ngl 20 -ts 1,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
     _c("bitnet-3rpc-ub1024", "bitnet-2b-4t", 3, "-c 8192 -ngl all -ts 1,2,1 -ub 1024"),
+    # Grok-1 / Grok-2 (flash attention always off, soft-capped KQ, attention-output norm, GELU experts, Grok-2's
+    # dense FFN beside them, post-FFN norm, scaled and soft-capped logits; tests/memory/test_flash_attn_rules.py)
+    _c("grok1-cpu", "grok-1", 0, "-c 8192"),
+    _c("grok1-1rpc-cmoe-faoff", "grok-1", 1, "-c 8192 -ngl all -cmoe -fa off"),
+    _c("grok1-3rpc-ncmoe-np2-q8", "grok-1", 3, "-c 16384 -ngl all -ts 1,2,1 -ncmoe 30 -np 2 -fa on -ctk q8_0"),
+    _c("grok2-cpu-faoff", "grok-2", 0, "-c 8192 -fa off"),
+    _c("grok2-2rpc-cmoe-ub1024", "grok-2", 2, "-c 16384 -ngl all -ts 1,1 -cmoe -ub 1024 -fa on"),
+    _c("grok2-1rpc-ngl30-np4-faoff", "grok-2", 1, "-c 8192 -ngl 30 -np 4 -fa off"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

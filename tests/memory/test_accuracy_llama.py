@@ -171,6 +171,8 @@ SERVER_CASES = [
     ("arctic", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 4 -ub 256"),
     ("bitnet", 1, "-c 4096 -ngl all -fa on -np 2"),
     ("bitnet", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
+    ("grok", 1, "-c 4096 -ngl all -cmoe -fa off -np 2"),
+    ("grok", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa on -np 4 -ub 256"),
     ("hunyuan-dense", 1, "-c 4096 -ngl all -fa on -np 2"),
     ("hunyuan_vl", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
     ("deci", 1, "-c 4096 -ngl all -fa on -np 2"),

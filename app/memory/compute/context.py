@@ -100,13 +100,17 @@ class Ctx:
             and p.head_dim_v % 64 == 0
             and not p.is_mla
         )
-        self.softcap = bool(meta.get(f"{a}.attn_logit_softcapping"))
+        # build_attn_mha's soft-capped KQ without flash attention (scale, tanh, scale): hparams.attn_soft_cap, which
+        # only gemma2.cpp's loader sets, and grok's own branch (arch == LLM_ARCH_GROK: attn_output_multiplier / 30
+        # then tanh then 30); with flash attention the cap is a parameter of the op
+        self.softcap = a in ("gemma2", "grok")
         # minicpm.cpp's load_arch_hparams sets all three before reading the optional keys (older MiniCPM GGUFs
-        # have none): the scales are there unless a key says 0
+        # have none), grok.cpp the embedding and logit scales: the scales are there unless a key says 0
         dflt = 1.0 if a == "minicpm" else 0.0
-        self.embedding_scale = bool(meta.get(f"{a}.embedding_scale", dflt))
+        dflt_el = 1.0 if a in ("minicpm", "grok") else 0.0
+        self.embedding_scale = bool(meta.get(f"{a}.embedding_scale", dflt_el))
         self.residual_scale = bool(meta.get(f"{a}.residual_scale", dflt))
-        self.logit_scale = bool(meta.get(f"{a}.logit_scale", dflt))
+        self.logit_scale = bool(meta.get(f"{a}.logit_scale", dflt_el))
         # hparams.f_clamp_kqv, read by dbrx.cpp, mpt.cpp and olmo.cpp only: build_qkv clamps the projections
         self.clamp_kqv = a in CLAMP_KQV_ARCHS and float(meta.get(f"{a}.attention.clamp_kqv", 0) or 0) > 0
         self.n_expert = p.n_expert
