@@ -165,6 +165,7 @@ VULKAN_CASES = [
         "bitnet-3rpc-ub1024",
         "grok1-1rpc-cmoe-faoff",
         "grok2-2rpc-cmoe-ub1024",
+        "pocr-2rpc-faoff-np2",
     }
 ]
 

@@ -386,6 +386,10 @@ CASES: list[Case] = [
     _c("grok2-cpu-faoff", "grok-2", 0, "-c 8192 -fa off"),
     _c("grok2-2rpc-cmoe-ub1024", "grok-2", 2, "-c 16384 -ngl all -ts 1,1 -cmoe -ub 1024 -fa on"),
     _c("grok2-1rpc-ngl30-np4-faoff", "grok-2", 1, "-c 8192 -ngl 30 -np 4 -fa off"),
+    # PaddleOCR-VL's text model (qwen2vl's M-RoPE graph on ERNIE 4.5's tensors)
+    _c("pocr-cpu", "paddleocr-vl", 0, "-c 16384"),
+    _c("pocr-2rpc-faoff-np2", "paddleocr-vl", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 2"),
+    _c("pocr-1rpc-ngl10-ub1024", "paddleocr-vl", 1, "-c 32768 -ngl 10 -ub 1024 -fa on"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

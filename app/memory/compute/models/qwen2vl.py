@@ -1,7 +1,9 @@
 """``src/models/qwen2vl.cpp``: the language model of Qwen2-VL / Qwen2.5-VL (the projector, ``--mmproj``, is a
 separate model). The llama layer (Q/K/V with biases, attention scaled by 1/sqrt(head_dim), SwiGLU FFN) with
 M-RoPE: ``ggml_rope_multi`` takes 4 positions per token (``n_pos_per_embd``), so ``inp_pos`` is ``4 * n_tokens``
-long. (An ``output.bias``, which the loader accepts but no published file has, is not built.)"""
+long. (An ``output.bias``, which the loader accepts but no published file has, is not built.) Also the graph of
+PaddleOCR-VL's text model (``src/models/paddleocr.cpp``: "same with qwen2vl.cpp, but bias tensors are optional",
+on ERNIE 4.5's tensors)."""
 
 from __future__ import annotations
 
@@ -33,4 +35,4 @@ def build(b):
     return b.output(inpL, out_ids)
 
 
-FAMILY = Family(name="qwen2vl", build=build, exact=frozenset({"qwen2vl"}))
+FAMILY = Family(name="qwen2vl", build=build, exact=frozenset({"qwen2vl", "paddleocr"}))
