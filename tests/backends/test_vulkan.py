@@ -166,6 +166,7 @@ VULKAN_CASES = [
         "grok1-1rpc-cmoe-faoff",
         "grok2-2rpc-cmoe-ub1024",
         "pocr-2rpc-faoff-np2",
+        "ling1-lite-1rpc-cmoe",
     }
 ]
 

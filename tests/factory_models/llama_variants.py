@@ -12,6 +12,8 @@
   the 13B (40 layers).
 - ``refact`` (Refact-1.6B): the llama tensors without rope (ALiBi), ``output`` optional; the loader's optional
   biases are never used by the graph (none are written).
+- ``bailingmoe`` (Ling 1.x): softmax experts of ``expert_feed_forward_length`` on every layer plus
+  ``expert_shared_count`` gated shared experts fused into one FFN, ``output`` required.
 - ``hunyuan-dense`` (Hunyuan 0.5B-7B) and ``hunyuan_vl`` (HunyuanOCR's text model): q/k norms of the head size
   (applied after rope), a dense SwiGLU FFN, ``output`` optional; HunyuanOCR's converter writes
   ``rope.dimension_sections`` (XD-RoPE, run as M-RoPE).
@@ -23,7 +25,7 @@ from typing import Any
 
 from gguf import GGUFValueType as VT
 
-from tests.gguf_factory import ModelSpec, _attn_qkvo, _common_kv, _embeddings, _experts, register
+from tests.gguf_factory import ModelSpec, _attn_qkvo, _common_kv, _embeddings, _experts, _shared_expert, register
 
 
 def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
@@ -38,7 +40,10 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
         s.set("{arch}.attention.sliding_window", int(hp["sliding_window"]))
     if hp.get("rope_sections"):
         s.set("{arch}.rope.dimension_sections", [int(x) for x in hp["rope_sections"]], VT.INT32)
-    _embeddings(s, hp, output_required=arch in ("mellum", "baichuan"))
+    if arch == "bailingmoe":
+        s.set("{arch}.expert_shared_count", int(hp["n_expert_shared"]))
+        s.set("{arch}.expert_weights_norm", bool(hp["norm_w"]))
+    _embeddings(s, hp, output_required=arch in ("mellum", "baichuan", "bailingmoe"))
     for i in range(nl):
         p = f"blk.{i}."
         s.add(p + "attn_norm.weight", (n_embd,), "norm")
@@ -47,8 +52,10 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
             s.add(p + "attn_k_norm.weight", (hd,), "norm")
             s.add(p + "attn_q_norm.weight", (hd,), "norm")
         s.add(p + "ffn_norm.weight", (n_embd,), "norm")
-        if arch == "mellum":
+        if arch in ("mellum", "bailingmoe"):
             _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
+            if arch == "bailingmoe":
+                _shared_expert(s, i, n_embd, int(hp["n_ff_exp"]) * int(hp["n_expert_shared"]))
             continue
         if arch != "arcee":
             s.add(p + "ffn_gate.weight", (n_embd, hp["n_ff"]))
@@ -190,5 +197,25 @@ register(
         "refact-1.6b": dict(
             name="Refact-1_6B-fim", n_layer=32, n_embd=2048, n_head=32, n_head_kv=1, n_ff=5632, n_ctx_train=4096,
             n_vocab=49216, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "bailingmoe",
+    build=_build,
+    tiny=dict(head_dim=32, n_ff=None, n_expert=8, n_expert_used=2, n_ff_exp=64, n_expert_shared=2, norm_w=True),
+    sparse={
+        # inclusionAI/Ling-lite-1.5: 28 layers of 2048, 16 query / 4 KV heads of 128, 64 experts of 1408 (6 used,
+        # softmax, normalised) plus 2 shared, vocabulary 126464, 32768 positions
+        "ling-lite-1.5": dict(
+            name="Ling-lite-1.5", n_layer=28, n_embd=2048, n_head=16, n_head_kv=4, head_dim=128, n_expert=64,
+            n_expert_used=6, n_ff_exp=1408, n_expert_shared=2, norm_w=True, n_ctx_train=32768, n_vocab=126464,
+            quant="q4_k_m", file_type=15),
+        # inclusionAI/Ling-plus: 88 layers of 5120, 40 query / 8 KV heads of 128, 64 experts of 3072 (4 used) plus 1
+        # shared, top-k weights not normalised, vocabulary 126464 (290B)
+        "ling-plus": dict(
+            name="Ling-plus", n_layer=88, n_embd=5120, n_head=40, n_head_kv=8, head_dim=128, n_expert=64,
+            n_expert_used=4, n_ff_exp=3072, n_expert_shared=1, norm_w=False, n_ctx_train=16384, n_vocab=126464,
+            quant="q4_k_m", file_type=15),
     },
 )

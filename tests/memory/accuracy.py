@@ -390,6 +390,12 @@ CASES: list[Case] = [
     _c("pocr-cpu", "paddleocr-vl", 0, "-c 16384"),
     _c("pocr-2rpc-faoff-np2", "paddleocr-vl", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 2"),
     _c("pocr-1rpc-ngl10-ub1024", "paddleocr-vl", 1, "-c 32768 -ngl 10 -ub 1024 -fa on"),
+    # Ling 1.x (bailingmoe: softmax experts on every layer plus gated shared experts)
+    _c("ling1-lite-cpu", "ling-lite-1.5", 0, "-c 8192"),
+    _c("ling1-lite-1rpc-cmoe", "ling-lite-1.5", 1, "-c 16384 -ngl all -cmoe -fa on"),
+    _c("ling1-lite-2rpc-ncmoe-faoff-np2", "ling-lite-1.5", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 10 -fa off -np 2"),
+    _c("ling1-plus-3rpc-cmoe-q8", "ling-plus", 3, "-c 16384 -ngl all -ts 1,2,1 -cmoe -fa on -ctk q8_0 -ctv q8_0"),
+    _c("ling1-plus-1rpc-ngl40-ub1024", "ling-plus", 1, "-c 8192 -ngl 40 -ub 1024"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

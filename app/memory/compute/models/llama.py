@@ -177,6 +177,7 @@ FAMILY = Family(
             "refact",  # ALiBi (no rope); the biases the loader reads are not used by the graph
             "jais",  # layer norms with biases, a fused qkv with its bias, ALiBi (no rope)
             "jais2",  # layer norms with biases, rope, a squared-ReLU FFN without a gate
+            "bailingmoe",  # Ling 1.x: softmax experts on every layer plus the gated shared experts
         }
     ),
     fallback=True,
