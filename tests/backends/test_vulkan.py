@@ -167,6 +167,7 @@ VULKAN_CASES = [
         "grok2-2rpc-cmoe-ub1024",
         "pocr-2rpc-faoff-np2",
         "ling1-lite-1rpc-cmoe",
+        "mcpm3-2rpc-ngl30-faoff",
     }
 ]
 

@@ -396,6 +396,11 @@ CASES: list[Case] = [
     _c("ling1-lite-2rpc-ncmoe-faoff-np2", "ling-lite-1.5", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 10 -fa off -np 2"),
     _c("ling1-plus-3rpc-cmoe-q8", "ling-plus", 3, "-c 16384 -ngl all -ts 1,2,1 -cmoe -fa on -ctk q8_0 -ctv q8_0"),
     _c("ling1-plus-1rpc-ngl40-ub1024", "ling-plus", 1, "-c 8192 -ngl 40 -ub 1024"),
+    # MiniCPM3 (low-rank Q and KV projections into a plain cache, LongRoPE factors per device, the muP scales)
+    _c("mcpm3-cpu", "minicpm3-4b", 0, "-c 8192"),
+    _c("mcpm3-2rpc-ngl30-faoff", "minicpm3-4b", 2, "-c 8192 -ngl 30 -ts 1,1 -fa off"),
+    _c("mcpm3-3rpc-np2-q8", "minicpm3-4b", 3, "-c 32768 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("mcpm3-1rpc-long-ub1024", "minicpm3-4b", 1, "-c 65536 -ngl all -ub 1024 -fa on"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
