@@ -65,6 +65,8 @@ NOT_TEXT_GENERATION = {
     "eagle3": "speculative-decoding draft head",
     "dflash": "speculative-decoding draft head",
     "(unknown)": "placeholder entry of the table",
+    # named in the table without a model class: llama.cpp refuses the file, and so does Layerdeck at open
+    "gptj": "llama.cpp builds no model for it (\"unsupported model architecture\"), refused at open",
 }
 
 #: Architectures whose compared models carry NextN/MTP blocks (left out, as llama.cpp does without MTP speculation).

@@ -10,6 +10,7 @@ from .errors import (
     MissingShardError,
     NotGGUFError,
     TruncatedGGUFError,
+    UnsupportedArchitectureError,
     UnsupportedVersionError,
 )
 from .hparams import ModelParams
@@ -33,5 +34,6 @@ __all__ = [
     "LayerCountError",
     "MetadataError",
     "MissingShardError",
+    "UnsupportedArchitectureError",
     "UnsupportedVersionError",
 ]

@@ -31,6 +31,11 @@ class TruncatedGGUFError(GGUFError):
     """The file ends before the structure it declares is complete."""
 
 
+class UnsupportedArchitectureError(GGUFError):
+    """``general.architecture`` names a model the pinned llama.cpp cannot build: a name it does not know, or one
+    in its table without a model (``gptj``). The file may be sound; llama.cpp refuses it all the same."""
+
+
 class CorruptGGUFError(GGUFError):
     """The file holds values that cannot be right (absurd counts, unknown types, duplicates)."""
 

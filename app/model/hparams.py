@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import llama_keys
-from .errors import LayerCountError, MetadataError
+from .errors import LayerCountError, MetadataError, UnsupportedArchitectureError
 from .gguf_reader import (
     LLAMA_TYPE_NAMES,
     T_ARRAY,
@@ -521,6 +521,18 @@ def _architecture(m: Meta) -> str:
     if not arch:
         raise m.error(
             key, "is empty, so llama.cpp refuses the file", "str ('')", "str", "unknown model architecture: ''"
+        )
+    if arch not in llama_keys.KNOWN_ARCHS:
+        # llama_model_load: llm_arch_from_string, then llama_model_mapping, before any hyperparameter is read
+        if arch in llama_keys.UNSUPPORTED_ARCHS:
+            said, why = "unsupported", "is in llama.cpp's table, but this llama.cpp builds no model for it"
+        else:
+            said, why = "unknown", "is not one this llama.cpp knows (a typo, or a model newer than this llama.cpp)"
+        raise UnsupportedArchitectureError(
+            f"{m.where}general.architecture is {arch[:80]!r}, which {why}, so llama.cpp refuses the file "
+            f"(llama.cpp: \"{said} model architecture: '{arch[:80]}'\"): use a llama.cpp that runs this "
+            "architecture, or a GGUF converted for one this llama.cpp runs.",
+            m.path,
         )
     return arch
 

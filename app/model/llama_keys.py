@@ -385,6 +385,10 @@ READERS: dict[str, frozenset[str]] = {
     "vocab_size": frozenset(["deepseek2", "llama", "llama-embed", "mistral4"]),
 }
 
+#: Names in the pinned llama.cpp's architecture table (``LLM_ARCH_NAMES``) that it builds no model for:
+#: ``llama_model_mapping`` throws "unsupported model architecture" (tests/model/test_llama_keys.py)
+UNSUPPORTED_ARCHS: frozenset[str] = frozenset(["gptj"])
+
 #: Every architecture the pinned llama.cpp builds a model for.
 KNOWN_ARCHS: frozenset[str] = frozenset(
     [

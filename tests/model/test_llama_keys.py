@@ -8,7 +8,7 @@ import pytest
 
 from app.model import open_model
 from app.model.errors import MetadataError
-from app.model.llama_keys import KEYS, KNOWN_ARCHS, READERS
+from app.model.llama_keys import KEYS, KNOWN_ARCHS, READERS, UNSUPPORTED_ARCHS
 from tests.model.gguf_edit import T_STR, T_U8, apply
 
 PINNED = sorted(Path.home().glob(".cache/layerdeck/llama.cpp-0.3.36-*/src/src/models"))
@@ -22,6 +22,8 @@ def test_table_matches_the_pinned_source():
     assert readers(src) == READERS
     names = _arch_names(src)
     assert KNOWN_ARCHS == {names[a] for a in _classes(src) if a in names}
+    # named in LLM_ARCH_NAMES without a model (the "(unknown)" placeholder aside): refused as llama.cpp does
+    assert set(names.values()) - KNOWN_ARCHS - {"(unknown)"} == UNSUPPORTED_ARCHS
     assert set(READERS) == set(KEYS)
     # spot checks against what the factory models need
     assert "gpt-oss" in READERS["attention.sliding_window"] and "llama" not in READERS["attention.sliding_window"]

@@ -12,6 +12,7 @@ import errno
 import io
 import mmap
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -25,7 +26,8 @@ from gguf import GGUFWriter
 
 from app.cli import main as cli_main
 from app.errors import ReadError
-from app.model import CorruptGGUFError, MissingShardError, TruncatedGGUFError, open_model
+from app.model import (CorruptGGUFError, MissingShardError, TruncatedGGUFError, UnsupportedArchitectureError,
+                       open_model)
 from app.model.errors import FileAccessError, LayerCountError, MetadataError
 from app.model.gguf_reader import read_header
 from tests.model.gguf_edit import (T_ARR, T_F32, T_F64, T_I32, T_STR, T_U8, T_U16, T_U32, T_U64, apply,
@@ -149,11 +151,15 @@ def _nbytes(g, t) -> int:
      "m.gguf: metadata key general.architecture is missing, so the file names no architecture and llama.cpp "
      "refuses it (llama.cpp: \"unknown model architecture: ''\"): the file is corrupt or was written by a "
      "broken converter; convert or download it again."),
-    ([["meta", "general.architecture", T_STR, "llamx"]], MetadataError,
-     "m.gguf: metadata key llamx.block_count is missing, but the file has llama.block_count: "
-     "general.architecture ('llamx') does not match the names of its other keys, so llama.cpp refuses it "
-     "(llama.cpp: \"key not found in model: llamx.block_count\"): the file is corrupt or was written by a "
-     "broken converter; convert or download it again."),
+    # llama.cpp resolves the architecture's name before it reads a key (checked: its log says so)
+    ([["meta", "general.architecture", T_STR, "llamx"]], UnsupportedArchitectureError,
+     "m.gguf: general.architecture is 'llamx', which is not one this llama.cpp knows (a typo, or a model newer "
+     "than this llama.cpp), so llama.cpp refuses the file (llama.cpp: \"unknown model architecture: 'llamx'\"): "
+     "use a llama.cpp that runs this architecture, or a GGUF converted for one this llama.cpp runs."),
+    ([["meta", "general.architecture", T_STR, "gptj"]], UnsupportedArchitectureError,
+     "m.gguf: general.architecture is 'gptj', which is in llama.cpp's table, but this llama.cpp builds no model "
+     "for it, so llama.cpp refuses the file (llama.cpp: \"unsupported model architecture: 'gptj'\"): use a "
+     "llama.cpp that runs this architecture, or a GGUF converted for one this llama.cpp runs."),
     ([["rename", 4, "blk.00.attn_q.weight"]], LayerCountError,
      "m.gguf: tensor 'blk.00.attn_q.weight' is not named like a layer tensor llama.cpp writes (blk.N.NAME with "
      "N = 0, 1, 2, ...), so llama.cpp would not load it (\"wrong number of tensors\"): the tensor table is "
@@ -171,6 +177,23 @@ def test_layers_outside_block_count_are_refused_at_open(tmp_path, llama, mutatio
     assert type(exc.value) is error and str(exc.value) == message
     code, out, err = cli(["inspect", str(p)])
     assert (code, out, err) == (2, "", f"layerdeck: {message}\n")
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("name,said", [("llamx", "unknown"), ("gptj", "unsupported")])
+def test_architectures_llama_cpp_cannot_build_are_refused_as_it_refuses_them(tmp_path, llama, llama_bin, name,
+                                                                             said):
+    p = edited(tmp_path, llama, [["meta", "general.architecture", T_STR, name]])
+    quote = f"{said} model architecture: '{name}'"
+    with pytest.raises(UnsupportedArchitectureError, match=re.escape(quote)):
+        open_model(p)
+    for _ in range(10):  # an abort can cut llama.cpp's logging thread short before the error line
+        out = subprocess.run([str(llama_bin / "llama-fit-params"), "-m", str(p), "--fit-print", "on", "-c", "512",
+                              "-lv", "4"], capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0
+        if quote in out.stderr:
+            break
+    assert quote in out.stderr, out.stderr[-2000:]
 
 
 # ---------------------------------------------------------------- 3. metadata of the wrong type
