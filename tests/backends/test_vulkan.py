@@ -168,6 +168,8 @@ VULKAN_CASES = [
         "pocr-2rpc-faoff-np2",
         "ling1-lite-1rpc-cmoe",
         "mcpm3-2rpc-ngl30-faoff",
+        "cham7-2rpc-ngl20-faoff",
+        "cham30-3rpc-ub1024",
     }
 ]
 

@@ -401,6 +401,12 @@ CASES: list[Case] = [
     _c("mcpm3-2rpc-ngl30-faoff", "minicpm3-4b", 2, "-c 8192 -ngl 30 -ts 1,1 -fa off"),
     _c("mcpm3-3rpc-np2-q8", "minicpm3-4b", 3, "-c 32768 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),
     _c("mcpm3-1rpc-long-ub1024", "minicpm3-4b", 1, "-c 65536 -ngl all -ub 1024 -fa on"),
+    # Chameleon (per-head Q/K layer norms, swin norms on the 30B, the image-token range of the logits overwritten)
+    _c("cham7-cpu", "chameleon-7b", 0, "-c 4096"),
+    _c("cham7-2rpc-ngl20-faoff", "chameleon-7b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),
+    _c("cham7-1rpc-np4-q8", "chameleon-7b", 1, "-c 16384 -ngl all -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("cham30-3rpc-ub1024", "chameleon-30b", 3, "-c 4096 -ngl all -ts 1,2,1 -ub 1024 -fa on"),
+    _c("cham30-cpu-faoff", "chameleon-30b", 0, "-c 4096 -fa off"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
