@@ -170,6 +170,8 @@ VULKAN_CASES = [
         "mcpm3-2rpc-ngl30-faoff",
         "cham7-2rpc-ngl20-faoff",
         "cham30-3rpc-ub1024",
+        "grswa-2rpc-faoff-np2",
+        "grswamoe-1rpc-cmoe-q8",
     }
 ]
 

@@ -407,6 +407,13 @@ CASES: list[Case] = [
     _c("cham7-1rpc-np4-q8", "chameleon-7b", 1, "-c 16384 -ngl all -np 4 -fa on -ctk q8_0 -ctv q8_0"),
     _c("cham30-3rpc-ub1024", "chameleon-30b", 3, "-c 4096 -ngl all -ts 1,2,1 -ub 1024 -fa on"),
     _c("cham30-cpu-faoff", "chameleon-30b", 0, "-c 4096 -fa off"),
+    # Granite SWA (SWA 3 of 4 from the pattern array, attention sinks, muP scales; the MoE's fused shared expert)
+    _c("grswa-cpu", "granite-swa-8b", 0, "-c 16384"),
+    _c("grswa-2rpc-faoff-np2", "granite-swa-8b", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 2"),
+    _c("grswa-1rpc-ngl20-swafull", "granite-swa-8b", 1, "-c 32768 -ngl 20 --swa-full -fa on"),
+    _c("grswamoe-cpu", "granite-swa-moe", 0, "-c 16384"),
+    _c("grswamoe-1rpc-cmoe-q8", "granite-swa-moe", 1, "-c 32768 -ngl all -cmoe -fa on -ctk q8_0 -ctv q8_0"),
+    _c("grswamoe-3rpc-ncmoe-ub1024", "granite-swa-moe", 3, "-c 16384 -ngl all -ts 1,2,1 -ncmoe 10 -ub 1024"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
