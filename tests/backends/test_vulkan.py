@@ -172,6 +172,7 @@ VULKAN_CASES = [
         "cham30-3rpc-ub1024",
         "grswa-2rpc-faoff-np2",
         "grswamoe-1rpc-cmoe-q8",
+        "cogvlm-2rpc-ngl20-faoff",
     }
 ]
 

@@ -14,6 +14,9 @@
   biases are never used by the graph (none are written).
 - ``bailingmoe`` (Ling 1.x): softmax experts of ``expert_feed_forward_length`` on every layer plus
   ``expert_shared_count`` gated shared experts fused into one FFN, ``output`` required.
+- ``cogvlm`` (CogVLM's language model): one fused ``attn_qkv`` (no GQA) and, per layer, the visual expert's
+  copies (``vis_attn_qkv``, ``vis_attn_output``, ``vis_gate`` / ``vis_up`` / ``vis_down``), loaded and placed but
+  unused by text; ``output`` optional.
 - ``hunyuan-dense`` (Hunyuan 0.5B-7B) and ``hunyuan_vl`` (HunyuanOCR's text model): q/k norms of the head size
   (applied after rope), a dense SwiGLU FFN, ``output`` optional; HunyuanOCR's converter writes
   ``rope.dimension_sections`` (XD-RoPE, run as M-RoPE).
@@ -25,7 +28,8 @@ from typing import Any
 
 from gguf import GGUFValueType as VT
 
-from tests.gguf_factory import ModelSpec, _attn_qkvo, _common_kv, _embeddings, _experts, _shared_expert, register
+from tests.gguf_factory import (ModelSpec, _attn_qkvo, _common_kv, _dense_ffn, _embeddings, _experts, _shared_expert,
+                                register)
 
 
 def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
@@ -47,6 +51,16 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
     for i in range(nl):
         p = f"blk.{i}."
         s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        if arch == "cogvlm":
+            for pre in ("attn", "vis_attn"):
+                s.add(p + f"{pre}_qkv.weight", (n_embd, 3 * hd * n_head))
+                s.add(p + f"{pre}_output.weight", (hd * n_head, n_embd))
+            s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+            _dense_ffn(s, i, n_embd, hp["n_ff"])
+            s.add(p + "vis_gate.weight", (n_embd, hp["n_ff"]))
+            s.add(p + "vis_down.weight", (hp["n_ff"], n_embd))
+            s.add(p + "vis_up.weight", (n_embd, hp["n_ff"]))
+            continue
         _attn_qkvo(s, i, n_embd, hd * n_head, hd * n_kv, hd * n_kv, out_bias=arch == "pangu-embedded")
         if arch in ("maincoder", "mellum", "hunyuan-dense", "hunyuan_vl"):
             s.add(p + "attn_k_norm.weight", (hd,), "norm")
@@ -217,5 +231,18 @@ register(
             name="Ling-plus", n_layer=88, n_embd=5120, n_head=40, n_head_kv=8, head_dim=128, n_expert=64,
             n_expert_used=4, n_ff_exp=3072, n_expert_shared=1, norm_w=False, n_ctx_train=16384, n_vocab=126464,
             quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "cogvlm",
+    build=_build,
+    tiny=dict(n_head_kv=4, n_ff=192),
+    sparse={
+        # zai-org/cogvlm2-llama3-chat-19B's language model: 32 layers of 4096, 32 heads (no GQA), intermediate
+        # 14336, vocabulary 128256, the visual expert's weights beside the text ones
+        "cogvlm2-19b": dict(
+            name="cogvlm2-llama3-chat-19B", n_layer=32, n_embd=4096, n_head=32, n_head_kv=32, n_ff=14336,
+            n_ctx_train=8192, rope_base=500000.0, n_vocab=128256, quant="q4_k_m", file_type=15),
     },
 )

@@ -414,6 +414,10 @@ CASES: list[Case] = [
     _c("grswamoe-cpu", "granite-swa-moe", 0, "-c 16384"),
     _c("grswamoe-1rpc-cmoe-q8", "granite-swa-moe", 1, "-c 32768 -ngl all -cmoe -fa on -ctk q8_0 -ctv q8_0"),
     _c("grswamoe-3rpc-ncmoe-ub1024", "granite-swa-moe", 3, "-c 16384 -ngl all -ts 1,2,1 -ncmoe 10 -ub 1024"),
+    # CogVLM 2's language model (fused qkv, every token's logits: no inp_out_ids; visual-expert weights unused)
+    _c("cogvlm-cpu", "cogvlm2-19b", 0, "-c 8192"),
+    _c("cogvlm-2rpc-ngl20-faoff", "cogvlm2-19b", 2, "-c 8192 -ngl 20 -ts 1,1 -fa off"),
+    _c("cogvlm-3rpc-np2-q8-ub1024", "cogvlm2-19b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

@@ -28,6 +28,9 @@ def _has_rope(p) -> bool:
 
 #: build_attn and build_ffn are passed no biases even where the loader reads them: ``src/models/refact.cpp``
 NO_BIAS_ARCHS = frozenset({"refact"})
+#: graphs without ``inp_out_ids``: every token's logits, no ``get_rows`` on the last layer, and ``ggml_rope``
+#: without frequency factors: ``src/models/cogvlm.cpp`` (its visual-expert weights are loaded, unused by text)
+ALL_OUTPUTS_ARCHS = frozenset({"cogvlm"})
 
 
 def build(b):
@@ -43,7 +46,8 @@ def build(b):
     inpL = b.inp_embd()
     roped = _has_rope(p)
     pos = b.inp_pos() if roped else None
-    out_ids = b.inp_out_ids()
+    all_outputs = p.arch in ALL_OUTPUTS_ARCHS
+    out_ids = None if all_outputs else b.inp_out_ids()
     iswa = c.has_swa
     biased = p.arch not in NO_BIAS_ARCHS
     for il in b.layers:
@@ -60,7 +64,7 @@ def build(b):
             q, k, v = qkv(b, il, cur, hd_k, hd_k, hd_v)
             qn = b.w(f"blk.{il}.attn_q_norm.weight")
             kn = b.w(f"blk.{il}.attn_k_norm.weight")
-            freqs = b.w("rope_freqs.weight")
+            freqs = None if all_outputs else b.w("rope_freqs.weight")
             if not roped:
                 pass
             elif p.arch in ROPE_THEN_QK_NORM:
@@ -84,7 +88,7 @@ def build(b):
                 sinks=b.w(f"blk.{il}.attn_sinks.weight"),
                 iswa_order=iswa,
             )
-        if il == b.last:
+        if il == b.last and out_ids is not None:
             cur = get_rows(cur, out_ids)
             inpSA = get_rows(inpSA, out_ids)
         if c.residual_scale:
@@ -178,6 +182,7 @@ FAMILY = Family(
             "jais",  # layer norms with biases, a fused qkv with its bias, ALiBi (no rope)
             "jais2",  # layer norms with biases, rope, a squared-ReLU FFN without a gate
             "bailingmoe",  # Ling 1.x: softmax experts on every layer plus the gated shared experts
+            "cogvlm",  # CogVLM's text path: fused qkv, every token's logits
         }
     ),
     fallback=True,
