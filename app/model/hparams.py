@@ -475,8 +475,9 @@ def _swa_pattern(arch: str, m: Meta, n_layer: int, n_swa: int) -> list[bool]:
     if arch == "llama4" and pattern is None:
         period = 4  # 3 chunked layers, then 1 full (src/models/llama4.cpp load_swa_pattern(ml, 4))
         return [(il % period) < (period - 1) for il in range(n_layer)]
-    if arch == "smallthinker" and not isinstance(pattern, list):
-        # src/models/smallthinker.cpp load_swa_pattern(ml, 4, dense_first=true): layer il slides iff il % p != 0
+    if arch in ("smallthinker", "laguna") and not isinstance(pattern, list):
+        # src/models/smallthinker.cpp, laguna.cpp load_swa_pattern(ml, 4, dense_first=true): layer il slides iff
+        # il % p != 0
         period = 4 if pattern is None else pattern
         return [period == 0 or il % period != 0 for il in range(n_layer)]
     if isinstance(pattern, list):

@@ -173,6 +173,8 @@ VULKAN_CASES = [
         "grswa-2rpc-faoff-np2",
         "grswamoe-1rpc-cmoe-q8",
         "cogvlm-2rpc-ngl20-faoff",
+        "laguna-1rpc-cmoe",
+        "laguna-elem-3rpc-ub1024",
     }
 ]
 

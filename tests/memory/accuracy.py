@@ -418,6 +418,13 @@ CASES: list[Case] = [
     _c("cogvlm-cpu", "cogvlm2-19b", 0, "-c 8192"),
     _c("cogvlm-2rpc-ngl20-faoff", "cogvlm2-19b", 2, "-c 8192 -ngl 20 -ts 1,1 -fa off"),
     _c("cogvlm-3rpc-np2-q8-ub1024", "cogvlm2-19b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
+    # Laguna (SWA but every 4th layer from the first, a softplus gate per head or per element, sigmoid experts)
+    _c("laguna-cpu", "laguna-moe", 0, "-c 16384"),
+    _c("laguna-1rpc-cmoe", "laguna-moe", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("laguna-2rpc-ncmoe-faoff-np2", "laguna-moe", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 20 -fa off -np 2"),
+    _c("laguna-2rpc-swafull-q8", "laguna-moe", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -fa on -ctk q8_0 -ctv q8_0"),
+    _c("laguna-elem-3rpc-ub1024", "laguna-moe-elem", 3, "-c 16384 -ngl all -ts 1,2,1 -ub 1024"),
+    _c("laguna-elem-cpu-faoff", "laguna-moe-elem", 0, "-c 8192 -fa off"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
