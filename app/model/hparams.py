@@ -718,6 +718,9 @@ def extract_params(
         p.indexer_full = _indexer_full(arch, m, n_layer, nextn, n_ctx_train)
     if arch == "hy_v4":
         p.indexer_full = _hy_v4_indexer_full(m, n_layer, p.indexer_top_k)
+    for key in _REQUIRED_KEYS.get(arch, ()):
+        if not m.has("{arch}." + key):
+            raise m.missing(m.key("{arch}." + key))
     if arch == "glm5-next":
         # llama_model_glm5_next::load_arch_hparams: the indexer keys, kpool (> 1, dividing top_k) and the mHC keys
         # (count 4) are required; indexer.types defaults to every layer full
@@ -868,6 +871,25 @@ def _check_vocab(m: Meta) -> int | None:
             )
     return n_tokens
 
+
+#: keys the architecture's load_arch_hparams reads without ``required = false`` (ml.get_key / get_arr /
+#: get_key_or_arr), where a file may lack them: llama.cpp stops with "key not found in model"
+_REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
+    "maple": (
+        "attention.sliding_window",
+        "expert_feed_forward_length",
+        "attention.sliding_window_pattern",
+        "swiglu_clamp_exp",
+    ),  # src/models/maple.cpp
+    "spark2_5": ("attention.sliding_window", "attention.sliding_window_pattern"),  # spark2-5.cpp
+    "granite_swa": ("logit_scale", "attention.sliding_window_pattern", "attention.sliding_window"),
+    "talkie": ("logit_scale",),  # talkie.cpp
+    "laguna": ("leading_dense_block_count", "expert_feed_forward_length"),  # laguna.cpp
+    "plm": ("attention.kv_lora_rank",),  # plm.cpp
+    "minicpm3": ("attention.q_lora_rank", "attention.kv_lora_rank"),  # minicpm3.cpp
+    "mellum": ("expert_feed_forward_length",),  # mellum.cpp
+    "bailingmoe": ("expert_feed_forward_length", "expert_shared_count"),  # bailingmoe.cpp
+}
 
 #: llama_model_base::load_hparams: for these an expert_count of 1 (Hunyuan's dense configs) means no experts
 _ONE_EXPERT_IS_NONE = frozenset({"hunyuan_vl", "hunyuan-dense"})

@@ -175,6 +175,7 @@ VULKAN_CASES = [
         "cogvlm-2rpc-ngl20-faoff",
         "laguna-1rpc-cmoe",
         "laguna-elem-3rpc-ub1024",
+        "maple-1rpc-cmoe",
     }
 ]
 

@@ -17,6 +17,8 @@
 - ``cogvlm`` (CogVLM's language model): one fused ``attn_qkv`` (no GQA) and, per layer, the visual expert's
   copies (``vis_attn_qkv``, ``vis_attn_output``, ``vis_gate`` / ``vis_up`` / ``vis_down``), loaded and placed but
   unused by text; ``output`` optional.
+- ``maple``: mellum's tensors (q/k norms, experts on every layer, ``output`` required) with the window and the
+  per-layer ``attention.sliding_window_pattern`` array required; rope on the sliding-window layers only.
 - ``hunyuan-dense`` (Hunyuan 0.5B-7B) and ``hunyuan_vl`` (HunyuanOCR's text model): q/k norms of the head size
   (applied after rope), a dense SwiGLU FFN, ``output`` optional; HunyuanOCR's converter writes
   ``rope.dimension_sections`` (XD-RoPE, run as M-RoPE).
@@ -42,12 +44,17 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
         s.set("{arch}.num_loops", int(hp["num_loops"]))
     if hp.get("sliding_window"):
         s.set("{arch}.attention.sliding_window", int(hp["sliding_window"]))
+    if arch == "maple":  # required: the SwiGLU clamp of the experts, one per layer (0: none)
+        s.set("{arch}.swiglu_clamp_exp", [float(hp["swiglu_clamp"])] * nl)
+    if hp.get("swa_period"):
+        period = int(hp["swa_period"])
+        s.set("{arch}.attention.sliding_window_pattern", [il % period < period - 1 for il in range(nl)])
     if hp.get("rope_sections"):
         s.set("{arch}.rope.dimension_sections", [int(x) for x in hp["rope_sections"]], VT.INT32)
     if arch == "bailingmoe":
         s.set("{arch}.expert_shared_count", int(hp["n_expert_shared"]))
         s.set("{arch}.expert_weights_norm", bool(hp["norm_w"]))
-    _embeddings(s, hp, output_required=arch in ("mellum", "baichuan", "bailingmoe"))
+    _embeddings(s, hp, output_required=arch in ("mellum", "maple", "baichuan", "bailingmoe"))
     for i in range(nl):
         p = f"blk.{i}."
         s.add(p + "attn_norm.weight", (n_embd,), "norm")
@@ -62,11 +69,11 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
             s.add(p + "vis_up.weight", (n_embd, hp["n_ff"]))
             continue
         _attn_qkvo(s, i, n_embd, hd * n_head, hd * n_kv, hd * n_kv, out_bias=arch == "pangu-embedded")
-        if arch in ("maincoder", "mellum", "hunyuan-dense", "hunyuan_vl"):
+        if arch in ("maincoder", "mellum", "maple", "hunyuan-dense", "hunyuan_vl"):
             s.add(p + "attn_k_norm.weight", (hd,), "norm")
             s.add(p + "attn_q_norm.weight", (hd,), "norm")
         s.add(p + "ffn_norm.weight", (n_embd,), "norm")
-        if arch in ("mellum", "bailingmoe"):
+        if arch in ("mellum", "maple", "bailingmoe"):
             _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
             if arch == "bailingmoe":
                 _shared_expert(s, i, n_embd, int(hp["n_ff_exp"]) * int(hp["n_expert_shared"]))
@@ -244,5 +251,21 @@ register(
         "cogvlm2-19b": dict(
             name="cogvlm2-llama3-chat-19B", n_layer=32, n_embd=4096, n_head=32, n_head_kv=32, n_ff=14336,
             n_ctx_train=8192, rope_base=500000.0, n_vocab=128256, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "maple",
+    build=_build,
+    tiny=dict(head_dim=32, n_ff=None, n_expert=8, n_expert_used=2, n_ff_exp=64, sliding_window=64, swa_period=4,
+              swiglu_clamp=7.0),
+    sparse={
+        # a Maple MoE (its configuration is not available here): 32 layers of 2048, 16 query / 4 KV heads of 128,
+        # 64 experts of 1024 (8 used), a 4096-token window on 3 of every 4 layers (roped; the global ones NoPE),
+        # vocabulary 131072
+        "maple-moe": dict(
+            name="Maple-MoE", n_layer=32, n_embd=2048, n_head=16, n_head_kv=4, head_dim=128, n_expert=64,
+            n_expert_used=8, n_ff_exp=1024, sliding_window=4096, swa_period=4, swiglu_clamp=7.0,
+            n_ctx_train=131072, n_vocab=131072, quant="q4_k_m", file_type=15),
     },
 )

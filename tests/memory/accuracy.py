@@ -425,6 +425,11 @@ CASES: list[Case] = [
     _c("laguna-2rpc-swafull-q8", "laguna-moe", 2, "-c 16384 -ngl all -ts 1,1 --swa-full -fa on -ctk q8_0 -ctv q8_0"),
     _c("laguna-elem-3rpc-ub1024", "laguna-moe-elem", 3, "-c 16384 -ngl all -ts 1,2,1 -ub 1024"),
     _c("laguna-elem-cpu-faoff", "laguna-moe-elem", 0, "-c 8192 -fa off"),
+    # Maple (SWA 3 of 4 from the pattern array, rope on the SWA layers only, q/k norms, softmax experts)
+    _c("maple-cpu", "maple-moe", 0, "-c 16384"),
+    _c("maple-1rpc-cmoe", "maple-moe", 1, "-c 32768 -ngl all -cmoe -fa on"),
+    _c("maple-2rpc-ncmoe-faoff-np2", "maple-moe", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 10 -fa off -np 2"),
+    _c("maple-3rpc-swafull-q8", "maple-moe", 3, "-c 16384 -ngl all -ts 1,2,1 --swa-full -fa on -ctk q8_0 -ctv q8_0"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

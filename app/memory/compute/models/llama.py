@@ -31,6 +31,8 @@ NO_BIAS_ARCHS = frozenset({"refact"})
 #: graphs without ``inp_out_ids``: every token's logits, no ``get_rows`` on the last layer, and ``ggml_rope``
 #: without frequency factors: ``src/models/cogvlm.cpp`` (its visual-expert weights are loaded, unused by text)
 ALL_OUTPUTS_ARCHS = frozenset({"cogvlm"})
+#: rope on the sliding-window layers only (the global ones are NoPE): ``src/models/maple.cpp``
+SWA_ROPE_ONLY_ARCHS = frozenset({"maple"})
 
 
 def build(b):
@@ -65,8 +67,11 @@ def build(b):
             qn = b.w(f"blk.{il}.attn_q_norm.weight")
             kn = b.w(f"blk.{il}.attn_k_norm.weight")
             freqs = None if all_outputs else b.w("rope_freqs.weight")
-            if not roped:
-                pass
+            if not roped or (p.arch in SWA_ROPE_ONLY_ARCHS and not c.is_swa(il)):
+                if qn is not None:
+                    q = b.norm(q, qn, il)
+                if kn is not None:
+                    k = b.norm(k, kn, il)
             elif p.arch in ROPE_THEN_QK_NORM:
                 q, k = rope(q, pos, freqs), rope(k, pos, freqs)
                 q = b.norm(q, qn, il) if qn is not None else q
@@ -183,6 +188,7 @@ FAMILY = Family(
             "jais2",  # layer norms with biases, rope, a squared-ReLU FFN without a gate
             "bailingmoe",  # Ling 1.x: softmax experts on every layer plus the gated shared experts
             "cogvlm",  # CogVLM's text path: fused qkv, every token's logits
+            "maple",  # q/k norms, rope on the SWA layers only, normalised softmax experts on every layer
         }
     ),
     fallback=True,
