@@ -176,6 +176,7 @@ VULKAN_CASES = [
         "laguna-1rpc-cmoe",
         "laguna-elem-3rpc-ub1024",
         "maple-1rpc-cmoe",
+        "plamo-2rpc-ngl20-faoff",
     }
 ]
 

@@ -19,6 +19,7 @@
   unused by text; ``output`` optional.
 - ``maple``: mellum's tensors (q/k norms, experts on every layer, ``output`` required) with the window and the
   per-layer ``attention.sliding_window_pattern`` array required; rope on the sliding-window layers only.
+- ``plamo`` (PLaMo 1): the llama tensors without ``ffn_norm`` (a parallel block), ``output`` required.
 - ``hunyuan-dense`` (Hunyuan 0.5B-7B) and ``hunyuan_vl`` (HunyuanOCR's text model): q/k norms of the head size
   (applied after rope), a dense SwiGLU FFN, ``output`` optional; HunyuanOCR's converter writes
   ``rope.dimension_sections`` (XD-RoPE, run as M-RoPE).
@@ -54,7 +55,7 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
     if arch == "bailingmoe":
         s.set("{arch}.expert_shared_count", int(hp["n_expert_shared"]))
         s.set("{arch}.expert_weights_norm", bool(hp["norm_w"]))
-    _embeddings(s, hp, output_required=arch in ("mellum", "maple", "baichuan", "bailingmoe"))
+    _embeddings(s, hp, output_required=arch in ("mellum", "maple", "baichuan", "bailingmoe", "plamo"))
     for i in range(nl):
         p = f"blk.{i}."
         s.add(p + "attn_norm.weight", (n_embd,), "norm")
@@ -72,7 +73,8 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
         if arch in ("maincoder", "mellum", "maple", "hunyuan-dense", "hunyuan_vl"):
             s.add(p + "attn_k_norm.weight", (hd,), "norm")
             s.add(p + "attn_q_norm.weight", (hd,), "norm")
-        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        if arch != "plamo":
+            s.add(p + "ffn_norm.weight", (n_embd,), "norm")
         if arch in ("mellum", "maple", "bailingmoe"):
             _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
             if arch == "bailingmoe":
@@ -267,5 +269,18 @@ register(
             name="Maple-MoE", n_layer=32, n_embd=2048, n_head=16, n_head_kv=4, head_dim=128, n_expert=64,
             n_expert_used=8, n_ff_exp=1024, sliding_window=4096, swa_period=4, swiglu_clamp=7.0,
             n_ctx_train=131072, n_vocab=131072, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "plamo",
+    build=_build,
+    tiny=dict(n_ff=192),
+    sparse={
+        # pfnet/plamo-13b: 40 layers of 5120, 40 heads (no GQA), intermediate 13824, vocabulary 50432, 4096
+        # positions
+        "plamo-13b": dict(
+            name="plamo-13b", n_layer=40, n_embd=5120, n_head=40, n_head_kv=40, n_ff=13824, n_ctx_train=4096,
+            n_vocab=50432, quant="q4_k_m", file_type=15),
     },
 )

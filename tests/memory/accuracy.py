@@ -430,6 +430,10 @@ CASES: list[Case] = [
     _c("maple-1rpc-cmoe", "maple-moe", 1, "-c 32768 -ngl all -cmoe -fa on"),
     _c("maple-2rpc-ncmoe-faoff-np2", "maple-moe", 2, "-c 16384 -ngl all -ts 1,1 -ncmoe 10 -fa off -np 2"),
     _c("maple-3rpc-swafull-q8", "maple-moe", 3, "-c 16384 -ngl all -ts 1,2,1 --swa-full -fa on -ctk q8_0 -ctv q8_0"),
+    # PLaMo 1 (a parallel block: one norm feeds attention and FFN)
+    _c("plamo-cpu", "plamo-13b", 0, "-c 4096"),
+    _c("plamo-2rpc-ngl20-faoff", "plamo-13b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),
+    _c("plamo-3rpc-np2-q8-ub1024", "plamo-13b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
