@@ -498,6 +498,7 @@ def _swa_pattern(arch: str, m: Meta, n_layer: int, n_swa: int) -> list[bool]:
             "afmoe": 4,
             "olmo2": 4,
             "mellum": 4,  # src/models/mellum.cpp: load_swa_pattern(ml, 4)
+            "plamo3": 8,  # src/models/plamo3.cpp: load_swa_pattern(ml, 8)
         }.get(arch, 0)
     )
     if period <= 0:

@@ -177,6 +177,7 @@ VULKAN_CASES = [
         "laguna-elem-3rpc-ub1024",
         "maple-1rpc-cmoe",
         "plamo-2rpc-ngl20-faoff",
+        "plamo3-2rpc-faoff-np2",
     }
 ]
 

@@ -434,6 +434,11 @@ CASES: list[Case] = [
     _c("plamo-cpu", "plamo-13b", 0, "-c 4096"),
     _c("plamo-2rpc-ngl20-faoff", "plamo-13b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),
     _c("plamo-3rpc-np2-q8-ub1024", "plamo-13b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
+    # PLaMo 3 (SWA 7 of 8, fused qkv with Q/K norms, post norms, a fused SwiGLU FFN)
+    _c("plamo3-cpu", "plamo3-8b", 0, "-c 16384"),
+    _c("plamo3-2rpc-faoff-np2", "plamo3-8b", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 2"),
+    _c("plamo3-1rpc-ngl20-swafull", "plamo3-8b", 1, "-c 32768 -ngl 20 --swa-full -fa on"),
+    _c("plamo3-3rpc-q8-ub1024", "plamo3-8b", 3, "-c 32768 -ngl all -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
