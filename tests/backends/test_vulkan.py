@@ -178,6 +178,7 @@ VULKAN_CASES = [
         "maple-1rpc-cmoe",
         "plamo-2rpc-ngl20-faoff",
         "plamo3-2rpc-faoff-np2",
+        "dsocr-1rpc-cmoe-faoff",
     }
 ]
 

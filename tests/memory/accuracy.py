@@ -439,6 +439,10 @@ CASES: list[Case] = [
     _c("plamo3-2rpc-faoff-np2", "plamo3-8b", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 2"),
     _c("plamo3-1rpc-ngl20-swafull", "plamo3-8b", 1, "-c 32768 -ngl 20 --swa-full -fa on"),
     _c("plamo3-3rpc-q8-ub1024", "plamo3-8b", 3, "-c 32768 -ngl all -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
+    # DeepSeek-OCR's decoder (deepseek2's graph with plain attention, a dense first layer, softmax + shared experts)
+    _c("dsocr-cpu", "deepseek-ocr", 0, "-c 8192"),
+    _c("dsocr-1rpc-cmoe-faoff", "deepseek-ocr", 1, "-c 8192 -ngl all -cmoe -fa off"),
+    _c("dsocr-2rpc-np4-ub1024", "deepseek-ocr", 2, "-c 32768 -ngl all -ts 1,1 -np 4 -ub 1024 -fa on"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
