@@ -179,6 +179,8 @@ VULKAN_CASES = [
         "plamo-2rpc-ngl20-faoff",
         "plamo3-2rpc-faoff-np2",
         "dsocr-1rpc-cmoe-faoff",
+        "mamba1-2rpc-np4",
+        "fmamba-3rpc-np8",
     }
 ]
 

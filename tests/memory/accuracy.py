@@ -443,6 +443,12 @@ CASES: list[Case] = [
     _c("dsocr-cpu", "deepseek-ocr", 0, "-c 8192"),
     _c("dsocr-1rpc-cmoe-faoff", "deepseek-ocr", 1, "-c 8192 -ngl all -cmoe -fa off"),
     _c("dsocr-2rpc-np4-ub1024", "deepseek-ocr", 2, "-c 32768 -ngl all -ts 1,1 -np 4 -ub 1024 -fa on"),
+    # Mamba 1 and Falcon Mamba (the selective scan with one head per channel; Falcon's RMS-normed dt/B/C)
+    _c("mamba1-cpu", "mamba-2.8b", 0, "-c 4096"),
+    _c("mamba1-2rpc-np4", "mamba-2.8b", 2, "-c 8192 -ngl all -ts 1,1 -np 4"),
+    _c("mamba1-1rpc-ngl40-np4-ub1024", "mamba-2.8b", 1, "-c 8192 -ngl 40 -np 4 -ub 1024"),
+    _c("fmamba-cpu-np2", "falcon-mamba-7b", 0, "-c 4096 -np 2"),
+    _c("fmamba-3rpc-np8", "falcon-mamba-7b", 3, "-c 16384 -ngl all -ts 1,2,1 -np 8"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

@@ -195,6 +195,8 @@ SERVER_CASES = [
     ("plamo3", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
     ("deepseek2-ocr", 1, "-c 4096 -ngl all -cmoe -fa on -np 2"),
     ("deepseek2-ocr", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off -np 4 -ub 256"),
+    ("mamba", 1, "-c 4096 -ngl all -np 2"),
+    ("mamba", 2, "-c 8192 -ngl all -ts 1,1 -np 4 -ub 256"),
     ("hunyuan-dense", 1, "-c 4096 -ngl all -fa on -np 2"),
     ("hunyuan_vl", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
     ("deci", 1, "-c 4096 -ngl all -fa on -np 2"),
