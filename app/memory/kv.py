@@ -165,9 +165,16 @@ def _check_cache_blocks(p: ModelParams, s: LlamaSettings) -> None:
 NEXTN_KV_ARCHS = frozenset({"bailingmoe3", "deepseek4"})
 
 
+#: architectures llama_model::create_memory makes no memory for (``res = nullptr``): the diffusion decoders, whose
+#: non-causal attention runs over the ubatch alone (``build_attn_inp_no_cache``)
+NO_MEMORY_ARCHS = frozenset({"dream", "llada", "llada-moe", "rnd1"})
+
+
 def has_kv_layers(p: ModelParams) -> list[bool]:
     """Layers that own a KV cache in the main context: not recurrent, not NextN/MTP, not one that reuses an earlier
     layer's cache (``n_layer_kv_from_start``: ``llama_hparams::has_kv`` and the KV cache's ``reuse`` callback)."""
+    if p.arch in NO_MEMORY_ARCHS:
+        return [False] * p.n_layer
     first_nextn = p.n_layer - p.nextn_layers if p.nextn_layers else p.n_layer
     if p.arch in NEXTN_KV_ARCHS:
         first_nextn = p.n_layer  # llama_memory_hybrid's default attention filter (!is_recr) keeps the MTP layers

@@ -181,6 +181,9 @@ VULKAN_CASES = [
         "dsocr-1rpc-cmoe-faoff",
         "mamba1-2rpc-np4",
         "fmamba-3rpc-np8",
+        "llada-1rpc-all-faoff",
+        "dream-3rpc-ub1024",
+        "rnd1-2rpc-ncmoe-ub1024",
     }
 ]
 

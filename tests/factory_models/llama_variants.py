@@ -20,6 +20,9 @@
 - ``maple``: mellum's tensors (q/k norms, experts on every layer, ``output`` required) with the window and the
   per-layer ``attention.sliding_window_pattern`` array required; rope on the sliding-window layers only.
 - ``plamo`` (PLaMo 1): the llama tensors without ``ffn_norm`` (a parallel block), ``output`` required.
+- the diffusion decoders, which llama.cpp runs without memory (``llama-diffusion-cli``; ``llama-server`` loads them
+  but cannot answer): ``llada`` (LLaDA: the llama tensors), ``dream`` (Dream: Qwen2's, Q/K/V biases), ``llada-moe``
+  and ``rnd1`` (q/k norms, softmax experts on every layer; ``llada-moe``'s ``output`` required).
 - ``hunyuan-dense`` (Hunyuan 0.5B-7B) and ``hunyuan_vl`` (HunyuanOCR's text model): q/k norms of the head size
   (applied after rope), a dense SwiGLU FFN, ``output`` optional; HunyuanOCR's converter writes
   ``rope.dimension_sections`` (XD-RoPE, run as M-RoPE).
@@ -55,7 +58,7 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
     if arch == "bailingmoe":
         s.set("{arch}.expert_shared_count", int(hp["n_expert_shared"]))
         s.set("{arch}.expert_weights_norm", bool(hp["norm_w"]))
-    _embeddings(s, hp, output_required=arch in ("mellum", "maple", "baichuan", "bailingmoe", "plamo"))
+    _embeddings(s, hp, output_required=arch in ("mellum", "maple", "baichuan", "bailingmoe", "plamo", "llada-moe"))
     for i in range(nl):
         p = f"blk.{i}."
         s.add(p + "attn_norm.weight", (n_embd,), "norm")
@@ -69,13 +72,14 @@ def _build(s: ModelSpec, hp: dict[str, Any]) -> None:
             s.add(p + "vis_down.weight", (hp["n_ff"], n_embd))
             s.add(p + "vis_up.weight", (n_embd, hp["n_ff"]))
             continue
-        _attn_qkvo(s, i, n_embd, hd * n_head, hd * n_kv, hd * n_kv, out_bias=arch == "pangu-embedded")
-        if arch in ("maincoder", "mellum", "maple", "hunyuan-dense", "hunyuan_vl"):
+        _attn_qkvo(s, i, n_embd, hd * n_head, hd * n_kv, hd * n_kv, bias=arch == "dream",
+                   out_bias=arch == "pangu-embedded")
+        if arch in ("maincoder", "mellum", "maple", "hunyuan-dense", "hunyuan_vl", "llada-moe", "rnd1"):
             s.add(p + "attn_k_norm.weight", (hd,), "norm")
             s.add(p + "attn_q_norm.weight", (hd,), "norm")
         if arch != "plamo":
             s.add(p + "ffn_norm.weight", (n_embd,), "norm")
-        if arch in ("mellum", "maple", "bailingmoe"):
+        if arch in ("mellum", "maple", "bailingmoe", "llada-moe", "rnd1"):
             _experts(s, i, n_embd, hp["n_ff_exp"], hp["n_expert"])
             if arch == "bailingmoe":
                 _shared_expert(s, i, n_embd, int(hp["n_ff_exp"]) * int(hp["n_expert_shared"]))
@@ -282,5 +286,58 @@ register(
         "plamo-13b": dict(
             name="plamo-13b", n_layer=40, n_embd=5120, n_head=40, n_head_kv=40, n_ff=13824, n_ctx_train=4096,
             n_vocab=50432, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "llada",
+    build=_build,
+    tiny=dict(n_ff=192),
+    sparse={
+        # GSAI-ML/LLaDA-8B-Instruct: 32 layers of 4096, 32 heads (no GQA), intermediate 12288, vocabulary 126464
+        "llada-8b": dict(
+            name="LLaDA-8B-Instruct", n_layer=32, n_embd=4096, n_head=32, n_head_kv=32, n_ff=12288, n_ctx_train=4096,
+            rope_base=500000.0, n_vocab=126464, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "dream",
+    build=_build,
+    tiny=dict(n_head_kv=2, n_ff=192),
+    sparse={
+        # Dream-org/Dream-v0-Instruct-7B (Qwen2.5-7B's shapes): 28 layers of 3584, 28 query / 4 KV heads, Q/K/V
+        # biases, intermediate 18944, vocabulary 152064
+        "dream-7b": dict(
+            name="Dream-v0-Instruct-7B", n_layer=28, n_embd=3584, n_head=28, n_head_kv=4, n_ff=18944,
+            n_ctx_train=131072, rope_base=1000000.0, n_vocab=152064, quant="q4_k_m", file_type=15),
+    },
+)
+
+register(
+    "llada-moe",
+    build=_build,
+    tiny=dict(head_dim=16, n_ff=None, n_expert=8, n_expert_used=2, n_ff_exp=64),
+    sparse={
+        # inclusionAI/LLaDA-MoE-7B-A1B-Instruct: 16 layers of 2048, 16 heads of 128 (no GQA), 64 experts of 1024
+        # (8 used), vocabulary 157184
+        "llada-moe-7b": dict(
+            name="LLaDA-MoE-7B-A1B-Instruct", n_layer=16, n_embd=2048, n_head=16, n_head_kv=16, head_dim=128,
+            n_expert=64, n_expert_used=8, n_ff_exp=1024, n_ctx_train=8192, n_vocab=157184, quant="q4_k_m",
+            file_type=15),
+    },
+)
+
+register(
+    "rnd1",
+    build=_build,
+    tiny=dict(head_dim=32, n_ff=None, n_expert=8, n_expert_used=2, n_ff_exp=64),
+    sparse={
+        # radicalnumerics/RND1-Base (Qwen3-30B-A3B's shapes): 48 layers of 2048, 32 query / 4 KV heads of 128, 128
+        # experts of 768 (8 used, normalised), vocabulary 151936
+        "rnd1-30b": dict(
+            name="RND1-Base-0910", n_layer=48, n_embd=2048, n_head=32, n_head_kv=4, head_dim=128, n_expert=128,
+            n_expert_used=8, n_ff_exp=768, n_ctx_train=40960, rope_base=1000000.0, n_vocab=151936,
+            quant="q4_k_m", file_type=15),
     },
 )

@@ -449,6 +449,16 @@ CASES: list[Case] = [
     _c("mamba1-1rpc-ngl40-np4-ub1024", "mamba-2.8b", 1, "-c 8192 -ngl 40 -np 4 -ub 1024"),
     _c("fmamba-cpu-np2", "falcon-mamba-7b", 0, "-c 4096 -np 2"),
     _c("fmamba-3rpc-np8", "falcon-mamba-7b", 3, "-c 16384 -ngl all -ts 1,2,1 -np 8"),
+    # the diffusion decoders (no memory: non-causal attention over the ubatch alone, f16 casts for flash attention)
+    _c("llada-cpu", "llada-8b", 0, "-c 4096"),
+    _c("llada-1rpc-all-faoff", "llada-8b", 1, "-c 4096 -ngl all -fa off"),
+    _c("llada-2rpc-ngl20-ub1024", "llada-8b", 2, "-c 8192 -ngl 20 -ts 1,1 -ub 1024"),
+    _c("dream-cpu-faoff", "dream-7b", 0, "-c 8192 -fa off"),
+    _c("dream-3rpc-ub1024", "dream-7b", 3, "-c 8192 -ngl all -ts 1,2,1 -ub 1024 -fa on"),
+    _c("lladamoe-cpu", "llada-moe-7b", 0, "-c 4096"),
+    _c("lladamoe-1rpc-cmoe-faoff", "llada-moe-7b", 1, "-c 8192 -ngl all -cmoe -fa off"),
+    _c("rnd1-cpu", "rnd1-30b", 0, "-c 4096"),
+    _c("rnd1-2rpc-ncmoe-ub1024", "rnd1-30b", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 20 -ub 1024"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

@@ -287,6 +287,22 @@ class Builder:
             cur = binary("ADD", cur, wo_b)
         return cur
 
+    def attn_no_cache(self, il, q, k, v, wo, wo_b):
+        """``build_attn`` over ``llm_graph_input_attn_no_cache`` (no memory: the diffusion decoders): Q, K and V
+        expanded together, one n_tokens x n_tokens mask (f16 for flash attention), attention over the ubatch's own
+        K and V (cast to f16 for flash attention), then the output projection."""
+        g, nt = self.g, self.nt
+        g.expand(q)
+        g.expand(k)
+        g.expand(v)
+        mask = self.inp("kq_mask_no_cache", "f16" if self.c.fa else "f32", (nt, nt, 1, 1))
+        cur = self.mha(q, k, v, mask, None, None, il)
+        if wo is not None:
+            cur = self.mm_s(wo, cur)
+        if wo_b is not None:
+            cur = binary("ADD", cur, wo_b)
+        return cur
+
     def mha(self, q, k, v, mask, sinks, v_mla, il):
         c, g = self.c, self.g
         v_trans = v.nb[1] > v.nb[2]
@@ -298,6 +314,11 @@ class Builder:
         if c.fa:
             if v_trans:
                 v = transpose(v)
+            # "this can happen when KV cache is not used": f32 K and V are cast to f16 for the fused op
+            if k.ty == "f32":
+                k = new("f16", k.ne, "CPY", (k,))
+            if v.ty == "f32":
+                v = new("f16", v.ne, "CPY", (v,))
             cur = flash_attn_ext(q, k, v, mask, sinks)
             # build_attn_mha: res->add_fused_node({LLM_FUSED_OP_FLASH_ATTN, cur, il}) (llama-graph.cpp), the node
             # resolve_fused_ops checks for -fa auto (core.py)

@@ -130,5 +130,5 @@ class Ctx:
 
 #: architectures whose graph normalises the selected experts' weights without saying so in the GGUF
 NORM_W_ARCHS = frozenset(
-    ("llama", "qwen3moe", "qwen3vlmoe", "granitemoe", "granitehybrid", "minimax-m2", "dbrx", "mellum", "maple")
+    ("llama", "qwen3moe", "qwen3vlmoe", "granitemoe", "granitehybrid", "minimax-m2", "dbrx", "mellum", "maple", "rnd1")
 )

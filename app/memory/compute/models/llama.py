@@ -3,6 +3,7 @@ also the graph used for any architecture without a module of its own."""
 
 from __future__ import annotations
 
+from ...kv import NO_MEMORY_ARCHS
 from ..builder import qkv, rope
 from ..ggml import OUTPUT, binary, get_rows, unary
 from ..mtp import mtp_head, mtp_input
@@ -83,16 +84,21 @@ def build(b):
                 if kn is not None:
                     k = b.norm(k, kn, il)
                 k = rope(k, pos, freqs)
-            cur = b.attn(
-                il,
-                q,
-                k,
-                v,
-                b.w(f"blk.{il}.attn_output.weight"),
-                b.w(f"blk.{il}.attn_output.bias") if biased else None,
-                sinks=b.w(f"blk.{il}.attn_sinks.weight"),
-                iswa_order=iswa,
-            )
+            if p.arch in NO_MEMORY_ARCHS:  # the diffusion decoders: non-causal attention over the ubatch alone
+                cur = b.attn_no_cache(
+                    il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), b.w(f"blk.{il}.attn_output.bias")
+                )
+            else:
+                cur = b.attn(
+                    il,
+                    q,
+                    k,
+                    v,
+                    b.w(f"blk.{il}.attn_output.weight"),
+                    b.w(f"blk.{il}.attn_output.bias") if biased else None,
+                    sinks=b.w(f"blk.{il}.attn_sinks.weight"),
+                    iswa_order=iswa,
+                )
         if il == b.last and out_ids is not None:
             cur = get_rows(cur, out_ids)
             inpSA = get_rows(inpSA, out_ids)
@@ -189,6 +195,11 @@ FAMILY = Family(
             "bailingmoe",  # Ling 1.x: softmax experts on every layer plus the gated shared experts
             "cogvlm",  # CogVLM's text path: fused qkv, every token's logits
             "maple",  # q/k norms, rope on the SWA layers only, normalised softmax experts on every layer
+            # the diffusion decoders: no memory, non-causal attention over the ubatch (builder.attn_no_cache)
+            "llada",
+            "dream",
+            "llada-moe",
+            "rnd1",
         }
     ),
     fallback=True,
