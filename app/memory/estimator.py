@@ -23,6 +23,7 @@ from .compute.models import family_of
 from .draft import draft_settings, eagle3_target_layers, unmodelled_types
 from .kv import (
     NO_FLASH_ATTN_ARCHS,
+    NO_MEMORY_ARCHS,
     ContextShape,
     SettingsError,
     context_shape,
@@ -232,6 +233,11 @@ def _estimate(
         and all(d != CPU for d in placement.layer_device)
     )
     notes: list[str] = []
+    if p.arch in NO_MEMORY_ARCHS:
+        notes.append(
+            f"'{p.arch}' is a diffusion model: llama.cpp gives it no KV cache (non-causal attention over each batch) "
+            "and runs it with llama-diffusion-cli; llama-server loads it but cannot generate with it"
+        )
     if p.arch in NO_FLASH_ATTN_ARCHS and settings.flash_attn != "off":
         notes.append(
             f'-fa {settings.flash_attn}: llama.cpp turns flash attention off for Grok ("flash_attn is not '

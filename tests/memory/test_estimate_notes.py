@@ -169,3 +169,10 @@ def test_looped_layers_are_said_not_sized(tmp_path, llama_bin):
     ours_mib = looped.device(CPU).kv / 2**20
     assert ours_mib == plain.device(CPU).kv / 2**20 >= 16
     assert theirs[CPU].context >= 2 * ours_mib - 1, (theirs[CPU], ours_mib)  # llama.cpp: a cache per pass
+
+
+def test_a_diffusion_model_says_how_llama_cpp_runs_it(tmp_path):
+    est = estimate(open_model(write_tiny_model("llada", tmp_path / "llada.gguf")), [],
+                   settings_from_args(["-c", "4096"], tool="fit-params"))
+    (note,) = [n for n in est.notes if "diffusion model" in n]
+    assert "llama-diffusion-cli" in note and est.device(CPU).kv == 0
