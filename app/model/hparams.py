@@ -499,6 +499,7 @@ def _swa_pattern(arch: str, m: Meta, n_layer: int, n_swa: int) -> list[bool]:
             "olmo2": 4,
             "mellum": 4,  # src/models/mellum.cpp: load_swa_pattern(ml, 4)
             "plamo3": 8,  # src/models/plamo3.cpp: load_swa_pattern(ml, 8)
+            "muse-glimmer": 4,  # src/models/muse-glimmer.cpp: load_swa_pattern(ml, 4)
         }.get(arch, 0)
     )
     if period <= 0:
@@ -885,6 +886,7 @@ _REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
     "spark2_5": ("attention.sliding_window", "attention.sliding_window_pattern"),  # spark2-5.cpp
     "granite_swa": ("logit_scale", "attention.sliding_window_pattern", "attention.sliding_window"),
     "talkie": ("logit_scale",),  # talkie.cpp
+    "muse-glimmer": ("attention.sliding_window", "logit_scale"),  # muse-glimmer.cpp
     "laguna": ("leading_dense_block_count", "expert_feed_forward_length"),  # laguna.cpp
     "plm": ("attention.kv_lora_rank",),  # plm.cpp
     "minicpm3": ("attention.q_lora_rank", "attention.kv_lora_rank"),  # minicpm3.cpp

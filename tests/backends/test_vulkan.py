@@ -184,6 +184,7 @@ VULKAN_CASES = [
         "llada-1rpc-all-faoff",
         "dream-3rpc-ub1024",
         "rnd1-2rpc-ncmoe-ub1024",
+        "muse-2rpc-faoff-np2",
     }
 ]
 

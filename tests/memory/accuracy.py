@@ -459,6 +459,12 @@ CASES: list[Case] = [
     _c("lladamoe-1rpc-cmoe-faoff", "llada-moe-7b", 1, "-c 8192 -ngl all -cmoe -fa off"),
     _c("rnd1-cpu", "rnd1-30b", 0, "-c 4096"),
     _c("rnd1-2rpc-ncmoe-ub1024", "rnd1-30b", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 20 -ub 1024"),
+    # Muse Glimmer (rope on the SWA layers only, an element-wise sigmoid gate, bare post norms, scaled soft-capped
+    # logits)
+    _c("muse-cpu", "muse-glimmer-8b", 0, "-c 16384"),
+    _c("muse-2rpc-faoff-np2", "muse-glimmer-8b", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 2"),
+    _c("muse-1rpc-ngl20-swafull", "muse-glimmer-8b", 1, "-c 32768 -ngl 20 --swa-full -fa on"),
+    _c("muse-3rpc-q8-ub1024", "muse-glimmer-8b", 3, "-c 32768 -ngl all -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),
