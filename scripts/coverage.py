@@ -69,6 +69,19 @@ NOT_TEXT_GENERATION = {
     "gptj": "llama.cpp builds no model for it (\"unsupported model architecture\"), refused at open",
 }
 
+#: Why an architecture without a replay of its own still has none (read in its src/models/<arch>.cpp); shown in
+#: its approximate cell
+NOT_YET: dict[str, str] = {
+    "hrm_text": "its H/L stacks run in loops, each pass with KV cells of its own: not replayed",
+    "qwen4exp": "linear attention with per-layer embeddings and hyper-connections (1,300 lines): not replayed",
+    "dots3note": "DSA's lightning indexer over an SWA K-only cache: not replayed",
+    "graniteswitch": "adapter switching (router tokens, per-adapter weights): not replayed",
+    "gemma4-assistant": "Gemma 4's assistant draft over the target's cache: not replayed",
+    "t5": "an encoder-decoder (cross attention over the encoder's output): not replayed",
+    "minimax-01": "lightning-attention layers: neither their state nor their graph replayed",
+    "plamo2": "Mamba layers of PLaMo 2's own kind beside attention: not replayed",
+}
+
 #: Architectures whose compared models carry NextN/MTP blocks (left out, as llama.cpp does without MTP speculation).
 NEXTN_CHECKED = frozenset({"glm4moe", "qwen35", "bailingmoe2"})
 
@@ -307,6 +320,8 @@ def render(archs: list[str], rows: list[dict]) -> str:
                 why = "llama-style graph, not compared"
             if (a in RECURRENT_ARCHS or a in HYBRID_ARCHS) and a not in MAMBA_STATE_ARCHS | RWKV_STATE_ARCHS | KDA_ARCHS:
                 why += "; recurrent/linear-attention state not modelled"
+            if a in NOT_YET:
+                why += f"; {NOT_YET[a]}"
             compute, category = f"approximate ({why})", "approximate"
         counts[category] += 1
         backends = sorted({b for r in fit + srv + got.get("vulkan", []) if _passed(r) for b in r["backends"]})
