@@ -559,6 +559,12 @@ def qkv(b, il, cur, hd_q, hd_k, hd_v):
     return reshape(q, hd_q, n_head, nt), reshape(k, hd_k, n_head_kv, nt), reshape(v, hd_v, n_head_kv, nt)
 
 
+def gate_heads(attn, gate, hd, n_head, nt):
+    """A gate of one value per head over the attention's output (``spark2-5.cpp``, ``laguna.cpp``): [hd * n_head,
+    nt] reshaped to heads, multiplied by [1, n_head, nt], reshaped back."""
+    return reshape(binary("MUL", reshape(attn, hd, n_head, nt), reshape(gate, 1, n_head, nt)), hd * n_head, nt)
+
+
 def rope(x, pos, freqs=None):
     return dup(x, "ROPE", (x, pos) if freqs is None else (x, pos, freqs))
 

@@ -6,8 +6,8 @@ sigmoid experts with selection bias (unless the file says otherwise) plus the sh
 
 from __future__ import annotations
 
-from ..builder import qkv, rope
-from ..ggml import binary, get_rows, reshape, unary
+from ..builder import gate_heads, qkv, rope
+from ..ggml import binary, get_rows, unary
 from . import Family
 
 
@@ -30,8 +30,7 @@ def build(b):
         attn = b.attn(il, rope(q, pos), rope(k, pos), v, None, None, iswa_order=c.has_swa)
         gate = unary("UNARY", gate)  # softplus
         if gw.ne[1] == n_head:  # one gate per head
-            attn = binary("MUL", reshape(attn, hd, n_head, nt), reshape(gate, 1, n_head, nt))
-            attn = reshape(attn, hd * n_head, nt)
+            attn = gate_heads(attn, gate, hd, n_head, nt)
         else:
             attn = binary("MUL", attn, gate)
         cur = b.mm_s(f"blk.{il}.attn_output.weight", attn)

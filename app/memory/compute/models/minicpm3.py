@@ -1,5 +1,5 @@
 """``src/models/minicpm3.cpp`` (MiniCPM3): DeepSeek-style low-rank projections into a plain KV cache (as
-``plm.cpp``): Q through ``attn_q_a`` / its norm / ``attn_q_b``, the compressed KV (normed) and one shared rope
+``plm.cpp``, :func:`.plm.compressed_kv`): Q through ``attn_q_a`` / its norm / ``attn_q_b``, the compressed KV (normed) and one shared rope
 part from ``attn_kv_a_mqa``, K's nope part and V (made contiguous) from ``attn_kv_b``, rope with the LongRoPE
 factors each layer reads on its own device (``get_rope_factors``: long past the original context, else short);
 the muP scales: embeddings x12, each residual branch x1.4/sqrt(n_layer), the normed output x256/n_embd before the
@@ -8,15 +8,13 @@ head."""
 from __future__ import annotations
 
 from ..builder import layer_copy, rope
-from ..ggml import OUTPUT, binary, concat, cont, get_rows, new, reshape, unary, view
+from ..ggml import OUTPUT, binary, get_rows, reshape, unary
 from . import Family
+from .plm import compressed_kv
 
 
 def build(b):
     c, p, nt = b.c, b.p, b.nt
-    n_head = p.n_head[0]
-    hk, hv, n_rope, kv_lora = p.head_dim_k, p.head_dim_v, p.n_rot, p.kv_lora_rank
-    n_nope = hk - n_rope
     inpL = unary("SCALE", b.inp_embd())
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
@@ -31,19 +29,9 @@ def build(b):
         cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
         q = b.mm(f"blk.{il}.attn_q_a.weight", cur)
         q = b.norm(q, f"blk.{il}.attn_q_a_norm.weight", il)
-        q = reshape(b.mm(f"blk.{il}.attn_q_b.weight", q), hk, n_head, nt)
-        kvpe = b.mm(f"blk.{il}.attn_kv_a_mqa.weight", cur)
-        kv_cmpr = view(kvpe, (kv_lora, nt), (kvpe.nb[1],))
-        k_pe = view(kvpe, (n_rope, 1, nt), (kvpe.nb[1], kvpe.nb[1]))
-        kv_cmpr = b.norm(kv_cmpr, f"blk.{il}.attn_kv_a_norm.weight", il)
-        kv = b.mm(f"blk.{il}.attn_kv_b.weight", kv_cmpr)
-        rs = kv.nb[0] * (n_nope + hv)
-        k_nope = view(kv, (n_nope, n_head, nt), (rs, rs * n_head))
-        v = cont(view(kv, (hv, n_head, nt), (rs, rs * n_head)))
-        q = rope(q, pos, f)
-        k_pe = rope(k_pe, pos, f)
-        k = concat(k_nope, new("f32", (n_rope, n_head, nt, 1), "REPEAT", (k_pe,)), 0)
-        cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), None)
+        q = reshape(b.mm(f"blk.{il}.attn_q_b.weight", q), p.head_dim_k, p.n_head[0], nt)
+        k, v = compressed_kv(b, il, cur, pos, f)
+        cur = b.attn(il, rope(q, pos, f), k, v, b.w(f"blk.{il}.attn_output.weight"), None)
         if il == b.last:
             cur, inpSA = get_rows(cur, out_ids), get_rows(inpSA, out_ids)
         ffn_inp = binary("ADD", unary("SCALE", cur), inpSA)

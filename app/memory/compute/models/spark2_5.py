@@ -5,8 +5,8 @@ head), ``attn_output``, and a GELU-gated FFN."""
 
 from __future__ import annotations
 
-from ..builder import qkv, rope
-from ..ggml import binary, get_rows, mul_mat, reshape, unary
+from ..builder import gate_heads, qkv, rope
+from ..ggml import binary, get_rows, mul_mat, unary
 from . import Family
 
 
@@ -24,7 +24,7 @@ def build(b):
         q, k, v = qkv(b, il, cur, hd, hd, hd)
         attn = b.attn(il, rope(q, pos), rope(k, pos), v, None, None, iswa_order=c.has_swa)
         gate = unary("UNARY", mul_mat(b.w(f"blk.{il}.attn_gate.weight"), attn_inp))  # sigmoid, [n_head, n_tokens]
-        attn = reshape(binary("MUL", reshape(attn, hd, n_head, nt), reshape(gate, 1, n_head, nt)), hd * n_head, nt)
+        attn = gate_heads(attn, gate, hd, n_head, nt)
         cur = mul_mat(b.w(f"blk.{il}.attn_output.weight"), attn)
         if il == b.last:
             cur, inpSA = get_rows(cur, out_ids), get_rows(inpSA, out_ids)
