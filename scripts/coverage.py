@@ -79,7 +79,6 @@ NOT_YET: dict[str, str] = {
     "gemma4-assistant": "Gemma 4's assistant draft over the target's cache: not replayed",
     "t5": "an encoder-decoder (cross attention over the encoder's output): not replayed",
     "minimax-01": "lightning-attention layers: neither their state nor their graph replayed",
-    "plamo2": "Mamba layers of PLaMo 2's own kind beside attention: not replayed",
 }
 
 #: Architectures whose compared models carry NextN/MTP blocks (left out, as llama.cpp does without MTP speculation).

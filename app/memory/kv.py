@@ -276,6 +276,7 @@ DSA_ARCHS = frozenset({"deepseek32", "glm-dsa", "hy_v4"})
 #: lightning attention is not modelled, see :func:`state_is_modelled`.
 MAMBA_STATE_ARCHS = frozenset(
     {
+        "plamo2",
         "mamba",
         "mamba2",
         "jamba",

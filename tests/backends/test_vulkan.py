@@ -185,6 +185,7 @@ VULKAN_CASES = [
         "dream-3rpc-ub1024",
         "rnd1-2rpc-ncmoe-ub1024",
         "muse-2rpc-faoff-np2",
+        "plamo2-2rpc-np2",
     }
 ]
 

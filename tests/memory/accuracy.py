@@ -465,6 +465,12 @@ CASES: list[Case] = [
     _c("muse-2rpc-faoff-np2", "muse-glimmer-8b", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 2"),
     _c("muse-1rpc-ngl20-swafull", "muse-glimmer-8b", 1, "-c 32768 -ngl 20 --swa-full -fa on"),
     _c("muse-3rpc-q8-ub1024", "muse-glimmer-8b", 3, "-c 32768 -ngl all -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0 -ub 1024"),
+    # PLaMo 2 (Mamba layers of its own kind beside attention layers, post norms, a fused SwiGLU FFN)
+    _c("plamo2-cpu", "plamo2-8b", 0, "-c 4096"),
+    _c("plamo2-cpu-faoff-np4", "plamo2-8b", 0, "-c 4096 -fa off -np 4"),
+    _c("plamo2-2rpc-np2", "plamo2-8b", 2, "-c 8192 -ngl all -ts 1,1 -np 2"),
+    _c("plamo2-1rpc-ngl20-ub1024", "plamo2-8b", 1, "-c 8192 -ngl 20 -ub 1024"),
+    _c("plamo2-3rpc-q8", "plamo2-8b", 3, "-c 16384 -ngl all -ts 1,2,1 -fa on -ctk q8_0 -ctv q8_0"),
     # Hunyuan dense and HunyuanOCR's text model (rope, then K and Q norms; XD-RoPE's 4 positions per token)
     _c("hy7-cpu", "hunyuan-7b", 0, "-c 8192"),
     _c("hy7-2rpc-ngl20-faoff", "hunyuan-7b", 2, "-c 16384 -ngl 20 -ts 1,1 -fa off"),

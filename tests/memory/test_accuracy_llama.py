@@ -203,6 +203,8 @@ SERVER_CASES = [
     ("rnd1", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -fa off -ub 256"),
     ("muse-glimmer", 1, "-c 4096 -ngl all -fa on -np 2"),
     ("muse-glimmer", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
+    ("plamo2", 1, "-c 4096 -ngl all -fa on -np 2"),
+    ("plamo2", 2, "-c 8192 -ngl all -ts 1,1 -fa off -np 4 -ub 256"),
     ("hunyuan-dense", 1, "-c 4096 -ngl all -fa on -np 2"),
     ("hunyuan_vl", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -np 4 -ub 256"),
     ("deci", 1, "-c 4096 -ngl all -fa on -np 2"),
