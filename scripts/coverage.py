@@ -64,6 +64,7 @@ NOT_TEXT_GENERATION = {
     "pockettts": "text-to-speech",
     "eagle3": "speculative-decoding draft head",
     "dflash": "speculative-decoding draft head",
+    "gemma4-assistant": "speculative-decoding draft head (Gemma 4's assistant, built over the target's context)",
     "(unknown)": "placeholder entry of the table",
     # named in the table without a model class: llama.cpp refuses the file, and so does Layerdeck at open
     "gptj": "llama.cpp builds no model for it (\"unsupported model architecture\"), refused at open",
@@ -76,7 +77,6 @@ NOT_YET: dict[str, str] = {
     "qwen4exp": "linear attention with per-layer embeddings and hyper-connections (1,300 lines): not replayed",
     "dots3note": "DSA's lightning indexer over an SWA K-only cache: not replayed",
     "graniteswitch": "adapter switching (router tokens, per-adapter weights): not replayed",
-    "gemma4-assistant": "Gemma 4's assistant draft over the target's cache: not replayed",
     "t5": "an encoder-decoder (cross attention over the encoder's output): not replayed",
     "minimax-01": "lightning-attention layers: neither their state nor their graph replayed",
 }
