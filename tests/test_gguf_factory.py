@@ -126,15 +126,17 @@ def _complete(server) -> dict:
     return body
 
 
-#: what an architecture needs to run at all in this llama.cpp: PLM aborts with flash attention (auto probes it)
-_SERVE_ARGS = {"plm": ("-fa", "off")}
+#: what an architecture needs to run at all in this llama.cpp, in llama-server and llama-fit-params alike: PLM
+#: aborts with flash attention (auto probes it)
+_RUN_ARGS = {"plm": ("-fa", "off")}
 
 
 #: the diffusion decoders (no memory, non-causal): llama-server loads them but cannot answer (they run in
 #: llama-diffusion-cli), and its warmup's encode aborts on them ("GGML_ASSERT(n_outputs_max <=
 #: cparams.n_outputs_max)"); their test loads them without warmup and checks the refusal
 _NO_COMPLETION = {"llada", "dream", "llada-moe", "rnd1"}
-_SERVE_ARGS.update({a: ("--no-warmup",) for a in _NO_COMPLETION})
+#: llama-server's arguments per architecture (--no-warmup is llama-server's alone: llama-fit-params refuses it)
+_SERVE_ARGS = {**_RUN_ARGS, **{a: ("--no-warmup",) for a in _NO_COMPLETION}}
 
 
 @pytest.mark.llama
@@ -237,7 +239,7 @@ def test_sparse_model_size_matches_published(name):
 def test_sparse_model_accepted_by_fit_params(name, sparse_models, llama_bin):
     spec = gf.sparse_spec(name)
     cmd = [str(llama_bin / "llama-fit-params"), "-m", str(sparse_models[name]), "--fit-print", "on",
-           "-c", "4096", "--no-repack", *_SERVE_ARGS.get(spec.arch, ())]
+           "-c", "4096", "--no-repack", *_RUN_ARGS.get(spec.arch, ())]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, f"{' '.join(cmd)}\n{out.stderr[-4000:]}"
     lines = [line.split() for line in out.stdout.splitlines() if line.strip()]
