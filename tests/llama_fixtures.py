@@ -69,6 +69,19 @@ def _exe(name: str) -> str:
     return name + (".exe" if sys.platform == "win32" else "")
 
 
+#: The fixtures that build the real llama.cpp (or take it from ``LAYERDECK_LLAMA_CPP_DIR``). A test that uses any
+#: of them, directly or through another fixture, is a ``llama`` test whatever its decorators say: the hook below
+#: marks it before ``-m`` selects, so the README's fast lane (``-m "not llama and not gui"``) never builds it.
+BUILD_FIXTURES = frozenset({"llama_bin", "llama_vulkan_bin", "llama_quantize"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if BUILD_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("llama") is None:
+            item.add_marker(pytest.mark.llama)
+
+
 # --------------------------------------------------------------------------- llama_bin
 
 
