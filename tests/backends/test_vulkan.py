@@ -186,6 +186,10 @@ VULKAN_CASES = [
         "rnd1-2rpc-ncmoe-ub1024",
         "muse-2rpc-faoff-np2",
         "plamo2-2rpc-np2",
+        # PLaMo 2's A and D are RESHAPE nodes of their weights (plamo2.cpp), which count in Vulkan's reordering
+        # look-ahead: without them these were 272 vs 324 and 192 vs 160 MiB (the in-order replay matched)
+        "plamo2-1rpc-ngl20-ub1024",
+        "plamo2-3rpc-q8",
     }
 ]
 

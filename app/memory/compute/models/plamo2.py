@@ -27,6 +27,7 @@ from ..ggml import (
 )
 from . import Family
 from .mamba import build_rs
+from .rwkv7 import weight_reshape
 
 
 def _mamba(b, cur, il):
@@ -61,7 +62,7 @@ def _mamba(b, cur, il):
     C = b.norm(C, f"blk.{il}.ssm_c_norm", il)
     dt = b.norm(dt, f"blk.{il}.ssm_dt_norm", il)
     dt = b.add_b(b.mm_s(f"blk.{il}.ssm_dt.weight", dt), f"blk.{il}.ssm_dt.bias")
-    A = b.w(f"blk.{il}.ssm_a")  # reshaped to 1 x heads: a view of the weight
+    A = weight_reshape(b.w(f"blk.{il}.ssm_a"), 1, n_heads)  # a RESHAPE node: it counts in Vulkan's reordering
     x = view(
         x,
         (head_dim, n_heads, n_seq_tokens, ns),
@@ -77,7 +78,7 @@ def _mamba(b, cur, il):
     y_ssm = build_rs(b, s_all, n_embd_s, scan)
     g.expand(cpy(view(y_ssm, (n_embd_s * ns,), ()), view(s_all, (n_embd_s * ns,), ())))
     y = view(y_ssm, (head_dim, n_heads, n_seq_tokens, ns), (x.nb[1], x.nb[2], x.nb[3]))
-    y = binary("ADD", y, binary("MUL", x, b.w(f"blk.{il}.ssm_d")))  # D reshaped to 1 x heads: a view
+    y = binary("ADD", y, binary("MUL", x, weight_reshape(b.w(f"blk.{il}.ssm_d"), 1, n_heads)))
     y = glu_split(cont(z), y)
     y = view(y, (head_dim * n_heads, n_seq_tokens, ns), (y.nb[2], y.nb[3]))
     cur = b.mm_s(f"blk.{il}.ssm_out.weight", y)
