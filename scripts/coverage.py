@@ -43,6 +43,7 @@ TESTS = [
     "tests/memory/test_split_mode.py",
     "tests/backends/test_vulkan.py",
     "tests/test_gguf_factory.py::test_tiny_model_serves_completion",
+    "tests/memory/test_gemma4_assistant.py",
 ]
 
 #: Architectures of the table that are not text-generation models a user places on devices (why, briefly).
@@ -64,7 +65,8 @@ NOT_TEXT_GENERATION = {
     "pockettts": "text-to-speech",
     "eagle3": "speculative-decoding draft head",
     "dflash": "speculative-decoding draft head",
-    "gemma4-assistant": "speculative-decoding draft head (Gemma 4's assistant, built over the target's context)",
+    "gemma4-assistant": "speculative-decoding draft head (Gemma 4's assistant, built over the target's context): "
+    "sized as a draft, see the features table",
     "(unknown)": "placeholder entry of the table",
     # named in the table without a model class: llama.cpp refuses the file, and so does Layerdeck at open
     "gptj": "llama.cpp builds no model for it (\"unsupported model architecture\"), refused at open",
@@ -82,9 +84,7 @@ NOT_YET: dict[str, str] = {
 }
 
 #: Exact where the suite compares, off in a benchmark's wider matrix (said in the compute cell)
-BENCH_OFF: dict[str, str] = {
-    "plamo2": "Vulkan0: 2 of 5 cases of benchmarks/bench_vulkan_accuracy.py off, not yet explained",
-}
+BENCH_OFF: dict[str, str] = {}
 
 #: Architectures whose compared models carry NextN/MTP blocks (left out, as llama.cpp does without MTP speculation).
 NEXTN_CHECKED = frozenset({"glm4moe", "qwen35", "bailingmoe2"})
@@ -111,6 +111,11 @@ FEATURES = [
     (
         "EAGLE-3 heads as a draft (--spec-type draft-eagle3 -md head.gguf)",
         "eagle3",
+        "not compared yet",
+    ),
+    (
+        "Gemma 4's assistant as a draft (-md assistant.gguf --spec-type draft-mtp)",
+        "gemma4-assistant",
         "not compared yet",
     ),
     ("-sm tensor", "sm-tensor", "weights and KV split across devices is not modelled"),
@@ -158,6 +163,11 @@ FEATURE_NOTES = {
     "bound where the target keeps them; a -devd that leaves their device out aborts llama.cpp, and the estimate "
     "says so), with and without a d2t vocabulary map; the output buffers' growth at the first decode (extracted "
     "hidden states) is said, not counted",
+    "gemma4-assistant": "its layers (all NextN, no trunk) loaded and placed as any model's, no KV cache of its own "
+    "(it shares the target's last two layers' caches), and its compute (the target's token embeddings and those "
+    "caches read where the target keeps them, reserved with and without its top-k backend sampler) against "
+    "llama-server's load log on the CPU, RPC devices and Vulkan0; a -devd that leaves out the target cache's "
+    "device aborts llama.cpp, and the estimate says so",
     "rpc-multi-device": "one lane per remote device, named as llama.cpp names them (RPC0, RPC1 on one host), "
     "each with its own buffer limits",
     "abort": "the estimate stops with llama.cpp's reason, naming the tensor llama.cpp names (\"pre-allocated tensor "

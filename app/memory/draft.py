@@ -27,8 +27,9 @@ from .kv import ContextShape, SettingsError
 from .settings import LlamaSettings
 
 #: --spec-type values whose drafts need a context Layerdeck does not model: DFlash and DSpark draft heads read the
-#: target's hidden states from models of their own. (MTP, the main model's own NextN layers in a second context, and
-#: EAGLE-3 heads given with -md, see :func:`eagle3_target_layers`, are sized by ``app.memory.estimator``.)
+#: target's hidden states from models of their own. (MTP, the main model's own NextN layers in a second context,
+#: EAGLE-3 heads given with -md, see :func:`eagle3_target_layers`, and Gemma 4's assistant given with -md and
+#: draft-mtp, are sized by ``app.memory.estimator``.)
 UNMODELLED_SPEC_TYPES = ("draft-dflash", "draft-dspark")
 
 

@@ -24,6 +24,7 @@ from .draft import draft_settings, eagle3_target_layers, unmodelled_types
 from .kv import (
     NO_FLASH_ATTN_ARCHS,
     NO_MEMORY_ARCHS,
+    SHARED_KV_ARCHS,
     ContextShape,
     SettingsError,
     context_shape,
@@ -506,10 +507,15 @@ def _mtp(
     return est
 
 
-def _borrowed(model: Model, head: Model, placement: WeightPlacement) -> tuple[tuple, ...]:
-    """The main model's tensors an EAGLE-3 head's decoder reads in their place when it has none of its own
-    (``cparams.ctx_other``: ``model_other->tok_embd``, ``model_other->output``, src/models/eagle3.cpp): (name,
-    device, bytes, shape, ggml type) each, where the main model keeps them."""
+def _borrowed(
+    model: Model, head: Model, placement: WeightPlacement, settings: LlamaSettings, shape: ContextShape
+) -> tuple[tuple, ...]:
+    """The main model's tensors a draft head's graph reads (``cparams.ctx_other``): (name, device, bytes, shape,
+    ggml type) each, where the main model keeps them. An EAGLE-3 head reads ``model_other->tok_embd`` and
+    ``model_other->output`` in place of those it lacks (src/models/eagle3.cpp); Gemma 4's assistant reads the
+    target's token embeddings and the caches of its last two layers (:func:`_assistant_borrowed`)."""
+    if head.params.arch in SHARED_KV_ARCHS:
+        return _assistant_borrowed(model, placement, settings, shape)
     if head.params.arch != "eagle3":
         return ()
     own = {t.name for t in head.tensors}
@@ -529,6 +535,41 @@ def _borrowed(model: Model, head: Model, placement: WeightPlacement) -> tuple[tu
             continue
         t = model.tensors[i]
         out.append((name, dev, t.nbytes, ne4(t.shape), t.type_name.lower()))
+    return tuple(out)
+
+
+def _assistant_borrowed(
+    model: Model, placement: WeightPlacement, settings: LlamaSettings, shape: ContextShape
+) -> tuple[tuple, ...]:
+    """What Gemma 4's assistant reads of its target (src/models/gemma4-assistant.cpp): ``model_other->tok_embd``
+    for its input, and as its whole KV cache the target's layer ``n_layer - 2`` (its sliding layers) and
+    ``n_layer - 1`` (its full layers), or the layers those reuse (``n_layer_kv_from_start``: E2B's last layers
+    read layer 13's and 14's caches), as ``llama_model::create_memory``'s ``share`` maps them."""
+    from .compute.ggml import row_size
+    from .compute.models.gemma4_assistant import TARGET_EMBD, cache_name
+
+    p = model.params
+    out = []
+    idx = {t.name: i for i, t in enumerate(model.tensors)}
+    i = idx.get("token_embd.weight")
+    if i is not None and placement.tensor_device[i]:
+        t = model.tensors[i]
+        out.append((TARGET_EMBD, placement.tensor_device[i], t.nbytes, ne4(t.shape), t.type_name.lower()))
+    if p.n_layer < 2:
+        return tuple(out)
+    dims_v = [(p.head_dim_v_swa if p.swa_layers[il] else p.head_dim_v) * p.n_head_kv[il] for il in range(p.n_layer)]
+    max_v = max(dims_v)
+    ns = 1 if shape.unified else max(1, shape.n_stream)
+    for swa, il in ((True, p.n_layer - 2), (False, p.n_layer - 1)):
+        if p.n_layer_kv_from_start >= 0 and il >= p.n_layer_kv_from_start:
+            il = p.n_layer_kv_from_start - (2 if p.swa_layers[il] else 1)
+        dev = CPU if settings.no_kv_offload else placement.layer_device[il]
+        cells = shape.size_swa if p.swa_layers[il] and shape.size_swa else shape.n_ctx_seq
+        hk = p.head_dim_k_swa if p.swa_layers[il] else p.head_dim_k
+        n_k = hk * p.n_head_kv[il]
+        n_v = max_v if not shape.flash_attn else dims_v[il]  # a transposed V is padded to the widest layer's
+        for which, ty, width in (("k", settings.type_k, n_k), ("v", settings.type_v, n_v)):
+            out.append((cache_name(which, swa), dev, row_size(ty, width) * cells * ns, (width, cells, ns, 1), ty))
     return tuple(out)
 
 
@@ -580,15 +621,19 @@ def _draft(
         )
         return None
     d_settings = draft_settings(settings, shape)
-    borrowed = _borrowed(model, drafter.model, placement) if placement is not None else ()
+    borrowed = _borrowed(model, drafter.model, placement, settings, shape) if placement is not None else ()
     est = _estimate(drafter.model, devices, d_settings, None, drafter, borrowed=borrowed)
     for d in est.devices:
         _slot(mem, devices, d.name).draft += d.total
     where = ", ".join(f"{d.name} {d.total / 2**20:.0f} MiB" for d in est.devices if d.total)
+    cache = (
+        "no KV cache of its own: it reads the main model's last two layers' caches"
+        if drafter.model.params.arch in SHARED_KV_ARCHS
+        else f"its own KV cache of {est.shape.n_ctx} cells as the main context"
+    )
     notes.append(
-        f"draft model {drafter.model.path.name} (-md): {where} (weights, its own KV cache of "
-        f"{est.shape.n_ctx} cells as the main context, compute, {shape.n_seq} output row"
-        f"{'s' if shape.n_seq > 1 else ''})"
+        f"draft model {drafter.model.path.name} (-md): {where} (weights, {cache}, compute, {shape.n_seq} output "
+        f"row{'s' if shape.n_seq > 1 else ''})"
     )
     notes.extend(f"draft: {n}" for n in est.notes)
     extract = eagle3_target_layers(settings, drafter.model.metadata, model.params.n_layer)

@@ -168,12 +168,17 @@ NEXTN_KV_ARCHS = frozenset({"bailingmoe3", "deepseek4"})
 #: architectures llama_model::create_memory makes no memory for (``res = nullptr``): the diffusion decoders, whose
 #: non-causal attention runs over the ubatch alone (``build_attn_inp_no_cache``)
 NO_MEMORY_ARCHS = frozenset({"dream", "llada", "llada-moe", "rnd1"})
+#: Draft models whose every layer reads the target context's cache and allocate no KV of their own: Gemma 4's
+#: assistant (``llama_model::create_memory``: a ``llama_kv_cache_iswa`` over ``cparams.ctx_other``'s memory whose
+#: ``share`` maps its sliding layers to the target's layer ``n_layer - 2`` and its full ones to ``n_layer - 1``;
+#: llama-server logs "sharing with layer N" for each and no KV buffer)
+SHARED_KV_ARCHS = frozenset({"gemma4-assistant"})
 
 
 def has_kv_layers(p: ModelParams) -> list[bool]:
     """Layers that own a KV cache in the main context: not recurrent, not NextN/MTP, not one that reuses an earlier
     layer's cache (``n_layer_kv_from_start``: ``llama_hparams::has_kv`` and the KV cache's ``reuse`` callback)."""
-    if p.arch in NO_MEMORY_ARCHS:
+    if p.arch in NO_MEMORY_ARCHS or p.arch in SHARED_KV_ARCHS:
         return [False] * p.n_layer
     first_nextn = p.n_layer - p.nextn_layers if p.nextn_layers else p.n_layer
     if p.arch in NEXTN_KV_ARCHS:

@@ -50,11 +50,13 @@ _INPUT_NAMES = (
 # So is Kimi K3's final attention-residual score (output_res_score), and the hyper-connection head (output_hc_*:
 # LLM_TENSOR_HC_HEAD_*, hy_v4's fn/base/scale).
 _OUTPUT_NAMES = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.", "output_res_score.", "output_hc_")
-# EAGLE-3/DFlash heads (llama-arch.cpp: LLM_TENSOR_FC, LLM_TENSOR_D2T, LLM_TENSOR_ENC_OUTPUT_NORM are LAYER_OUTPUT)
-_HEAD_OUTPUT_NAMES = ("fc.", "d2t", "enc.output_norm.")
+# EAGLE-3/DFlash heads and Gemma 4's assistant (llama-arch.cpp: LLM_TENSOR_FC, LLM_TENSOR_D2T,
+# LLM_TENSOR_ENC_OUTPUT_NORM and LLM_TENSOR_NEXTN_PROJ_POST are LAYER_OUTPUT)
+_HEAD_OUTPUT_NAMES = ("fc.", "d2t", "enc.output_norm.", "nextn.post_projection.")
 #: Tensors without a ``blk.N.`` name that llama.cpp creates with layer 0 (LLM_TENSOR_LAYER_REPEATING, bid 0):
-#: gemma3n/gemma4's per-layer-input projection and its norm. They join layer 0's ``other`` block, on its device.
-_LAYER0_NAMES = ("per_layer_model_proj.", "per_layer_proj_norm.")
+#: gemma3n/gemma4's per-layer-input projection and its norm, Gemma 4's assistant's input projection
+#: (LLM_TENSOR_NEXTN_PROJ_PRE, created with i = 0). They join layer 0's ``other`` block, on its device.
+_LAYER0_NAMES = ("per_layer_model_proj.", "per_layer_proj_norm.", "nextn.pre_projection.")
 #: Architectures whose output norm is stored as ``token_embd_norm`` (llama-arch.cpp: "fix for wrong tensor name").
 OUTPUT_NORM_AS_EMBD_NORM = frozenset({"lfm2", "lfm2moe"})
 #: Architectures whose LN0 after the embeddings (``token_embd_norm``) llama.cpp creates with layer 0 (tn(..., 0),

@@ -697,7 +697,10 @@ def extract_params(
         ssm_dt_rank=m.u32("{arch}.ssm.time_step_rank"),
         ssm_n_group=m.u32("{arch}.ssm.group_count"),
         shortconv_l_cache=m.u32("{arch}.shortconv.l_cache", required=arch in SHORTCONV_ARCHS),
-        nextn_layers=nextn,
+        # a model made only of NextN layers has no trunk (Gemma 4's assistant: n_layer() 0, n_layer_all =
+        # n_layer_nextn): llama.cpp loads and places them as any layer (created without TENSOR_SKIP, devices by
+        # n_layer_all, no MTP filter on its memory: "a model is entirely n_layer_nextn layers and has no trunk")
+        nextn_layers=nextn if nextn < n_layer else 0,
         indexer_head_count=m.u32("{arch}.attention.indexer.head_count"),
         indexer_head_size=m.u32("{arch}.attention.indexer.key_length"),
         indexer_top_k=m.u32("{arch}.attention.indexer.top_k"),

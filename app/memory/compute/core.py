@@ -304,11 +304,15 @@ def compute_buffers(
             if dev not in be_of:
                 # ggml_backend_sched_backend_from_buffer: no backend of the head's context reads that buffer, and the
                 # leaf is pre-allocated (seen: llama-server -dev RPC0 -devd RPC1 with a head without output.weight)
+                cache = name.startswith("target:cache_")
+                # a shared cache tensor takes the name of the draft's layer that last shared it (cache_k_l<N>)
+                tensor = "cache_k_l..." if name.startswith("target:cache_k") else "cache_v_l..." if cache else name
+                what = "KV cache (of the layer whose cache it shares)" if cache else name.removeprefix("target:")
                 raise BackendAbort(
-                    f"llama.cpp aborts on this placement: the EAGLE-3 head reads the main model's {name}, which is on "
-                    f"{dev}, a device the head's context does not use, so its scheduler stops with \"pre-allocated "
-                    f'tensor ({name}) in a buffer ({dev}) that cannot run the operation". Give the head that device '
-                    f"too (-devd), or keep {name} where the head runs."
+                    f"llama.cpp aborts on this placement: the draft model (-md) reads the main model's {what}, which "
+                    f"is on {dev}, a device the draft's context does not use, so its scheduler stops with "
+                    f'"pre-allocated tensor ({tensor}) in a buffer ({dev}) that cannot run the operation". Give the '
+                    "draft that device too (-devd), or keep that tensor where the draft runs."
                 )
             lent[name] = (be_of[dev], size)
         run = (placement, devs, tbe, layer_be, kv_be, cpu, pin, pin_cpu, offload, host_weights, pipeline, lent)

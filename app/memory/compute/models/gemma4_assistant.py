@@ -1,0 +1,132 @@
+"""Gemma 4's assistant (``src/models/gemma4-assistant.cpp``, ``-md assistant.gguf --spec-type draft-mtp``).
+
+A drafter built over the target's context (``cparams.ctx_other``): its input is the target's token embedding of
+each draft token (``model_other->tok_embd``, read where the target keeps it), scaled by sqrt(n_embd_backbone) and
+concatenated with the target's hidden state of the token before (``inp_h``, an input row per token), projected
+down by ``nextn.pre_projection``. Every layer is Gemma 4's attention with Q only: K and V are the target's cache
+of its layer ``n_layer - 2`` (sliding layers) or ``n_layer - 1`` (full layers), which the assistant's memory
+shares (``llama_model::create_memory``) and reads as its own ``get_k``/``get_v`` views: the target's row width
+and tensor type, the assistant's head layout and cache size. Then the GELU FFN, the post norms, the per-layer
+output scale, ``output_norm``, the logits over its own ``token_embd`` (``TENSOR_DUPLICATED`` as the lm_head) and
+``h_nextn`` (``nextn.post_projection``), both outputs.
+
+The target's tensors are ``borrowed`` (:func:`app.memory.estimator._borrowed`): ``target:token_embd.weight`` and
+the caches of its layers ``n_layer - 2`` and ``n_layer - 1`` as ``target:cache_{k,v}_{swa,full}``, each on the
+device where the target keeps it.
+"""
+
+from __future__ import annotations
+
+from ..builder import layer_copy, rope
+from ..ggml import NONE, OUTPUT, binary, concat, get_rows, mul_mat, new, reshape, row_size, unary, view
+from ..mtp import add_sampling
+from . import Family
+
+#: the target's token embeddings, as :func:`app.memory.estimator._borrowed` names them
+TARGET_EMBD = "target:token_embd.weight"
+
+
+def target_cache_layers(n_layer_target: int) -> dict[bool, int]:
+    """The target layer whose cache an assistant layer reads, by whether that layer is a sliding one (the
+    ``share`` callback of ``llama_model::create_memory`` for ``LLM_ARCH_GEMMA4_ASSISTANT``)."""
+    return {True: n_layer_target - 2, False: n_layer_target - 1}
+
+
+def cache_name(which: str, swa: bool) -> str:
+    """The borrowed name of the target's cache tensor ``which`` ('k' or 'v') that the assistant's sliding
+    (``swa``) or full layers read."""
+    return f"target:cache_{which}_{'swa' if swa else 'full'}"
+
+
+def _cache(b, which: str, swa: bool):
+    """The target's cache tensor ``which`` that the assistant's sliding or full layers read: a leaf in the
+    target's buffer."""
+    name = cache_name(which, swa)
+    got = b.wcache.get(name)
+    if got is not None:
+        return got
+    shape, ty = b.__dict__["borrowed"][name]
+    t = new(ty, tuple(shape), NONE)
+    t.size = 0
+    t.name = name
+    b.__dict__.setdefault("brefs", []).append((t, name))
+    b.wcache[name] = t
+    return t
+
+
+def _shared_attn(b, il, q, wo):
+    """``build_attn`` with Q alone over the target's cache (``get_k``/``get_v`` of the shared layer: the cache
+    tensor's own row width and type, the assistant's head size, KV heads and cache size)."""
+    c, g = b.c, b.g
+    hk, hv, n_head_kv, swa = b.kv_dims(il)
+    _k_idxs, _v_idxs, mask, k_rot, _v_rot, n_kv = b.attn_inputs(swa)
+    if k_rot is not None:
+        q = b.hadamard(q, k_rot)
+    g.expand(q)
+    ns = c.n_stream
+    kv_size = c.size_swa if swa else c.n_kv
+    kc, vc = _cache(b, "k", swa), _cache(b, "v", swa)
+    tk, tv = kc.ty, vc.ty
+    n_embd_k = kc.ne[0]
+    kview = view(
+        kc, (hk, n_head_kv, n_kv, ns), (row_size(tk, hk), row_size(tk, n_embd_k), row_size(tk, n_embd_k * kv_size))
+    )
+    n_embd_v = vc.ne[0]
+    if not c.v_trans:
+        vview = view(
+            vc, (hv, n_head_kv, n_kv, ns), (row_size(tv, hv), row_size(tv, n_embd_v), row_size(tv, n_embd_v * kv_size))
+        )
+    else:
+        vview = view(
+            vc,
+            (n_kv, n_head_kv, hv, ns),
+            (row_size(tv, kv_size * hv), row_size(tv, kv_size), row_size(tv, kv_size * n_embd_v)),
+        )
+    cur = b.mha(q, kview, vview, mask, None, None, il)
+    return b.mm_s(wo, cur)
+
+
+def build(b):
+    c, p, g, nt = b.c, b.p, b.g, b.nt
+    c.softcap = False
+    n_bb = int(c.meta.get(f"{c.arch}.embedding_length_out") or 0)
+    tokens = b.inp("inp_tokens", "i32", (nt,))
+    inp_h = b.inp("inp_h", "f32", (n_bb, nt))
+    tok_tgt = b.w(TARGET_EMBD)
+    if tok_tgt is None:
+        raise NotImplementedError("the assistant reads the target's token embeddings, which are not known here")
+    x = unary("SCALE", get_rows(tok_tgt, tokens))
+    cur = b.mm("nextn.pre_projection.weight", concat(x, inp_h, 0))
+    pos = b.inp_pos()
+    out_ids = b.inp_out_ids()
+    inpL = cur
+    for il in b.layers:
+        swa = c.is_swa(il)
+        hd = p.head_dim_k_swa if swa else p.head_dim_k
+        cur = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
+        q = reshape(b.mm(f"blk.{il}.attn_q.weight", cur), hd, p.n_head[il], nt)
+        q = b.norm(q, f"blk.{il}.attn_q_norm.weight", il)
+        q = rope(q, pos, None if swa else layer_copy(b, "rope_freqs.weight", il))
+        cur = _shared_attn(b, il, q, b.w(f"blk.{il}.attn_output.weight"))
+        if il == b.last:
+            cur, inpL = get_rows(cur, out_ids), get_rows(inpL, out_ids)
+        cur = b.norm(cur, f"blk.{il}.post_attention_norm.weight", il)
+        attn_out = binary("ADD", cur, inpL)
+        cur = b.norm(attn_out, f"blk.{il}.ffn_norm.weight", il)
+        cur = b.ffn(cur, "ffn", il, act="gelu")
+        cur = b.norm(cur, f"blk.{il}.post_ffw_norm.weight", -1)
+        cur = binary("ADD", cur, attn_out)
+        inpL = binary("MUL", cur, b.w(f"blk.{il}.layer_output_scale.weight"))
+    cur = b.norm(inpL, "output_norm.weight", -1)
+    logits = mul_mat(b.w("token_embd.weight@output"), cur)
+    logits.flags = logits.fl0 = OUTPUT
+    h_next = mul_mat(b.w("nextn.post_projection.weight"), cur)
+    h_next.flags = h_next.fl0 = OUTPUT
+    g.expand(logits)
+    g.expand(h_next)
+    if c.backend_sampler:  # the second reserve, after llama_set_sampler: build_sampling's top-k per slot
+        add_sampling(b, logits, c.n_seqs)
+    return logits
+
+
+FAMILY = Family(name="gemma4_assistant", build=build, exact=frozenset({"gemma4-assistant"}))
