@@ -143,6 +143,26 @@ def test_estimate_carries_its_speed_prediction_and_what_it_assumes(q30, tmp_path
     assert f"speed: generation {decode.tokens_per_s:.1f} tok/s" in text and "not calibrated" in text
 
 
+def test_a_draft_model_that_no_spec_type_uses_is_said(tmp_path):
+    """-md alone loads the draft without drafting with it (said); with a --spec-type whose drafter is the -md model
+    (Gemma 4's assistant with draft-mtp here) it is used, and nothing is said; the assistant reads the target's caches
+    and has none of its own."""
+    from tests.factory_models.gemma4_assistant import write_gemma4_assistant
+    from tests.gguf_factory import _n_vocab, tiny_hparams
+
+    main = write_tiny_model("gemma4", tmp_path / "g4.gguf")
+    hp = tiny_hparams("gemma4")
+    draft = write_gemma4_assistant(tmp_path / "assistant.gguf", n_embd_tgt=hp["n_embd"], n_vocab=_n_vocab(hp))
+    base = ["--devices", "CUDA0=8192", "--", "-m", str(main), "-md", str(draft), "-ngl", "all", "-c", "4096"]
+    alone = layerdeck("estimate", *base)
+    assert alone.returncode == 0, alone.stderr
+    assert "-md without --spec-type draft-simple" in alone.stdout
+    used = layerdeck("estimate", *base, "--spec-type", "draft-mtp")
+    assert used.returncode == 0, used.stderr
+    assert "-md without --spec-type" not in used.stdout
+    assert "no KV cache of its own: it reads the main model's last two layers' caches" in used.stdout
+
+
 def test_estimate_counts_a_draft_model_and_a_projector(tmp_path):
     """-md and --mmproj on planned GPUs: the draft's and the projector's shares per device, in the text table and
     the JSON; the speed with the draft at the acceptance rate given; a file that is not a projector refused."""

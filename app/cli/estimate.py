@@ -332,7 +332,10 @@ def run(args: argparse.Namespace) -> int:
         if spec is not None
         else None
     )
-    if parsed.settings.draft_model and "draft-simple" not in parsed.settings.spec_types:
+    # the types whose drafter is the -md model (common_speculative_init: draft-simple; an EAGLE-3, DFlash or DSpark
+    # head; Gemma 4's assistant with draft-mtp)
+    md_types = ("draft-simple", "draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark")
+    if parsed.settings.draft_model and not any(t in parsed.settings.spec_types for t in md_types):
         est.notes.append(
             "-md without --spec-type draft-simple: llama-server loads the draft model (its memory is counted) but "
             "does not draft with it unless the draft file itself names an MTP or DFlash head; add --spec-type "
