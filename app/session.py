@@ -37,6 +37,7 @@ from .command.formats import parse_command_text, render
 from .command.values import check_settings
 from .errors import CommandError, LayerdeckError
 from .lanes import CPU, Lane, rpc_endpoints
+from .memory.draft import spec_type_for
 from .memory.estimator import Estimate, Estimator
 from .memory.layout import WeightPlacement
 from .memory.settings import LlamaSettings
@@ -920,16 +921,22 @@ class Session:
         return d.model if d is not None else None
 
     def set_draft(self, draft: Model | None) -> bool:
-        """Use ``draft`` as the draft model for speculative decoding (``-md`` with ``--spec-type draft-simple``),
-        or none; one undoable edit of the settings (the file, its figures follow). The draft's own flags
-        (``-ngld``, ``-devd``, ``-ctkd``...) stay as set."""
+        """Use ``draft`` as the draft model for speculative decoding (``-md`` with the ``--spec-type`` its kind
+        drafts with: draft-simple, an EAGLE-3 head's draft-eagle3, Gemma 4's assistant's draft-mtp), or none; one
+        undoable edit of the settings (the file, its figures follow). The draft's own flags (``-ngld``, ``-devd``,
+        ``-ctkd``...) stay as set."""
+        before = self.draft_model
         if draft is not None:  # without one the open draft stays in memory: undo brings it back
             self.estimator.draft = Estimator(draft)
         path = os.fspath(draft.source or draft.path) if draft is not None else None
-        # -md alone loads the draft but does not draft with it: the draft type comes and goes with the file
-        types = [t for t in self.placement.settings.spec_types if t != "draft-simple"]
-        if draft is not None:
-            types.append("draft-simple")
+        # -md alone loads the draft but does not draft with it: the draft type comes and goes with the file (the
+        # MTP checkbox's draft-mtp stays unless the file being replaced was what it drafted with)
+        gone = {"draft-simple", "draft-eagle3"}
+        if before is not None and spec_type_for(before.params.arch) == "draft-mtp":
+            gone.add("draft-mtp")
+        types = [t for t in self.placement.settings.spec_types if t not in gone]
+        if draft is not None and spec_type_for(draft.params.arch) not in types:
+            types.append(spec_type_for(draft.params.arch))
         if not self.set_settings(draft_model=path, spec_types=types):
             self._recompute()
             self._emit(Change.edit())

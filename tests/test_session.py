@@ -215,3 +215,29 @@ def test_a_prepared_import_changes_nothing_until_applied_and_not_after_the_devic
     session.set_devices(parse_device_spec("CUDA0=24576"))
     with pytest.raises(ImportChanged, match="paste it again"):
         session.apply_import(prep)
+
+
+def test_a_draft_file_brings_the_spec_type_it_drafts_with(tmp_path):
+    """Choosing a draft file sets the --spec-type that drafts with it: Gemma 4's assistant draft-mtp (it is the MTP
+    driver's model), a plain model draft-simple; replacing or dropping the file takes its type away, not a type the
+    user chose apart."""
+    from app.model import open_model
+    from tests.factory_models.gemma4_assistant import write_gemma4_assistant
+    from tests.gguf_factory import _n_vocab, tiny_hparams
+
+    hp = tiny_hparams("gemma4")
+    s = Session(open_model(write_tiny_model("gemma4", tmp_path / "g4.gguf")), parse_device_spec("CUDA0=8192"))
+    assistant = open_model(write_gemma4_assistant(tmp_path / "a.gguf", n_embd_tgt=hp["n_embd"], n_vocab=_n_vocab(hp)))
+    plain = open_model(write_tiny_model("llama", tmp_path / "plain.gguf"))
+    s.set_draft(assistant)
+    assert s.placement.settings.spec_types == ["draft-mtp"]
+    assert s.estimate.draft is not None and all(d.context == 0 for d in s.estimate.draft.devices)
+    argv = s.command().argv
+    assert argv[argv.index("--spec-type") + 1] == "draft-mtp"
+    s.set_draft(plain)
+    assert s.placement.settings.spec_types == ["draft-simple"]
+    s.set_draft(None)
+    assert s.placement.settings.spec_types == [] and s.placement.settings.draft_model is None
+    s.set_settings(spec_types=["draft-mtp"])  # the MTP checkbox (the model's own NextN layers) stays with a file
+    s.set_draft(plain)
+    assert s.placement.settings.spec_types == ["draft-mtp", "draft-simple"]

@@ -56,6 +56,17 @@ def eagle3_target_layers(
     return layers
 
 
+#: The --spec-type a draft file is used with, by its architecture (common_speculative_init): an EAGLE-3 head with
+#: draft-eagle3, Gemma 4's assistant with draft-mtp (the MTP driver over ``ctx_other``); any other model with
+#: draft-simple.
+SPEC_TYPE_OF_ARCH = {"eagle3": "draft-eagle3", "gemma4-assistant": "draft-mtp"}
+
+
+def spec_type_for(draft_arch: str) -> str:
+    """The ``--spec-type`` that drafts with a ``-md`` file of ``draft_arch``."""
+    return SPEC_TYPE_OF_ARCH.get(draft_arch, "draft-simple")
+
+
 def draft_settings(main: LlamaSettings, shape: ContextShape) -> LlamaSettings:
     """The settings llama.cpp creates the draft model and context with, from the main model's ``main`` and its
     context ``shape`` (``common_base_params_to_speculative`` and ``common_speculative_init_result``)."""
