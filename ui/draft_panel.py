@@ -9,7 +9,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.memory.estimator import LLAMA_MTP_ARCHS
-from app.memory.kv import CACHE_TYPE_BLOCKS
+from app.memory.kv import CACHE_TYPE_BLOCKS, SHARED_KV_ARCHS
 from app.memory.settings import NGL_ALL, NGL_AUTO
 from app.model import open_model
 from app.units import fmt_bytes
@@ -109,16 +109,21 @@ class DraftPanel(QWidget):
         p = self.doc.model.params
         can_mtp = bool(p.nextn_layers) and p.arch in LLAMA_MTP_ARCHS and not has
         mtp = "draft-mtp" in s.spec_types
-        self.mtp.setEnabled(can_mtp or mtp)
+        # Gemma 4's assistant drafts through draft-mtp (set with the file) and reads the model's own caches
+        assistant = has and draft.params.arch in SHARED_KV_ARCHS
+        self.mtp.setEnabled((can_mtp or mtp) and not assistant)
         self.mtp.setChecked(mtp)
-        self.mtp.setToolTip(self.mtp.toolTip() if can_mtp or mtp else
-                            "This model has no MTP layers llama.cpp can draft with" if not has else
+        self.mtp.setToolTip(self.mtp.toolTip() if (can_mtp or mtp) and not assistant else
+                            "Gemma 4's assistant drafts through --spec-type draft-mtp, set with the file" if assistant
+                            else "This model has no MTP layers llama.cpp can draft with" if not has else
                             "A draft model (-md) is in use; remove it to draft with the MTP layers")
         for w in (self.ngl, self.dev):
             w.setEnabled(has)
         self.accept.setEnabled(has or mtp)  # the MTP speed is predicted at the rate set here too
         for w in (self.ctk, self.ctv, self.n_max):
             w.setEnabled(has or mtp)
+        for w in (self.ctk, self.ctv):  # no cache of its own: -ctkd/-ctvd change nothing it allocates
+            w.setEnabled((has or mtp) and not assistant)
         top = draft.params.n_layer + 1 if has else 512
         self.ngl.setRange(-1, top)
         self.ngl.setValue(top if s.draft_n_gpu_layers == NGL_ALL else min(s.draft_n_gpu_layers, top))
@@ -156,12 +161,16 @@ class DraftPanel(QWidget):
             text += "".join(f"<br><span style='color:gray'>{n}</span>" for n in est.notes
                             if "not sized" in n or "snapshots" in n)
             return text
-        text = f"The draft needs {where} (weights, its own KV cache, compute)."
+        shared = self.doc.session.draft_model.params.arch in SHARED_KV_ARCHS
+        cache = "no KV cache of its own: it reads the model's last two layers' caches" if shared else "its own KV cache"
+        text = f"The draft needs {where} (weights, {cache}, compute)."
         spec = self.doc.session.speculative
         if spec is not None:
             color = "#3A9E5C" if spec.speedup >= 1.0 else "#C98A00"
             text += f"<br><span style='color:{color}'>{spec.text()}</span>"
             text += "".join(f"<br><span style='color:gray'>{n}</span>" for n in spec.notes)
+        else:  # a draft-simple model's speed is predicted; an EAGLE-3 head's or Gemma 4 assistant's is not
+            text += "<br><span style='color:gray'>The speed with this draft is not predicted.</span>"
         return text
 
     # ------------------------------------------------------------------ edits

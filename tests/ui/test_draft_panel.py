@@ -143,3 +143,25 @@ def test_the_models_own_mtp_layers_draft_from_the_panel(window, qtbot, tmp_path)
     plain = gf.write_tiny_model("qwen3", tmp_path / "plain.gguf")
     _open(window, qtbot, plain)
     assert not window.draft_panel.mtp.isEnabled()  # the window builds its panels anew for the new model
+
+
+def test_gemma4_assistant_drafts_through_draft_mtp_with_no_cache_of_its_own(window, qtbot, tmp_path):
+    """Gemma 4's assistant as the draft: the command drafts with it (--spec-type draft-mtp), the MTP checkbox shows
+    that type but is not the user's to change, the draft cache types (which it has no cache to use) are off, and the
+    panel says it reads the model's caches and that its speed is not predicted."""
+    from tests.factory_models.gemma4_assistant import write_gemma4_assistant
+
+    hp = gf.tiny_hparams("gemma4")
+    main = gf.write_tiny_model("gemma4", tmp_path / "g4.gguf")
+    draft = write_gemma4_assistant(tmp_path / "assistant.gguf", n_embd_tgt=hp["n_embd"], n_vocab=gf._n_vocab(hp))
+    _open(window, qtbot, main)
+    panel = window.draft_panel
+    assert panel.set_draft_path(str(draft)) is None
+    argv = window.doc.session.command().argv
+    assert argv[argv.index("--spec-type") + 1] == "draft-mtp" and "draft-simple" not in argv
+    assert panel.mtp.isChecked() and not panel.mtp.isEnabled()
+    assert not panel.ctk.isEnabled() and not panel.ctv.isEnabled() and panel.ngl.isEnabled()
+    text = panel.info.text()
+    assert "no KV cache of its own" in text and "not predicted" in text
+    assert all(d.context == 0 for d in window.doc.estimate.draft.devices)
+    assert window.board.drafts  # its hatched blocks on the lanes holding its weights
