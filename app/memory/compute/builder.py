@@ -539,6 +539,21 @@ def _clamped(b, x):
     return unary("CLAMP", x) if b.c.clamp_kqv else x
 
 
+def cache_views(kc, vc, hk, hv, n_head_kv, n_kv, kv_size, ns, v_trans):
+    """``llama_kv_cache::get_k`` / ``get_v`` of cache tensors ``kc``, ``vc``: views of ``n_kv`` cells in heads of
+    ``hk`` / ``hv``, strided by the tensor's own row width and type (``k->ne[0]``); a transposed V (``v_trans``,
+    no flash attention) as ``[n_kv, n_head_kv, hv]``."""
+    tk, tv, n_embd_k, n_embd_v = kc.ty, vc.ty, kc.ne[0], vc.ne[0]
+    kview = view(
+        kc, (hk, n_head_kv, n_kv, ns), (row_size(tk, hk), row_size(tk, n_embd_k), row_size(tk, n_embd_k * kv_size))
+    )
+    if not v_trans:
+        nb = (row_size(tv, hv), row_size(tv, n_embd_v), row_size(tv, n_embd_v * kv_size))
+        return kview, view(vc, (hv, n_head_kv, n_kv, ns), nb)
+    nb = (row_size(tv, kv_size * hv), row_size(tv, kv_size), row_size(tv, kv_size * n_embd_v))
+    return kview, view(vc, (n_kv, n_head_kv, hv, ns), nb)
+
+
 def qkv(b, il, cur, hd_q, hd_k, hd_v):
     """``build_qkv``: fused or separate projections with optional per-tensor scales and biases, reshaped to
     heads."""

@@ -24,7 +24,7 @@ and llama-server's load log (tiny model), exact.
 
 from __future__ import annotations
 
-from ..builder import qkv, rope
+from ..builder import cache_views, qkv, rope
 from ..ggml import (
     OUTPUT,
     binary,
@@ -145,28 +145,12 @@ def shared_attn(b, il, src, q, wo):
     kc.size = 0
     kc.name = f"cache_k_l{src}"
     refs.append((kc, src))
-    kview = view(
-        kc,
-        (hk, n_head_kv, n_kv, ns),
-        (row_size(c.type_k, hk), row_size(c.type_k, n_embd_k), row_size(c.type_k, n_embd_k * kv_size)),
-    )
     n_embd_v = c.n_embd_v_gqa_max if c.v_trans else hv * n_head_kv  # the cache's layout (context.py: v_trans)
     vc = new(c.type_v, (n_embd_v, kv_size, ns), "NONE")
     vc.size = 0
     vc.name = f"cache_v_l{src}"
     refs.append((vc, src))
-    if not c.v_trans:
-        vview = view(
-            vc,
-            (hv, n_head_kv, n_kv, ns),
-            (row_size(c.type_v, hv), row_size(c.type_v, n_embd_v), row_size(c.type_v, n_embd_v * kv_size)),
-        )
-    else:
-        vview = view(
-            vc,
-            (n_kv, n_head_kv, hv, ns),
-            (row_size(c.type_v, kv_size * hv), row_size(c.type_v, kv_size), row_size(c.type_v, kv_size * n_embd_v)),
-        )
+    kview, vview = cache_views(kc, vc, hk, hv, n_head_kv, n_kv, kv_size, ns, c.v_trans)
     cur = b.mha(q, kview, vview, mask, None, None, il)
     if v_rot is not None:
         cur = b.hadamard(cur, v_rot)

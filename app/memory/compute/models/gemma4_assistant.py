@@ -17,8 +17,8 @@ device where the target keeps it.
 
 from __future__ import annotations
 
-from ..builder import layer_copy, rope
-from ..ggml import NONE, OUTPUT, binary, concat, get_rows, mul_mat, new, reshape, row_size, unary, view
+from ..builder import cache_views, layer_copy, rope
+from ..ggml import NONE, OUTPUT, binary, concat, get_rows, mul_mat, new, reshape, unary
 from ..mtp import add_sampling
 from . import Family
 
@@ -59,30 +59,16 @@ def _shared_attn(b, il, q, wo):
     tensor's own row width and type, the assistant's head size, KV heads and cache size)."""
     c, g = b.c, b.g
     hk, hv, n_head_kv, swa = b.kv_dims(il)
-    _k_idxs, _v_idxs, mask, k_rot, _v_rot, n_kv = b.attn_inputs(swa)
+    _k_idxs, _v_idxs, mask, k_rot, v_rot, n_kv = b.attn_inputs(swa)
     if k_rot is not None:
         q = b.hadamard(q, k_rot)
     g.expand(q)
-    ns = c.n_stream
-    kv_size = c.size_swa if swa else c.n_kv
     kc, vc = _cache(b, "k", swa), _cache(b, "v", swa)
-    tk, tv = kc.ty, vc.ty
-    n_embd_k = kc.ne[0]
-    kview = view(
-        kc, (hk, n_head_kv, n_kv, ns), (row_size(tk, hk), row_size(tk, n_embd_k), row_size(tk, n_embd_k * kv_size))
-    )
-    n_embd_v = vc.ne[0]
-    if not c.v_trans:
-        vview = view(
-            vc, (hv, n_head_kv, n_kv, ns), (row_size(tv, hv), row_size(tv, n_embd_v), row_size(tv, n_embd_v * kv_size))
-        )
-    else:
-        vview = view(
-            vc,
-            (n_kv, n_head_kv, hv, ns),
-            (row_size(tv, kv_size * hv), row_size(tv, kv_size), row_size(tv, kv_size * n_embd_v)),
-        )
+    kv_size = c.size_swa if swa else c.n_kv
+    kview, vview = cache_views(kc, vc, hk, hv, n_head_kv, n_kv, kv_size, c.n_stream, c.v_trans)
     cur = b.mha(q, kview, vview, mask, None, None, il)
+    if v_rot is not None:
+        cur = b.hadamard(cur, v_rot)
     return b.mm_s(wo, cur)
 
 
