@@ -5,19 +5,24 @@ Layerdeck detects it (``--list-devices`` plus the Vulkan loader's limits). Print
 do not floor to llama.cpp's printed MiB; then comparisons, misses and the worst error per quantity and
 device. The estimate replays the backend's graph reordering (``ggml_vk_graph_optimize``, docs/memory-model.md,
 Backends); ``--in-order`` sets ``GGML_VK_DISABLE_GRAPH_OPTIMIZE=1`` on llama.cpp's side only, so its misses show
-what the reordering moves.
+what the reordering moves. ``--behind-rpc`` runs the same matrix with the device behind RPC: a Vulkan
+``ggml-rpc-server`` on loopback serves lavapipe's Vulkan0 and the CPU build is its client (to llama.cpp the device
+is then ``RPC0``, an RPC backend: not reordered, the server's buffer limits).
 
 Needs glslc, Mesa's Vulkan drivers and (on Debian 12) newer Vulkan headers: see .ci/run.
 
-    python benchmarks/bench_vulkan_accuracy.py [--in-order] [case-substring ...]
+    python benchmarks/bench_vulkan_accuracy.py [--in-order | --behind-rpc] [case-substring ...]
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -45,14 +50,50 @@ def _same_abort(theirs: str, ours: str) -> bool:
     return any(q in theirs and q in ours for q in ("invalid value for main_gpu",))
 
 
+def _rpc_server(vulkan_bin: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """A Vulkan ggml-rpc-server on a free loopback port (lavapipe as its Vulkan0) and its endpoint."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([str(vulkan_bin / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"127.0.0.1:{port}"
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"the Vulkan ggml-rpc-server did not start on port {port}")
+
+
 def main(argv: list[str]) -> int:
     in_order = "--in-order" in argv
-    wanted = [a for a in argv if a != "--in-order"]
-    bin_dir = ensure_built(backend="vulkan")
+    behind_rpc = "--behind-rpc" in argv
+    wanted = [a for a in argv if a not in ("--in-order", "--behind-rpc")]
+    vulkan_bin = ensure_built(backend="vulkan")
     env = {**os.environ, **VULKAN_ENV}
-    lanes = from_detected(detect(bin_dir, rpc=[], env=env, cuda_probe=None, amd=False).devices)
-    print(f"devices: {[(d.name, d.total // MiB, d.max_tensor_bytes) for d in lanes]}")
-    llama_env = {**env, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"} if in_order else env
+    server = None
+    rpc: list[str] = []
+    bin_dir = vulkan_bin
+    if behind_rpc:
+        server, endpoint = _rpc_server(vulkan_bin, env)
+        rpc, bin_dir = ["--rpc", endpoint], ensure_built()  # the CPU build as the client
+    try:
+        lanes = from_detected(detect(bin_dir, rpc=rpc[1:], env=env, cuda_probe=None, amd=False).devices)
+        print(f"devices: {[(d.name, d.total // MiB, d.max_tensor_bytes) for d in lanes]}")
+        mode = "behind RPC (a Vulkan ggml-rpc-server)" if behind_rpc else "in order" if in_order else None
+        return _run(wanted, bin_dir, lanes, {**env, "GGML_VK_DISABLE_GRAPH_OPTIMIZE": "1"} if in_order else env,
+                    rpc, mode or "graph reordering on")
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+
+
+def _run(wanted: list[str], bin_dir, lanes, llama_env: dict[str, str], rpc: list[str], mode: str) -> int:
     comparisons = misses = 0
     aborted: list[str] = []
     worst: dict[tuple[str, str], float] = {}
@@ -65,7 +106,7 @@ def main(argv: list[str]) -> int:
                 gf.write_sparse_model(case.model, path)
             args = single_device_args(case.args)
             try:
-                theirs = run_fit_print(path, args, llama_dir=bin_dir, env=llama_env, timeout=600)
+                theirs = run_fit_print(path, rpc + args, llama_dir=bin_dir, env=llama_env, timeout=600)
             except FitPrintError as exc:  # llama.cpp itself stops on this case: does the estimate say so?
                 reason = next((ln for ln in str(exc).splitlines() if "ggml" in ln or "error" in ln), str(exc))
                 aborted.append(case.id)
@@ -100,7 +141,7 @@ def main(argv: list[str]) -> int:
                         misses += 1
                         bad.append(f"{row.name} {q} {want} vs {got / MiB:.2f}")
             print(f"{case.id:28} {'exact' if not bad else 'MISS ' + '; '.join(bad)}", flush=True)
-    print(f"\n{comparisons} comparisons, {misses} misses ({'in order' if in_order else 'graph reordering on'})"
+    print(f"\n{comparisons} comparisons, {misses} misses ({mode})"
           + (f"; {len(aborted)} cases llama.cpp's Vulkan build aborts on (each one comparison: does the estimate say "
              f"so?): {', '.join(aborted)}" if aborted else ""))
     for (dev, q), w in sorted(worst.items()):

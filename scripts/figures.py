@@ -33,6 +33,10 @@ BENCHES: dict[str, tuple[list[str], str]] = {
     "bench_board_drop.py": ([], "A drop of ten blocks on the real board, until every gauge and the command are current"),
     "bench_estimator_accuracy.py": ([], "Estimate vs llama.cpp's `--fit-print` on CPU and RPC devices"),
     "bench_vulkan_accuracy.py": ([], "Estimate vs llama.cpp's `--fit-print` on Vulkan0 (Mesa's lavapipe)"),
+    "bench_vulkan_rpc_accuracy.py": (
+        [],
+        "Estimate vs llama.cpp's `--fit-print` on a Vulkan0 behind RPC (a Vulkan `ggml-rpc-server` on lavapipe)",
+    ),
     "bench_speed_truth.py": ([], "The speed model against measured llama-bench runs, out of sample"),
 }
 
