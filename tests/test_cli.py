@@ -156,7 +156,7 @@ def test_a_draft_model_that_no_spec_type_uses_is_said(tmp_path):
     base = ["--devices", "CUDA0=8192", "--", "-m", str(main), "-md", str(draft), "-ngl", "all", "-c", "4096"]
     alone = layerdeck("estimate", *base)
     assert alone.returncode == 0, alone.stderr
-    assert "-md without --spec-type draft-simple" in alone.stdout
+    assert "-md without --spec-type draft-mtp" in alone.stdout  # the type that drafts with this file
     used = layerdeck("estimate", *base, "--spec-type", "draft-mtp")
     assert used.returncode == 0, used.stderr
     assert "-md without --spec-type" not in used.stdout

@@ -14,6 +14,7 @@ import argparse
 
 from ..command.parse import parse_llama_args
 from ..lanes import to_llama_name
+from ..memory.draft import UNMODELLED_SPEC_TYPES, spec_type_for
 from ..memory.estimator import Estimate
 from ..memory.settings import TOOLS
 from ..model.projector import open_projector
@@ -332,14 +333,14 @@ def run(args: argparse.Namespace) -> int:
         if spec is not None
         else None
     )
-    # the types whose drafter is the -md model (common_speculative_init: draft-simple; an EAGLE-3, DFlash or DSpark
-    # head; Gemma 4's assistant with draft-mtp)
-    md_types = ("draft-simple", "draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark")
-    if parsed.settings.draft_model and not any(t in parsed.settings.spec_types for t in md_types):
+    # the type that drafts with the -md file (common_speculative_init): draft-simple for a model, draft-eagle3 for
+    # an EAGLE-3 head, draft-mtp for Gemma 4's assistant; DFlash/DSpark heads with their own types (not sized)
+    st = parsed.settings.spec_types
+    wanted = spec_type_for(draft.params.arch) if draft is not None else "draft-simple"
+    if parsed.settings.draft_model and wanted not in st and not any(t in st for t in UNMODELLED_SPEC_TYPES):
         est.notes.append(
-            "-md without --spec-type draft-simple: llama-server loads the draft model (its memory is counted) but "
-            "does not draft with it unless the draft file itself names an MTP or DFlash head; add --spec-type "
-            "draft-simple to use it"
+            f"-md without --spec-type {wanted}: llama-server loads the draft model (its memory is counted) but "
+            f"does not draft with it; add --spec-type {wanted} to use it"
         )
     speed["threads_advice"] = thread_advice(session, decode, est, detection, parsed.settings.n_threads)
     est.notes.extend(w for w in model.warnings if model.predicted_from and w.startswith("predicted: "))

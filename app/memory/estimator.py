@@ -22,6 +22,7 @@ from .compute.ggml import ne4
 from .compute.models import family_of
 from .draft import draft_settings, eagle3_target_layers, unmodelled_types
 from .kv import (
+    CACHE_TYPE_BLOCKS,
     NO_FLASH_ATTN_ARCHS,
     NO_MEMORY_ARCHS,
     SHARED_KV_ARCHS,
@@ -515,7 +516,7 @@ def _borrowed(
     ``model_other->output`` in place of those it lacks (src/models/eagle3.cpp); Gemma 4's assistant reads the
     target's token embeddings and the caches of its last two layers (:func:`_assistant_borrowed`)."""
     if head.params.arch in SHARED_KV_ARCHS:
-        return _assistant_borrowed(model, placement, settings, shape)
+        return _assistant_borrowed(model, head, placement, settings, shape)
     if head.params.arch != "eagle3":
         return ()
     own = {t.name for t in head.tensors}
@@ -539,28 +540,51 @@ def _borrowed(
 
 
 def _assistant_borrowed(
-    model: Model, placement: WeightPlacement, settings: LlamaSettings, shape: ContextShape
+    model: Model, head: Model, placement: WeightPlacement, settings: LlamaSettings, shape: ContextShape
 ) -> tuple[tuple, ...]:
     """What Gemma 4's assistant reads of its target (src/models/gemma4-assistant.cpp): ``model_other->tok_embd``
     for its input, and as its whole KV cache the target's layer ``n_layer - 2`` (its sliding layers) and
     ``n_layer - 1`` (its full layers), or the layers those reuse (``n_layer_kv_from_start``: E2B's last layers
-    read layer 13's and 14's caches), as ``llama_model::create_memory``'s ``share`` maps them."""
+    read layer 13's and 14's caches), as ``llama_model::create_memory``'s ``share`` maps them; with them the
+    rotations those caches apply (``attn_rot_k``/``attn_rot_v``, copied from the shared cache: gemma4.py's), as
+    ``target:rot_{k,v}_{swa,full}`` entries of (n, n) (no tensor of the target: their size only). Raises
+    :class:`SettingsError` for a target llama.cpp cannot pair it with."""
     from .compute.ggml import row_size
-    from .compute.models.gemma4_assistant import TARGET_EMBD, cache_name
+    from .compute.models.gemma4 import rot_size
+    from .compute.models.gemma4_assistant import TARGET_EMBD, cache_name, rot_name
 
-    p = model.params
+    p, h = model.params, head.params
+    width = int(head.metadata.get(f"{h.arch}.embedding_length_out") or 0)
+    why = (
+        f"it drafts for Gemma 4 (its caches are a sliding-window / full pair), not for {p.arch}"
+        if p.arch != "gemma4"
+        else f"its input is {width} wide, the model's hidden state {p.n_embd}"
+        if width != p.n_embd
+        else f"its head sizes ({h.head_dim_k_swa}/{h.head_dim_k}) are not the model's caches' "
+        f"({p.head_dim_k_swa}/{p.head_dim_k})"
+        if (h.head_dim_k_swa, h.head_dim_k) != (p.head_dim_k_swa, p.head_dim_k)
+        else ""
+    )
+    if why:
+        raise SettingsError(
+            f"the draft model {head.path.name} is a Gemma 4 assistant that llama.cpp cannot run with this model: "
+            f"{why}. Use the assistant published for this model."
+        )
     out = []
     idx = {t.name: i for i, t in enumerate(model.tensors)}
     i = idx.get("token_embd.weight")
     if i is not None and placement.tensor_device[i]:
         t = model.tensors[i]
         out.append((TARGET_EMBD, placement.tensor_device[i], t.nbytes, ne4(t.shape), t.type_name.lower()))
-    if p.n_layer < 2:
-        return tuple(out)
-    dims_v = [(p.head_dim_v_swa if p.swa_layers[il] else p.head_dim_v) * p.n_head_kv[il] for il in range(p.n_layer)]
+    n_layer = p.n_layer - p.nextn_layers  # llama_model_n_layer: the trunk's
+    dims_v = [(p.head_dim_v_swa if p.swa_layers[il] else p.head_dim_v) * p.n_head_kv[il] for il in range(n_layer)]
     max_v = max(dims_v)
     ns = 1 if shape.unified else max(1, shape.n_stream)
-    for swa, il in ((True, p.n_layer - 2), (False, p.n_layer - 1)):
+    quantized_k = CACHE_TYPE_BLOCKS.get(settings.type_k, (1, 2))[0] > 1
+    quantized_v = CACHE_TYPE_BLOCKS.get(settings.type_v, (1, 2))[0] > 1
+    head0_k = p.head_dim_k_swa if p.swa_layers[0] else p.head_dim_k
+    head0_v = p.head_dim_v_swa if p.swa_layers[0] else p.head_dim_v
+    for swa, il in ((True, n_layer - 2), (False, n_layer - 1)):
         if p.n_layer_kv_from_start >= 0 and il >= p.n_layer_kv_from_start:
             il = p.n_layer_kv_from_start - (2 if p.swa_layers[il] else 1)
         dev = CPU if settings.no_kv_offload else placement.layer_device[il]
@@ -568,8 +592,13 @@ def _assistant_borrowed(
         hk = p.head_dim_k_swa if p.swa_layers[il] else p.head_dim_k
         n_k = hk * p.n_head_kv[il]
         n_v = max_v if not shape.flash_attn else dims_v[il]  # a transposed V is padded to the widest layer's
-        for which, ty, width in (("k", settings.type_k, n_k), ("v", settings.type_v, n_v)):
-            out.append((cache_name(which, swa), dev, row_size(ty, width) * cells * ns, (width, cells, ns, 1), ty))
+        for which, ty, w in (("k", settings.type_k, n_k), ("v", settings.type_v, n_v)):
+            out.append((cache_name(which, swa), dev, row_size(ty, w) * cells * ns, (w, cells, ns, 1), ty))
+        rk = rot_size(None, hk, quantized_k, head0_k)
+        rv = 64 if quantized_v and head0_v % 64 == 0 else 0
+        for which, n in (("k", rk), ("v", rv)):
+            if n:
+                out.append((rot_name(which, swa), CPU, 0, (n, n, 1, 1), "f32"))
     return tuple(out)
 
 

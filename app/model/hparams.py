@@ -113,6 +113,10 @@ HYBRID_ARCHS = {
 }
 
 
+#: Architectures made only of NextN layers, loaded as the model's own (gemma4-assistant.cpp: no TENSOR_SKIP)
+NEXTN_ONLY_ARCHS = frozenset({"gemma4-assistant"})
+
+
 def _describe(value: Any, vtype: int | None) -> str:
     """What was found, in llama.cpp's type names, with the value when it is short."""
     if isinstance(value, LazyArray):
@@ -697,10 +701,11 @@ def extract_params(
         ssm_dt_rank=m.u32("{arch}.ssm.time_step_rank"),
         ssm_n_group=m.u32("{arch}.ssm.group_count"),
         shortconv_l_cache=m.u32("{arch}.shortconv.l_cache", required=arch in SHORTCONV_ARCHS),
-        # a model made only of NextN layers has no trunk (Gemma 4's assistant: n_layer() 0, n_layer_all =
-        # n_layer_nextn): llama.cpp loads and places them as any layer (created without TENSOR_SKIP, devices by
-        # n_layer_all, no MTP filter on its memory: "a model is entirely n_layer_nextn layers and has no trunk")
-        nextn_layers=nextn if nextn < n_layer else 0,
+        # Gemma 4's assistant is made only of NextN layers, without a trunk (n_layer() 0, n_layer_all =
+        # n_layer_nextn): its loader creates them without TENSOR_SKIP and llama.cpp places them by n_layer_all as
+        # any layer (no MTP filter on its memory: "a model is entirely n_layer_nextn layers and has no trunk");
+        # other architectures' loaders skip NextN layers whatever their count
+        nextn_layers=0 if arch in NEXTN_ONLY_ARCHS else nextn,
         indexer_head_count=m.u32("{arch}.attention.indexer.head_count"),
         indexer_head_size=m.u32("{arch}.attention.indexer.key_length"),
         indexer_top_k=m.u32("{arch}.attention.indexer.top_k"),

@@ -306,8 +306,9 @@ def compute_buffers(
                 # leaf is pre-allocated (seen: llama-server -dev RPC0 -devd RPC1 with a head without output.weight)
                 cache = name.startswith("target:cache_")
                 # a shared cache tensor takes the name of the draft's layer that last shared it (cache_k_l<N>)
-                tensor = "cache_k_l..." if name.startswith("target:cache_k") else "cache_v_l..." if cache else name
-                what = "KV cache (of the layer whose cache it shares)" if cache else name.removeprefix("target:")
+                bare = name.removeprefix("target:")
+                tensor = "cache_k_l..." if bare.startswith("cache_k") else "cache_v_l..." if cache else bare
+                what = "KV cache (of the layer whose cache it shares)" if cache else bare
                 raise BackendAbort(
                     f"llama.cpp aborts on this placement: the draft model (-md) reads the main model's {what}, which "
                     f"is on {dev}, a device the draft's context does not use, so its scheduler stops with "

@@ -38,6 +38,12 @@ def cache_name(which: str, swa: bool) -> str:
     return f"target:cache_{which}_{'swa' if swa else 'full'}"
 
 
+def rot_name(which: str, swa: bool) -> str:
+    """The borrowed entry saying the rotation size (n x n) the target's cache ``which`` applies, which the
+    assistant's cache copies (``attn_rot_k``/``attn_rot_v`` of the shared cache, llama-kv-cache.cpp)."""
+    return f"target:rot_{which}_{'swa' if swa else 'full'}"
+
+
 def _cache(b, which: str, swa: bool):
     """The target's cache tensor ``which`` that the assistant's sliding or full layers read: a leaf in the
     target's buffer."""
@@ -56,15 +62,24 @@ def _cache(b, which: str, swa: bool):
 
 def _shared_attn(b, il, q, wo):
     """``build_attn`` with Q alone over the target's cache (``get_k``/``get_v`` of the shared layer: the cache
-    tensor's own row width and type, the assistant's head size, KV heads and cache size)."""
+    tensor's own row width, type and cells, the assistant's head size and KV heads), rotated as that cache is."""
     c, g = b.c, b.g
     hk, hv, n_head_kv, swa = b.kv_dims(il)
+    kc, vc = _cache(b, "k", swa), _cache(b, "v", swa)
+    kv_size = kc.ne[1]
+    # the assistant's cache takes the shared cache's size ("kv_size = %u overridden to %u to match the shared
+    # source cache") and rotations (attn_rot_k / attn_rot_v)
+    if swa:
+        c.size_swa = kv_size
+    else:
+        c.n_kv = kv_size
+    lent = b.__dict__["borrowed"]
+    c.rot_k = lent[rot_name("k", swa)][0][0] if rot_name("k", swa) in lent else 0
+    c.rot_v = rot_name("v", swa) in lent
     _k_idxs, _v_idxs, mask, k_rot, v_rot, n_kv = b.attn_inputs(swa)
     if k_rot is not None:
         q = b.hadamard(q, k_rot)
     g.expand(q)
-    kc, vc = _cache(b, "k", swa), _cache(b, "v", swa)
-    kv_size = c.size_swa if swa else c.n_kv
     kview, vview = cache_views(kc, vc, hk, hv, n_head_kv, n_kv, kv_size, c.n_stream, c.v_trans)
     cur = b.mha(q, kview, vview, mask, None, None, il)
     if v_rot is not None:
