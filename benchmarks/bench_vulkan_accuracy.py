@@ -142,7 +142,7 @@ def _run(wanted: list[str], bin_dir, lanes, llama_env: dict[str, str], rpc: list
                         bad.append(f"{row.name} {q} {want} vs {got / MiB:.2f}")
             print(f"{case.id:28} {'exact' if not bad else 'MISS ' + '; '.join(bad)}", flush=True)
     print(f"\n{comparisons} comparisons, {misses} misses ({mode})"
-          + (f"; {len(aborted)} cases llama.cpp's Vulkan build aborts on (each one comparison: does the estimate say "
+          + (f"; {len(aborted)} cases llama.cpp aborts on (each one comparison: does the estimate say "
              f"so?): {', '.join(aborted)}" if aborted else ""))
     for (dev, q), w in sorted(worst.items()):
         print(f"  worst {dev:8} {q:8} {w:8.2f} MiB")
