@@ -897,9 +897,10 @@ class Session:
         if items:
             self.history.push(pin_command(self.placement, list(items), pinned))
 
-    def set_settings(self, **changes) -> bool:
+    def set_settings(self, *, merge: bool = True, **changes) -> bool:
         """Change llama.cpp settings (context, slots, cache types...) as an edit; repeated edits of the same
-        settings merge into one undo step. Returns False when nothing changes."""
+        settings merge into one undo step (a slider's drag), unless ``merge`` is False (a file chosen: each choice
+        is a step of its own). Returns False when nothing changes."""
         new_settings = self.placement.settings.copy(**changes)
         if new_settings == self.placement.settings:
             return False
@@ -910,7 +911,8 @@ class Session:
         label = "Set " + ", ".join(
             f"{_SETTING_LABELS.get(k, k)} {_setting_value(k, getattr(new_settings, k))}" for k in keys
         )
-        self.history.push(edit_to(self.placement, trial, label, merge_key="settings:" + ",".join(keys)))
+        key = "settings:" + ",".join(keys) if merge else None
+        self.history.push(edit_to(self.placement, trial, label, merge_key=key))
         return True
 
     @property
@@ -927,7 +929,7 @@ class Session:
         ``-ctkd``...) stay as set."""
         before = self.draft_model
         if draft is not None:  # without one the open draft stays in memory: undo brings it back
-            self.estimator.draft = Estimator(draft)
+            self.estimator.use_draft(draft)
         path = os.fspath(draft.source or draft.path) if draft is not None else None
         # -md alone loads the draft but does not draft with it: the draft type comes and goes with the file (the
         # MTP checkbox's draft-mtp stays unless the file being replaced was what it drafted with)
@@ -937,7 +939,7 @@ class Session:
         types = [t for t in self.placement.settings.spec_types if t not in gone]
         if draft is not None and spec_type_for(draft.params.arch) not in types:
             types.append(spec_type_for(draft.params.arch))
-        if not self.set_settings(draft_model=path, spec_types=types):
+        if not self.set_settings(draft_model=path, spec_types=types, merge=False):
             self._recompute()
             self._emit(Change.edit())
         return True
@@ -951,8 +953,8 @@ class Session:
         """Use ``proj`` as the multimodal projector (``--mmproj``), or none; one undoable edit of the settings
         (where it runs, ``--no-mmproj-offload``/``-mmdev``, stays as set)."""
         if proj is not None:  # without one the open file stays in memory: undo brings it back
-            self.estimator.projector = proj
-        if not self.set_settings(mmproj=os.fspath(proj.path) if proj is not None else None):
+            self.estimator.use_projector(proj)
+        if not self.set_settings(mmproj=os.fspath(proj.path) if proj is not None else None, merge=False):
             self._recompute()
             self._emit(Change.edit())
         return True
@@ -984,9 +986,11 @@ class Session:
         either changed."""
         changed = False
         if drafter is not None and drafter is not self.estimator.draft:
-            self.estimator.draft, changed = drafter, True
+            self.estimator.use_draft(drafter)
+            changed = True
         if proj is not None and proj is not self.estimator.projector:
-            self.estimator.projector, changed = proj, True
+            self.estimator.use_projector(proj)
+            changed = True
         return changed
 
     def set_devices(self, devices: Sequence[Lane], host_capacity: int | None = None) -> None:

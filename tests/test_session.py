@@ -241,3 +241,28 @@ def test_a_draft_file_brings_the_spec_type_it_drafts_with(tmp_path):
     s.set_settings(spec_types=["draft-mtp"])  # the MTP checkbox (the model's own NextN layers) stays with a file
     s.set_draft(plain)
     assert s.placement.settings.spec_types == ["draft-mtp", "draft-simple"]
+
+
+def test_undo_goes_back_to_the_draft_and_projector_chosen_before(tmp_path):
+    """Each file chosen is an undo step of its own (a slider's drag merges; a file choice does not), and undoing
+    back to a draft or projector opened before finds it open again: its blocks and buffers are counted, no note
+    says it is not open."""
+    from app.model import open_model
+    from app.model.projector import open_projector
+    from tests.projector_factory import write_gemma3_projector
+
+    s = Session(open_model(write_tiny_model("gemma3", tmp_path / "g3.gguf")), parse_device_spec("CUDA0=8192"))
+    a = open_model(write_tiny_model("llama", tmp_path / "a.gguf", n_layer=2))
+    b = open_model(write_tiny_model("llama", tmp_path / "b.gguf", n_layer=3))
+    s.set_draft(a)
+    s.set_draft(b)
+    assert s.undo() and s.placement.settings.draft_model == str(tmp_path / "a.gguf")
+    assert s.draft_model is a and s.estimate.draft is not None
+    assert not [n for n in s.estimate.notes if "is not open" in n]
+    assert s.undo() and s.placement.settings.draft_model is None and s.estimate.draft is None
+    assert s.redo() and s.redo() and s.draft_model is b
+    p1 = open_projector(write_gemma3_projector(tmp_path / "p1.gguf"))
+    p2 = open_projector(write_gemma3_projector(tmp_path / "p2.gguf", n_layer=3))
+    s.set_projector(p1)
+    s.set_projector(p2)
+    assert s.undo() and s.projector is p1 and s.estimate.projector is not None

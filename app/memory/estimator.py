@@ -86,6 +86,10 @@ class Estimate:
         return self.devices[-1]
 
 
+#: How many draft models and projectors an estimator keeps open for undo.
+_KEPT_FILES = 4
+
+
 class Estimator:
     """The memory estimate for one model, with that model's caches: which tensors each ``-ot`` pattern
     matches, and the compute graphs and results already built. Whoever estimates many placements of one
@@ -99,19 +103,55 @@ class Estimator:
         self.draft: Estimator | None = Estimator(draft) if draft is not None else None
         #: the multimodal projector (--mmproj), when its file is open
         self.projector: Projector | None = projector
+        #: the draft models and projectors opened before (the latest few), so that undoing back to one of them
+        #: finds it open again
+        self._drafts: list[Estimator] = [self.draft] if self.draft is not None else []
+        self._projectors: list[Projector] = [projector] if projector is not None else []
+
+    def use_draft(self, draft: Model | Estimator) -> Estimator:
+        """Make ``draft`` (a model, or its estimator) the open draft model, keeping the ones opened before it
+        within reach of undo."""
+        if isinstance(draft, Estimator):
+            d = draft
+        else:
+            d = next((e for e in self._drafts if e.model is draft), None) or Estimator(draft)
+        self._drafts = [d] + [e for e in self._drafts if e is not d][: _KEPT_FILES - 1]
+        self.draft = d
+        return d
+
+    def use_projector(self, projector: Projector) -> None:
+        """Make ``projector`` the open projector, keeping the ones opened before it within reach of undo."""
+        self._projectors = [projector] + [p for p in self._projectors if p is not projector][: _KEPT_FILES - 1]
+        self.projector = projector
 
     def place(self, devices: list[Lane], settings: LlamaSettings) -> WeightPlacement:
         return place_weights(self.model, devices, settings, self.matcher)
 
     def draft_for(self, settings: LlamaSettings) -> Estimator | None:
-        """The open draft's estimator when it is the file ``settings`` name (-md), else None."""
+        """The open draft's estimator when it is the file ``settings`` name (-md), else None; a draft opened
+        before (undo back to it) becomes the open one again."""
+        if not settings.draft_model:
+            return None
         d = self.draft
-        return d if d is not None and settings.draft_model and _same_file(d.model, settings.draft_model) else None
+        if d is not None and _same_file(d.model, settings.draft_model):
+            return d
+        d = next((e for e in self._drafts if _same_file(e.model, settings.draft_model)), None)
+        if d is not None:
+            self.draft = d
+        return d
 
     def projector_for(self, settings: LlamaSettings) -> Projector | None:
-        """The open projector when it is the file ``settings`` name (--mmproj), else None."""
+        """The open projector when it is the file ``settings`` name (--mmproj), else None; one opened before
+        becomes the open one again."""
+        if not settings.mmproj:
+            return None
         p = self.projector
-        return p if p is not None and settings.mmproj and _same_path(p.path, settings.mmproj) else None
+        if p is not None and _same_path(p.path, settings.mmproj):
+            return p
+        p = next((x for x in self._projectors if _same_path(x.path, settings.mmproj)), None)
+        if p is not None:
+            self.projector = p
+        return p
 
     def estimate(
         self,
