@@ -20,6 +20,10 @@ from .document import Document
 SAME_DEVICES = "same as the model"
 
 
+MTP_TIP = ("llama-server loads the NextN/MTP layers too and runs them in a second context that drafts for the "
+           "model: no draft file needed. Its K/V cache types are the draft's.")
+
+
 class DraftPanel(QWidget):
     """The draft model's file and flags (-md, -ngld, -devd, -ctkd/-ctvd, --spec-draft-n-max), each change one
     undoable edit; the acceptance rate the speed assumes; what the draft costs and gains."""
@@ -42,8 +46,7 @@ class DraftPanel(QWidget):
         self.file, self.choose, self.remove = self.row.name, self.row.choose, self.row.remove
         lay.addWidget(self.row)
         self.mtp = QCheckBox("Draft with the model's own MTP layers (--spec-type draft-mtp)")
-        self.mtp.setToolTip("llama-server loads the NextN/MTP layers too and runs them in a second context that "
-                            "drafts for the model: no draft file needed. Its K/V cache types are the draft's.")
+        self.mtp.setToolTip(MTP_TIP)
         lay.addWidget(self.mtp)
         form = QFormLayout()
         right = QFormLayout()
@@ -113,16 +116,16 @@ class DraftPanel(QWidget):
         assistant = has and draft.params.arch in SHARED_KV_ARCHS
         self.mtp.setEnabled((can_mtp or mtp) and not assistant)
         self.mtp.setChecked(mtp)
-        self.mtp.setToolTip(self.mtp.toolTip() if (can_mtp or mtp) and not assistant else
+        # (the tooltip from the constant: reading it back would keep a reason given for an earlier file)
+        self.mtp.setToolTip(MTP_TIP if (can_mtp or mtp) and not assistant else
                             "Gemma 4's assistant drafts through --spec-type draft-mtp, set with the file" if assistant
                             else "This model has no MTP layers llama.cpp can draft with" if not has else
                             "A draft model (-md) is in use; remove it to draft with the MTP layers")
         for w in (self.ngl, self.dev):
             w.setEnabled(has)
         self.accept.setEnabled(has or mtp)  # the MTP speed is predicted at the rate set here too
-        for w in (self.ctk, self.ctv, self.n_max):
-            w.setEnabled(has or mtp)
-        for w in (self.ctk, self.ctv):  # no cache of its own: -ctkd/-ctvd change nothing it allocates
+        self.n_max.setEnabled(has or mtp)
+        for w in (self.ctk, self.ctv):  # the assistant has no cache: -ctkd/-ctvd change nothing it allocates
             w.setEnabled((has or mtp) and not assistant)
         top = draft.params.n_layer + 1 if has else 512
         self.ngl.setRange(-1, top)

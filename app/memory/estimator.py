@@ -90,6 +90,11 @@ class Estimate:
 _KEPT_FILES = 4
 
 
+def _recent(kept: list, latest) -> list:
+    """``latest`` first, then the others kept before it, at most :data:`_KEPT_FILES` in all."""
+    return [latest] + [x for x in kept if x is not latest][: _KEPT_FILES - 1]
+
+
 class Estimator:
     """The memory estimate for one model, with that model's caches: which tensors each ``-ot`` pattern
     matches, and the compute graphs and results already built. Whoever estimates many placements of one
@@ -115,13 +120,13 @@ class Estimator:
             d = draft
         else:
             d = next((e for e in self._drafts if e.model is draft), None) or Estimator(draft)
-        self._drafts = [d] + [e for e in self._drafts if e is not d][: _KEPT_FILES - 1]
+        self._drafts = _recent(self._drafts, d)
         self.draft = d
         return d
 
     def use_projector(self, projector: Projector) -> None:
         """Make ``projector`` the open projector, keeping the ones opened before it within reach of undo."""
-        self._projectors = [projector] + [p for p in self._projectors if p is not projector][: _KEPT_FILES - 1]
+        self._projectors = _recent(self._projectors, projector)
         self.projector = projector
 
     def place(self, devices: list[Lane], settings: LlamaSettings) -> WeightPlacement:
@@ -634,7 +639,7 @@ def _assistant_borrowed(
         n_v = max_v if not shape.flash_attn else dims_v[il]  # a transposed V is padded to the widest layer's
         for which, ty, w in (("k", settings.type_k, n_k), ("v", settings.type_v, n_v)):
             out.append((cache_name(which, swa), dev, row_size(ty, w) * cells * ns, (w, cells, ns, 1), ty))
-        rk = rot_size(None, hk, quantized_k, head0_k)
+        rk = rot_size(hk, quantized_k, head0_k)
         rv = 64 if quantized_v and head0_v % 64 == 0 else 0
         for which, n in (("k", rk), ("v", rv)):
             if n:

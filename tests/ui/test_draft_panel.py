@@ -165,3 +165,6 @@ def test_gemma4_assistant_drafts_through_draft_mtp_with_no_cache_of_its_own(wind
     assert "no KV cache of its own" in text and "not predicted" in text
     assert all(d.context == 0 for d in window.doc.estimate.draft.devices)
     assert window.board.drafts  # its hatched blocks on the lanes holding its weights
+    window.doc.session.set_draft(None)
+    qtbot.wait(10)
+    assert not panel.mtp.isChecked() and "assistant" not in panel.mtp.toolTip()  # no reason left from the file

@@ -63,7 +63,7 @@ def layer_kind(p, il):
     return (own,)
 
 
-def rot_size(ctx, hd, quantized, head0):
+def rot_size(hd, quantized, head0):
     """``llama_kv_cache::build_input_k_rot``'s size for a cache whose layers all have head size ``hd``."""
     if not quantized or head0 % 64:
         return 0
@@ -126,7 +126,7 @@ def build(b):
     qv = CACHE_TYPE_BLOCKS.get(c.type_v, (1, 2))[0] > 1
     head0_k = p.head_dim_k_swa if c.is_swa(0) else p.head_dim_k
     head0_v = p.head_dim_v_swa if c.is_swa(0) else p.head_dim_v
-    rot_k = {True: rot_size(c, p.head_dim_k_swa, qk, head0_k), False: rot_size(c, p.head_dim_k, qk, head0_k)}
+    rot_k = {True: rot_size(p.head_dim_k_swa, qk, head0_k), False: rot_size(p.head_dim_k, qk, head0_k)}
     rot_v = {True: qv and head0_v % 64 == 0, False: qv and head0_v % 64 == 0}
     inpL = b.inp_embd()
     inpL = unary("SCALE", inpL)  # sqrt(n_embd) for token input

@@ -26,12 +26,6 @@ from . import Family
 TARGET_EMBD = "target:token_embd.weight"
 
 
-def target_cache_layers(n_layer_target: int) -> dict[bool, int]:
-    """The target layer whose cache an assistant layer reads, by whether that layer is a sliding one (the
-    ``share`` callback of ``llama_model::create_memory`` for ``LLM_ARCH_GEMMA4_ASSISTANT``)."""
-    return {True: n_layer_target - 2, False: n_layer_target - 1}
-
-
 def cache_name(which: str, swa: bool) -> str:
     """The borrowed name of the target's cache tensor ``which`` ('k' or 'v') that the assistant's sliding
     (``swa``) or full layers read."""
