@@ -190,6 +190,13 @@ VULKAN_CASES = [
         # look-ahead: without them these were 272 vs 324 and 192 vs 160 MiB (the in-order replay matched)
         "plamo2-1rpc-ngl20-ub1024",
         "plamo2-3rpc-q8",
+        # the last 6 architectures compared on CPU and RPC only (one case each)
+        "gpt2xl-2rpc-ngl30-faoff",
+        "qwen7-2rpc-ngl20-np2",
+        "cshell-2rpc-ngl20-faoff",
+        "xv13-1rpc-ub1024",
+        "il25-7b-2rpc-ngl20-faoff",
+        "lladamoe-1rpc-cmoe-faoff",
     }
 ]
 
