@@ -75,7 +75,6 @@ NOT_TEXT_GENERATION = {
 #: Why an architecture without a replay of its own still has none (read in its src/models/<arch>.cpp); shown in
 #: its approximate cell
 NOT_YET: dict[str, str] = {
-    "hrm_text": "its H/L stacks run in loops, each pass with KV cells of its own: not replayed",
     "qwen4exp": "linear attention with per-layer embeddings and hyper-connections (1,300 lines): not replayed",
     "dots3note": "DSA's lightning indexer over an SWA K-only cache: not replayed",
     "graniteswitch": "adapter switching (router tokens, per-adapter weights): not replayed",

@@ -55,8 +55,9 @@ _OUTPUT_NAMES = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.",
 _HEAD_OUTPUT_NAMES = ("fc.", "d2t", "enc.output_norm.", "nextn.post_projection.")
 #: Tensors without a ``blk.N.`` name that llama.cpp creates with layer 0 (LLM_TENSOR_LAYER_REPEATING, bid 0):
 #: gemma3n/gemma4's per-layer-input projection and its norm, Gemma 4's assistant's input projection
-#: (LLM_TENSOR_NEXTN_PROJ_PRE, created with i = 0). They join layer 0's ``other`` block, on its device.
-_LAYER0_NAMES = ("per_layer_model_proj.", "per_layer_proj_norm.", "nextn.pre_projection.")
+#: (LLM_TENSOR_NEXTN_PROJ_PRE, created with i = 0), HRM-Text's learned low-stack start state (LLM_TENSOR_HRM_Z_L_INIT,
+#: tn(..., 0)). They join layer 0's ``other`` block, on its device.
+_LAYER0_NAMES = ("per_layer_model_proj.", "per_layer_proj_norm.", "nextn.pre_projection.", "hrm.z_l_init")
 #: Architectures whose output norm is stored as ``token_embd_norm`` (llama-arch.cpp: "fix for wrong tensor name").
 OUTPUT_NORM_AS_EMBD_NORM = frozenset({"lfm2", "lfm2moe"})
 #: Architectures whose LN0 after the embeddings (``token_embd_norm``) llama.cpp creates with layer 0 (tn(..., 0),

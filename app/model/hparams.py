@@ -419,6 +419,10 @@ class ModelParams:
     #: and the number of token shifts kept in the recurrent ``r`` state
     wkv_head_size: int = 0
     token_shift_count: int = 0
+    #: HRM-Text (src/models/hrm-text.cpp): (layers per stack, high cycles, low cycles); its ``n_layer`` is the
+    #: cache-slot count, layers_per_stack x h_cycles x (l_cycles + 1), over 2 x layers_per_stack physical blocks
+    #: (the low stack, then the high stack) that later passes alias; None for every other architecture
+    hrm_stack: tuple[int, int, int] | None = None
     #: Kimi delta attention (llama_hparams::n_embd_head_kda, ``kda.head_dim``; read for :data:`KDA_ARCHS`): the KDA
     #: layers' head size (their conv state is ``3 * (d_conv - 1) * n_head * head_dim``, the delta-rule state
     #: ``head_dim * head_dim * n_head``); 0 elsewhere
@@ -568,10 +572,37 @@ def _block_count(m: Meta, arch: str) -> int:
     return n
 
 
-def check_layers(m: Meta, arch: str, n_layer: int, nextn: int, tensor_names: Iterable[str]) -> None:
+def _hrm_stack(m: Meta, n_layer: int) -> tuple[int, int, int]:
+    """HRM-Text's stack shape (``llama_model_hrm_text::load_arch_hparams``): the three counts are required and
+    positive, and ``block_count`` must be the cache-slot count they make (llama.cpp asserts both)."""
+    got = []
+    for what in ("layers_per_stack", "h_cycles", "l_cycles"):
+        key = f"{m.arch}.hrm.{what}"
+        n = m.u32(key, required=True)
+        if n <= 0:
+            raise m.error(key, "is 0", "u32 (0)", "at least 1", f"GGML_ASSERT(hparams.n_hrm_{what} > 0) failed")
+        got.append(n)
+    lps, h, low = got
+    slots = lps * h * (low + 1) & 0xFFFFFFFF  # llama.cpp's uint32_t n_slot
+    if slots != n_layer:
+        raise m.error(
+            f"{m.arch}.block_count",
+            f"is {n_layer:,}, but an HRM-Text model's block count is its cache-slot count, layers_per_stack x "
+            f"h_cycles x (l_cycles + 1) = {lps} x {h} x {low + 1} = {slots:,}",
+            f"u32 ({n_layer})",
+            f"u32 ({slots})",
+            "GGML_ASSERT(hparams.n_layer() == n_slot) failed",
+        )
+    return lps, h, low
+
+
+def check_layers(
+    m: Meta, arch: str, n_layer: int, nextn: int, tensor_names: Iterable[str], physical: bool = False
+) -> None:
     """``block_count`` against the tensor table: every ``blk.N`` below it, and no more layers than the table
-    holds (NextN/MTP layers may have been stripped from the file, so they may be missing)."""
-    key = f"{arch}.block_count"
+    holds (NextN/MTP layers may have been stripped from the file, so they may be missing). ``physical``: the
+    count is not ``block_count`` but the blocks the file must hold (HRM-Text's two stacks)."""
+    key = f"{arch}.block_count" if not physical else f"2 x {arch}.hrm.layers_per_stack"
     layers = layer_numbers(tensor_names, m.where, m.path)
     for name, layer in layers.items():  # the first such tensor in the table
         if layer >= n_layer:
@@ -620,8 +651,10 @@ def extract_params(
             f"at most {n_layer}",
             "GGML_ASSERT(hparams.n_layer_nextn <= hparams.n_layer_all) failed",
         )
+    hrm = _hrm_stack(m, n_layer) if arch == "hrm_text" else None
     if ordered is not None:
-        check_layers(m, arch, n_layer, nextn, ordered)
+        # HRM-Text's file holds the two stacks' physical blocks, not one per cache slot
+        check_layers(m, arch, 2 * hrm[0] if hrm else n_layer, nextn, ordered, hrm is not None)
     n_ctx_train = m.u32("{arch}.context_length", required=True)
     n_embd = m.u32("{arch}.embedding_length", required=True)
     n_head = m.per_layer("{arch}.attention.head_count", n_layer)
@@ -712,6 +745,7 @@ def extract_params(
         file_type=file_type,
     )
     p.recurrent_layers = _recurrent_layers(p, m)
+    p.hrm_stack = hrm
     if arch in RWKV_ARCHS:
         # llama_model_rwkv6/rwkv7::load_arch_hparams: the head size is required, token shifts default to 2
         p.wkv_head_size = m.u32("{arch}.wkv.head_size", required=True)

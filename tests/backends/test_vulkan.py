@@ -197,6 +197,9 @@ VULKAN_CASES = [
         "xv13-1rpc-ub1024",
         "il25-7b-2rpc-ngl20-faoff",
         "lladamoe-1rpc-cmoe-faoff",
+        # HRM-Text: slots whose cache is on Vulkan0 while their block's weights stay on the CPU (-ngl 30)
+        "mimir-1rpc-ngl30",
+        "hrmtied-2rpc-ngl20-np2",
     }
 ]
 

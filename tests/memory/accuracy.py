@@ -340,6 +340,16 @@ CASES: list[Case] = [
     _c("refact-2rpc-faoff-np4", "refact-1.6b", 2, "-c 16384 -ngl all -ts 1,1 -fa off -np 4"),
     _c("refact-1rpc-ngl20-ub1024", "refact-1.6b", 1, "-c 8192 -ngl 20 -ub 1024 -fa on"),
     # Talkie (weightless RMS norms, a per-head Q gain, scaled output projections, an embedding skip per layer)
+    # HRM-Text: 72 cache slots over 24 physical blocks; a slot's ops follow its block's weights (placed by the
+    # block's number), its KV cache sits on the slot's own device: -ngl 30 puts every layer weight on the CPU, and the
+    # output and the last 29 slots' caches on RPC0
+    _c("mimir-cpu", "dfm-mimir-1b", 0, "-c 8192"),
+    _c("mimir-1rpc-ngl30", "dfm-mimir-1b", 1, "-c 8192 -ngl 30"),
+    _c("mimir-2rpc-ts13-faoff", "dfm-mimir-1b", 2, "-c 8192 -ngl all -ts 1,3 -fa off"),
+    _c("mimir-3rpc-np4-q8", "dfm-mimir-1b", 3, "-c 16384 -ngl all -ts 1,1,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("mimir-1rpc-ngl60-ub1024", "dfm-mimir-1b", 1, "-c 8192 -ngl 60 -ub 1024"),
+    _c("hrmtied-2rpc-ngl20-np2", "hrm-text-tied", 2, "-c 8192 -ngl 20 -ts 1,1 -np 2"),
+    _c("hrmtied-cpu-faoff", "hrm-text-tied", 0, "-c 8192 -fa off"),
     _c("talkie-cpu", "talkie-13b", 0, "-c 4096"),
     _c("talkie-2rpc-ngl20-faoff", "talkie-13b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),
     _c("talkie-3rpc-np2-q8", "talkie-13b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),

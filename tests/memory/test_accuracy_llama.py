@@ -276,6 +276,10 @@ SERVER_CASES = [
     ("glm-dsa", 1, "-c 4096 -ngl all -fa on"),  # layer 1 shares layer 0's top-k
     ("glm-dsa", 2, "-c 4096 -ngl all -ts 1,1 -fa off -np 2 -ub 256"),
     # deepseek32 cases here
+    # HRM-Text: 12 cache slots over 4 blocks; -ngl 7 leaves the low stack's weights on the CPU while the last 7
+    # slots' caches (high passes among them) sit on the devices
+    ("hrm_text", 1, "-c 4096 -ngl all -np 2"),
+    ("hrm_text", 2, "-c 8192 -ngl 7 -ts 1,1 -np 4 -fa off -ub 256"),
 ]
 
 _BUF = re.compile(r"(\S+) (model|KV|RS|compute|output) buffer size =\s*([\d.]+) MiB")
