@@ -12,14 +12,22 @@ from app.model import Model
 from app.units import fmt_bytes, fmt_count
 
 
+def _layers(p) -> str:
+    if p.hrm_stack:  # HRM-Text: block_count counts cache slots, the file holds two stacks of blocks
+        lps, h, low = p.hrm_stack
+        return (f"{p.n_layer} cache slots: {h} cycles of {low} low {'pass' if low == 1 else 'passes'} and 1 high "
+                f"pass over 2 stacks of {lps} blocks (-ngl counts slots)")
+    return (f"{p.n_layer}" + (f" ({p.n_layer_dense_lead} dense first)" if p.n_layer_dense_lead else "")
+            + (f", {p.nextn_layers} MTP" if p.nextn_layers else ""))
+
+
 def summary_html(model: Model, verdict: LoadCheck | None = None) -> str:
     p = model.params
     rows = [
         ("Architecture", f"{escape(p.arch)}" + (f" — {escape(p.name)}" if p.name else "")),
         ("Size", f"{fmt_bytes(model.file_size)} · {escape(p.file_type_name)}" + (f" · {len(model.paths)} files" if len(model.paths) > 1 else "")),
         ("Parameters", f"{fmt_count(model.n_params)} total, {fmt_count(model.n_params_active)} active"),
-        ("Layers", f"{p.n_layer}" + (f" ({p.n_layer_dense_lead} dense first)" if p.n_layer_dense_lead else "")
-         + (f", {p.nextn_layers} MTP" if p.nextn_layers else "")),
+        ("Layers", _layers(p)),
     ]
     if p.is_moe:
         rows.append(("Experts", f"{p.n_expert} routed, {p.n_expert_used} used" +
