@@ -150,3 +150,63 @@ def test_a_reused_cut_graph_resolves_fa_auto_for_its_own_layers(tmp_path):
         assert [(d.name, d.compute) for d in got.devices] == [(d.name, d.compute) for d in fresh.devices], k
     # every layer's attention is on its own device here: the probe never turns flash attention off
     assert max(full_runs) == 1 and full_runs.count(1) >= 10, full_runs
+
+
+@pytest.mark.parametrize("spec", ["qwen3-30b-a3b", "llama-3.1-8b", "gpt-oss-20b", "gemma-3-27b", "deepseek-v2-lite",
+                                  "qwen3.5-35b-a3b"])
+def test_the_probe_s_fused_backends_equal_the_full_scheduler_passes(spec, tmp_path, monkeypatch):
+    """resolve_fused_ops' probe reads only its fused nodes' backends, which schedule() gives without its four
+    expansion sweeps (schedule._expanded). Every probe here is scheduled both ways: the shortcut, then the full
+    passes 2-4 from the same pass 1, on placements that put some layers' attention weights on the CPU (the flash
+    attention of such a layer lands off its device), with CUDA-like op offload, -nkvo and partial -ngl."""
+    from app.command.parse import settings_from_args
+    from app.memory.compute import schedule as sched
+
+    model = open_model(write_sparse_model(spec, tmp_path / f"{spec}.gguf"))
+    n = model.params.n_layer
+    rng = random.Random(spec)
+    compared = []
+    real = sched.schedule
+
+    def both_ways(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), backends_only=False,
+                  wanted=None):
+        out = real(nodes, leafs, cpu, offload_to, limits, users, forced, backends_only, wanted)
+        if backends_only and wanted is not None:
+            quick = [t.be for t in wanted[0]]
+            for t in nodes:
+                t.be = -1
+            for t in leafs:
+                t.be = -1
+            real(nodes, leafs, cpu, offload_to, limits, users, forced, True, None)
+            full = [t.be for t in wanted[0]]
+            compared.append(quick == full)
+            assert quick == full, (quick, full)
+        return out
+
+    real_off = core._fused_off
+    offs = []
+
+    def counting_off(*a):
+        offs.append(real_off(*a))
+        return offs[-1]
+
+    monkeypatch.setattr(core, "schedule", both_ways)
+    monkeypatch.setattr(core, "_fused_off", counting_off)
+    for _trial in range(8):
+        kind = rng.choice(["CUDA", "RPC"])
+        ndev = rng.randint(1, 3)
+        devices = [Lane(f"{kind}{i}", f"{kind}{i}" if kind == "CUDA" else f"RPC{i}[127.0.0.1:{5000 + i}]",
+                        96 * GiB, 96 * GiB, "gpu" if kind == "CUDA" else "rpc") for i in range(ndev)]
+        args = ["-c", "8192", "-fa", "auto", "-ngl", str(rng.choice([n, n - 3, n // 2]))]
+        if ndev > 1:
+            args += ["-ts", ",".join(str(rng.randint(1, 3)) for _ in range(ndev))]
+        attn_layers = [il for il in range(n) if not model.params.recurrent_layers[il]]
+        for il in rng.sample(attn_layers, k=min(4, len(attn_layers))):
+            args += ["-ot", rf"blk\.{il}\.attn_.*=CPU"]
+        if rng.random() < 0.3:
+            args.append("-nkvo")
+        if rng.random() < 0.5:
+            args += ["-ub", str(rng.choice([256, 1024]))]
+        Estimator(model).estimate(devices, settings_from_args(args, tool="fit-params"), quick=rng.random() < 0.5)
+    assert len(compared) >= 8 and all(compared), compared
+    assert any(offs), "no probe found flash attention off its layer's device: the shortcut's hard case is untested"

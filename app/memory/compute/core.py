@@ -460,7 +460,15 @@ def _run(
     if users is None:
         users = b.__dict__["users"] = weight_users(g.nodes)
     forced = pinned + (b.cpu_pins if pin_cpu else [])
-    splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced, backends_only=schedule_only)
+    wanted = None
+    if schedule_only:  # the probe reads the fused nodes' backends only
+        wanted = b.__dict__.get("fused_wanted")
+        if wanted is None:
+            fused_t = [t for _, t, _ in b.__dict__.get("fused_nodes", ())]
+            of = set(fused_t)
+            index = {t: i for i, t in enumerate(g.nodes) if t in of}
+            wanted = b.__dict__["fused_wanted"] = (fused_t, index)
+    splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced, schedule_only, wanted)
     if schedule_only:
         return []
     host_align, host_max = host_buffer_of(devs)
