@@ -105,6 +105,8 @@ class ModelIndex:
                 self.ids[pid] = BlockId(b.layer, b.role, part)
                 self.item_tensors[pid] = tuple(self.tensor_pos[t.name] for t in tensors)
         self.block_of: dict[str, Block] = block_of
+        #: each tensor's bytes, parallel to ``model.tensors``
+        self.tensor_nbytes: list[int] = [t.nbytes for t in model.tensors]
         #: the block of each tensor, parallel to ``model.tensors``
         self.tensor_block: list[Block] = [block_of[t.name] for t in model.tensors]
         #: llama.cpp's layer index per tensor: -1 input (CPU), ``n_layer`` for output, else the block's layer
@@ -113,6 +115,10 @@ class ModelIndex:
             -1 if b.role is Role.INPUT else n if b.role is Role.OUTPUT else 0 if b.layer is None else b.layer
             for b in self.tensor_block
         ]
+        #: bytes per llama.cpp layer index (:attr:`tensor_layer`'s values)
+        self.layer_nbytes: dict[int, int] = {}
+        for il, nb in zip(self.tensor_layer, self.tensor_nbytes):
+            self.layer_nbytes[il] = self.layer_nbytes.get(il, 0) + nb
         #: tensors llama.cpp does not load in a normal context (NextN/MTP layers: ``TENSOR_SKIP``)
         only = NEXTN_SKIPPED_ONLY.get(model.params.arch)
         self.skipped: list[bool] = [

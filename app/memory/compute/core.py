@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import itemgetter
 
 from ...lanes import CPU
@@ -155,7 +156,7 @@ def graph_inputs(
     cpu = len(devs)
     be_of = {d.name: i for i, d in enumerate(devs)}
     be_of[CPU] = cpu
-    tbe = [be_of.get(d, cpu) for d in placement.tensor_device]
+    tbe = list(map(be_of.get, placement.tensor_device, repeat(cpu)))  # be_of.get(d, cpu) per tensor, in C
     layer_be = [be_of.get(d, cpu) for d in placement.layer_device]
     kv_be = [cpu if settings.no_kv_offload else layer_be[il] for il in range(p.n_layer)]
     getters = facts["getters"]

@@ -159,9 +159,15 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), 
     inputs = None
     start = 0
     for i, t in enumerate(nodes):
+        be = t.be
+        if be == cur_be:  # most nodes: the split's backend, every source already on it (nothing below applies)
+            for s in t.src:
+                if s.be != be:
+                    break
+            else:
+                continue
         if t.op in VIEW_OPS:
             continue
-        be = t.be
         if cur_be is None:
             cur_be, inputs, start = be, [], 0
         need_new = False
