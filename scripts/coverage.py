@@ -79,7 +79,6 @@ NOT_YET: dict[str, str] = {
     "dots3note": "DSA's lightning indexer over an SWA K-only cache: not replayed",
     "graniteswitch": "adapter switching (router tokens, per-adapter weights): not replayed",
     "t5": "an encoder-decoder (cross attention over the encoder's output): not replayed",
-    "minimax-01": "lightning-attention layers: neither their state nor their graph replayed",
 }
 
 #: Exact where the suite compares, off in a benchmark's wider matrix (said in the compute cell)

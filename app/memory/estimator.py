@@ -25,6 +25,7 @@ from .kv import (
     CACHE_TYPE_BLOCKS,
     NO_FLASH_ATTN_ARCHS,
     NO_MEMORY_ARCHS,
+    ONE_SEQ_RESERVE_ARCHS,
     SHARED_KV_ARCHS,
     ContextShape,
     SettingsError,
@@ -377,6 +378,9 @@ def _reserved_compute(
         shapes.append(replace(shape, layer_inp_out=tuple(il for il in extract if il < p.n_layer)))
     if p.arch == "eagle3" and settings.spec_draft_backend_sampling:  # the head's own context (draft_settings)
         shapes.append(replace(shape, backend_sampler=True))
+    if p.arch in ONE_SEQ_RESERVE_ARCHS and shape.n_seq > 1 and settings.tool != "fit-params" and not shape.mtp:
+        # sched_reserve's last pp graph has one sequence; llama-fit-params prints the first reserve's sizes
+        shapes.append(replace(shape, ubatch_seqs=1))
     facts = estimator.compute_facts if estimator else None
     out: dict[str, int] = {}
     for sh in shapes:

@@ -64,6 +64,15 @@ class ContextShape:
     #: the context reserves again with one top-k backend sampler per slot (``llama_set_sampler``, as
     #: ``common_speculative_impl_draft_eagle3`` does on the EAGLE-3 draft context); ``build_sampling``
     backend_sampler: bool = False
+    #: sequences in the reserved ubatch when not ``n_seq`` (0): sched_reserve's last pp reserve with one sequence
+    #: for the architectures whose graph input grows with n_seq_tokens^2 (:data:`ONE_SEQ_RESERVE_ARCHS`)
+    ubatch_seqs: int = 0
+
+
+#: ``llama_context::sched_reserve`` reserves the pp graph a last time with one sequence for these
+#: ([TAG_RESERVE_DIAG_DECAY]: the diagonal decay input of n_seq_tokens^2 per head and sequence is largest then);
+#: llama-fit-params reports the first pp reserve, llama-server allocates the largest of the three
+ONE_SEQ_RESERVE_ARCHS = frozenset({"kimi-linear", "minimax-01"})
 
 
 #: Architectures whose recurrent state can be rolled back per token (``llm_arch_supports_rs_rollback``,
@@ -277,8 +286,8 @@ DSA_ARCHS = frozenset({"deepseek32", "glm-dsa", "hy_v4"})
 #: delta-rule state ``d_state * d_inner`` (a head_v_dim x head_v_dim matrix per value head, head_v_dim =
 #: d_state), and LFM2's short-conv layers (``shortconv.l_cache``: a conv state of ``(l_cache - 1) * n_embd``, no
 #: s state). RWKV (token shift, wkv) sizes its own way (:data:`RWKV_STATE_ARCHS`), so does Kimi delta attention
-#: from ``kda.head_dim`` (bailingmoe3, kimi-linear, kimi-k3: :data:`~app.model.hparams.KDA_ARCHS`); MiniMax's
-#: lightning attention is not modelled, see :func:`state_is_modelled`.
+#: from ``kda.head_dim`` (bailingmoe3, kimi-linear, kimi-k3: :data:`~app.model.hparams.KDA_ARCHS`), and MiniMax-01's
+#: lightning attention from its head size (:data:`LIGHTNING_STATE_ARCHS`).
 MAMBA_STATE_ARCHS = frozenset(
     {
         "plamo2",
@@ -304,10 +313,20 @@ MAMBA_STATE_ARCHS = frozenset(
 RWKV_STATE_ARCHS = frozenset({"rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
 
 
+#: Lightning attention (``src/models/minimax-01.cpp``): ``n_embd_head_la`` = the head size, so ``n_embd_s`` is one
+#: head x head matrix per head (``llama_hparams::n_embd_s``: 128 x 128 x 64 for MiniMax-Text-01) and ``n_embd_r`` is
+#: 0 (no ``ssm.*`` keys: the conv state llama.cpp still creates holds nothing).
+LIGHTNING_STATE_ARCHS = frozenset({"minimax-01"})
+
+
 def state_is_modelled(p: ModelParams) -> bool:
     """False when the model has recurrent layers whose state this module does not size as llama.cpp does."""
     return (
-        not any(p.recurrent_layers) or p.arch in MAMBA_STATE_ARCHS or p.arch in RWKV_STATE_ARCHS or p.arch in KDA_ARCHS
+        not any(p.recurrent_layers)
+        or p.arch in MAMBA_STATE_ARCHS
+        or p.arch in RWKV_STATE_ARCHS
+        or p.arch in KDA_ARCHS
+        or p.arch in LIGHTNING_STATE_ARCHS
     )
 
 
@@ -333,6 +352,10 @@ def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
         n_embd_r = 3 * (p.ssm_d_conv - 1 if p.ssm_d_conv > 0 else 3) * d_inner
         n_embd_s = p.kda_head_dim * d_inner
         return [(n_embd_r + n_embd_s) * _rs_rows(shape) * 4 if r else 0 for r in p.recurrent_layers]
+    if p.arch in LIGHTNING_STATE_ARCHS:
+        # llama_hparams::n_embd_s with n_embd_head_la (the full head size): one head x head matrix per head of layer 0
+        n_embd_s = p.head_dim_k * p.head_dim_k * (p.n_head[0] if p.n_head else 0)
+        return [n_embd_s * _rs_rows(shape) * 4 if r else 0 for r in p.recurrent_layers]
     if p.shortconv_l_cache:
         # llama_hparams::n_embd_r for LFM2: the short conv keeps l_cache - 1 columns of n_embd; no s state
         n_embd_r = p.n_embd * (p.shortconv_l_cache - 1)

@@ -110,6 +110,7 @@ HYBRID_ARCHS = {
     "qwen35moe",
     "bailingmoe3",
     "glm5-next",
+    "minimax-01",
 }
 
 
@@ -985,6 +986,10 @@ SHORTCONV_ARCHS = frozenset({"lfm2", "lfm2moe"})
 #: the recurrent layers; NextN/MTP blocks after the trunk are full-attention blocks.
 DELTA_NET_ARCHS = frozenset({"qwen3next", "qwen35", "qwen35moe"})
 
+#: ``full_attention_interval``'s default where ``load_arch_hparams`` marks recurrent layers the delta-net way:
+#: MiniMax-01's lightning-attention layers (``src/models/minimax-01.cpp``: every 8th layer is softmax attention)
+_FULL_ATTENTION_INTERVAL = {"minimax-01": 8}
+
 #: Nemotron-H hybrids (``src/models/nemotron-h.cpp``): Mamba2 layers (no KV heads, no FFN), attention layers (no
 #: FFN) and FFN-only or MoE-only layers (no KV heads), told apart by ``head_count_kv`` and ``feed_forward_length``.
 NEMOTRON_H_ARCHS = frozenset({"nemotron_h", "nemotron_h_moe"})
@@ -1062,9 +1067,9 @@ def _recurrent_layers(p: ModelParams, m: Meta) -> list[bool]:
         return [True] * p.n_layer
     if p.arch not in HYBRID_ARCHS:
         return [False] * p.n_layer
-    if p.arch in DELTA_NET_ARCHS:
+    if p.arch in DELTA_NET_ARCHS or p.arch in _FULL_ATTENTION_INTERVAL:
         # load_arch_hparams: get_key_or_arr(LLM_KV_ATTENTION_RECURRENT_LAYERS, is_recr_impl, n_layer_all), else
-        # is_recr = il < n_layer && (il + 1) % full_attention_interval != 0 with the interval defaulting to 4
+        # is_recr = il < n_layer && (il + 1) % full_attention_interval != 0 with the interval defaulting to 4 (8)
         n_main = p.n_layer - p.nextn_layers
         flags = m.layer_flags("{arch}.attention.recurrent_layers")
         if isinstance(flags, list):
@@ -1081,7 +1086,7 @@ def _recurrent_layers(p: ModelParams, m: Meta) -> list[bool]:
             return [f and il < n_main for il, f in enumerate(flags)]
         if flags is not None:
             return [bool(flags) and il < n_main for il in range(p.n_layer)]
-        k = m.u32("{arch}.full_attention_interval", 4)
+        k = m.u32("{arch}.full_attention_interval", _FULL_ATTENTION_INTERVAL.get(p.arch, 4))
         if k == 0:
             raise m.error(
                 m.key("{arch}.full_attention_interval"),

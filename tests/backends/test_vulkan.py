@@ -200,6 +200,9 @@ VULKAN_CASES = [
         # HRM-Text: slots whose cache is on Vulkan0 while their block's weights stay on the CPU (-ngl 30)
         "mimir-1rpc-ngl30",
         "hrmtied-2rpc-ngl20-np2",
+        # MiniMax-01's lightning attention (its diagonal decay input is n_seq_tokens^2 per head and sequence)
+        "mmt01-1rpc-cmoe",
+        "mmt01-1rpc-ngl20-ub1024",
     }
 ]
 

@@ -350,6 +350,16 @@ CASES: list[Case] = [
     _c("mimir-1rpc-ngl60-ub1024", "dfm-mimir-1b", 1, "-c 8192 -ngl 60 -ub 1024"),
     _c("hrmtied-2rpc-ngl20-np2", "hrm-text-tied", 2, "-c 8192 -ngl 20 -ts 1,1 -np 2"),
     _c("hrmtied-cpu-faoff", "hrm-text-tied", 0, "-c 8192 -fa off"),
+    # MiniMax-01 (lightning attention on 7 of 8 layers: a head x head state per head and sequence, the diagonal
+    # decay input of n_seq_tokens^2 per head; softmax attention on every 8th; routed experts only)
+    _c("mmt01-cpu", "minimax-text-01", 0, "-c 8192"),
+    _c("mmt01-1rpc-cmoe", "minimax-text-01", 1, "-c 8192 -ngl all -cmoe"),
+    _c("mmt01-2rpc-ts13-ncmoe60-faoff", "minimax-text-01", 2, "-c 8192 -ngl all -ts 1,3 -ncmoe 60 -fa off"),
+    _c("mmt01-3rpc-cmoe-np4-q8", "minimax-text-01", 3,
+       "-c 16384 -ngl all -ts 1,1,1 -cmoe -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("mmt01-1rpc-ngl20-ub1024", "minimax-text-01", 1, "-c 8192 -ngl 20 -ub 1024"),
+    _c("mm1-2rpc-cmoe-np2-ub256", "minimax-m1-40k", 2, "-c 16384 -ngl all -ts 1,1 -cmoe -np 2 -ub 256"),
+    _c("mm1-cpu-faoff", "minimax-m1-40k", 0, "-c 4096 -fa off"),
     _c("talkie-cpu", "talkie-13b", 0, "-c 4096"),
     _c("talkie-2rpc-ngl20-faoff", "talkie-13b", 2, "-c 4096 -ngl 20 -ts 1,1 -fa off"),
     _c("talkie-3rpc-np2-q8", "talkie-13b", 3, "-c 8192 -ngl all -ts 1,2,1 -np 2 -fa on -ctk q8_0 -ctv q8_0"),

@@ -280,6 +280,9 @@ SERVER_CASES = [
     # slots' caches (high passes among them) sit on the devices
     ("hrm_text", 1, "-c 4096 -ngl all -np 2"),
     ("hrm_text", 2, "-c 8192 -ngl 7 -ts 1,1 -np 4 -fa off -ub 256"),
+    # MiniMax-01: lightning-attention states (RS) next to the softmax layer's KV
+    ("minimax-01", 1, "-c 4096 -ngl all -np 2"),
+    ("minimax-01", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -np 4 -fa off -ub 256"),
 ]
 
 _BUF = re.compile(r"(\S+) (model|KV|RS|compute|output) buffer size =\s*([\d.]+) MiB")

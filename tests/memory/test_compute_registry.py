@@ -60,7 +60,7 @@ def test_exact_architectures_have_no_unchecked_note(arch):
 
 @pytest.mark.parametrize(
     "arch,graph",
-    [("minimax-01", "a llama-style graph (no module of its own)"), ("t5", "a llama-style graph (no module of its own)")],
+    [("dots3note", "a llama-style graph (no module of its own)"), ("t5", "a llama-style graph (no module of its own)")],
 )
 def test_other_architectures_say_so(arch, graph):
     note = compute.unchecked_note(arch)
@@ -84,9 +84,9 @@ def test_recurrent_state_not_modelled_is_said(tmp_path):
     assert state_is_modelled(hybrid)
     mamba = open_model(write_tiny_model("mamba2", tmp_path / "m.gguf")).params
     assert state_is_modelled(mamba) and all(mamba.recurrent_layers)
-    rwkv = ModelParams(arch="minimax-01", n_layer=2, recurrent_layers=[True, True])  # not modelled
+    rwkv = ModelParams(arch="qwen4exp", n_layer=2, recurrent_layers=[True, True])  # not modelled
     assert not state_is_modelled(rwkv)
-    note = compute.unchecked_note("minimax-01", state_is_modelled(rwkv))
+    note = compute.unchecked_note("qwen4exp", state_is_modelled(rwkv))
     assert note is not None and "recurrent state is not modelled" in note
     dense = open_model(write_tiny_model("llama", tmp_path / "l.gguf")).params
     assert state_is_modelled(dense)

@@ -37,7 +37,7 @@ class Ctx:
         self.names = facts["names"]
         self.shapes = facts["shapes"]
         self.n_nextn = p.nextn_layers
-        n_seqs = max(1, shape.n_seq)
+        n_seqs = shape.ubatch_seqs or max(1, shape.n_seq)  # the reserved ubatch's sequences
         nt = min(shape.n_ctx, shape.n_ubatch)  # sched_reserve: n_tokens = min(n_ctx, n_ubatch)
         # n_outputs_pp = min(n_tokens, n_outputs_max) is taken before graph_reserve rounds n_tokens up
         self.n_outputs = max(1, min(nt, shape.n_outputs_max))
@@ -47,7 +47,8 @@ class Ctx:
             nt = (nt + n_seqs - 1) // n_seqs * n_seqs  # graph_reserve rounds to a multiple of n_seqs
         self.n_tokens = nt
         self.n_seqs = n_seqs
-        self.n_stream = 1 if shape.unified else max(1, shape.n_stream)
+        # the attention's streams are the ubatch's sequences (n_seqs_unq) unless the cache is unified
+        self.n_stream = 1 if shape.unified else min(max(1, shape.n_stream), n_seqs)
         self.n_kv = shape.n_ctx_seq  # the reserve uses the full cache: n_kv = kv_size
         self.fa = shape.flash_attn
         # the KV cache's layout is fixed when it is created (llama_context::llama_context: v_trans =
@@ -68,7 +69,7 @@ class Ctx:
             window = 8192 * (max(1, shape.n_seq) if shape.unified else 1) + shape.n_ubatch
             self.size_swa = min(shape.n_ctx_seq, (window + 255) // 256 * 256)
         self.recurrent = p.recurrent_layers
-        self.n_rs = n_seqs
+        self.n_rs = max(1, shape.n_seq)  # the recurrent memory's cells (all of them, in a reserve)
         self.n_rs_seq = shape.n_rs_seq  # recurrent-state snapshots per sequence (MTP-style drafts roll back)
         self.mla = p.is_mla and bool(meta.get(f"{a}.attention.key_length_mla"))
         self.hk_mla = int(meta.get(f"{a}.attention.key_length_mla", 0) or p.head_dim_k)
