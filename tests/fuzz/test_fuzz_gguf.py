@@ -82,7 +82,7 @@ from .harness import watchdog
 REGRESSIONS = Path(__file__).parent / "regressions" / "gguf"
 
 #: Architectures the fuzzer mutates (dense, MoE, MLA, SWA, NextN, hybrid).
-FUZZ_ARCHS = ("llama", "qwen3moe", "deepseek2", "gpt-oss", "glm4moe", "granitehybrid")
+FUZZ_ARCHS = ("llama", "qwen3moe", "deepseek2", "gpt-oss", "glm4moe", "granitehybrid", "hrm_text", "minimax-01")
 
 NAN, INF = float("nan"), float("inf")
 #: Hostile metadata values: (GGUF type, value as JSON).
@@ -105,6 +105,7 @@ KEYS = [
     "{arch}.attention.sliding_window", "{arch}.attention.sliding_window_pattern", "{arch}.nextn_predict_layers",
     "{arch}.leading_dense_block_count", "{arch}.vocab_size", "{arch}.attention.kv_lora_rank",
     "{arch}.ssm.conv_kernel", "{arch}.ssm.inner_size", "{arch}.full_attention_interval",
+    "{arch}.attention.recurrent_layers", "{arch}.hrm.layers_per_stack", "{arch}.hrm.h_cycles", "{arch}.hrm.l_cycles",
     "general.architecture", "general.name", "general.file_type", "general.alignment",
     "split.count", "split.no", "split.tensors.count", "tokenizer.ggml.tokens", "tokenizer.ggml.model",
     "tokenizer.ggml.merges",
@@ -289,6 +290,9 @@ def test_editor_round_trips_every_base(bases):
 @example(arch="llama", mutations=[["meta", "split.count", T_STR, "3"]])
 @example(arch="gpt-oss", mutations=[["meta", "{arch}.block_count", T_U32, 2]])
 @example(arch="glm4moe", mutations=[["del", "general.architecture"]])
+@example(arch="hrm_text", mutations=[["meta", "{arch}.hrm.layers_per_stack", T_U32, (1 << 31) + 2]])  # wraps to 12
+@example(arch="hrm_text", mutations=[["meta", "{arch}.hrm.l_cycles", T_U32, (1 << 32) - 1]])
+@example(arch="minimax-01", mutations=[["meta", "{arch}.full_attention_interval", T_U32, 0]])
 def test_hostile_metadata(arch, mutations, bases, scratch):
     check_input(write_input(scratch, bases, arch, mutations))
 
@@ -326,8 +330,9 @@ def llama_refuses(llama_bin: Path, path: Path) -> tuple[bool, str]:
     """(refused, reason) from ``llama-fit-params -m PATH`` (a no-allocation load of the model)."""
     reason = ""
     for _ in range(3):  # its log thread sometimes loses the last lines at exit: ask again for the reason
+        # errors="replace": llama.cpp echoes mutated names and values, which need not be UTF-8
         r = subprocess.run([str(llama_bin / "llama-fit-params"), "-m", str(path)], capture_output=True, text=True,
-                           timeout=60)
+                           errors="replace", timeout=60)
         if r.returncode == 0:
             return False, ""
         errors = [ln for ln in (r.stdout + r.stderr).splitlines() if " E " in ln]
