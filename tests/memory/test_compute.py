@@ -154,11 +154,13 @@ def test_a_reused_cut_graph_resolves_fa_auto_for_its_own_layers(tmp_path):
 
 @pytest.mark.parametrize("spec", ["qwen3-30b-a3b", "llama-3.1-8b", "gpt-oss-20b", "gemma-3-27b", "deepseek-v2-lite",
                                   "qwen3.5-35b-a3b"])
-def test_the_probe_s_fused_backends_equal_the_full_scheduler_passes(spec, tmp_path, monkeypatch):
-    """resolve_fused_ops' probe reads only its fused nodes' backends, which schedule() gives without its four
-    expansion sweeps (schedule._expanded). Every probe here is scheduled both ways: the shortcut, then the full
-    passes 2-4 from the same pass 1, on placements that put some layers' attention weights on the CPU (the flash
-    attention of such a layer lands off its device), with CUDA-like op offload, -nkvo and partial -ngl."""
+def test_the_scheduler_s_shortcuts_equal_its_four_expansion_sweeps(spec, tmp_path, monkeypatch):
+    """Where no device refuses an op, schedule() gives the backends of the four expansion sweeps without running
+    them: one sweep over the graph (schedule._expand_all), and for resolve_fused_ops' probe only its fused nodes'
+    (schedule._expanded). Every schedule here is run both ways, the shortcut and the four sweeps from the same
+    pass 1 (every node's backend and the splits compared), on placements that put some layers' attention weights on
+    the CPU (the flash attention of such a layer lands off its device), with CUDA-like op offload, -nkvo and
+    partial -ngl."""
     from app.command.parse import settings_from_args
     from app.memory.compute import schedule as sched
 
@@ -171,17 +173,23 @@ def test_the_probe_s_fused_backends_equal_the_full_scheduler_passes(spec, tmp_pa
     def both_ways(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), backends_only=False,
                   wanted=None):
         out = real(nodes, leafs, cpu, offload_to, limits, users, forced, backends_only, wanted)
-        if backends_only and wanted is not None:
-            quick = [t.be for t in wanted[0]]
-            for t in nodes:
-                t.be = -1
-            for t in leafs:
-                t.be = -1
-            real(nodes, leafs, cpu, offload_to, limits, users, forced, True, None)
-            full = [t.be for t in wanted[0]]
-            compared.append(quick == full)
-            assert quick == full, (quick, full)
-        return out
+        if limits is not None and not all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
+            return out  # a device refuses ops: the four sweeps ran
+        # the reference: the four expansion sweeps, which a size limit no tensor reaches keeps in use
+        sweeps = [(1 << 62, "cpu", ())] * (cpu + 1)
+        got = [t.be for t in (wanted[0] if wanted is not None else nodes)]
+        shape = [(be, i0, i1, len(inputs)) for be, i0, i1, inputs in out]
+        for t in nodes:
+            t.be = -1
+            t.cs = t.src
+        for t in leafs:
+            t.be = -1
+        ref = real(nodes, leafs, cpu, offload_to, sweeps, users, forced, backends_only, None)
+        want = [t.be for t in (wanted[0] if wanted is not None else nodes)]
+        compared.append(got == want)
+        assert got == want, (got, want)
+        assert shape == [(be, i0, i1, len(inputs)) for be, i0, i1, inputs in ref]
+        return ref
 
     real_off = core._fused_off
     offs = []

@@ -102,36 +102,38 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), 
             t.be = _be_from_cur(t, cpu, offload_to, limits)
     for t in forced:
         t.be = t.force
-    real = [t for t in nodes if t.op not in VIEW_OPS]
     # pass 2: expand gpu down, gpu up, rest down, rest up; an op the backend does not support stays unassigned
     # (ggml_backend_sched_set_if_supported)
-    cur = -1
-    for t in real:
-        if t.be != -1:
-            cur = -1 if t.be == cpu else t.be
-        elif cur != -1 and (limits is None or supports_op(t, cur, limits)):
-            t.be = cur
-    cur = -1
-    for t in reversed(real):
-        if t.be != -1:
-            cur = -1 if t.be == cpu else t.be
-        elif cur != -1 and (limits is None or supports_op(t, cur, limits)):
-            t.be = cur
-    cur = -1
-    for t in real:
-        if t.be != -1:
-            cur = t.be
-        elif cur != -1 and (limits is None or supports_op(t, cur, limits)):
-            t.be = cur
-    cur = -1
-    for t in reversed(real):
-        if t.be != -1:
-            cur = t.be
-        elif cur != -1 and (limits is None or supports_op(t, cur, limits)):
-            t.be = cur
-    # pass 3: nothing to upgrade (every backend has its own buffer type); a node left unassigned because a
-    # backend refused it goes to the backend that supports it with the most inputs already in its buffers
-    if limits is not None:
+    if limits is None:
+        _expand_all(nodes, cpu)
+    else:
+        real = [t for t in nodes if t.op not in VIEW_OPS]
+        cur = -1
+        for t in real:
+            if t.be != -1:
+                cur = -1 if t.be == cpu else t.be
+            elif cur != -1 and supports_op(t, cur, limits):
+                t.be = cur
+        cur = -1
+        for t in reversed(real):
+            if t.be != -1:
+                cur = -1 if t.be == cpu else t.be
+            elif cur != -1 and supports_op(t, cur, limits):
+                t.be = cur
+        cur = -1
+        for t in real:
+            if t.be != -1:
+                cur = t.be
+            elif cur != -1 and supports_op(t, cur, limits):
+                t.be = cur
+        cur = -1
+        for t in reversed(real):
+            if t.be != -1:
+                cur = t.be
+            elif cur != -1 and supports_op(t, cur, limits):
+                t.be = cur
+        # pass 3: nothing to upgrade (every backend has its own buffer type); a node left unassigned because a
+        # backend refused it goes to the backend that supports it with the most inputs already in its buffers
         for t in real:
             if t.be == -1:
                 best = -1
@@ -202,6 +204,32 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), 
     if cur_be is not None:
         splits.append((cur_be, start, len(nodes), inputs))
     return splits
+
+
+def _expand_all(nodes, cpu):
+    """Pass 2's four expansions in one sweep where every backend supports every op: each run of unassigned
+    non-view nodes between two assigned ones (``before``, ``after``) takes what the sweeps would give it, as
+    :func:`_expanded` says (``before`` if a GPU, else ``after`` if a GPU, else ``before``, else ``after``); a run
+    with no assigned node after it keeps ``before``, and with none at all stays unassigned (pass 4: the CPU)."""
+    before = -1
+    run = []
+    for t in nodes:
+        be = t.be
+        if be == -1:
+            if t.op not in VIEW_OPS:
+                run.append(t)
+            continue
+        if t.op in VIEW_OPS:
+            continue
+        if run:
+            v = before if before != -1 and before != cpu else be if be != cpu or before == -1 else before
+            for u in run:
+                u.be = v
+            run = []
+        before = be
+    if run and before != -1:
+        for u in run:
+            u.be = before
 
 
 def _expanded(nodes, cpu, wanted, index):
