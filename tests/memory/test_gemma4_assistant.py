@@ -125,11 +125,16 @@ def test_assistant_buffers_match_llama_server(
     spec = f"-md {draft} --spec-type draft-mtp {args}".split()
     extra = (["--rpc", ",".join(endpoints)] if endpoints else []) + spec
     srv = llama_server(target, *extra, "--fit", "off", "--no-repack", "-lv", "4", timeout=180)
-    status, body = srv.request("/completion", {"prompt": "Hello world", "n_predict": 6, "cache_prompt": False})
+    # random weights may sample the end-of-generation token early (seen: 3 of 6 under load): ignore it, greedily
+    status, body = srv.request("/completion", {"prompt": "Hello world", "n_predict": 6, "cache_prompt": False,
+                                               "ignore_eos": True, "temperature": 0})
     assert status == 200 and body["tokens_predicted"] == 6, body
+    drafted = body.get("timings", {}).get("draft_n", 0)  # server-common.cpp: set once a draft was made
     srv.stop()
     text = srv.output()
-    assert "draft-mtp" in text[text.find("statistics") :], text[-2000:]
+    # the speculative statistics line is printed at exit, which a loaded machine's log thread can lose: the
+    # response's draft count says the same
+    assert drafted > 0 or "draft-mtp" in text[text.find("statistics") :], (body.get("timings"), text[-2000:])
     logged, sharing = _draft_log(text)
     # llama.cpp names the target's last two layers (whose caches may be earlier layers' reused ones)
     assert sharing and {src for _, src in sharing} == {n_layer - 2, n_layer - 1}, sharing
