@@ -113,9 +113,15 @@ class KvPanel(QWidget):
                     if devs:
                         notes += (f"<br><span style='color:#3A9E5C'>{label} of {escape(', '.join(devs))}: "
                                   "verified by llama.cpp</span>")
+            # a hybrid's recurrent state is part of its context memory too (MiniMax-01 at 4 slots: 1.09 GiB of
+            # lightning-attention state next to 320 MiB of KV), whatever the context length
+            rs = sum(d.recurrent for d in est.devices)
+            state = (f"; recurrent state {fmt_bytes(rs)} ({max(1, sh.n_seq)} "
+                     f"{'sequence' if max(1, sh.n_seq) == 1 else 'sequences'}, any context length)" if rs else "")
             self.info.setText(f"KV cache {fmt_bytes(kv)} for {sh.n_ctx:,} cells"
                               + (f" ({sh.n_stream} streams)" if sh.n_stream > 1 else "")
-                              + (f"; sliding-window layers keep {sh.size_swa:,}" if sh.size_swa else "") + notes)
+                              + (f"; sliding-window layers keep {sh.size_swa:,}" if sh.size_swa else "")
+                              + state + notes)
         else:
             self.info.setText(f"<span style='color:#D64541'>{self.doc.estimate_error}</span>")
         self._updating = False

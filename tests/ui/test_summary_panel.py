@@ -19,3 +19,19 @@ def test_hrm_text_s_layers_are_cache_slots_over_two_stacks(tiny_models):
         in html
     plain = summary_html(open_model(tiny_models["qwen3moe"]))
     assert "cache slots" not in plain and "<td>4</td>" in plain
+
+
+def test_the_kv_panel_names_a_hybrid_s_recurrent_state(window, tiny_models):
+    """MiniMax-01's lightning-attention state is context memory the KV figure leaves out: the panel says how much,
+    for how many sequences, and that it does not grow with the context; a model without one says nothing of it."""
+    from app.units import fmt_bytes
+
+    assert window.open_path_sync(str(tiny_models["minimax-01"]))
+    window.doc.set_settings(n_ctx=4096, n_parallel=2)
+    est = window.doc.estimate
+    rs = sum(d.recurrent for d in est.devices)
+    assert rs == 3 * 32 * 32 * 4 * 4 * 2  # 3 lightning layers: 4 heads of 32 x 32 floats, 2 sequences
+    text = window.kv_panel.info.text()
+    assert f"recurrent state {fmt_bytes(rs)} (2 sequences, any context length)" in text, text
+    assert window.open_path_sync(str(tiny_models["llama"]))
+    assert "recurrent state" not in window.kv_panel.info.text()
