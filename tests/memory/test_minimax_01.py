@@ -27,11 +27,11 @@ def text01(tmp_path_factory):
     return open_model(write_sparse_model("minimax-text-01", tmp_path_factory.mktemp("mm") / "mm.gguf"))
 
 
-def test_every_eighth_layer_is_softmax_attention_by_default(text01, tiny_models):
+def test_every_eighth_layer_is_softmax_attention_by_default(text01, tmp_path):
     """No recurrent_layers array and no interval key: load_arch_hparams' default interval is 8 (4 is qwen35's)."""
     p = text01.params
     assert [il for il, r in enumerate(p.recurrent_layers) if not r] == list(range(7, 80, 8))
-    m1 = open_model(write_sparse_model("minimax-m1-40k", Path(tiny_models["minimax-01"]).parent / "m1.gguf"))
+    m1 = open_model(write_sparse_model("minimax-m1-40k", tmp_path / "m1.gguf"))
     assert m1.params.recurrent_layers == p.recurrent_layers  # the same kinds from the per-layer array
 
 
