@@ -77,7 +77,6 @@ NOT_TEXT_GENERATION = {
 NOT_YET: dict[str, str] = {
     "qwen4exp": "linear attention with per-layer embeddings and hyper-connections (1,300 lines): not replayed",
     "dots3note": "DSA's lightning indexer over an SWA K-only cache: not replayed",
-    "graniteswitch": "adapter switching (router tokens, per-adapter weights): not replayed",
     "t5": "an encoder-decoder (cross attention over the encoder's output): not replayed",
 }
 

@@ -13,10 +13,8 @@ from app.units import fmt_bytes, fmt_count
 
 
 def _layers(p) -> str:
-    if p.hrm_stack:  # HRM-Text: block_count counts cache slots, the file holds two stacks of blocks
-        lps, h, low = p.hrm_stack
-        return (f"{p.n_layer} cache slots: {h} cycles of {low} low {'pass' if low == 1 else 'passes'} and 1 high "
-                f"pass over 2 stacks of {lps} blocks (-ngl counts slots)")
+    if p.layer_note:  # HRM-Text's cache slots, Granite Switch's router layer
+        return p.layer_note
     return (f"{p.n_layer}" + (f" ({p.n_layer_dense_lead} dense first)" if p.n_layer_dense_lead else "")
             + (f", {p.nextn_layers} MTP" if p.nextn_layers else ""))
 

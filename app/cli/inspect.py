@@ -93,7 +93,7 @@ def render_text(model: Model, verdict: LoadCheck | None = None) -> str:
         f"  parameters     {fmt_count(model.n_params)} total, {fmt_count(model.n_params_active)} active per token"
     )
     out.append(
-        f"  layers         {p.n_layer}"
+        f"  layers         {p.layer_note or p.n_layer}"
         + (f" ({p.nextn_layers} NextN/MTP)" if p.nextn_layers else "")
         + (f", {p.n_layer_dense_lead} leading dense" if p.n_layer_dense_lead else "")
     )
@@ -134,13 +134,15 @@ def render_text(model: Model, verdict: LoadCheck | None = None) -> str:
     for il in range(p.n_layer):
         by_role = {b.role.value: b.nbytes for b in model.layer_blocks(il)}
         cells = "".join((fmt_bytes(by_role[c]) if c in by_role else "-").rjust(12) for c in present)
-        tag = "*" if il >= p.n_layer - p.nextn_layers else " "
+        tag = "*" if il >= p.n_layer - p.nextn_layers else "r" if il == p.router_layer else " "
         out.append("  " + f"{il}{tag}".ljust(8) + cells + fmt_bytes(sum(by_role.values())).rjust(12))
     for b in model.blocks:
         if b.layer is None and b.role is not Role.INPUT:
             out.append("  " + b.role.value.ljust(8) + "".rjust(12 * len(present)) + fmt_bytes(b.nbytes).rjust(12))
     if p.nextn_layers:
         out.append("  * NextN/MTP layer: in the file, loaded only for MTP speculative decoding")
+    if p.router_layer >= 0:
+        out.append("  r the adapter router's attention layer: llama.cpp adds it, with a KV cache and no weights")
     out.append(f"  all tensors: {len(model.tensors)}, {fmt_bytes(model.tensor_bytes)}")
     return "\n".join(out)
 

@@ -424,6 +424,12 @@ class ModelParams:
     #: cache-slot count, layers_per_stack x h_cycles x (l_cycles + 1), over 2 x layers_per_stack physical blocks
     #: (the low stack, then the high stack) that later passes alias; None for every other architecture
     hrm_stack: tuple[int, int, int] | None = None
+    #: Granite Switch (src/models/granite-switch.cpp): the router's one-head attention layer that llama.cpp adds
+    #: after the ``block_count`` real layers (``router_layer`` = block_count, ``n_layer_all`` one more: -ngl, -ts
+    #: and the KV cache count it; it has no tensors), and the adapters (count, LoRA rank); -1 / 0 elsewhere
+    router_layer: int = -1
+    n_adapters: int = 0
+    lora_rank: int = 0
     #: Kimi delta attention (llama_hparams::n_embd_head_kda, ``kda.head_dim``; read for :data:`KDA_ARCHS`): the KDA
     #: layers' head size (their conv state is ``3 * (d_conv - 1) * n_head * head_dim``, the delta-rule state
     #: ``head_dim * head_dim * n_head``); 0 elsewhere
@@ -463,6 +469,22 @@ class ModelParams:
         if self.file_type is None:
             return "unknown"
         return FILE_TYPES.get(self.file_type, f"type {self.file_type}")
+
+    @property
+    def layer_note(self) -> str:
+        """The layer count with what it counts, where that is not the file's blocks; empty elsewhere."""
+        if self.hrm_stack:  # HRM-Text: block_count counts cache slots, the file holds two stacks of blocks
+            lps, h, low = self.hrm_stack
+            return (
+                f"{self.n_layer} cache slots: {h} cycles of {low} low {'pass' if low == 1 else 'passes'} and 1 high pass over "
+                f"2 stacks of {lps} blocks (-ngl counts slots)"
+            )
+        if self.router_layer >= 0:
+            return (
+                f"{self.n_layer}: {self.router_layer} layers and the adapter router's attention layer, which has a KV cache and "
+                "no weights (-ngl and -ts count it)"
+            )
+        return ""
 
     @property
     def is_moe(self) -> bool:
@@ -595,6 +617,78 @@ def _hrm_stack(m: Meta, n_layer: int) -> tuple[int, int, int]:
             "GGML_ASSERT(hparams.n_layer() == n_slot) failed",
         )
     return lps, h, low
+
+
+#: llama_model_granite_switch::load_arch_hparams bounds the counts that size the adapter tensors
+_MAX_ADAPTERS = 4096
+
+
+def _granite_switch(m: Meta, p: ModelParams) -> None:
+    """Granite Switch's adapters (``llama_model_granite_switch::load_arch_hparams`` / ``load_arch_tensors``): the
+    count and LoRA rank are required and at most 4096, one activating and one substitute token per adapter, every
+    substitute inside the vocabulary. Then the router layer llama.cpp appends: ``n_layer`` grows by one (one query
+    and one KV head, no FFN), as ``n_layer_all`` does there."""
+    n_ad = m.u32("{arch}.adapters.count", required=True)
+    rank = m.u32("{arch}.adapters.lora_rank", required=True)
+    for key, n, what in (("adapters.count", n_ad, "adapter count"), ("adapters.lora_rank", rank, "lora rank")):
+        if n > _MAX_ADAPTERS:
+            raise m.error(
+                m.key("{arch}." + key),
+                f"is {n:,}, more than the {_MAX_ADAPTERS} llama.cpp accepts",
+                f"u32 ({n})",
+                f"at most {_MAX_ADAPTERS}",
+                f"graniteswitch: invalid {what} {n}",
+            )
+    ids: dict[str, list[int]] = {}
+    for which in ("activate", "substitute"):
+        key = m.key(f"{{arch}}.adapters.token_ids_{which}")
+        if key not in m.meta:
+            raise m.missing(key)
+        if m.type_of(key) != T_ARRAY:
+            raise m.wrong_type(key, "arr")
+        value = m.meta[key]
+        if len(value) != n_ad:
+            ids[which] = []  # the count check below says so
+            continue
+        value = value.load() if isinstance(value, LazyArray) else value
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise m.error(key, "is not an array of token ids", "arr", "arr of i32", f"{key} has wrong element type")
+        ids[which] = list(value)
+    n_act, n_sub = (len(m.meta[m.key(f"{{arch}}.adapters.token_ids_{w}")]) for w in ("activate", "substitute"))
+    if n_act != n_ad or n_sub != n_ad:
+        raise m.error(
+            m.key("{arch}.adapters.token_ids_activate"),
+            f"and token_ids_substitute hold {n_act} and {n_sub} token ids, but adapters.count is {n_ad}",
+            f"arr ({n_act}, {n_sub} items)",
+            f"{n_ad} each",
+            f"graniteswitch: adapter token id arrays ({n_act} activate, {n_sub} substitute) do not match adapter "
+            f"count {n_ad}",
+        )
+    bad = next((t for t in ids["substitute"] if t < 0 or (p.n_vocab and t >= p.n_vocab)), None)
+    if bad is not None:
+        raise m.error(
+            m.key("{arch}.adapters.token_ids_substitute"),
+            f"holds the token id {bad:,}, outside the vocabulary of {p.n_vocab:,} tokens",
+            f"i32 ({bad})",
+            f"0 to {p.n_vocab - 1}",
+            f"graniteswitch: substitute token id {bad} out of range [0, {p.n_vocab})",
+        )
+    if p.n_layer >= LLAMA_MAX_LAYERS:
+        raise m.error(
+            m.key("{arch}.block_count"),
+            f"is {p.n_layer}, but llama.cpp appends Granite Switch's router layer, which must stay below "
+            f"LLAMA_MAX_LAYERS ({LLAMA_MAX_LAYERS})",
+            f"u32 ({p.n_layer})",
+            f"at most {LLAMA_MAX_LAYERS - 1}",
+            f"graniteswitch: block count {p.n_layer} exceeds LLAMA_MAX_LAYERS",
+        )
+    p.n_adapters, p.lora_rank = n_ad, rank
+    p.router_layer = p.n_layer
+    p.n_layer += 1
+    p.n_head = [*p.n_head, 1]
+    p.n_head_kv = [*p.n_head_kv, 1]
+    p.n_ff = [*p.n_ff, 0]
+    p.swa_layers = [*p.swa_layers, False]
 
 
 def check_layers(
@@ -745,6 +839,8 @@ def extract_params(
         indexer_top_k=m.u32("{arch}.attention.indexer.top_k"),
         file_type=file_type,
     )
+    if arch == "graniteswitch":
+        _granite_switch(m, p)
     p.recurrent_layers = _recurrent_layers(p, m)
     p.hrm_stack = hrm
     if arch in RWKV_ARCHS:

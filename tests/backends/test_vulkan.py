@@ -203,6 +203,8 @@ VULKAN_CASES = [
         # MiniMax-01's lightning attention (its diagonal decay input is n_seq_tokens^2 per head and sequence)
         "mmt01-1rpc-cmoe",
         "mmt01-1rpc-ngl20-ub1024",
+        "gsw3-1rpc-ngl20",
+        "gsw3-1rpc-ngl41-ub1024",
     }
 ]
 

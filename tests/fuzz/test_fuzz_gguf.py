@@ -82,7 +82,9 @@ from .harness import watchdog
 REGRESSIONS = Path(__file__).parent / "regressions" / "gguf"
 
 #: Architectures the fuzzer mutates (dense, MoE, MLA, SWA, NextN, hybrid).
-FUZZ_ARCHS = ("llama", "qwen3moe", "deepseek2", "gpt-oss", "glm4moe", "granitehybrid", "hrm_text", "minimax-01")
+FUZZ_ARCHS = (
+    "llama", "qwen3moe", "deepseek2", "gpt-oss", "glm4moe", "granitehybrid", "hrm_text", "minimax-01", "graniteswitch"
+)
 
 NAN, INF = float("nan"), float("inf")
 #: Hostile metadata values: (GGUF type, value as JSON).
@@ -106,6 +108,8 @@ KEYS = [
     "{arch}.leading_dense_block_count", "{arch}.vocab_size", "{arch}.attention.kv_lora_rank",
     "{arch}.ssm.conv_kernel", "{arch}.ssm.inner_size", "{arch}.full_attention_interval",
     "{arch}.attention.recurrent_layers", "{arch}.hrm.layers_per_stack", "{arch}.hrm.h_cycles", "{arch}.hrm.l_cycles",
+    "{arch}.adapters.count", "{arch}.adapters.lora_rank", "{arch}.adapters.token_ids_activate",
+    "{arch}.adapters.token_ids_substitute",
     "general.architecture", "general.name", "general.file_type", "general.alignment",
     "split.count", "split.no", "split.tensors.count", "tokenizer.ggml.tokens", "tokenizer.ggml.model",
     "tokenizer.ggml.merges",
@@ -293,6 +297,9 @@ def test_editor_round_trips_every_base(bases):
 @example(arch="hrm_text", mutations=[["meta", "{arch}.hrm.layers_per_stack", T_U32, (1 << 31) + 2]])  # wraps to 12
 @example(arch="hrm_text", mutations=[["meta", "{arch}.hrm.l_cycles", T_U32, (1 << 32) - 1]])
 @example(arch="minimax-01", mutations=[["meta", "{arch}.full_attention_interval", T_U32, 0]])
+@example(arch="graniteswitch", mutations=[["meta", "{arch}.adapters.token_ids_substitute", T_ARR,
+                                           {"arr": T_I32, "values": [-1, 3, 4]}]])
+@example(arch="graniteswitch", mutations=[["meta", "{arch}.adapters.count", T_U32, 1 << 20]])
 def test_hostile_metadata(arch, mutations, bases, scratch):
     check_input(write_input(scratch, bases, arch, mutations))
 

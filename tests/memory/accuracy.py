@@ -350,6 +350,16 @@ CASES: list[Case] = [
     _c("mimir-1rpc-ngl60-ub1024", "dfm-mimir-1b", 1, "-c 8192 -ngl 60 -ub 1024"),
     _c("hrmtied-2rpc-ngl20-np2", "hrm-text-tied", 2, "-c 8192 -ngl 20 -ts 1,1 -np 2"),
     _c("hrmtied-cpu-faoff", "hrm-text-tied", 0, "-c 8192 -fa off"),
+    # Granite Switch (a dense Granite with stacked LoRA adapters read through MUL_MAT_ID, one adapter slot per
+    # token; llama.cpp adds the router's one-head attention layer after the 40 real ones: -ngl and -ts count it,
+    # its KV cache sits on the output's device)
+    _c("gsw3-cpu", "granite-switch-3b", 0, "-c 8192"),
+    _c("gsw3-1rpc-ngl20", "granite-switch-3b", 1, "-c 8192 -ngl 20"),
+    _c("gsw3-2rpc-ts13-faoff", "granite-switch-3b", 2, "-c 16384 -ngl all -ts 1,3 -fa off"),
+    _c("gsw3-3rpc-np4-q8", "granite-switch-3b", 3, "-c 32768 -ngl all -ts 1,1,1 -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("gsw3-1rpc-ngl41-ub1024", "granite-switch-3b", 1, "-c 8192 -ngl 41 -ub 1024"),
+    _c("gsw8-2rpc-ngl30-np2", "granite-switch-8b", 2, "-c 8192 -ngl 30 -ts 1,1 -np 2"),
+    _c("gsw8-cpu-faoff", "granite-switch-8b", 0, "-c 8192 -fa off"),
     # MiniMax-01 (lightning attention on 7 of 8 layers: a head x head state per head and sequence, the diagonal
     # decay input of n_seq_tokens^2 per head; softmax attention on every 8th; routed experts only)
     _c("mmt01-cpu", "minimax-text-01", 0, "-c 8192"),

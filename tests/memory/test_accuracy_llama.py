@@ -283,6 +283,10 @@ SERVER_CASES = [
     # MiniMax-01: lightning-attention states (RS) next to the softmax layer's KV
     ("minimax-01", 1, "-c 4096 -ngl all -np 2"),
     ("minimax-01", 2, "-c 8192 -ngl all -ts 1,1 -ncmoe 1 -np 4 -fa off -ub 256"),
+    # Granite Switch: the router's attention layer after the 4 real ones (KV only); -ngl 4 of its 5 layers leaves
+    # layers 0 and 1 on the CPU
+    ("graniteswitch", 1, "-c 4096 -ngl all -np 2"),
+    ("graniteswitch", 2, "-c 8192 -ngl 4 -ts 1,1 -fa off -ub 256"),
 ]
 
 _BUF = re.compile(r"(\S+) (model|KV|RS|compute|output) buffer size =\s*([\d.]+) MiB")
