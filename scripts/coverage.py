@@ -76,7 +76,6 @@ NOT_TEXT_GENERATION = {
 #: its approximate cell
 NOT_YET: dict[str, str] = {
     "qwen4exp": "linear attention with per-layer embeddings and hyper-connections (1,300 lines): not replayed",
-    "dots3note": "DSA's lightning indexer over an SWA K-only cache: not replayed",
     "t5": "an encoder-decoder (cross attention over the encoder's output): not replayed",
 }
 

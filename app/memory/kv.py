@@ -235,7 +235,9 @@ def kv_bytes_per_layer(p: ModelParams, s: LlamaSettings, shape: ContextShape) ->
         if p.arch in DSA_ARCHS and p.indexer_full[il] and not shape.mtp:  # the MTP head runs dense MLA
             # llama_kv_cache_dsa: the lightning indexer's own K-only cache, one head of indexer.key_length per layer
             # that runs its indexer (filter_lid: glm-dsa's shared layers have none)
-            k += row_size(s.type_k, p.indexer_head_size) * cells * shape.n_stream
+            # dots3-note's DSA cache holds every cell of the context beside the SWA cache (llama_kv_cache_dsa_iswa)
+            lid_cells = shape.n_ctx_seq if p.arch == "dots3note" else cells
+            k += row_size(s.type_k, p.indexer_head_size) * lid_cells * shape.n_stream
         if p.arch == "minimax-m3" and il >= p.n_layer_dense_lead:
             # llama_kv_cache_msa: the MSA indexer's own llama_kv_cache on the sparse layers (filter_idx), one head
             # per layer with K of indexer.key_length and V of the model's value head, both of the cache types
@@ -276,7 +278,7 @@ def dsv4_bytes(p: ModelParams, s: LlamaSettings, shape: ContextShape, il: int) -
 
 #: Architectures whose attention layers also cache the DSA lightning indexer's keys (``llama_kv_cache_dsa``; hy_v4
 #: only with ``indexer.top_k`` > 0, where :attr:`~app.model.hparams.ModelParams.indexer_full` marks its layers).
-DSA_ARCHS = frozenset({"deepseek32", "glm-dsa", "hy_v4"})
+DSA_ARCHS = frozenset({"deepseek32", "glm-dsa", "hy_v4", "dots3note"})
 
 
 #: Architectures whose recurrent state llama.cpp sizes from the ``ssm.*`` keys the way

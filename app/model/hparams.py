@@ -619,6 +619,46 @@ def _hrm_stack(m: Meta, n_layer: int) -> tuple[int, int, int]:
     return lps, h, low
 
 
+#: the keys ``llama_model_dots3note::load_arch_hparams`` reads with ``get_key`` (required)
+_DOTS3NOTE_KEYS = (
+    "expert_shared_count",
+    "leading_dense_block_count",
+    "expert_gating_func",
+    "attention.q_lora_rank",
+    "attention.kv_lora_rank",
+    "attention.key_length_mla",
+    "attention.value_length_mla",
+    "attention.kv_lora_rank_swa",
+    "attention.key_length_mla_swa",
+    "attention.value_length_mla_swa",
+    "attention.sliding_window",
+    "attention.indexer.head_count",
+    "attention.indexer.key_length",
+    "attention.indexer.top_k",
+)
+
+
+def _dots3note(m: Meta, p: ModelParams, nextn: int) -> None:
+    """dots3-note's keys (``llama_model_dots3note::load_arch_hparams``): the MoE, both MLA geometries, the window,
+    ``rope.freq_base_swa`` and the indexer's keys are required, the sliding-window pattern and the indexer types
+    are required arrays (``get_arr``: missing entries are false). A layer runs the DSA indexer and caches its keys
+    where the types array says so (``filter_lid``); the NextN block never does."""
+    for key in _DOTS3NOTE_KEYS:
+        m.u32("{arch}." + key, required=True)
+    if not m.has("{arch}.rope.freq_base_swa"):
+        raise m.missing(m.key("{arch}.rope.freq_base_swa"))
+    for key in ("attention.sliding_window_pattern", "attention.indexer.types"):
+        full_key = m.key("{arch}." + key)
+        if full_key not in m.meta:
+            raise m.missing(full_key)
+        if m.type_of(full_key) != T_ARRAY:
+            raise m.wrong_type(full_key, "arr")
+    flags = m.layer_flags("{arch}.attention.indexer.types")
+    given = flags if isinstance(flags, list) else []
+    n_main = p.n_layer - nextn
+    p.indexer_full = [il < n_main and il < len(given) and given[il] for il in range(p.n_layer)]
+
+
 #: llama_model_granite_switch::load_arch_hparams bounds the counts that size the adapter tensors
 _MAX_ADAPTERS = 4096
 
@@ -859,6 +899,8 @@ def extract_params(
         p.indexer_full = _indexer_full(arch, m, n_layer, nextn, n_ctx_train)
     if arch == "hy_v4":
         p.indexer_full = _hy_v4_indexer_full(m, n_layer, p.indexer_top_k)
+    if arch == "dots3note":
+        _dots3note(m, p, nextn)
     for key in _REQUIRED_KEYS.get(arch, ()):
         if not m.has("{arch}." + key):
             raise m.missing(m.key("{arch}." + key))

@@ -204,6 +204,8 @@ VULKAN_CASES = [
         "mmt01-1rpc-cmoe",
         "mmt01-1rpc-ngl20-ub1024",
         "gsw3-1rpc-ngl20",
+        "d3n-1rpc-cmoe",
+        "d3n-1rpc-ngl20-ub1024",
         "gsw3-1rpc-ngl41-ub1024",
     }
 ]

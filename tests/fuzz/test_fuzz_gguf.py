@@ -83,7 +83,8 @@ REGRESSIONS = Path(__file__).parent / "regressions" / "gguf"
 
 #: Architectures the fuzzer mutates (dense, MoE, MLA, SWA, NextN, hybrid).
 FUZZ_ARCHS = (
-    "llama", "qwen3moe", "deepseek2", "gpt-oss", "glm4moe", "granitehybrid", "hrm_text", "minimax-01", "graniteswitch"
+    "llama", "qwen3moe", "deepseek2", "gpt-oss", "glm4moe", "granitehybrid", "hrm_text", "minimax-01", "graniteswitch",
+    "dots3note",
 )
 
 NAN, INF = float("nan"), float("inf")
@@ -109,7 +110,8 @@ KEYS = [
     "{arch}.ssm.conv_kernel", "{arch}.ssm.inner_size", "{arch}.full_attention_interval",
     "{arch}.attention.recurrent_layers", "{arch}.hrm.layers_per_stack", "{arch}.hrm.h_cycles", "{arch}.hrm.l_cycles",
     "{arch}.adapters.count", "{arch}.adapters.lora_rank", "{arch}.adapters.token_ids_activate",
-    "{arch}.adapters.token_ids_substitute",
+    "{arch}.adapters.token_ids_substitute", "{arch}.attention.kv_lora_rank_swa", "{arch}.attention.key_length_mla_swa",
+    "{arch}.attention.indexer.types", "{arch}.attention.indexer.key_length", "{arch}.rope.freq_base_swa",
     "general.architecture", "general.name", "general.file_type", "general.alignment",
     "split.count", "split.no", "split.tensors.count", "tokenizer.ggml.tokens", "tokenizer.ggml.model",
     "tokenizer.ggml.merges",

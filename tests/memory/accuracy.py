@@ -360,6 +360,14 @@ CASES: list[Case] = [
     _c("gsw3-1rpc-ngl41-ub1024", "granite-switch-3b", 1, "-c 8192 -ngl 41 -ub 1024"),
     _c("gsw8-2rpc-ngl30-np2", "granite-switch-8b", 2, "-c 8192 -ngl 30 -ts 1,1 -np 2"),
     _c("gsw8-cpu-faoff", "granite-switch-8b", 0, "-c 8192 -fa off"),
+    # dots3-note (DeepSeek-V3.2's DSA on every 4th layer; the others slide over a K-only MLA cache of their own
+    # geometry and head count; a head-wise output gate everywhere)
+    _c("d3n-cpu", "dots3-note", 0, "-c 8192"),
+    _c("d3n-1rpc-cmoe", "dots3-note", 1, "-c 16384 -ngl all -cmoe"),
+    _c("d3n-2rpc-ts13-ncmoe30-faoff", "dots3-note", 2, "-c 8192 -ngl all -ts 1,3 -ncmoe 30 -fa off"),
+    _c("d3n-3rpc-cmoe-np4-q8", "dots3-note", 3, "-c 32768 -ngl all -ts 1,1,1 -cmoe -np 4 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("d3n-1rpc-ngl20-ub1024", "dots3-note", 1, "-c 8192 -ngl 20 -ub 1024"),
+    _c("d3n-2rpc-cmoe-swafull", "dots3-note", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full"),
     # MiniMax-01 (lightning attention on 7 of 8 layers: a head x head state per head and sequence, the diagonal
     # decay input of n_seq_tokens^2 per head; softmax attention on every 8th; routed experts only)
     _c("mmt01-cpu", "minimax-text-01", 0, "-c 8192"),
