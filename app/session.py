@@ -56,9 +56,11 @@ if TYPE_CHECKING:
     from .placement.dry_run import DryRunJob
 from .speed.predict import DecodePrediction, PromptPrediction, SpeedFacts, SpeedParams, predict_decode, predict_prompt
 from .speed.speculative import (
+    ASSISTANT_BOUND,
     DEFAULT_ACCEPTANCE,
     POLL_ADVICE,
     SpeculativeDecode,
+    eagle3_decode,
     mtp_decode,
     mtp_n_draft,
     speculative_decode,
@@ -539,7 +541,13 @@ class Session:
         st = p.settings
         if drafter is None and est.draft is not None and est.draft.shape.mtp and "draft-mtp" in st.spec_types:
             return self._mtp_speed(p, est, decode)
-        if drafter is None or est.draft is None or "draft-simple" not in st.spec_types:
+        if drafter is None or est.draft is None:
+            return None
+        # the type that drafts with this file: an EAGLE-3 head's draft-eagle3 (app.speed.speculative.eagle3_decode),
+        # Gemma 4's assistant's draft-mtp (each pass is the whole assistant, its lm_head included, and there is no
+        # catch-up pass as it reads the target's cache: the draft-simple formula), else draft-simple
+        wanted = spec_type_for(drafter.model.params.arch)
+        if wanted not in st.spec_types:
             return None
         n = st.spec_draft_n_max
         try:
@@ -547,16 +555,30 @@ class Session:
             verify = predict_decode(
                 self.model, p.weight_placement(), params, facts=self.speed_facts, threads=st.n_threads, n_seq=n + 1
             )
-            if self._draft_facts is None or self._draft_facts[0] is not drafter.model:
-                self._draft_facts = (drafter.model, SpeedFacts(drafter.model))
-            drafted = predict_decode(
-                drafter.model, est.draft.placement, params, facts=self._draft_facts[1], threads=st.n_threads
-            )
             cpu = params.cpu
             # both run layers on the CPU (the embedding lookup alone does not keep the thread pool busy)
             both_on_cpu = CPU in est.placement.layer_device and CPU in est.draft.placement.layer_device
             few_cores = cpu is not None and (cpu.physical_cores or 0) <= 8
             notes = (POLL_ADVICE,) if both_on_cpu and few_cores else ()
+            if wanted == "draft-eagle3":
+                return eagle3_decode(
+                    drafter.model,
+                    est.draft.placement,
+                    self.model,
+                    p.weight_placement(),
+                    params,
+                    decode.seconds_per_token,
+                    verify.seconds_per_token,
+                    n,
+                    self.draft_acceptance,
+                    st.n_threads,
+                    notes,
+                )
+            if self._draft_facts is None or self._draft_facts[0] is not drafter.model:
+                self._draft_facts = (drafter.model, SpeedFacts(drafter.model))
+            drafted = predict_decode(
+                drafter.model, est.draft.placement, params, facts=self._draft_facts[1], threads=st.n_threads
+            )
             return speculative_decode(
                 decode.seconds_per_token,
                 verify.seconds_per_token,
@@ -564,6 +586,7 @@ class Session:
                 n,
                 self.draft_acceptance,
                 notes,
+                ASSISTANT_BOUND if wanted == "draft-mtp" else "",
             )
         except (ValueError, ZeroDivisionError) as exc:
             log.info("no speculative speed prediction: %s", exc)

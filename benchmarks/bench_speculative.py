@@ -10,7 +10,12 @@ Prints, per acceptance rate and drafted-token count: measured tok/s, the accepte
 predicted tok/s at the nominal rate and at the share the run really got (the error is the latter's); and the
 model alone.
 
-    python3 benchmarks/bench_speculative.py [--tokens 48] [--rates 0.5,0.8,1.0] [--n-max 3,6]
+    python3 benchmarks/bench_speculative.py [--tokens 48] [--rates 0.5,0.8,1.0] [--n-max 3,6] [--draft eagle3]
+
+``--draft eagle3``: the draft is an EAGLE-3 head for the same Qwen3-4B (``--spec-type draft-eagle3``; a head of
+the published EAGLE-3 heads' shape for a 2560-wide target: one layer of the target's width, 32 query / 8 KV heads of
+128, intermediate 9728, its own lm_head over a 32000-token draft vocabulary mapped to the target's by d2t, fed
+target layers 2, 18 and 33).
 """
 
 from __future__ import annotations
@@ -82,11 +87,30 @@ def main() -> int:
     ap.add_argument("--rates", default="0.5,0.8,1.0")
     ap.add_argument("--n-max", default="3,6")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--draft", choices=("simple", "eagle3"), default="simple")
     a = ap.parse_args()
     bin_dir = Path(build.ensure_built())
     work = Path(tempfile.mkdtemp(prefix="layerdeck-spec-"))
     main_path = gf.write_sparse_model("qwen3-4b", work / "qwen3-4b.gguf")
-    draft_path = gf.write_sparse_model("qwen3-0.6b", work / "qwen3-0.6b.gguf")
+    if a.draft == "eagle3":
+        from tests.factory_models.eagle3 import write_eagle3_draft
+
+        draft_path = write_eagle3_draft(
+            work / "eagle3-qwen3-4b.gguf", sparse=True, n_embd_tgt=2560, target_layers=(2, 18, 33), n_embd=2560,
+            n_head=32, n_head_kv=8, head_dim=128, n_ff=9728, n_vocab=151936, d2t=32000, quant="q4_k_m")
+        # the head's weights are a hole, so its logits tie and it drafts token 2, the end of text, which synthetic
+        # acceptance never accepts: shift its 32000-token vocabulary by 10 in the d2t map (draft id + d2t[id])
+        import numpy as np
+        from gguf import GGUFReader
+
+        d2t = next(t for t in GGUFReader(draft_path).tensors if t.name == "d2t")
+        with open(draft_path, "r+b") as f:
+            f.seek(d2t.data_offset)
+            f.write(np.full(int(d2t.n_elements), 10, dtype=np.int64).tobytes())
+        spec_type = "draft-eagle3"
+    else:
+        draft_path = gf.write_sparse_model("qwen3-0.6b", work / "qwen3-0.6b.gguf")
+        spec_type = "draft-simple"
     model, draft = open_model(main_path), open_model(draft_path)
     base = ["-c", "4096", "-np", "1", "--fit", "off", "-ngl", "0"]
     print(f"pair: {model.path.name} + draft {draft.path.name} on the CPU ({bin_dir}); {a.tokens} tokens a run, "
@@ -105,7 +129,7 @@ def main() -> int:
     errors = []
     for n_max in (int(x) for x in a.n_max.split(",")):
         for rate in (float(x) for x in a.rates.split(",")):
-            spec = [*base, "-md", str(draft_path), "-ngld", "0", "--spec-type", "draft-simple",
+            spec = [*base, "-md", str(draft_path), "-ngld", "0", "--spec-type", spec_type,
                     "--spec-draft-n-max", str(n_max), "--spec-synth-rates", ",".join([f"{rate:g}"] * n_max)]
             meas, last = run(spec, f"spec-{n_max}-{rate:g}")
             accepted = last.get("draft_n_accepted", 0) / max(1, last.get("draft_n", 0))

@@ -172,7 +172,7 @@ class DraftPanel(QWidget):
             color = "#3A9E5C" if spec.speedup >= 1.0 else "#C98A00"
             text += f"<br><span style='color:{color}'>{spec.text()}</span>"
             text += "".join(f"<br><span style='color:gray'>{n}</span>" for n in spec.notes)
-        else:  # a draft-simple model's speed is predicted; an EAGLE-3 head's or Gemma 4 assistant's is not
+        else:  # no figure: the spec type does not draft with this file, or the speed model cannot say (logged)
             text += "<br><span style='color:gray'>The speed with this draft is not predicted.</span>"
         return text
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ..lanes import CPU
 from ..memory.layout import WeightPlacement
 from ..model import Model, Role
-from .predict import SpeedFacts, SpeedParams, hop_cost
+from .predict import SpeedFacts, SpeedParams, hop_cost, type_family
 
 #: the acceptance rate assumed until the user sets one: a same-family small draft on chat text (Qwen3-0.6B for
 #: Qwen3-8B and similar pairs) is commonly reported between 0.6 and 0.8 per token
@@ -50,6 +50,7 @@ class SpeculativeDecode:
     notes: tuple[str, ...] = ()
     catchup_seconds: float = 0.0  # draft-mtp: the NextN block over the verified batch (process())
     mtp: bool = False  # drafted by the model's own NextN layers (--spec-type draft-mtp), not by -md
+    measured: str = ""  # how the prediction compared with llama-server for this kind of draft (default: -md's)
 
     @property
     def speedup(self) -> float:
@@ -62,7 +63,7 @@ class SpeculativeDecode:
     @property
     def bound(self) -> str:
         """How far below the figure llama-server measured (benchmarks/bench_speculative.py, docs/speed-model.md)."""
-        return MTP_BOUND if self.mtp else DRAFT_BOUND
+        return self.measured or (MTP_BOUND if self.mtp else DRAFT_BOUND)
 
     def text(self) -> str:
         return (
@@ -74,6 +75,14 @@ class SpeculativeDecode:
 
 #: the measured shortfall of the prediction (benchmarks/bench_speculative.py on this project's 2-core CPU)
 DRAFT_BOUND = "an upper bound: on a 2-core CPU llama-server measured 40-52% less (docs/speed-model.md)"
+EAGLE3_BOUND = (
+    "on a 2-core CPU llama-server measured from 24% below to 24% above this figure with an EAGLE-3 head "
+    "(docs/speed-model.md)"
+)
+ASSISTANT_BOUND = (
+    "not measured against llama-server: a draft model's formula, which on a 2-core CPU came out 40-52% above "
+    "llama-server's speed for a draft model (docs/speed-model.md)"
+)
 MTP_BOUND = (
     "an upper bound: on a 2-core CPU llama-server measured a gain over the model alone 15-40% below this one "
     "(the model's batch of n + 1 costs about n + 1 decodes there; docs/speed-model.md)"
@@ -105,12 +114,16 @@ def speculative_decode(
     n_draft: int,
     acceptance: float,
     notes: tuple[str, ...] = (),
+    measured: str = "",
 ) -> SpeculativeDecode:
     """Decode rate with a draft. ``plain_seconds``: the target's time per token alone; ``verify_seconds``: its
-    time for one batch of ``n_draft + 1`` tokens; ``draft_token_seconds``: the draft's time per token."""
+    time for one batch of ``n_draft + 1`` tokens; ``draft_token_seconds``: the draft's time per token;
+    ``measured``: what to say of the figure where it is not the draft model's (:data:`DRAFT_BOUND`)."""
     if draft_token_seconds < 0:
         raise ValueError("speculative decoding needs a draft time of 0 or more")
-    return _step(plain_seconds, verify_seconds, n_draft * draft_token_seconds, 0.0, n_draft, acceptance, notes)
+    return _step(
+        plain_seconds, verify_seconds, n_draft * draft_token_seconds, 0.0, n_draft, acceptance, notes, measured=measured
+    )
 
 
 def _step(
@@ -122,6 +135,7 @@ def _step(
     acceptance: float,
     notes: tuple[str, ...],
     mtp: bool = False,
+    measured: str = "",
 ) -> SpeculativeDecode:
     """One step: drafting (``draft_seconds`` in all), the target's batch of ``n_draft + 1`` and, for draft-mtp,
     the catch-up pass; it yields :func:`expected_tokens`."""
@@ -141,6 +155,7 @@ def _step(
         notes,
         catchup_seconds,
         mtp,
+        measured,
     )
 
 
@@ -161,6 +176,36 @@ def _head_tensor(model: Model, nextn_layer: int) -> int:
         if name in names:
             return names[name]
     raise ValueError("the model has no LM head for its MTP layer")
+
+
+class _Reads:
+    """What one ``llama_process`` reads: weight bytes per device, and per device the elements its kernels go over
+    by ggml type family (the CPU's vector work)."""
+
+    def __init__(self) -> None:
+        self.read: dict[str, float] = {}
+        self.elems: dict[str, dict[str, float]] = {}
+
+    def add(self, dev: str, nbytes: float, fam: str, n_elem: float) -> None:
+        self.read[dev] = self.read.get(dev, 0.0) + nbytes
+        fams = self.elems.setdefault(dev, {})
+        fams[fam] = fams.get(fam, 0.0) + n_elem
+
+    def seconds(self, params: SpeedParams, path: list[str], n_embd: int, n_tokens: int, threads: int | None) -> float:
+        """The same terms as :func:`~app.speed.predict.predict_decode`: per device the bytes at its rate, the
+        CPU's kernels over the elements, a hop wherever ``path`` changes device, and one ``token_overhead``."""
+        secs = 0.0
+        for dev, nbytes in self.read.items():
+            d = params.get(dev)
+            rate = d.ram_rate(threads if dev == CPU else None) if d.is_cpu else d.bandwidth * d.eff_bandwidth
+            secs += nbytes / rate
+            if d.is_cpu:
+                work = sum(e * d.type_cost.get(fam, 1.0) for fam, e in self.elems.get(dev, {}).items())
+                secs += work / d.vec_rate(threads if dev == CPU else None)
+        for a, b in zip(path, path[1:]):
+            if a != b:
+                secs += hop_cost(params.get(a), params.get(b), n_embd, n_tokens)
+        return secs + params.token_overhead
 
 
 def mtp_pass(
@@ -187,8 +232,7 @@ def mtp_pass(
     frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
     touched = p.n_expert * (1 - (1 - frac) ** n_tokens) / p.n_expert_used if p.n_expert else 1.0
     head_i = _head_tensor(model, nextn_layer)
-    read: dict[str, float] = {}
-    elems: dict[str, dict[str, float]] = {}
+    reads = _Reads()
     ffn: dict[str, float] = {}
     attn_dev = ""
     own_embd = False
@@ -199,9 +243,7 @@ def mtp_pass(
             raise ValueError(
                 f"{model.tensors[i].name} is not loaded: the MTP layers' weights load with --spec-type draft-mtp"
             )
-        read[dev] = read.get(dev, 0.0) + nbytes
-        fam = elems.setdefault(dev, {})
-        fam[facts.types[i]] = fam.get(facts.types[i], 0.0) + n_elem
+        reads.add(dev, nbytes, facts.types[i], n_elem)
 
     for i, (t, (layer, role, nextn)) in enumerate(zip(model.tensors, facts.roles)):
         if not nextn or layer != nextn_layer or i == head_i:
@@ -218,7 +260,7 @@ def mtp_pass(
             ffn[wp.tensor_device[i]] = ffn.get(wp.tensor_device[i], 0.0) + t.nbytes
         elif role is Role.ATTN and not attn_dev:
             attn_dev = wp.tensor_device[i]
-    if not read:
+    if not reads.read:
         raise ValueError(f"the model has no NextN layer {nextn_layer}")
     if not own_embd:
         emb = next((i for i, t in enumerate(model.tensors) if t.name == "token_embd.weight"), None)
@@ -226,23 +268,12 @@ def mtp_pass(
             add(emb, n_tokens * model.tensors[emb].nbytes / max(p.n_vocab, 1), 0.0)
     if head:
         add(head_i, float(model.tensors[head_i].nbytes), float(model.tensors[head_i].n_elements))
-    secs = 0.0
-    for dev, nbytes in read.items():
-        d = params.get(dev)
-        rate = d.ram_rate(threads if dev == CPU else None) if d.is_cpu else d.bandwidth * d.eff_bandwidth
-        secs += nbytes / rate
-        if d.is_cpu:
-            work = sum(e * d.type_cost.get(fam, 1.0) for fam, e in elems.get(dev, {}).items())
-            secs += work / d.vec_rate(threads if dev == CPU else None)
     layer_dev = wp.layer_device[nextn_layer] if nextn_layer < len(wp.layer_device) else CPU
     path = [CPU, attn_dev or layer_dev, *sorted(ffn, key=lambda k: -ffn[k])]
     if head:
         path.append(wp.tensor_device[head_i])
     path.append(CPU)
-    for a, b in zip(path, path[1:]):
-        if a != b:
-            secs += hop_cost(params.get(a), params.get(b), p.n_embd, n_tokens)
-    return MtpPass(secs + params.token_overhead, read)
+    return MtpPass(reads.seconds(params, path, p.n_embd, n_tokens, threads), reads.read)
 
 
 def mtp_n_draft(model: Model, n_draft: int) -> int:
@@ -280,3 +311,113 @@ def mtp_decode(
     heads = range(p.nextn_layers) if chain else range(1)
     catchup = sum(mtp_pass(model, wp, params, first + h, n + 1, False, facts, threads).seconds for h in heads)
     return _step(plain_seconds, verify_seconds, draft_s, catchup, n, acceptance, notes, mtp=True)
+
+
+#: tensors of an EAGLE-3 head that only its encoder reads (``llama_model_eagle3::graph<true>``: the fused target
+#: features through ``fc``, after ``enc.output_norm`` with ``norm_before_fc``), and the vocabulary map the sampler
+#: reads on the host
+_EAGLE3_ENCODER = ("fc.weight", "enc.output_norm.weight")
+
+
+def eagle3_passes(
+    head: Model,
+    head_wp: WeightPlacement,
+    target: Model,
+    target_wp: WeightPlacement,
+    params: SpeedParams,
+    n_draft: int,
+    threads: int | None = None,
+) -> tuple[float, float]:
+    """(drafting, catch-up) seconds of one ``--spec-type draft-eagle3`` step with the head ``head``
+    (``common_speculative_impl_draft_eagle3``, common/speculative.cpp).
+
+    ``draft()`` decodes ``n_draft`` times one token: the head's decoder layer over the token's embedding and the
+    previous position's features, ``output_norm`` and the lm_head (the head's ``output``, else the target's;
+    the embedding row is the head's ``token_embd``, else the target's). ``process()`` then runs the encoder over
+    the target's batch of ``n_draft + 1`` (``fc`` over the three extracted layers' rows) and the decoder over
+    ``n_draft`` of them, the lm_head included: the EAGLE-3 graph selects no output rows."""
+    names = {t.name: i for i, t in enumerate(head.tensors)}
+    tnames = {t.name: i for i, t in enumerate(target.tensors)}
+    n_vocab = max(target.params.n_vocab, 1)
+
+    def lm_head() -> tuple[str, float, str, float]:
+        if "output.weight" in names:
+            i = names["output.weight"]
+            t = head.tensors[i]
+            return head_wp.tensor_device[i], float(t.nbytes), type_family(t.type_id), float(t.n_elements)
+        i = tnames.get("output.weight", tnames.get("token_embd.weight", -1))
+        if i < 0:
+            raise ValueError("neither the EAGLE-3 head nor its target has an lm_head")
+        t = target.tensors[i]
+        dev = (
+            target_wp.tensor_device[i]
+            if t.name == "output.weight"
+            else (target_wp.duplicated_output or target_wp.tensor_device[i])
+        )
+        return dev, float(t.nbytes), type_family(t.type_id), float(t.n_elements)
+
+    def decoder(n_tokens: int) -> float:
+        reads = _Reads()
+        for i, t in enumerate(head.tensors):
+            if t.name in _EAGLE3_ENCODER or t.name in ("d2t", "output.weight", "token_embd.weight"):
+                continue
+            matrix = len(t.shape) > 1
+            reads.add(
+                head_wp.tensor_device[i],
+                float(t.nbytes),
+                type_family(t.type_id),
+                n_tokens * float(t.n_elements) if matrix else 0.0,
+            )
+        if "token_embd.weight" in names:  # one embedding row per token
+            i = names["token_embd.weight"]
+            reads.add(head_wp.tensor_device[i], n_tokens * head.tensors[i].nbytes / n_vocab, "f32", 0.0)
+        elif "token_embd.weight" in tnames:
+            i = tnames["token_embd.weight"]
+            reads.add(target_wp.tensor_device[i], n_tokens * target.tensors[i].nbytes / n_vocab, "f32", 0.0)
+        dev, nbytes, fam, elems = lm_head()
+        reads.add(dev, nbytes, fam, n_tokens * elems)
+        path = [CPU, head_wp.layer_device[0] if head_wp.layer_device else CPU, dev, CPU]
+        return reads.seconds(params, path, head.params.n_embd, n_tokens, threads)
+
+    def encoder(n_tokens: int) -> float:
+        reads = _Reads()
+        devs = []
+        for name in _EAGLE3_ENCODER:
+            i = names.get(name)
+            if i is None:
+                continue
+            t = head.tensors[i]
+            devs.append(head_wp.tensor_device[i])
+            matrix = len(t.shape) > 1
+            reads.add(
+                head_wp.tensor_device[i],
+                float(t.nbytes),
+                type_family(t.type_id),
+                n_tokens * float(t.n_elements) if matrix else 0.0,
+            )
+        if not devs:
+            raise ValueError("the EAGLE-3 head has no fc.weight")
+        return reads.seconds(params, [CPU, devs[0], CPU], 3 * target.params.n_embd, n_tokens, threads)
+
+    if n_draft < 1:
+        raise ValueError("an EAGLE-3 step drafts one token or more")
+    return n_draft * decoder(1), encoder(n_draft + 1) + decoder(n_draft)
+
+
+def eagle3_decode(
+    head: Model,
+    head_wp: WeightPlacement,
+    target: Model,
+    target_wp: WeightPlacement,
+    params: SpeedParams,
+    plain_seconds: float,
+    verify_seconds: float,
+    n_draft: int,
+    acceptance: float,
+    threads: int | None = None,
+    notes: tuple[str, ...] = (),
+) -> SpeculativeDecode:
+    """Decode rate with an EAGLE-3 head (``--spec-type draft-eagle3 -md head.gguf``): :func:`eagle3_passes`
+    around the target's batch of ``n_draft + 1`` (``verify_seconds``)."""
+    draft_s, catchup = eagle3_passes(head, head_wp, target, target_wp, params, n_draft, threads)
+    return _step(plain_seconds, verify_seconds, draft_s, catchup, n_draft, acceptance, notes, measured=EAGLE3_BOUND)

@@ -169,3 +169,94 @@ def test_cli_prints_the_mtp_speed(tiny):
     assert spec["catchup_seconds"] > 0 and spec["tg_tokens_per_s"] == round(ses.speculative.tokens_per_s, 2)
     text = layerdeck("estimate", *args).stdout
     assert "speed with MTP drafting: generation" in text and "upper bound" in text
+
+
+# --------------------------------------------------------------------------- EAGLE-3 heads and Gemma 4's assistant
+
+
+@pytest.fixture(scope="module")
+def eagle(tmp_path_factory):
+    """A tiny llama target, a head with its own lm_head and one that borrows the target's."""
+    from tests.factory_models.eagle3 import write_eagle3_draft
+
+    d = tmp_path_factory.mktemp("eagle")
+    target = open_model(gf.write_tiny_model("llama", d / "t.gguf"))
+    n = gf.tiny_hparams("llama")["n_embd"]
+    own = open_model(write_eagle3_draft(d / "own.gguf", n_embd_tgt=n))
+    borrow = open_model(write_eagle3_draft(d / "borrow.gguf", n_embd_tgt=n, own_output=False))
+    return target, own, borrow
+
+
+def _head_wp(head, args: str):
+    return Placement.from_settings(head, [], settings_from_args(args.split(), tool="server")).weight_placement()
+
+
+def _cost(tensors, n_tokens: int = 1) -> float:
+    """Host seconds of reading ``tensors`` once (10 GB/s) and running the matrices' elements ``n_tokens`` times
+    (16e9 a second, every type family at cost 1 in :func:`params`)."""
+    return sum(t.nbytes / (10 * GB) + (n_tokens * t.n_elements / 16e9 if len(t.shape) > 1 else 0) for t in tensors)
+
+
+def test_eagle3_drafts_without_the_encoder_and_catches_up_with_it(eagle):
+    """A draft pass reads the decoder layer, output_norm, the lm_head and one embedding row, not fc; the catch-up
+    runs fc over n + 1 rows and the decoder (lm_head included: the graph keeps every row) over n. All on the host
+    here: no hops, one token_overhead per llama_process."""
+    from app.speed.speculative import eagle3_passes
+
+    target, head, _ = eagle
+    twp = _head_wp(target, "-c 4096")
+    hwp = _head_wp(head, "-c 4096")
+    decoder = [t for t in head.tensors if t.name.startswith("blk.0.") or t.name in ("output_norm.weight", "output.weight")]
+    fc = [t for t in head.tensors if t.name == "fc.weight"]
+    row = _nbytes(target, "token_embd.weight") / target.params.n_vocab  # the head has no token_embd: the target's
+    one, _ = eagle3_passes(head, hwp, target, twp, params(), 1)
+    assert one == pytest.approx(_cost(decoder) + row / (10 * GB) + OVERHEAD)
+    three, catchup = eagle3_passes(head, hwp, target, twp, params(), 3)
+    assert three == pytest.approx(3 * one)  # n passes of one token
+    assert catchup == pytest.approx(_cost(fc, 4) + _cost(decoder, 3) + 3 * row / (10 * GB) + 2 * OVERHEAD)
+    with pytest.raises(ValueError):
+        eagle3_passes(head, hwp, target, twp, params(), 0)
+
+
+def test_eagle3_without_an_lm_head_reads_the_targets_where_it_lives(eagle):
+    """A head without output.weight multiplies by the target's: with the target's output on the GPU, its bytes
+    are read there (100 GB/s, no host kernels), and the pass hops to the GPU and back."""
+    from app.speed.speculative import eagle3_passes
+
+    target, _, head = eagle
+    hwp = _head_wp(head, "-c 4096")
+    lane = Lane(GPU, GPU, 8 << 30, 8 << 30, "gpu", 100 * GB)
+    host = Placement.from_settings(target, [lane], settings_from_args("-c 4096 -ngl 0".split(), tool="server"))
+    gpu = Placement.from_settings(target, [lane], settings_from_args("-c 4096 -ngl all".split(), tool="server"))
+    on_host, _ = eagle3_passes(head, hwp, target, host.weight_placement(), params(), 1)
+    on_gpu, _ = eagle3_passes(head, hwp, target, gpu.weight_placement(), params(), 1)
+    out = next(t for t in target.tensors if t.name == "output.weight")
+    hops = 2 * (LATENCY + head.params.n_embd * 4 / (10 * GB))
+    assert on_host - on_gpu == pytest.approx(_cost([out]) - out.nbytes / (100 * GB) - hops)
+
+
+def test_session_predicts_eagle3_and_assistant_speed(eagle, tmp_path):
+    """draft-eagle3 with a head, draft-mtp with Gemma 4's assistant: the session's speculative figure, with the
+    type each file drafts with and no figure for another type."""
+    from tests.factory_models.gemma4_assistant import write_gemma4_assistant
+
+    target, head, _ = eagle
+    for spec, want in (("draft-eagle3", True), ("draft-simple", False)):
+        s = settings_from_args(f"-c 4096 -md {head.path} --spec-type {spec} --spec-draft-n-max 3".split(),
+                               tool="server")
+        ses = Session(target, [], placement=Placement.from_settings(target, [], s), draft=head)
+        sp = ses.speculative
+        assert (sp is not None) is want, spec
+        if sp is not None:
+            assert not sp.mtp and sp.n_draft == 3 and sp.catchup_seconds > 0 and "EAGLE-3 head" in sp.text()
+            assert sp.step_seconds == pytest.approx(sp.draft_seconds + sp.verify_seconds + sp.catchup_seconds)
+    g4 = open_model(gf.write_tiny_model("gemma4", tmp_path / "g4.gguf"))
+    assistant = open_model(write_gemma4_assistant(tmp_path / "a.gguf", n_embd_tgt=g4.params.n_embd,
+                                                  n_vocab=g4.params.n_vocab))
+    s = settings_from_args(f"-c 4096 -md {assistant.path} --spec-type draft-mtp --spec-draft-n-max 2".split(),
+                           tool="server")
+    ses = Session(g4, [], placement=Placement.from_settings(g4, [], s), draft=assistant)
+    sp = ses.speculative
+    assert sp is not None and sp.n_draft == 2
+    assert sp.catchup_seconds == 0.0  # the assistant reads the target's cache: no catch-up pass
+    assert sp.draft_seconds > 0 and "not measured against llama-server" in sp.text()
