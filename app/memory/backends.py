@@ -31,6 +31,7 @@ from ..lanes import Lane
 from ..model.gguf_reader import TensorInfo
 from ..model.hparams import ModelParams
 from ..model.tensor_ops import TENSOR_OPS
+from .kv import CACHE_TYPE_BLOCKS
 
 F32 = 4
 
@@ -186,6 +187,12 @@ def vulkan_supports(op: str, dst, srcs) -> bool:
         return srcs[0].ne[0] == 128
     if op == "DSV4_HC_PRE":  # "hc is hardcoded to 4 in the shaders" (kimi-k3's residual stack grows past it)
         return f32(srcs[0]) and srcs[0].ne[1] == 4
+    if op in ("CONT", "DUP") and srcs and srcs[0] is not None and CACHE_TYPE_BLOCKS.get(srcs[0].ty, (1,))[0] > 1:
+        # a quantized copy to its own type only where both sides are contiguous ("we use f16 or f32 shaders to do
+        # the copy"): T5's bias-carrying attention transposes a quantized V cache without flash attention
+        from .compute.ggml import is_contiguous
+
+        return is_contiguous(srcs[0]) and is_contiguous(dst)
     return True
 
 

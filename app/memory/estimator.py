@@ -286,6 +286,12 @@ def _estimate(
             f"'{p.arch}' is a diffusion model: llama.cpp gives it no KV cache (non-causal attention over each batch) "
             "and runs it with llama-diffusion-cli; llama-server loads it but cannot generate with it"
         )
+    if p.arch == "t5":
+        notes.append(
+            "'t5' is an encoder-decoder: llama-server runs its encoder only in the warm-up, never on a request's "
+            "prompt (tools/server calls no llama_encode), so its answers attend to the warm-up's encoding; llama-cli "
+            "runs T5. Its compute buffers are not replayed here"
+        )
     if p.arch in NO_FLASH_ATTN_ARCHS and settings.flash_attn != "off":
         notes.append(
             f'-fa {settings.flash_attn}: llama.cpp turns flash attention off for Grok ("flash_attn is not '

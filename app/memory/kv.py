@@ -134,7 +134,9 @@ def context_shape(p: ModelParams, s: LlamaSettings) -> ContextShape:
         # llama_kv_cache_dsv4 keeps its raw window cache per sequence whatever -kvu says (unified_raw = false)
         window_seqs = n_seq if unified and p.arch != "deepseek4" else 1
         size_swa = n_ctx_seq if s.swa_full else pad(min(n_ctx_seq, p.n_swa * window_seqs + n_ubatch), 256)
-    n_outputs_max = min(n_batch, s.eff_n_outputs_max()) if s.tool == "server" else n_batch
+    # llama_context: an encoder-decoder (T5) always gets every token's output (n_outputs_max = n_batch)
+    server_outputs = s.tool == "server" and p.arch not in ENCODER_DECODER_ARCHS
+    n_outputs_max = min(n_batch, s.eff_n_outputs_max()) if server_outputs else n_batch
     n_rs_seq = s.rs_seq_requested if p.arch in RS_ROLLBACK_ARCHS else 0
     return ContextShape(
         n_ctx, n_ctx_seq, n_stream, n_seq, unified, n_batch, n_ubatch, size_swa, fa, n_outputs_max, n_rs_seq
@@ -276,6 +278,9 @@ def dsv4_bytes(p: ModelParams, s: LlamaSettings, shape: ContextShape, il: int) -
     return out
 
 
+#: Encoder-decoder architectures (``llama_model_has_encoder``): llama.cpp sizes their outputs for every token
+ENCODER_DECODER_ARCHS = frozenset({"t5"})
+
 #: Architectures whose attention layers also cache the DSA lightning indexer's keys (``llama_kv_cache_dsa``; hy_v4
 #: only with ``indexer.top_k`` > 0, where :attr:`~app.model.hparams.ModelParams.indexer_full` marks its layers).
 DSA_ARCHS = frozenset({"deepseek32", "glm-dsa", "hy_v4", "dots3note"})
@@ -372,5 +377,8 @@ def recurrent_bytes_per_layer(p: ModelParams, shape: ContextShape) -> list[int]:
 
 
 def output_buffer_bytes(p: ModelParams, shape: ContextShape) -> int:
-    """Logits buffer reserved at context creation: n_vocab x n_seq floats (grows at run time if needed)."""
-    return p.n_vocab * max(1, shape.n_seq) * 4
+    """Logits buffer reserved at context creation: n_vocab x n_seq floats (grows at run time if needed); an
+    encoder-decoder also keeps its embeddings there (llama_context::output_reserve: "hacky enc-dec support",
+    has_embd for T5)."""
+    width = p.n_vocab + (p.n_embd if p.arch in ENCODER_DECODER_ARCHS else 0)
+    return width * max(1, shape.n_seq) * 4

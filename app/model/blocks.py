@@ -35,7 +35,8 @@ class Role(str, Enum):
 
 LAYER_ROLES = (Role.ATTN, Role.FFN, Role.EXPERTS, Role.SSM, Role.OTHER)
 
-_LAYER_RE = re.compile(r"^blk\.(\d+)\.(.+)$")
+#: ``blk.N.``, or T5's ``enc.blk.N.`` / ``dec.blk.N.`` (its encoder's and decoder's layer N share layer N's device)
+_LAYER_RE = re.compile(r"^(?:enc\.|dec\.)?blk\.(\d+)\.(.+)$")
 # Same family as llama.cpp's LLM_FFN_EXPS_REGEX: \.ffn_(up|down|gate|gate_up)_(ch|)exps
 _EXPS_RE = re.compile(r"^ffn_(gate_up|gate|up|down)_(?:ch)?exps(?:\.|$)")
 _INPUT_NAMES = (
@@ -49,7 +50,15 @@ _INPUT_NAMES = (
 # AltUp's projections (gemma3n) are output-layer tensors (LLM_TENSOR_LAYER_OUTPUT): on the output's device.
 # So is Kimi K3's final attention-residual score (output_res_score), and the hyper-connection head (output_hc_*:
 # LLM_TENSOR_HC_HEAD_*, hy_v4's fn/base/scale).
-_OUTPUT_NAMES = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.", "output_res_score.", "output_hc_")
+_OUTPUT_NAMES = (
+    "output.",
+    "output_norm.",
+    "altup_proj.",
+    "altup_unembd_proj.",
+    "output_res_score.",
+    "output_hc_",
+    "dec.output_norm.",  # T5's decoder output norm (LLM_TENSOR_DEC_OUTPUT_NORM, LAYER_OUTPUT)
+)
 # EAGLE-3/DFlash heads and Gemma 4's assistant (llama-arch.cpp: LLM_TENSOR_FC, LLM_TENSOR_D2T,
 # LLM_TENSOR_ENC_OUTPUT_NORM and LLM_TENSOR_NEXTN_PROJ_POST are LAYER_OUTPUT)
 _HEAD_OUTPUT_NAMES = ("fc.", "d2t", "enc.output_norm.", "nextn.post_projection.")
@@ -89,7 +98,7 @@ def classify(name: str, recurrent: bool = False) -> tuple[int | None, Role, str 
     if suffix.startswith(_SSM_PREFIXES) or (recurrent and suffix.startswith(_RECURRENT_ATTN)):
         return layer, Role.SSM, None
     if (
-        suffix.startswith("attn_")
+        suffix.startswith(("attn_", "cross_attn_"))  # T5's decoder attends to the encoder's output too
         or "norm" in suffix.split(".")[0]
         or suffix.startswith(("rope_", "wq", "wk", "wv", "wo", "indexer"))  # DSA's lightning indexer feeds attention
     ):

@@ -45,7 +45,7 @@ LLAMA_MAX_EXPERTS = 1024
 _N_ROT_EQUALS_HEAD = {"llama", "deci", "falcon", "llama-embed"}
 #: Element types llama.cpp accepts in a per-layer u32 array (get_arr into std::array<uint32_t, N>).
 _LAYER_ARRAY_ITEMS = (T_UINT32, T_INT32, T_BOOL)
-_LAYER_NAME_RE = re.compile(r"^blk\.([^.]*)\..")
+_LAYER_NAME_RE = re.compile(r"^(?:enc\.|dec\.)?blk\.([^.]*)\..")  # T5: enc.blk.N / dec.blk.N
 
 #: general.file_type values (llama.h ``llama_ftype``) to their usual names.
 FILE_TYPES = {
@@ -352,14 +352,15 @@ class Meta:
 
 
 def layer_numbers(tensor_names: Iterable[str], where: str = "", path: str | None = None) -> dict[str, int]:
-    """``{tensor name: layer}`` for the ``blk.N.`` tensors; a layer number llama.cpp never writes is corrupt.
+    """``{tensor name: layer}`` for the ``blk.N.`` tensors (T5's ``enc.blk.N.`` / ``dec.blk.N.`` too); a layer
+    number llama.cpp never writes is corrupt.
 
     llama.cpp names layer tensors ``blk.%d.``: a name like ``blk.03.x`` or ``blk.x.y`` matches no tensor it
     creates, so it refuses the file (``done_getting_tensors: wrong number of tensors``).
     """
     out: dict[str, int] = {}
     for name in tensor_names:
-        if not name.startswith("blk."):
+        if not name.startswith(("blk.", "enc.blk.", "dec.blk.")):
             continue
         m = _LAYER_NAME_RE.match(name)
         digits = m.group(1) if m is not None else ""
@@ -479,6 +480,8 @@ class ModelParams:
                 f"{self.n_layer} cache slots: {h} cycles of {low} low {'pass' if low == 1 else 'passes'} and 1 high pass over "
                 f"2 stacks of {lps} blocks (-ngl counts slots)"
             )
+        if self.arch == "t5":  # enc.blk.N and dec.blk.N are one layer to llama.cpp's placement
+            return f"{self.n_layer} (each holds the encoder's and the decoder's layer of that number, placed together)"
         if self.router_layer >= 0:
             return (
                 f"{self.n_layer}: {self.router_layer} layers and the adapter router's attention layer, which has a KV cache and "
@@ -1058,6 +1061,7 @@ def _check_vocab(m: Meta) -> int | None:
 #: keys the architecture's load_arch_hparams reads without ``required = false`` (ml.get_key / get_arr /
 #: get_key_or_arr), where a file may lack them: llama.cpp stops with "key not found in model"
 _REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
+    "t5": ("attention.relative_buckets_count",),  # src/models/t5.cpp
     "maple": (
         "attention.sliding_window",
         "expert_feed_forward_length",

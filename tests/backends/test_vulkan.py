@@ -205,6 +205,9 @@ VULKAN_CASES = [
         "mmt01-1rpc-ngl20-ub1024",
         "gsw3-1rpc-ngl20",
         "d3n-1rpc-cmoe",
+        "ft5l-1rpc-ngl12",
+        "ft5xl-1rpc-ub1024",
+        "ft5xl-3rpc-q8",
         "d3n-1rpc-ngl20-ub1024",
         "gsw3-1rpc-ngl41-ub1024",
     }

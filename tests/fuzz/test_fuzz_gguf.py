@@ -84,7 +84,7 @@ REGRESSIONS = Path(__file__).parent / "regressions" / "gguf"
 #: Architectures the fuzzer mutates (dense, MoE, MLA, SWA, NextN, hybrid).
 FUZZ_ARCHS = (
     "llama", "qwen3moe", "deepseek2", "gpt-oss", "glm4moe", "granitehybrid", "hrm_text", "minimax-01", "graniteswitch",
-    "dots3note",
+    "dots3note", "t5",
 )
 
 NAN, INF = float("nan"), float("inf")
@@ -112,6 +112,7 @@ KEYS = [
     "{arch}.adapters.count", "{arch}.adapters.lora_rank", "{arch}.adapters.token_ids_activate",
     "{arch}.adapters.token_ids_substitute", "{arch}.attention.kv_lora_rank_swa", "{arch}.attention.key_length_mla_swa",
     "{arch}.attention.indexer.types", "{arch}.attention.indexer.key_length", "{arch}.rope.freq_base_swa",
+    "{arch}.attention.relative_buckets_count", "{arch}.decoder_block_count",
     "general.architecture", "general.name", "general.file_type", "general.alignment",
     "split.count", "split.no", "split.tensors.count", "tokenizer.ggml.tokens", "tokenizer.ggml.model",
     "tokenizer.ggml.merges",

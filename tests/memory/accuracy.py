@@ -368,6 +368,13 @@ CASES: list[Case] = [
     _c("d3n-3rpc-cmoe-np4-q8", "dots3-note", 3, "-c 32768 -ngl all -ts 1,1,1 -cmoe -np 4 -fa on -ctk q8_0 -ctv q8_0"),
     _c("d3n-1rpc-ngl20-ub1024", "dots3-note", 1, "-c 8192 -ngl 20 -ub 1024"),
     _c("d3n-2rpc-cmoe-swafull", "dots3-note", 2, "-c 16384 -ngl all -ts 1,1 -cmoe --swa-full"),
+    # T5 (Flan-T5: an encoder and a decoder whose layer N share layer N's device; the KV cache is the decoder's
+    # self-attention; llama.cpp reserves the decoder's graph, cross attention over n_ctx_train encoder rows)
+    _c("ft5l-cpu", "flan-t5-large", 0, "-c 4096"),
+    _c("ft5l-1rpc-ngl12", "flan-t5-large", 1, "-c 4096 -ngl 12"),
+    _c("ft5l-2rpc-ts13-faoff", "flan-t5-large", 2, "-c 8192 -ngl all -ts 1,3 -fa off"),
+    _c("ft5xl-3rpc-q8", "flan-t5-xl", 3, "-c 16384 -ngl all -ts 1,1,1 -fa on -ctk q8_0 -ctv q8_0"),
+    _c("ft5xl-1rpc-ub1024", "flan-t5-xl", 1, "-c 8192 -ngl all -ub 1024"),
     # MiniMax-01 (lightning attention on 7 of 8 layers: a head x head state per head and sequence, the diagonal
     # decay input of n_seq_tokens^2 per head; softmax attention on every 8th; routed experts only)
     _c("mmt01-cpu", "minimax-text-01", 0, "-c 8192"),

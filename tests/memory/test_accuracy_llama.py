@@ -286,6 +286,10 @@ SERVER_CASES = [
     # dots3-note: the DSA cache (MLA + indexer keys) on the full layer, the SWA cache on the 3 sliding ones
     ("dots3note", 1, "-c 4096 -ngl all -np 2"),
     ("dots3note", 2, "-c 8192 -ngl 3 -ts 1,1 -fa off -ub 256"),
+    # T5: the decoder's graph with cross attention over n_ctx_train encoder rows (a unified cache: a cache per
+    # sequence aborts llama.cpp, which the estimate refuses)
+    ("t5", 0, "-c 512 -np 1"),
+    ("t5", 2, "-c 1024 -ngl all -ts 1,1 -np 2 -kvu -fa off"),
     # Granite Switch: the router's attention layer after the 4 real ones (KV only); -ngl 4 of its 5 layers leaves
     # layers 0 and 1 on the CPU
     ("graniteswitch", 1, "-c 4096 -ngl all -np 2"),

@@ -60,7 +60,7 @@ def test_exact_architectures_have_no_unchecked_note(arch):
 
 @pytest.mark.parametrize(
     "arch,graph",
-    [("qwen4exp", "a llama-style graph (no module of its own)"), ("t5", "a llama-style graph (no module of its own)")],
+    [("qwen4exp", "a llama-style graph (no module of its own)"), ("t5encoder", "a llama-style graph (no module of its own)")],
 )
 def test_other_architectures_say_so(arch, graph):
     note = compute.unchecked_note(arch)

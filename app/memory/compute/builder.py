@@ -54,7 +54,7 @@ class Builder:
         self.inputs = {}
         self.wcache = {}
         # placement-dependent parts, filled in per call by _run
-        self.wrefs = []  # (tensor, kept-layer position or -1, name suffix or full name)
+        self.wrefs = []  # (tensor, kept-layer position or -1, name suffix ("enc.\0suffix" for T5's) or full name)
         self.crefs = []  # (cache tensor, kept-layer position)
         self.pins = []  # (norm tensor, kept-layer position): graph_get_cb pins
         self.cpu_pins = []  # attention outputs run on the CPU with -nkvo
@@ -84,9 +84,11 @@ class Builder:
                 return None
         t = T("w", c.shapes[i], (0, 0, 0, 0), NONE, [])
         t.name = name
-        if name.startswith("blk."):
-            _, il, sfx = name.split(".", 2)
-            self.wrefs.append((t, self.pos[int(il)], sfx))
+        if name.startswith(("blk.", "enc.blk.", "dec.blk.")):
+            # T5's encoder and decoder layers (enc.blk.N / dec.blk.N): the prefix stays with the suffix
+            pre, _, rest = name.partition("blk.")
+            il, _, sfx = rest.partition(".")
+            self.wrefs.append((t, self.pos[int(il)], f"{pre}\0{sfx}" if pre else sfx))
         else:
             self.wrefs.append((t, -1, name))
         self.wcache[name] = t
@@ -206,9 +208,10 @@ class Builder:
         res = mul_mat(rot, res)
         return reshape(res, *cur.ne)
 
-    def attn(self, il, q, k, v, wo, wo_b, sinks=None, v_mla=None, iswa_order=False):
+    def attn(self, il, q, k, v, wo, wo_b, sinks=None, v_mla=None, iswa_order=False, kq_b=None):
         """``build_attn`` for a KV cache (``llm_graph_input_attn_kv[_iswa]`` / ``_k`` for MLA); the output
-        projection is ``build_lora_mm(wo, cur, wo_s)``, with the file's scale of ``wo`` where it has one."""
+        projection is ``build_lora_mm(wo, cur, wo_s)``, with the file's scale of ``wo`` where it has one; ``kq_b``:
+        a bias added to KQ (T5's relative positions), which keeps the attention off flash attention."""
         c, g = self.c, self.g
         hk, hv, n_head_kv, swa = self.kv_dims(il)
         k_idxs, v_idxs, mask, k_rot, v_rot, n_kv = self.attn_inputs(swa)
@@ -278,7 +281,7 @@ class Builder:
                         row_size(c.type_v, kv_size * n_embd_v),
                     ),
                 )
-        cur = self.mha(q, kview, vview, mask, sinks, v_mla, il)
+        cur = self.mha(q, kview, vview, mask, sinks, v_mla, il, kq_b)
         if v_rot is not None:
             cur = self.hadamard(cur, v_rot)
         if wo is not None:
@@ -303,7 +306,9 @@ class Builder:
             cur = binary("ADD", cur, wo_b)
         return cur
 
-    def mha(self, q, k, v, mask, sinks, v_mla, il):
+    def mha(self, q, k, v, mask, sinks, v_mla, il, kq_b=None):
+        """``build_attn_mha``: flash attention where the context has it and there is no KQ bias ``kq_b``
+        (``use_flash_attn = cparams.flash_attn && kq_b == nullptr``), else KQ, the bias, softmax and KQV."""
         c, g = self.c, self.g
         v_trans = v.nb[1] > v.nb[2]
         ns = k.ne[3]
@@ -311,7 +316,7 @@ class Builder:
         q = permute(q, 0, 2, 1, 3)
         k = permute(k, 0, 2, 1, 3)
         v = permute(v, 0, 2, 1, 3)
-        if c.fa:
+        if c.fa and kq_b is None:
             if v_trans:
                 v = transpose(v)
             # "this can happen when KV cache is not used": f32 K and V are cast to f16 for the fused op
@@ -335,6 +340,8 @@ class Builder:
                 kq = unary("SCALE", kq)
                 kq = unary("UNARY", kq)
                 kq = unary("SCALE", kq)
+            if kq_b is not None:
+                kq = binary("ADD", kq, kq_b)
             src = (kq, mask) if sinks is None else (kq, mask, sinks)
             kq = dup(kq, "SOFT_MAX", src)
             if not v_trans:

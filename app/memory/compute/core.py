@@ -12,7 +12,7 @@ from ...lanes import CPU
 from ...model import Model
 from ...units import fmt_bytes
 from ..backends import BackendAbort, alignment_of, backend_of, cuda_like, host_buffer_of, offloads_ops
-from ..kv import CACHE_TYPE_BLOCKS, ContextShape
+from ..kv import CACHE_TYPE_BLOCKS, ENCODER_DECODER_ARCHS, ContextShape
 from ..layout import WeightPlacement
 from ..settings import NGL_ALL, NGL_AUTO, LlamaSettings
 from .alloc import allocate_graph
@@ -349,12 +349,15 @@ def compute_buffers(
                 vkey = gkey + (unfused, sampling)
                 b = graph(vkey, unfused, sampling)
                 got = _run(model, b, layers, *run)
-                # the probe graph's backends: its pins (and -nkvo's), and no GPU op offload below 32 tokens
-                probe_run = (
-                    run[:6] + (pin_probe, settings.no_kv_offload, offload and max(1, shape.n_seq) >= 32) + run[9:]
-                )
+                # the probe graph's backends: its pins (and -nkvo's), and no GPU op offload below 32 tokens; an
+                # encoder-decoder's probe is a graph of its own, where each op's batch decides (T5's cross K/V
+                # project n_ctx_train encoder rows whatever the tokens: offloaded, they move its cross attention's
+                # flash-attention node off a CPU layer, and llama.cpp turns flash attention off)
+                enc_dec = p.arch in ENCODER_DECODER_ARCHS
+                probe_offload = offload if enc_dec else offload and max(1, shape.n_seq) >= 32
+                probe_run = run[:6] + (pin_probe, settings.no_kv_offload, probe_offload) + run[9:]
                 pb = b
-                if probe < len(fused) and any(d.max_tensor_bytes is not None for d in devs):
+                if probe < len(fused) and (enc_dec or any(d.max_tensor_bytes is not None for d in devs)):
                     # the probe reserves its own graph of one token per sequence: a device with a tensor size
                     # limit (Vulkan's maxStorageBufferRange) refuses ops by their size, so the probe's backends
                     # come from that graph's shapes (a 1024-token ubatch's flash attention can exceed the limit
@@ -508,7 +511,8 @@ def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_wei
         t.flags = t.fl0
     for t, k, sfx in b.wrefs:
         if k >= 0:
-            i = names[f"blk.{layers[k]}.{sfx}"]
+            pre, _, rest = sfx.rpartition("\0")  # T5's enc./dec. prefix
+            i = names[f"{pre}blk.{layers[k]}.{rest}"]
             be = tbe[i]
         elif sfx == "token_embd.weight@output":  # tied embeddings: the output's copy of token_embd
             i = names["token_embd.weight"]
