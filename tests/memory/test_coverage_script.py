@@ -58,10 +58,10 @@ def test_the_features_table_comes_from_the_results(cov):
 
 @needs_src
 def test_failures_and_unconfirmed_claims_show(cov):
-    text = cov.render(["llama", "gemma3", "dots3note"], [_fit("llama", ok=False), _fit("gemma3", compute=False)])
+    text = cov.render(["llama", "gemma3", "qwen4exp"], [_fit("llama", ok=False), _fit("gemma3", compute=False)])
     assert "| llama | `llama` | — | ✗ (1 of 1 cases off) |" in text
     assert "marked exact, 1 of 1 comparisons off" in text  # gemma3 is marked exact; the result says otherwise
-    assert "DSA's lightning indexer over an SWA K-only cache: not replayed" in text  # coverage.NOT_YET
+    assert "marks for complete reimplementation" in text  # coverage.NOT_YET
     assert "marked exact but not confirmed" in text
 
 
