@@ -290,7 +290,7 @@ def _estimate(
         notes.append(
             "'t5' is an encoder-decoder: llama-server runs its encoder only in the warm-up, never on a request's "
             "prompt (tools/server calls no llama_encode), so its answers attend to the warm-up's encoding; llama-cli "
-            "runs T5. Its compute buffers are not replayed here"
+            "runs T5 (the figures here are llama.cpp's for either)"
         )
     if p.arch in NO_FLASH_ATTN_ARCHS and settings.flash_attn != "off":
         notes.append(
