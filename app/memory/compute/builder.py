@@ -54,7 +54,8 @@ class Builder:
         self.inputs = {}
         self.wcache = {}
         # placement-dependent parts, filled in per call by _run
-        self.wrefs = []  # (tensor, kept-layer position or -1, name suffix ("enc.\0suffix" for T5's) or full name)
+        self.wrefs = []  # (tensor, kept-layer position or -1, name suffix or full name)
+        self.pwrefs = []  # T5's enc.blk.N / dec.blk.N weights: (tensor, kept-layer position, "enc." or "dec.", suffix)
         self.crefs = []  # (cache tensor, kept-layer position)
         self.pins = []  # (norm tensor, kept-layer position): graph_get_cb pins
         self.cpu_pins = []  # attention outputs run on the CPU with -nkvo
@@ -84,11 +85,12 @@ class Builder:
                 return None
         t = T("w", c.shapes[i], (0, 0, 0, 0), NONE, [])
         t.name = name
-        if name.startswith(("blk.", "enc.blk.", "dec.blk.")):
-            # T5's encoder and decoder layers (enc.blk.N / dec.blk.N): the prefix stays with the suffix
-            pre, _, rest = name.partition("blk.")
-            il, _, sfx = rest.partition(".")
-            self.wrefs.append((t, self.pos[int(il)], f"{pre}\0{sfx}" if pre else sfx))
+        if name.startswith("blk."):
+            _, il, sfx = name.split(".", 2)
+            self.wrefs.append((t, self.pos[int(il)], sfx))
+        elif name.startswith(("enc.blk.", "dec.blk.")):
+            pre, _, il, sfx = name.split(".", 3)
+            self.pwrefs.append((t, self.pos[int(il)], pre + ".", sfx))
         else:
             self.wrefs.append((t, -1, name))
         self.wcache[name] = t

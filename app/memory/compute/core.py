@@ -511,8 +511,7 @@ def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_wei
         t.flags = t.fl0
     for t, k, sfx in b.wrefs:
         if k >= 0:
-            pre, _, rest = sfx.rpartition("\0")  # T5's enc./dec. prefix
-            i = names[f"{pre}blk.{layers[k]}.{rest}"]
+            i = names[f"blk.{layers[k]}.{sfx}"]
             be = tbe[i]
         elif sfx == "token_embd.weight@output":  # tied embeddings: the output's copy of token_embd
             i = names["token_embd.weight"]
@@ -524,6 +523,11 @@ def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_wei
         t.wbe = be
         t.size = tensors[i].nbytes
         t.host = be == cpu and host_weights
+    for t, k, pre, sfx in b.pwrefs:  # T5's encoder and decoder layers
+        i = names[f"{pre}blk.{layers[k]}.{sfx}"]
+        t.wbe = tbe[i]
+        t.size = tensors[i].nbytes
+        t.host = t.wbe == cpu and host_weights
     for t, k, name in b.__dict__.get("drefs", ()):
         # a global tensor every layer creates with TENSOR_DUPLICATED (LongRoPE factors): one copy per buffer
         # type, so a layer reads the copy on its own device
