@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from ..lanes import CPU
 from ..memory.layout import WeightPlacement
 from ..model import Model, Role
+from ..model.gguf_reader import TensorInfo
 from .predict import SpeedFacts, SpeedParams, hop_cost, type_family
 
 #: the acceptance rate assumed until the user sets one: a same-family small draft on chat text (Qwen3-0.6B for
@@ -190,6 +191,12 @@ class _Reads:
         self.read[dev] = self.read.get(dev, 0.0) + nbytes
         fams = self.elems.setdefault(dev, {})
         fams[fam] = fams.get(fam, 0.0) + n_elem
+
+    def weight(self, dev: str, t: TensorInfo, n_tokens: int) -> None:
+        """A weight read once for the batch, its elements once per token where it is a matrix."""
+        self.add(
+            dev, float(t.nbytes), type_family(t.type_id), n_tokens * float(t.n_elements) if len(t.shape) > 1 else 0.0
+        )
 
     def seconds(self, params: SpeedParams, path: list[str], n_embd: int, n_tokens: int, threads: int | None) -> float:
         """The same terms as :func:`~app.speed.predict.predict_decode`: per device the bytes at its rate, the
@@ -361,13 +368,7 @@ def eagle3_passes(
         for i, t in enumerate(head.tensors):
             if t.name in _EAGLE3_ENCODER or t.name in ("d2t", "output.weight", "token_embd.weight"):
                 continue
-            matrix = len(t.shape) > 1
-            reads.add(
-                head_wp.tensor_device[i],
-                float(t.nbytes),
-                type_family(t.type_id),
-                n_tokens * float(t.n_elements) if matrix else 0.0,
-            )
+            reads.weight(head_wp.tensor_device[i], t, n_tokens)
         if "token_embd.weight" in names:  # one embedding row per token
             i = names["token_embd.weight"]
             reads.add(head_wp.tensor_device[i], n_tokens * head.tensors[i].nbytes / n_vocab, "f32", 0.0)
@@ -386,15 +387,8 @@ def eagle3_passes(
             i = names.get(name)
             if i is None:
                 continue
-            t = head.tensors[i]
             devs.append(head_wp.tensor_device[i])
-            matrix = len(t.shape) > 1
-            reads.add(
-                head_wp.tensor_device[i],
-                float(t.nbytes),
-                type_family(t.type_id),
-                n_tokens * float(t.n_elements) if matrix else 0.0,
-            )
+            reads.weight(head_wp.tensor_device[i], head.tensors[i], n_tokens)
         if not devs:
             raise ValueError("the EAGLE-3 head has no fc.weight")
         return reads.seconds(params, [CPU, devs[0], CPU], 3 * target.params.n_embd, n_tokens, threads)

@@ -116,16 +116,16 @@ def dsa_inputs(b):
     return k_idxs, mask, k_idxs_lid, mask_lid
 
 
-def mla_qkv(b, il, qr, cur, pos):
+def mla_qkv(b, il, qr, cur, pos, geometry=None, k_pe_norm=False):
     """The absorbed MLA projections after ``q_a``'s norm ``qr``: ``attn_q_b``, ``attn_kv_a_mqa``, both ropes, the
-    ``kv_a`` norm and ``attn_k_b``; returns Q, K and V (the normed latent)."""
+    ``kv_a`` norm and ``attn_k_b``; returns Q, K and V (the normed latent). ``geometry``: (heads, kv_lora_rank, MLA
+    key length) of a layer whose own differ from the model's (dots3-note's sliding layers); ``k_pe_norm``: an RMS
+    norm (``attn_k_norm``) on the shared rope key before its rope (dots3-note)."""
     c, p = b.c, b.p
     nt = b.nt
-    n_head = p.n_head[0]
-    hk_mla = c.hk_mla
+    n_head, kv_lora, hk_mla = geometry or (p.n_head[0], p.kv_lora_rank, c.hk_mla)
     n_rope = p.n_rot
     n_nope = hk_mla - n_rope
-    kv_lora = p.kv_lora_rank
     q = b.mm(f"blk.{il}.attn_q_b.weight", qr)
     es = q.nb[0]
     q_nope = view(q, (n_nope, n_head, nt), (es * hk_mla, es * hk_mla * n_head))
@@ -133,6 +133,8 @@ def mla_qkv(b, il, qr, cur, pos):
     kvpe = b.mm(f"blk.{il}.attn_kv_a_mqa.weight", cur)
     kv_cmpr = view(kvpe, (kv_lora, nt), (kvpe.nb[1],))
     k_pe = view(kvpe, (n_rope, 1, nt), (kvpe.nb[1], kvpe.nb[1]))
+    if k_pe_norm:
+        k_pe = b.norm(k_pe, f"blk.{il}.attn_k_norm.weight", il)
     q_pe = rope(q_pe, pos)
     k_pe = rope(k_pe, pos)
     kv_cmpr = b.norm(kv_cmpr, f"blk.{il}.attn_kv_a_norm.weight", il)

@@ -13,38 +13,19 @@ leaf the allocator places before any op."""
 
 from __future__ import annotations
 
-from ..builder import gate_heads, rope
-from ..ggml import binary, concat, get_rows, mul_mat, permute, reshape, unary, view
+from ..builder import gate_heads
+from ..ggml import binary, get_rows, unary
 from . import Family
-from .deepseek32 import _indexer, _nrot, dsa_attn, dsa_inputs
+from .deepseek32 import _indexer, _nrot, dsa_attn, dsa_inputs, mla_qkv
 
 
-def _mla_qkv(b, il, qr, cur, pos, swa):
-    """The absorbed MLA projections of layer ``il`` in its kind's geometry, with the rope key's norm; returns Q, K
-    and V (the normed latent)."""
-    c, p, nt = b.c, b.p, b.nt
-    n_head, n_rope = p.n_head[il], p.n_rot
-    if swa:
-        kv_lora = int(c.meta[f"{p.arch}.attention.kv_lora_rank_swa"])
-        hk_mla = int(c.meta[f"{p.arch}.attention.key_length_mla_swa"])
-    else:
-        kv_lora, hk_mla = p.kv_lora_rank, c.hk_mla
-    n_nope = hk_mla - n_rope
-    q = b.mm(f"blk.{il}.attn_q_b.weight", qr)
-    es = q.nb[0]
-    q_nope = view(q, (n_nope, n_head, nt), (es * hk_mla, es * hk_mla * n_head))
-    q_pe = view(q, (n_rope, n_head, nt), (es * hk_mla, es * hk_mla * n_head))
-    kvpe = b.mm(f"blk.{il}.attn_kv_a_mqa.weight", cur)
-    kv_cmpr = view(kvpe, (kv_lora, nt), (kvpe.nb[1],))
-    k_pe = view(kvpe, (n_rope, 1, nt), (kvpe.nb[1], kvpe.nb[1]))
-    k_pe = b.norm(k_pe, f"blk.{il}.attn_k_norm.weight", il)
-    q_pe = rope(q_pe, pos)
-    k_pe = rope(k_pe, pos)
-    kv_cmpr = b.norm(kv_cmpr, f"blk.{il}.attn_kv_a_norm.weight", il)
-    qa = permute(mul_mat(b.w(f"blk.{il}.attn_k_b.weight"), permute(q_nope, 0, 2, 1, 3)), 0, 2, 1, 3)
-    Q = concat(qa, q_pe, 0)
-    kv_cmpr = reshape(kv_cmpr, kv_lora, 1, nt)
-    return Q, concat(kv_cmpr, k_pe, 0), kv_cmpr
+def _geometry(b, il, swa):
+    """(heads, kv_lora_rank, MLA key length) of layer ``il``'s kind."""
+    c, p = b.c, b.p
+    if not swa:
+        return p.n_head[il], p.kv_lora_rank, c.hk_mla
+    kv_lora = int(c.meta[f"{p.arch}.attention.kv_lora_rank_swa"])
+    return p.n_head[il], kv_lora, int(c.meta[f"{p.arch}.attention.key_length_mla_swa"])
 
 
 def build(b):
@@ -63,7 +44,7 @@ def build(b):
         attn_inp = cur
         qr = b.norm(b.mm(f"blk.{il}.attn_q_a.weight", cur), f"blk.{il}.attn_q_a_norm.weight", il)
         top_k = None if swa else _indexer(b, il, cur, qr, pos, k_rot, k_idxs_lid, mask_lid)
-        Q, K, V = _mla_qkv(b, il, qr, cur, pos, swa)
+        Q, K, V = mla_qkv(b, il, qr, cur, pos, _geometry(b, il, swa), k_pe_norm=True)
         v_b = b.w(f"blk.{il}.attn_v_b.weight")
         if swa:
             cur = b.attn(il, Q, K, V, None, None, v_mla=v_b)
