@@ -118,6 +118,13 @@ FEATURES = [
         "gemma4-assistant",
         "not compared yet",
     ),
+    (
+        "DFlash / DSpark drafts (-md draft.gguf --spec-type draft-dflash / draft-dspark)",
+        "dflash",
+        "not sized, and the estimate says so in its notes: dflash.cpp's four draft graphs (DFlash's block "
+        "diffusion, DSpark's Markov and confidence heads, DFlash2's convolutions and selector, DeepSeek-V4's DSpark "
+        "stages) and their target-feature injection are not replayed",
+    ),
     ("-sm tensor", "sm-tensor", "weights and KV split across devices is not modelled"),
     ("-sm row", "sm-row", "not modelled"),
     ("-sm none", "sm-none", "not modelled"),
@@ -162,12 +169,15 @@ FEATURE_NOTES = {
     "request, for heads with their own token_embd/output and heads that read the target's (ctx_other, the tensors "
     "bound where the target keeps them; a -devd that leaves their device out aborts llama.cpp, and the estimate "
     "says so), with and without a d2t vocabulary map; the output buffers' growth at the first decode (extracted "
-    "hidden states) is said, not counted",
+    "hidden states) is said, not counted; speed at a user-set acceptance rate (n head decodes, the target's batch, "
+    "the encoder and decoder catch-up: benchmarks/bench_speculative.py --draft eagle3, from 19% below to 32% above "
+    "llama-server on a 2-core CPU)",
     "gemma4-assistant": "its layers (all NextN, no trunk) loaded and placed as any model's, no KV cache of its own "
     "(it shares the target's last two layers' caches), and its compute (the target's token embeddings and those "
     "caches read where the target keeps them, reserved with and without its top-k backend sampler) against "
     "llama-server's load log on the CPU, RPC devices and Vulkan0; a -devd that leaves out the target cache's "
-    "device aborts llama.cpp, and the estimate says so",
+    "device aborts llama.cpp, and the estimate says so; speed at a user-set acceptance rate (n passes of the whole "
+    "assistant, no catch-up: it reads the target's cache), not measured against llama-server and said so",
     "rpc-multi-device": "one lane per remote device, named as llama.cpp names them (RPC0, RPC1 on one host), "
     "each with its own buffer limits",
     "abort": "the estimate stops with llama.cpp's reason, naming the tensor llama.cpp names (\"pre-allocated tensor "
