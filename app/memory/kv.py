@@ -155,6 +155,8 @@ def _check_cache_blocks(p: ModelParams, s: LlamaSettings) -> None:
             continue
         if p.is_mla:
             dims = [p.kv_lora_rank + (p.n_rot or 0)] if which == "K" else [p.kv_lora_rank]
+            if p.arch == "dots3note" and any(p.swa_layers):  # its sliding layers: rows of their own geometry
+                dims.append(swa)
         else:
             dims = [
                 swa if p.has_swa and il < len(p.swa_layers) and p.swa_layers[il] else full for il in range(p.n_layer)
@@ -278,7 +280,10 @@ def dsv4_bytes(p: ModelParams, s: LlamaSettings, shape: ContextShape, il: int) -
     return out
 
 
-#: Encoder-decoder architectures (``llama_model_has_encoder``): llama.cpp sizes their outputs for every token
+#: T5, the encoder-decoder Layerdeck plans: llama_context sizes its outputs for every token (``n_outputs_max`` =
+#: n_batch, as for any model with ``llama_model_has_encoder``) and keeps its embeddings in the output buffer (the
+#: "hacky enc-dec support" of ``output_reserve``, for LLM_ARCH_T5 alone). The other models with an encoder are
+#: drafts (eagle3, dflash) sized by their own rules, and t5encoder, which is not placed for text generation.
 ENCODER_DECODER_ARCHS = frozenset({"t5"})
 
 #: Architectures whose attention layers also cache the DSA lightning indexer's keys (``llama_kv_cache_dsa``; hy_v4

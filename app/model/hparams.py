@@ -431,6 +431,9 @@ class ModelParams:
     router_layer: int = -1
     n_adapters: int = 0
     lora_rank: int = 0
+    #: T5 (llama_model_t5::load_arch_hparams): the decoder's layer count (``decoder_block_count``, default
+    #: ``block_count``, the encoder's): the decoder runs its first this-many layers; 0 elsewhere
+    dec_n_layer: int = 0
     #: Kimi delta attention (llama_hparams::n_embd_head_kda, ``kda.head_dim``; read for :data:`KDA_ARCHS`): the KDA
     #: layers' head size (their conv state is ``3 * (d_conv - 1) * n_head * head_dim``, the delta-rule state
     #: ``head_dim * head_dim * n_head``); 0 elsewhere
@@ -625,6 +628,7 @@ def _hrm_stack(m: Meta, n_layer: int) -> tuple[int, int, int]:
 #: the keys ``llama_model_dots3note::load_arch_hparams`` reads with ``get_key`` (required)
 _DOTS3NOTE_KEYS = (
     "expert_shared_count",
+    "expert_feed_forward_length",
     "leading_dense_block_count",
     "expert_gating_func",
     "attention.q_lora_rank",
@@ -689,6 +693,16 @@ def _granite_switch(m: Meta, p: ModelParams) -> None:
             raise m.missing(key)
         if m.type_of(key) != T_ARRAY:
             raise m.wrong_type(key, "arr")
+        item = m.array_types.get(key)
+        if item is not None and item not in (T_INT32, T_UINT32):  # get_arr into std::vector<llama_token>
+            found = LLAMA_TYPE_NAMES.get(item, str(item))
+            raise m.error(
+                key,
+                f"is an array of {found}, not of token ids (i32)",
+                f"arr of {found}",
+                "arr of i32",
+                f"{key} has wrong array element type {found}",
+            )
         value = m.meta[key]
         if len(value) != n_ad:
             ids[which] = []  # the count check below says so
@@ -726,12 +740,16 @@ def _granite_switch(m: Meta, p: ModelParams) -> None:
             f"graniteswitch: block count {p.n_layer} exceeds LLAMA_MAX_LAYERS",
         )
     p.n_adapters, p.lora_rank = n_ad, rank
-    p.router_layer = p.n_layer
-    p.n_layer += 1
-    p.n_head = [*p.n_head, 1]
-    p.n_head_kv = [*p.n_head_kv, 1]
-    p.n_ff = [*p.n_ff, 0]
-    p.swa_layers = [*p.swa_layers, False]
+    # n_real = n_layer() (block_count less any nextn_predict_layers), then n_layer_all = n_real + 1 with
+    # n_layer_nextn repurposed as 1: the router is layer n_real, and there is no MTP layer
+    n_real = p.n_layer - p.nextn_layers
+    p.router_layer = n_real
+    p.n_layer = n_real + 1
+    p.nextn_layers = 0
+    p.n_head = [*p.n_head[:n_real], 1]
+    p.n_head_kv = [*p.n_head_kv[:n_real], 1]
+    p.n_ff = [*p.n_ff[:n_real], 0]
+    p.swa_layers = [*p.swa_layers[:n_real], False]
 
 
 def check_layers(
@@ -884,6 +902,17 @@ def extract_params(
     )
     if arch == "graniteswitch":
         _granite_switch(m, p)
+    if arch == "t5":
+        p.dec_n_layer = m.u32("{arch}.decoder_block_count", n_layer)
+        if p.dec_n_layer > n_layer:
+            raise m.error(
+                m.key("{arch}.decoder_block_count"),
+                f"is {p.dec_n_layer:,}, more than block_count ({n_layer}): llama.cpp places the decoder's layer N "
+                "with the encoder's, and has no device for a decoder layer past the encoder's",
+                f"u32 ({p.dec_n_layer})",
+                f"at most {n_layer}",
+                "vector::_M_range_check",
+            )
     p.recurrent_layers = _recurrent_layers(p, m)
     p.hrm_stack = hrm
     if arch in RWKV_ARCHS:
@@ -1062,6 +1091,7 @@ def _check_vocab(m: Meta) -> int | None:
 #: get_key_or_arr), where a file may lack them: llama.cpp stops with "key not found in model"
 _REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
     "t5": ("attention.relative_buckets_count",),  # src/models/t5.cpp
+    "graniteswitch": ("logit_scale",),  # src/models/granite-switch.cpp
     "maple": (
         "attention.sliding_window",
         "expert_feed_forward_length",

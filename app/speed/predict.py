@@ -246,13 +246,17 @@ class SpeedFacts:
         self.flops_per_token: list[float] = []
         self.types: list[str] = [type_family(t.type_id) for t in model.tensors]
         self.expert: list[bool] = []
+        # a Granite Switch LoRA stack is read one adapter slot per token (MUL_MAT_ID over adapters + 1 slots)
+        slot = 1.0 / (p.n_adapters + 1) if p.router_layer >= 0 else 1.0
         for t, (_layer, role, nextn) in zip(model.tensors, self.roles):
             head = (
                 role is Role.OUTPUT and t.name.startswith("output.weight") or (tied and t.name == "token_embd.weight")
             )
             self.expert.append(role is Role.EXPERTS and not nextn)
-            if nextn:
+            if nextn or t.name.startswith("enc."):  # T5's encoder: llama-server's decodes never run it
                 read, elems = 0.0, 0.0
+            elif t.name.endswith((".lora_a", ".lora_b")):
+                read, elems = t.nbytes * slot, t.n_elements * slot
             elif head:
                 read, elems = float(t.nbytes), float(t.n_elements)
             elif role is Role.EXPERTS:
@@ -263,10 +267,11 @@ class SpeedFacts:
                 read, elems = float(t.nbytes), float(t.n_elements) if len(t.shape) > 1 else 0.0
             self.read_per_token.append(read)
             self.elems_per_token.append(elems)
-            if nextn or head or role is Role.INPUT or len(t.shape) < 2:
+            if nextn or head or role is Role.INPUT or len(t.shape) < 2 or t.name.startswith("enc."):
                 self.flops_per_token.append(0.0)
             else:  # each token uses n_used experts; a micro-batch touches (nearly) every expert's weights
-                self.flops_per_token.append(2.0 * t.n_elements * (frac if role is Role.EXPERTS else 1.0))
+                share = frac if role is Role.EXPERTS else slot if t.name.endswith((".lora_a", ".lora_b")) else 1.0
+                self.flops_per_token.append(2.0 * t.n_elements * share)
         # attention per token and cached token, per layer: QK^T and softmax(QK^T)V (2 FLOPs a multiply-add)
         attn_too = p.arch in PARALLEL_HYBRID_ARCHS  # falcon-h1: attention in every (recurrent) layer
         n_attn = [

@@ -81,8 +81,8 @@ EAGLE3_BOUND = (
     "(docs/speed-model.md)"
 )
 ASSISTANT_BOUND = (
-    "not measured against llama-server: a draft model's formula, which on a 2-core CPU came out 40-52% above "
-    "llama-server's speed for a draft model (docs/speed-model.md)"
+    "not measured against llama-server: a draft model's formula, which on a 2-core CPU came out 67-108% above "
+    "llama-server's speed for a draft model (llama-server measured 40-52% less; docs/speed-model.md)"
 )
 MTP_BOUND = (
     "an upper bound: on a 2-core CPU llama-server measured a gain over the model alone 15-40% below this one "

@@ -375,6 +375,10 @@ CASES: list[Case] = [
     _c("ft5l-2rpc-ts13-faoff", "flan-t5-large", 2, "-c 8192 -ngl all -ts 1,3 -fa off"),
     _c("ft5xl-3rpc-q8", "flan-t5-xl", 3, "-c 16384 -ngl all -ts 1,1,1 -fa on -ctk q8_0 -ctv q8_0"),
     _c("ft5xl-1rpc-ub1024", "flan-t5-xl", 1, "-c 8192 -ngl all -ub 1024"),
+    # a decoder of 4 layers under an encoder of 12 (the other 8 layers' caches exist, no decoder op reads them), a
+    # ReLU FFN without a gate
+    _c("t5dl4-cpu", "t5-efficient-base-dl4", 0, "-c 2048"),
+    _c("t5dl4-2rpc-ngl8-faoff", "t5-efficient-base-dl4", 2, "-c 4096 -ngl 8 -ts 1,1 -fa off"),
     # MiniMax-01 (lightning attention on 7 of 8 layers: a head x head state per head and sequence, the diagonal
     # decay input of n_seq_tokens^2 per head; softmax attention on every 8th; routed experts only)
     _c("mmt01-cpu", "minimax-text-01", 0, "-c 8192"),

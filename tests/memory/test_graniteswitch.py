@@ -73,3 +73,34 @@ def test_hostile_adapter_keys_are_refused(tmp_path, tiny_models, mutations, mess
     p.write_bytes(apply(Path(tiny_models["graniteswitch"]).read_bytes(), mutations))
     with pytest.raises(MetadataError, match=message):
         open_model(p)
+
+
+def test_lora_stacks_are_read_one_adapter_slot_per_token(g3b):
+    """MUL_MAT_ID over adapters + 1 slots reads one slot's rows per token: a seventh of each stack here."""
+    from app.speed.predict import SpeedFacts
+
+    facts = SpeedFacts(g3b)
+    for i, t in enumerate(g3b.tensors):
+        if t.name.endswith(".lora_a"):
+            assert facts.read_per_token[i] == pytest.approx(t.nbytes / 7)
+            assert facts.flops_per_token[i] == pytest.approx(2 * t.n_elements / 7)
+
+
+def test_nextn_layers_make_way_for_the_router(tmp_path, tiny_models):
+    """A file that says nextn_predict_layers 1: llama.cpp's router takes layer n_layer() = block_count - 1 and the
+    NextN count is repurposed (no MTP layer)."""
+    p = tmp_path / "m.gguf"
+    p.write_bytes(apply(Path(tiny_models["graniteswitch"]).read_bytes(),
+                        [["meta", "{arch}.nextn_predict_layers", T_U32, 1]]))
+    params = open_model(p).params
+    assert (params.router_layer, params.n_layer, params.nextn_layers) == (3, 4, 0)
+
+
+def test_adapter_token_ids_must_be_i32(tmp_path, tiny_models):
+    from tests.model.gguf_edit import T_I8
+
+    p = tmp_path / "m.gguf"
+    p.write_bytes(apply(Path(tiny_models["graniteswitch"]).read_bytes(),
+                        [["meta", "{arch}.adapters.token_ids_activate", T_ARR, {"arr": T_I8, "values": [1, 2, 3]}]]))
+    with pytest.raises(MetadataError, match=r"token_ids_activate is an array of i8, not of token ids"):
+        open_model(p)

@@ -260,3 +260,4 @@ def test_session_predicts_eagle3_and_assistant_speed(eagle, tmp_path):
     assert sp is not None and sp.n_draft == 2
     assert sp.catchup_seconds == 0.0  # the assistant reads the target's cache: no catch-up pass
     assert sp.draft_seconds > 0 and "not measured against llama-server" in sp.text()
+    assert "67-108% above" in sp.text()  # what the draft-model formula measured, in the direction it went

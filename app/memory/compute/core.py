@@ -73,7 +73,8 @@ def model_facts(model: Model) -> dict:
         b = model.block_of(t.name)
         if b.layer is not None and b.layer < p.n_layer:
             per_layer[b.layer].append(i)
-            suffixes[b.layer].append((t.name.split(".", 2)[-1], t.shape))
+            pre, _, rest = t.name.partition("blk.")  # T5's enc./dec. prefix stays, the layer number goes
+            suffixes[b.layer].append((pre + rest.split(".", 1)[-1], t.shape))
             types[b.layer].append(t.type_id)
     n_main = p.n_layer - p.nextn_layers
     kinds: list[int] = []

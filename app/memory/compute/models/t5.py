@@ -49,7 +49,10 @@ def build(b):
     buckets = b.inp("pos_bucket_dec", "i32", (c.n_kv, nt))
     out_ids = b.inp_out_ids()
     g = b.g
+    dec_last = p.dec_n_layer - 1  # the decoder runs its first dec_n_layer layers (decoder_block_count)
     for il in b.layers:
+        if il > dec_last:  # a layer of the encoder only: its cache exists (n_layer_all), no decoder op reads it
+            continue
         pfx = f"dec.blk.{il}."
         inpSA = inpL
         cur = b.norm(inpL, pfx + "attn_norm.weight", il)
@@ -69,7 +72,7 @@ def build(b):
         g.expand(vc)
         mask = b.inp("cross_kq_mask", "f16" if c.fa else "f32", (n_enc, nt, 1, 1))
         cur = b.mm_s(pfx + "cross_attn_o.weight", b.mha(qc, kc, vc, mask, None, None, il))
-        if il == b.last:
+        if il == dec_last:
             cur, inpCA = get_rows(cur, out_ids), get_rows(inpCA, out_ids)
         ffn_inp = binary("ADD", cur, inpCA)
         cur = b.norm(ffn_inp, pfx + "ffn_norm.weight", il)
@@ -94,4 +97,13 @@ def _head(b, cur):
     return logits
 
 
-FAMILY = Family(name="t5", build=build, exact=frozenset({"t5"}))
+FAMILY = Family(
+    name="t5",
+    build=build,
+    exact=frozenset({"t5"}),
+    # every layer's position bias is gathered from layer 0's table, on layer 0's device, and copied from there: that
+    # device's peak grows with the layers replayed (a cut Flan-T5-large -ts 1,2,1 was 5.7 GiB short on it)
+    uncut=True,
+    # the decoder's last layer keeps only the output rows: a structure of its own where the encoder is deeper
+    layer_kind=lambda p, il: (il == p.dec_n_layer - 1, il >= p.dec_n_layer),
+)
