@@ -57,11 +57,11 @@ gf.register(
             name="flan-t5-large", n_layer=24, n_embd=1024, n_head=16, n_head_kv=16, head_dim=64, n_ff=2816,
             rel_buckets=32, n_ctx_train=512, n_vocab=32128, rms_eps=1e-6, quant="q4_k_m", file_type=15),
         # google/t5-efficient-base-dl4 (T5 v1.0's ReLU FFN without a gate: d_model 768, 12 heads of 64, d_ff 3072,
-        # 12 encoder layers and 4 decoder layers, 32 buckets, vocabulary 32128)
+        # 12 encoder layers and 4 decoder layers, 32 buckets, vocabulary 32128), in f16 as its small size is shared
         "t5-efficient-base-dl4": dict(
             name="t5-efficient-base-dl4", n_layer=12, dec_layers=4, gated=False, n_embd=768, n_head=12,
             n_head_kv=12, head_dim=64, n_ff=3072, rel_buckets=32, n_ctx_train=512, n_vocab=32128, rms_eps=1e-6,
-            quant="q4_k_m", file_type=15),
+            quant="f16", file_type=1),
         # google/flan-t5-xl (d_model 2048, 32 heads of 64, d_ff 5120)
         "flan-t5-xl": dict(
             name="flan-t5-xl", n_layer=24, n_embd=2048, n_head=32, n_head_kv=32, head_dim=64, n_ff=5120,
