@@ -528,11 +528,12 @@ class Builder:
 
     # output ----------------------------------------------------------------
 
-    def output(self, cur, out_ids=None, norm_first=True):
+    def output(self, cur, out_ids=None, norm_first=True, norm="output_norm"):
+        """The output norm (``norm``: T5's decoder has ``dec.output_norm``) as t_embd, then the logits."""
         g = self.g
         if not norm_first and out_ids is not None:
             cur = get_rows(cur, out_ids)
-        cur = self.norm(cur, "output_norm.weight", -1, mb=self.w("output_norm.bias"))
+        cur = self.norm(cur, f"{norm}.weight", -1, mb=self.w(f"{norm}.bias"))
         cur.flags = cur.fl0 = OUTPUT  # t_embd
         out = self.w("output.weight") or self.w("token_embd.weight@output")
         logits = mul_mat(out, cur)

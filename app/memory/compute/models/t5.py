@@ -18,7 +18,7 @@ cannot repeat over KQ split into streams (``GGML_ASSERT(ggml_can_repeat(b, a))``
 from __future__ import annotations
 
 from ...backends import BackendAbort
-from ..ggml import OUTPUT, binary, cont, get_rows, glu_split, mul_mat, permute, reshape, unary
+from ..ggml import binary, cont, get_rows, glu_split, permute, reshape, unary
 from . import Family
 
 
@@ -84,17 +84,7 @@ def build(b):
             cur = unary("UNARY", up)
         cur = binary("ADD", b.mm_s(pfx + "ffn_down.weight", cur), ffn_inp)
         inpL = cur
-    cur = b.norm(inpL, "dec.output_norm.weight", -1)
-    return _head(b, cur)
-
-
-def _head(b, cur):
-    """The logits over every output row of ``dec.output_norm``'s result (t_embd and t_logits both outputs)."""
-    cur.flags = cur.fl0 = OUTPUT  # t_embd
-    logits = mul_mat(b.w("output.weight") or b.w("token_embd.weight@output"), cur)
-    logits.flags = logits.fl0 = OUTPUT
-    b.g.expand(logits)
-    return logits
+    return b.output(inpL, norm="dec.output_norm")
 
 
 FAMILY = Family(
