@@ -686,7 +686,7 @@ def _granite_switch(m: Meta, p: ModelParams) -> None:
                 f"at most {_MAX_ADAPTERS}",
                 f"graniteswitch: invalid {what} {n}",
             )
-    ids: dict[str, list[int]] = {}
+    arrays = {}
     for which in ("activate", "substitute"):
         key = m.key(f"{{arch}}.adapters.token_ids_{which}")
         if key not in m.meta:
@@ -703,15 +703,8 @@ def _granite_switch(m: Meta, p: ModelParams) -> None:
                 "arr of i32",
                 f"{key} has wrong array element type {found}",
             )
-        value = m.meta[key]
-        if len(value) != n_ad:
-            ids[which] = []  # the count check below says so
-            continue
-        value = value.load() if isinstance(value, LazyArray) else value
-        if any(isinstance(v, bool) or not isinstance(v, int) for v in value):
-            raise m.error(key, "is not an array of token ids", "arr", "arr of i32", f"{key} has wrong element type")
-        ids[which] = list(value)
-    n_act, n_sub = (len(m.meta[m.key(f"{{arch}}.adapters.token_ids_{w}")]) for w in ("activate", "substitute"))
+        arrays[which] = m.meta[key]
+    n_act, n_sub = len(arrays["activate"]), len(arrays["substitute"])
     if n_act != n_ad or n_sub != n_ad:
         raise m.error(
             m.key("{arch}.adapters.token_ids_activate"),
@@ -721,28 +714,33 @@ def _granite_switch(m: Meta, p: ModelParams) -> None:
             f"graniteswitch: adapter token id arrays ({n_act} activate, {n_sub} substitute) do not match adapter "
             f"count {n_ad}",
         )
-    bad = next((t for t in ids["substitute"] if t < 0 or (p.n_vocab and t >= p.n_vocab)), None)
+    key = m.key("{arch}.adapters.token_ids_substitute")
+    subs = arrays["substitute"]
+    subs = subs.load() if isinstance(subs, LazyArray) else subs
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in subs):
+        raise m.error(key, "is not an array of token ids", "arr", "arr of i32", f"{key} has wrong element type")
+    bad = next((t for t in subs if t < 0 or (p.n_vocab and t >= p.n_vocab)), None)
     if bad is not None:
         raise m.error(
-            m.key("{arch}.adapters.token_ids_substitute"),
+            key,
             f"holds the token id {bad:,}, outside the vocabulary of {p.n_vocab:,} tokens",
             f"i32 ({bad})",
             f"0 to {p.n_vocab - 1}",
             f"graniteswitch: substitute token id {bad} out of range [0, {p.n_vocab})",
         )
-    if p.n_layer >= LLAMA_MAX_LAYERS:
+    # n_real = n_layer() (block_count less any nextn_predict_layers), then n_layer_all = n_real + 1 with
+    # n_layer_nextn repurposed as 1: the router is layer n_real, and there is no MTP layer
+    n_real = p.n_layer - p.nextn_layers
+    if n_real >= LLAMA_MAX_LAYERS:
         raise m.error(
             m.key("{arch}.block_count"),
             f"is {p.n_layer}, but llama.cpp appends Granite Switch's router layer, which must stay below "
             f"LLAMA_MAX_LAYERS ({LLAMA_MAX_LAYERS})",
             f"u32 ({p.n_layer})",
             f"at most {LLAMA_MAX_LAYERS - 1}",
-            f"graniteswitch: block count {p.n_layer} exceeds LLAMA_MAX_LAYERS",
+            f"graniteswitch: block count {n_real} exceeds LLAMA_MAX_LAYERS",
         )
     p.n_adapters, p.lora_rank = n_ad, rank
-    # n_real = n_layer() (block_count less any nextn_predict_layers), then n_layer_all = n_real + 1 with
-    # n_layer_nextn repurposed as 1: the router is layer n_real, and there is no MTP layer
-    n_real = p.n_layer - p.nextn_layers
     p.router_layer = n_real
     p.n_layer = n_real + 1
     p.nextn_layers = 0

@@ -253,9 +253,10 @@ class SpeedFacts:
                 role is Role.OUTPUT and t.name.startswith("output.weight") or (tied and t.name == "token_embd.weight")
             )
             self.expert.append(role is Role.EXPERTS and not nextn)
+            lora = t.name.endswith((".lora_a", ".lora_b"))
             if nextn or t.name.startswith("enc."):  # T5's encoder: llama-server's decodes never run it
                 read, elems = 0.0, 0.0
-            elif t.name.endswith((".lora_a", ".lora_b")):
+            elif lora:
                 read, elems = t.nbytes * slot, t.n_elements * slot
             elif head:
                 read, elems = float(t.nbytes), float(t.n_elements)
@@ -270,7 +271,7 @@ class SpeedFacts:
             if nextn or head or role is Role.INPUT or len(t.shape) < 2 or t.name.startswith("enc."):
                 self.flops_per_token.append(0.0)
             else:  # each token uses n_used experts; a micro-batch touches (nearly) every expert's weights
-                share = frac if role is Role.EXPERTS else slot if t.name.endswith((".lora_a", ".lora_b")) else 1.0
+                share = frac if role is Role.EXPERTS else slot if lora else 1.0
                 self.flops_per_token.append(2.0 * t.n_elements * share)
         # attention per token and cached token, per layer: QK^T and softmax(QK^T)V (2 FLOPs a multiply-add)
         attn_too = p.arch in PARALLEL_HYBRID_ARCHS  # falcon-h1: attention in every (recurrent) layer
