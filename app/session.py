@@ -37,7 +37,7 @@ from .command.formats import parse_command_text, render
 from .command.values import check_settings
 from .errors import CommandError, LayerdeckError
 from .lanes import CPU, Lane, rpc_endpoints
-from .memory.draft import spec_type_for
+from .memory.draft import DFLASH_SPEC_TYPES, detected_spec_types, spec_type_for, spec_type_of
 from .memory.estimator import Estimate, Estimator
 from .memory.layout import WeightPlacement
 from .memory.settings import LlamaSettings
@@ -546,9 +546,9 @@ class Session:
         # the type that drafts with this file: an EAGLE-3 head's draft-eagle3 (app.speed.speculative.eagle3_decode),
         # Gemma 4's assistant's draft-mtp (each pass is the whole assistant, its lm_head included, and there is no
         # catch-up pass as it reads the target's cache: the draft-simple formula), else draft-simple
-        wanted = spec_type_for(drafter.model.params.arch)
-        if wanted not in st.spec_types:
-            return None
+        wanted = spec_type_of(drafter.model)
+        if wanted not in (st.spec_types or detected_spec_types(drafter.model)) or wanted in DFLASH_SPEC_TYPES:
+            return None  # not drafting with it, or a DFlash head (its block-diffusion speed is not modelled)
         n = st.spec_draft_n_max
         try:
             params = self.speed_params
@@ -956,12 +956,12 @@ class Session:
         path = os.fspath(draft.source or draft.path) if draft is not None else None
         # -md alone loads the draft but does not draft with it: the draft type comes and goes with the file (the
         # MTP checkbox's draft-mtp stays unless the file being replaced was what it drafted with)
-        gone = {"draft-simple", "draft-eagle3"}
+        gone = {"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark"}
         if before is not None and spec_type_for(before.params.arch) == "draft-mtp":
             gone.add("draft-mtp")
         types = [t for t in self.placement.settings.spec_types if t not in gone]
-        if draft is not None and spec_type_for(draft.params.arch) not in types:
-            types.append(spec_type_for(draft.params.arch))
+        if draft is not None and spec_type_of(draft) not in types:
+            types.append(spec_type_of(draft))
         if not self.set_settings(draft_model=path, spec_types=types, merge=False):
             self._recompute()
             self._emit(Change.edit())

@@ -63,8 +63,8 @@ NOT_TEXT_GENERATION = {
     "wavtokenizer-dec": "audio codec decoder",
     "qwen3tts": "text-to-speech",
     "pockettts": "text-to-speech",
-    "eagle3": "speculative-decoding draft head",
-    "dflash": "speculative-decoding draft head",
+    "eagle3": "speculative-decoding draft head: sized as a draft, see the features table",
+    "dflash": "speculative-decoding draft head: sized as a draft, see the features table",
     "gemma4-assistant": "speculative-decoding draft head (Gemma 4's assistant, built over the target's context): "
     "sized as a draft, see the features table",
     "(unknown)": "placeholder entry of the table",
@@ -121,9 +121,7 @@ FEATURES = [
     (
         "DFlash / DSpark drafts (-md draft.gguf --spec-type draft-dflash / draft-dspark)",
         "dflash",
-        "not sized, and the estimate says so in its notes: dflash.cpp's four draft graphs (DFlash's block "
-        "diffusion, DSpark's Markov and confidence heads, DFlash2's convolutions and selector, DeepSeek-V4's DSpark "
-        "stages) and their target-feature injection are not replayed",
+        "not compared yet",
     ),
     ("-sm tensor", "sm-tensor", "weights and KV split across devices is not modelled"),
     ("-sm row", "sm-row", "not modelled"),
@@ -172,6 +170,16 @@ FEATURE_NOTES = {
     "hidden states) is said, not counted; speed at a user-set acceptance rate (n head decodes, the target's batch, "
     "the encoder and decoder catch-up: benchmarks/bench_speculative.py --draft eagle3, from 19% below to 32% above "
     "llama-server on a 2-core CPU)",
+    "dflash": "the head's weights, KV cache (non-causal, the target's cells), output buffer and compute (its "
+    "block-diffusion decoder graph on a token batch, reserved with and without its top-k backend sampler; DSpark's "
+    "Markov head and confidence head where the reserved blocks fit the trained block size) and the target "
+    "context's compute reserved again with the extracted layer inputs as outputs, against llama-server's load log "
+    "and its reserve at the first request, for heads with their own token_embd/output and heads that read the "
+    "target's, with and without a d2t vocabulary map, the type given or inferred from the file as llama.cpp "
+    "infers it; a target layer the model lacks or does not extract is refused with llama.cpp's reason; the "
+    "feature-injection graph (smaller) and the output buffers' growth at the first decode are said, not counted; "
+    "DFlash2 heads (dynamic convolutions, candidate selector) and DeepSeek-V4 DSpark heads: weights and KV exact, "
+    "compute approximate, and the estimate says so; drafting speed not predicted, said so",
     "gemma4-assistant": "its layers (all NextN, no trunk) loaded and placed as any model's, no KV cache of its own "
     "(it shares the target's last two layers' caches), and its compute (the target's token embeddings and those "
     "caches read where the target keeps them, reserved with and without its top-k backend sampler) against "

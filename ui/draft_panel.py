@@ -174,6 +174,9 @@ class DraftPanel(QWidget):
             text += "".join(f"<br><span style='color:gray'>{n}</span>" for n in spec.notes)
         else:  # no figure: the spec type does not draft with this file, or the speed model cannot say (logged)
             text += "<br><span style='color:gray'>The speed with this draft is not predicted.</span>"
+        # a DFlash head: what the target extracts for it, a type inferred from the file, a graph not replayed
+        text += "".join(f"<br><span style='color:gray'>{n}</span>" for n in est.notes
+                        if n.startswith(("DFlash head", "no --spec-type given")) or "its compute graph is not" in n)
         return text
 
     # ------------------------------------------------------------------ edits

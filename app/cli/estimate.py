@@ -14,7 +14,7 @@ import argparse
 
 from ..command.parse import parse_llama_args
 from ..lanes import to_llama_name
-from ..memory.draft import UNMODELLED_SPEC_TYPES, spec_type_for
+from ..memory.draft import detected_spec_types, spec_type_of
 from ..memory.estimator import Estimate
 from ..memory.settings import TOOLS
 from ..model.projector import open_projector
@@ -334,10 +334,12 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     # the type that drafts with the -md file (common_speculative_init): draft-simple for a model, draft-eagle3 for
-    # an EAGLE-3 head, draft-mtp for Gemma 4's assistant; DFlash/DSpark heads with their own types (not sized)
+    # an EAGLE-3 head, draft-mtp for Gemma 4's assistant, draft-dflash / draft-dspark for a DFlash head (which
+    # llama.cpp infers from the file when no --spec-type is given, as the estimate does)
     st = parsed.settings.spec_types
-    wanted = spec_type_for(draft.params.arch) if draft is not None else "draft-simple"
-    if parsed.settings.draft_model and wanted not in st and not any(t in st for t in UNMODELLED_SPEC_TYPES):
+    wanted = spec_type_of(draft) if draft is not None else "draft-simple"
+    inferred = not st and wanted in detected_spec_types(draft)
+    if parsed.settings.draft_model and wanted not in st and not inferred:
         est.notes.append(
             f"-md without --spec-type {wanted}: llama-server loads the draft model (its memory is counted) but "
             f"does not draft with it; add --spec-type {wanted} to use it"

@@ -26,11 +26,66 @@ from typing import Any
 from .kv import ContextShape, SettingsError
 from .settings import LlamaSettings
 
-#: --spec-type values whose drafts need a context Layerdeck does not model: DFlash and DSpark draft heads read the
-#: target's hidden states from models of their own. (MTP, the main model's own NextN layers in a second context,
-#: EAGLE-3 heads given with -md, see :func:`eagle3_target_layers`, and Gemma 4's assistant given with -md and
-#: draft-mtp, are sized by ``app.memory.estimator``.)
-UNMODELLED_SPEC_TYPES = ("draft-dflash", "draft-dspark")
+#: --spec-type values whose draft heads read the target's hidden states from a model of their own, the
+#: ``dflash`` architecture: DFlash (block diffusion) and DSpark (the same with a Markov head). (MTP, the main
+#: model's own NextN layers in a second context, EAGLE-3 heads given with -md, see :func:`eagle3_target_layers`,
+#: and Gemma 4's assistant given with -md and draft-mtp, are sized by ``app.memory.estimator`` too.)
+DFLASH_SPEC_TYPES = ("draft-dflash", "draft-dspark")
+
+#: What of a ``dflash`` file Layerdeck does not replay, by :func:`~app.memory.compute.models.dflash.dflash_kind`:
+#: its context's compute buffers are approximate and the estimate says so.
+UNMODELLED_DFLASH = {
+    "dflash2": "a DFlash2 head (per-layer dynamic convolutions and a candidate selector)",
+    "dsv4": "a DeepSeek-V4 DSpark head (hyper-connected MLA and MoE stages)",
+}
+
+
+#: Target graphs that set ``t_layer_inp[n_layer]`` (the last layer's output), so a DFlash head may read it:
+#: ``src/models/deepseek4.cpp``, ``nemotron-h.cpp``, ``mimo2.cpp``; any other aborts on it in
+#: ``llm_graph_result::set_outputs`` ("layer input tensor is null").
+FINAL_LAYER_INP_ARCHS = frozenset({"deepseek4", "nemotron_h", "nemotron_h_moe", "mimo2"})
+
+
+def dflash_target_layers(
+    settings: LlamaSettings, draft_meta: Mapping[str, Any] | None, n_layer: int, target_arch: str = ""
+) -> tuple[int, ...]:
+    """The target layers whose inputs ``--spec-type draft-dflash`` / ``draft-dspark`` extracts for the DFlash
+    head given with ``-md`` (its ``dflash.target_layers``: ``common_speculative_impl_draft_dflash`` turns on
+    ``llama_set_embeddings_layer_inp`` for each); empty without those types, without a draft or while the draft is
+    not open. Raises :class:`SettingsError` where llama.cpp refuses or aborts on the pair."""
+    if not any(t in settings.spec_types for t in DFLASH_SPEC_TYPES) or not settings.draft_model or draft_meta is None:
+        return ()
+    if draft_meta.get("general.architecture") != "dflash":
+        return ()
+    ids = draft_meta.get("dflash.target_layers")
+    if not ids:  # load_arch_hparams
+        raise SettingsError(
+            "the DFlash draft has no dflash.target_layers: llama.cpp refuses it ('DFlash model requires "
+            "'target_layers' in GGUF metadata'); convert it again with the target model's directory"
+        )
+    layers = _int32(ids)
+    bad = max(layers) if max(layers) > n_layer else min(layers)
+    if bad > n_layer or bad < 0:  # llama_context::set_embeddings_layer_inp((uint32_t) id): GGML_ASSERT
+        raise SettingsError(
+            f"the DFlash draft reads target layer {bad}, the model has {n_layer}: llama.cpp aborts "
+            "(GGML_ASSERT lid <= n_layer); use the draft published for this model"
+        )
+    if n_layer in layers and target_arch and target_arch not in FINAL_LAYER_INP_ARCHS:
+        raise SettingsError(
+            f"the DFlash draft reads target layer {n_layer}, the output of the model's last layer, which llama.cpp's "
+            f"{target_arch} graph does not extract: it aborts at the first decode ('layer input tensor is null'); "
+            "use the draft published for this model"
+        )
+    return layers
+
+
+def target_layers(
+    settings: LlamaSettings, draft_meta: Mapping[str, Any] | None, n_layer: int, target_arch: str = ""
+) -> tuple[int, ...]:
+    """The target layers a draft head extracts (:func:`eagle3_target_layers`, :func:`dflash_target_layers`)."""
+    return eagle3_target_layers(settings, draft_meta, n_layer) or dflash_target_layers(
+        settings, draft_meta, n_layer, target_arch
+    )
 
 
 def eagle3_target_layers(
@@ -50,21 +105,75 @@ def eagle3_target_layers(
             f"--spec-type draft-eagle3 needs an EAGLE-3 head as -md: llama.cpp says 'draft model is not eagle3 "
             f"(expected 3 extract layers, got {len(ids or ())})'"
         )
-    layers = tuple(int(x) for x in ids)
+    layers = _int32(ids)
     if max(layers) > n_layer:  # GGML_ABORT("EAGLE3: target layer id %d exceeds target n_layer %d")
         raise SettingsError(f"the EAGLE-3 head extracts target layer {max(layers)}, the model has {n_layer}")
+    if min(layers) < 0:  # llama_set_embeddings_layer_inp((uint32_t) id): GGML_ASSERT(lid <= n_layer)
+        raise SettingsError(
+            f"the EAGLE-3 head extracts target layer {min(layers)}: llama.cpp aborts (GGML_ASSERT lid <= n_layer); "
+            "the head's file is broken, convert it again"
+        )
     return layers
 
 
-#: The --spec-type a draft file is used with, by its architecture (common_speculative_init): an EAGLE-3 head with
-#: draft-eagle3, Gemma 4's assistant with draft-mtp (the MTP driver over ``ctx_other``); any other model with
-#: draft-simple.
-SPEC_TYPE_OF_ARCH = {"eagle3": "draft-eagle3", "gemma4-assistant": "draft-mtp"}
+def _int32(ids: Any) -> tuple[int, ...]:
+    """Layer ids as llama.cpp's ``std::vector<int32_t>`` holds them (a u32 array's values above 2^31 wrap)."""
+    return tuple(int(x) - (1 << 32) if int(x) >= 1 << 31 else int(x) for x in ids)
+
+
+#: The --spec-type a draft file is used with, by its architecture (common_speculative_init, and
+#: ``common_speculative_types_from_gguf`` for ``dflash`` files): an EAGLE-3 head with draft-eagle3, Gemma 4's
+#: assistant with draft-mtp (the MTP driver over ``ctx_other``), a DFlash head with draft-dflash (draft-dspark when
+#: it has a Markov head, :func:`spec_type_of`); any other model with draft-simple.
+SPEC_TYPE_OF_ARCH = {"eagle3": "draft-eagle3", "gemma4-assistant": "draft-mtp", "dflash": "draft-dflash"}
 
 
 def spec_type_for(draft_arch: str) -> str:
     """The ``--spec-type`` that drafts with a ``-md`` file of ``draft_arch``."""
     return SPEC_TYPE_OF_ARCH.get(draft_arch, "draft-simple")
+
+
+def spec_type_of(draft: Any) -> str:
+    """The ``--spec-type`` that drafts with the open ``-md`` model ``draft``: as :func:`spec_type_for`, a DFlash
+    file with ``markov_w1`` being a DSpark head (``common_speculative_types_from_gguf``)."""
+    if draft.params.arch == "dflash" and any(t.name == "markov_w1.weight" for t in draft.tensors):
+        return "draft-dspark"
+    return spec_type_for(draft.params.arch)
+
+
+def detected_spec_types(draft: Any) -> list[str]:
+    """The ``--spec-type`` llama.cpp infers from the ``-md`` file when none is given
+    (``common_speculative_types_from_gguf``, ``common/arg.cpp``): draft-dflash or draft-dspark (a Markov head) for a
+    ``dflash`` file, draft-mtp for a model whose last block holds ``nextn.eh_proj``, else none."""
+    if draft is None:
+        return []
+    if draft.params.arch == "dflash":
+        return [spec_type_of(draft)]
+    n = int(draft.metadata.get(f"{draft.params.arch}.block_count") or 0)
+    last = f"blk.{n - 1}.nextn.eh_proj.weight"
+    return ["draft-mtp"] if n and any(t.name == last for t in draft.tensors) else []
+
+
+def with_detected_spec_type(settings: LlamaSettings, draft: Any) -> LlamaSettings:
+    """``settings`` with the DFlash / DSpark type :func:`detected_spec_types` infers from the open draft ``draft``
+    where no ``--spec-type`` (or only ``none``) was given, as llama-server and llama-cli do; else ``settings``
+    itself (an inferred draft-mtp is not followed: the estimate says so, :func:`inferred_mtp`)."""
+    if settings.spec_types or not settings.draft_model or settings.tool not in ("server", "cli"):
+        return settings
+    found = [t for t in detected_spec_types(draft) if t in DFLASH_SPEC_TYPES]
+    return settings.copy(spec_types=found) if found else settings
+
+
+def inferred_mtp(settings: LlamaSettings, draft: Any) -> bool:
+    """Whether llama.cpp would infer draft-mtp from the ``-md`` file (no ``--spec-type`` given), which the estimate
+    does not follow."""
+    return (
+        not settings.spec_types
+        and bool(settings.draft_model)
+        and settings.tool in ("server", "cli")
+        and "draft-mtp" in detected_spec_types(draft)
+        and draft.params.arch not in SPEC_TYPE_OF_ARCH
+    )
 
 
 def draft_settings(main: LlamaSettings, shape: ContextShape) -> LlamaSettings:
@@ -88,6 +197,10 @@ def draft_settings(main: LlamaSettings, shape: ContextShape) -> LlamaSettings:
     )
 
 
-def unmodelled_types(settings: LlamaSettings) -> list[str]:
-    """The chosen --spec-type values whose draft context Layerdeck does not size."""
-    return [t for t in settings.spec_types if t in UNMODELLED_SPEC_TYPES]
+def unmodelled_dflash(draft: Any) -> str:
+    """Why the open DFlash draft ``draft``'s compute is not replayed ("" where it is, or for another draft)."""
+    if draft is None or draft.params.arch != "dflash":
+        return ""
+    from .compute.models.dflash import dflash_kind
+
+    return UNMODELLED_DFLASH.get(dflash_kind(draft.metadata, {t.name for t in draft.tensors}), "")

@@ -20,7 +20,14 @@ from ..units import fmt_bytes
 from .compute import UNCHECKED, compute_buffers, model_facts, unchecked_note
 from .compute.ggml import ne4
 from .compute.models import family_of
-from .draft import draft_settings, eagle3_target_layers, unmodelled_types
+from .draft import (
+    DFLASH_SPEC_TYPES,
+    draft_settings,
+    inferred_mtp,
+    target_layers,
+    unmodelled_dflash,
+    with_detected_spec_type,
+)
 from .kv import (
     CACHE_TYPE_BLOCKS,
     NO_FLASH_ATTN_ARCHS,
@@ -212,6 +219,21 @@ def _estimate(
     layer/override rules of ``settings`` when given. ``borrowed``: tensors of another model the graph reads
     (an EAGLE-3 head's, :func:`_borrowed`).
     """
+    inferred = ""
+    if estimator is not None and settings.draft_model and not settings.spec_types:
+        drafter = estimator.draft_for(settings)
+        settings = with_detected_spec_type(settings, drafter.model if drafter is not None else None)
+        if settings.spec_types:
+            inferred = (
+                f"no --spec-type given: llama.cpp infers {settings.spec_types[0]} from the draft file "
+                "(common_speculative_types_from_gguf), and so does this estimate"
+            )
+        elif drafter is not None and inferred_mtp(settings, drafter.model):
+            inferred = (
+                "no --spec-type given: llama.cpp infers draft-mtp from this -md file (its last block holds NextN "
+                "layers) and loads the main model's MTP layers; this estimate does not follow that inference and "
+                "counts the draft as a plain -md model: give --spec-type explicitly"
+            )
     p = model.params
     shape = context_shape(p, settings)
     if settings.load_mtp and not settings.draft_model:
@@ -280,7 +302,7 @@ def _estimate(
         and not placement.has_overrides
         and all(d != CPU for d in placement.layer_device)
     )
-    notes: list[str] = []
+    notes: list[str] = [inferred] if inferred else []
     if p.arch in NO_MEMORY_ARCHS:
         notes.append(
             f"'{p.arch}' is a diffusion model: llama.cpp gives it no KV cache (non-causal attention over each batch) "
@@ -379,10 +401,11 @@ def _reserved_compute(
     p = model.params
     shapes = [shape]
     drafter = estimator.draft_for(settings) if estimator is not None else None
-    extract = eagle3_target_layers(settings, drafter.model.metadata if drafter else None, p.n_layer)
+    extract = target_layers(settings, drafter.model.metadata if drafter else None, p.n_layer, p.arch)
     if any(il < p.n_layer for il in extract):
         shapes.append(replace(shape, layer_inp_out=tuple(il for il in extract if il < p.n_layer)))
-    if p.arch == "eagle3" and settings.spec_draft_backend_sampling:  # the head's own context (draft_settings)
+    if p.arch in ("eagle3", "dflash") and settings.spec_draft_backend_sampling:  # the head's own context
+        # (draft_settings); a DFlash2 head gets no backend sampler, and is not replayed (unmodelled_dflash)
         shapes.append(replace(shape, backend_sampler=True))
     if p.arch in ONE_SEQ_RESERVE_ARCHS and shape.n_seq > 1 and settings.tool != "fit-params" and not shape.mtp:
         # sched_reserve's last pp graph has one sequence; llama-fit-params prints the first reserve's sizes
@@ -568,13 +591,16 @@ def _borrowed(
 ) -> tuple[tuple, ...]:
     """The main model's tensors a draft head's graph reads (``cparams.ctx_other``): (name, device, bytes, shape,
     ggml type) each, where the main model keeps them. An EAGLE-3 head reads ``model_other->tok_embd`` and
-    ``model_other->output`` in place of those it lacks (src/models/eagle3.cpp); Gemma 4's assistant reads the
+    ``model_other->output`` in place of those it lacks (src/models/eagle3.cpp), a DFlash head likewise, its own
+    token_embd serving as its lm_head where it has no output (src/models/dflash.cpp); Gemma 4's assistant reads the
     target's token embeddings and the caches of its last two layers (:func:`_assistant_borrowed`)."""
     if head.params.arch in SHARED_KV_ARCHS:
         return _assistant_borrowed(model, head, placement, settings, shape)
-    if head.params.arch != "eagle3":
+    if head.params.arch not in ("eagle3", "dflash"):
         return ()
     own = {t.name for t in head.tensors}
+    if head.params.arch == "dflash" and "token_embd.weight" in own:
+        own.add("output.weight")  # load_arch_tensors: output = its token_embd, TENSOR_DUPLICATED
     idx = {t.name: i for i, t in enumerate(model.tensors)}
     out = []
     for name in ("token_embd.weight", "output.weight"):
@@ -669,12 +695,6 @@ def _draft(
 ) -> Estimate | None:
     """The draft model's estimate (-md), its totals added to ``mem`` per device; None without a draft.
     ``placement``: the main model's, for the tensors an EAGLE-3 head reads from it (:func:`_borrowed`)."""
-    odd = unmodelled_types(settings)
-    if odd:
-        notes.append(
-            f"--spec-type {', '.join(odd)}: the draft context these types create (DFlash/DSpark heads, "
-            "models of their own) is not sized; only the main context's extra output rows are counted; use Verify"
-        )
     if settings.load_mtp and model.params.nextn_layers:
         nextn = sum(t.nbytes for t, s in zip(model.tensors, model.index.skipped) if s)
         notes.append(
@@ -691,10 +711,11 @@ def _draft(
             + ("" if replayed else f"; the compute graph's snapshot copies are not replayed for {model.params.arch}")
         )
     if not settings.draft_model:
-        if "draft-eagle3" in settings.spec_types:  # common_speculative_init: add_config_if_enabled(.., ctx_dft)
+        heads = [t for t in settings.spec_types if t in ("draft-eagle3", *DFLASH_SPEC_TYPES)]
+        if heads:  # common_speculative_init: add_config_if_enabled(.., ctx_dft != nullptr)
             notes.append(
-                "--spec-type draft-eagle3 without -md: llama.cpp drafts nothing with it (the EAGLE-3 head is the -md "
-                "model); only the main context's extra output rows are counted"
+                f"--spec-type {', '.join(heads)} without -md: llama.cpp drafts nothing with it (the EAGLE-3 or "
+                "DFlash head is the -md model); only the main context's extra output rows are counted"
             )
         return None
     drafter = estimator.draft_for(settings) if estimator is not None else None
@@ -720,14 +741,18 @@ def _draft(
         f"row{'s' if shape.n_seq > 1 else ''})"
     )
     notes.extend(f"draft: {n}" for n in est.notes)
-    extract = eagle3_target_layers(settings, drafter.model.metadata, model.params.n_layer)
+    p = model.params
+    extract = target_layers(settings, drafter.model.metadata, p.n_layer, p.arch)
     if extract:
-        p = model.params
         grows = len(extract) * p.n_embd * shape.n_batch * 4  # output_reserve: n_embd x n_batch floats per layer
         replayed = family_of(p.arch).name == "llama" and p.arch in family_of(p.arch).exact
+        kind = (
+            "EAGLE-3 head (--spec-type draft-eagle3)"
+            if drafter.model.params.arch == "eagle3"
+            else f"DFlash head (--spec-type {', '.join(t for t in settings.spec_types if t in DFLASH_SPEC_TYPES)})"
+        )
         notes.append(
-            f"EAGLE-3 head (--spec-type draft-eagle3): the main context extracts the hidden states of layers "
-            f"{', '.join(map(str, extract))} for it"
+            f"{kind}: the main context extracts the hidden states of layers {', '.join(map(str, extract))} for it"
             + (
                 ", its compute buffers counted as reserved again with those layer inputs as outputs"
                 if replayed
@@ -735,5 +760,16 @@ def _draft(
             )
             + f"; not counted: the host output buffer grows by {fmt_bytes(grows)} at the first decode "
             "(output_reserve: one row of n_embd floats per -b token and layer), the head's by its rows"
+            + (
+                ""
+                if drafter.model.params.arch == "eagle3"
+                else "; the speed of block-diffusion drafting is not predicted"
+            )
+        )
+    odd = unmodelled_dflash(drafter.model)
+    if odd:
+        notes.append(
+            f"the draft {drafter.model.path.name} is {odd}: its compute graph is not replayed, so the draft "
+            "context's compute buffers are approximate (its weights and KV cache are exact); use Verify"
         )
     return est

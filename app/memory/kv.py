@@ -134,8 +134,9 @@ def context_shape(p: ModelParams, s: LlamaSettings) -> ContextShape:
         # llama_kv_cache_dsv4 keeps its raw window cache per sequence whatever -kvu says (unified_raw = false)
         window_seqs = n_seq if unified and p.arch != "deepseek4" else 1
         size_swa = n_ctx_seq if s.swa_full else pad(min(n_ctx_seq, p.n_swa * window_seqs + n_ubatch), 256)
-    # llama_context: an encoder-decoder (T5) always gets every token's output (n_outputs_max = n_batch)
-    server_outputs = s.tool == "server" and p.arch not in ENCODER_DECODER_ARCHS
+    # llama_context: a model with an encoder (T5, and the EAGLE-3 / DFlash heads that encode the target's
+    # features) always gets every token's output (n_outputs_max = n_batch, llama_model_has_encoder)
+    server_outputs = s.tool == "server" and p.arch not in HAS_ENCODER_ARCHS
     n_outputs_max = min(n_batch, s.eff_n_outputs_max()) if server_outputs else n_batch
     n_rs_seq = s.rs_seq_requested if p.arch in RS_ROLLBACK_ARCHS else 0
     return ContextShape(
@@ -285,6 +286,8 @@ def dsv4_bytes(p: ModelParams, s: LlamaSettings, shape: ContextShape, il: int) -
 #: "hacky enc-dec support" of ``output_reserve``, for LLM_ARCH_T5 alone). The other models with an encoder are
 #: drafts (eagle3, dflash) sized by their own rules, and t5encoder, which is not placed for text generation.
 ENCODER_DECODER_ARCHS = frozenset({"t5"})
+#: ``llama_model_has_encoder``: T5 and the draft heads with an encoder graph (their ``n_outputs_max`` is n_batch).
+HAS_ENCODER_ARCHS = ENCODER_DECODER_ARCHS | {"eagle3", "dflash"}
 
 #: Architectures whose attention layers also cache the DSA lightning indexer's keys (``llama_kv_cache_dsa``; hy_v4
 #: only with ``indexer.top_k`` > 0, where :attr:`~app.model.hparams.ModelParams.indexer_full` marks its layers).

@@ -60,8 +60,20 @@ _OUTPUT_NAMES = (
     "dec.output_norm.",  # T5's decoder output norm (LLM_TENSOR_DEC_OUTPUT_NORM, LAYER_OUTPUT)
 )
 # EAGLE-3/DFlash heads and Gemma 4's assistant (llama-arch.cpp: LLM_TENSOR_FC, LLM_TENSOR_D2T,
-# LLM_TENSOR_ENC_OUTPUT_NORM and LLM_TENSOR_NEXTN_PROJ_POST are LAYER_OUTPUT)
-_HEAD_OUTPUT_NAMES = ("fc.", "d2t", "enc.output_norm.", "nextn.post_projection.")
+# LLM_TENSOR_ENC_OUTPUT_NORM and LLM_TENSOR_NEXTN_PROJ_POST are LAYER_OUTPUT, and so are DSpark's Markov and
+# confidence heads, LLM_TENSOR_DSPARK_*, and DFlash2's selector, LLM_TENSOR_DFLASH_SELECTOR_*)
+_HEAD_OUTPUT_NAMES = (
+    "fc.",
+    "d2t",
+    "enc.output_norm.",
+    "nextn.post_projection.",
+    "markov_w1.",
+    "markov_w2.",
+    "conf_proj.",
+    "selector_predecessor.",
+    "selector_successor.",
+    "selector_hidden.",
+)
 #: Tensors without a ``blk.N.`` name that llama.cpp creates with layer 0 (LLM_TENSOR_LAYER_REPEATING, bid 0):
 #: gemma3n/gemma4's per-layer-input projection and its norm, Gemma 4's assistant's input projection
 #: (LLM_TENSOR_NEXTN_PROJ_PRE, created with i = 0), HRM-Text's learned low-stack start state (LLM_TENSOR_HRM_Z_L_INIT,

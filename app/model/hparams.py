@@ -670,6 +670,45 @@ def _dots3note(m: Meta, p: ModelParams, nextn: int) -> None:
 _MAX_ADAPTERS = 4096
 
 
+#: llama.cpp's refusal of a draft head without its target layers (``load_arch_hparams``), by architecture
+_NO_TARGET_LAYERS = {
+    "eagle3": "EAGLE3 model requires 'extract_layers' in GGUF metadata",
+    "dflash": "DFlash model requires 'target_layers' in GGUF metadata",
+}
+
+
+def _target_layers(m: Meta) -> None:
+    """A draft head's ``target_layers`` (``llama_model_eagle3`` / ``llama_model_dflash::load_arch_hparams``:
+    ``get_arr`` into int32 ids, not required, so a missing or non-array key is llama.cpp's own refusal; elements
+    other than i32/u32 are refused by ``get_arr``; EAGLE-3 takes exactly three; an empty list leaves ``fc``
+    without inputs, which no converter writes)."""
+    key = m.key("{arch}.target_layers")
+    if key not in m.meta or m.type_of(key) != T_ARRAY:
+        raise m.error(key, "is missing or not an array, and llama.cpp requires it", llama=_NO_TARGET_LAYERS[m.arch])
+    item = m.array_types.get(key)
+    if item is not None and item not in (T_INT32, T_UINT32):
+        found = LLAMA_TYPE_NAMES.get(item, str(item))
+        raise m.error(
+            key,
+            f"is an array of {found}, not of layer ids (i32)",
+            f"arr of {found}",
+            "arr of i32",
+            f"{key} has wrong array element type {found}",
+        )
+    ids = m.meta[key]
+    ids = ids.load() if isinstance(ids, LazyArray) else ids
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in ids):
+        raise m.error(key, "holds values that are not layer ids", "arr", "arr of i32")
+    if not ids or (m.arch == "eagle3" and len(ids) != 3):
+        raise m.error(
+            key,
+            f"holds {len(ids)} layer ids",
+            f"arr ({len(ids)} items)",
+            "3" if m.arch == "eagle3" else "at least 1",
+            "EAGLE3 requires exactly 3 entries in 'extract_layers'" if m.arch == "eagle3" else "",
+        )
+
+
 def _granite_switch(m: Meta, p: ModelParams) -> None:
     """Granite Switch's adapters (``llama_model_granite_switch::load_arch_hparams`` / ``load_arch_tensors``): the
     count and LoRA rank are required and at most 4096, one activating and one substitute token per adapter, every
@@ -900,6 +939,8 @@ def extract_params(
     )
     if arch == "graniteswitch":
         _granite_switch(m, p)
+    if arch in _NO_TARGET_LAYERS:
+        _target_layers(m)
     if arch == "t5":
         p.dec_n_layer = m.u32("{arch}.decoder_block_count", n_layer)
         if p.dec_n_layer > n_layer:

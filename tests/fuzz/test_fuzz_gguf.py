@@ -325,6 +325,76 @@ def test_any_mutation(arch, mutations, bases, scratch):
     check_input(write_input(scratch, bases, arch, mutations))
 
 
+#: Keys of the draft heads (-md) the fuzzer replaces, beside the common ones: what llama_model_dflash /
+#: llama_model_eagle3 and common_speculative_impl_draft_dflash read.
+HEAD_KEYS = [
+    "{arch}.target_layers", "{arch}.block_size", "{arch}.attention.causal", "{arch}.sample_from_anchor",
+    "{arch}.has_confidence_head", "{arch}.hyper_connection.count", "{arch}.selector_top_k", "{arch}.selector_rank",
+    "{arch}.target_hidden_size", "tokenizer.ggml.mask_token_id", "{arch}.block_count", "{arch}.embedding_length",
+    "{arch}.attention.head_count", "{arch}.attention.head_count_kv", "{arch}.feed_forward_length",
+    "general.architecture",
+]
+head_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h][1]], st.sampled_from(HEAD_KEYS),
+                               st.integers(0, len(HOSTILE) - 1))
+
+
+@pytest.fixture(scope="module")
+def heads(tmp_path_factory) -> Bases:
+    """A tiny llama target and unmutated draft heads for it: DFlash, DSpark (Markov and confidence heads),
+    EAGLE-3."""
+    from tests import gguf_factory as gf
+    from tests.factory_models.dflash import write_dflash_draft
+    from tests.factory_models.eagle3 import write_eagle3_draft
+
+    d = tmp_path_factory.mktemp("heads")
+    return Bases(
+        target=gf.write_tiny_model("llama", d / "t.gguf").read_bytes(),
+        dflash=write_dflash_draft(d / "dflash.gguf").read_bytes(),
+        dspark=write_dflash_draft(d / "dspark.gguf", markov_rank=8, d2t=200, own_output=True).read_bytes(),
+        eagle3=write_eagle3_draft(d / "eagle3.gguf").read_bytes(),
+    )
+
+
+@given(
+    head=st.sampled_from(["dflash", "dspark", "eagle3"]),
+    mutations=st.lists(st.one_of(head_meta_mutation, head_meta_mutation, any_mutation), min_size=1, max_size=2),
+)
+@example(head="dflash", mutations=[["meta", "{arch}.target_layers", T_ARR, {"arr": T_U32, "values": []}]])
+@example(head="dflash", mutations=[["meta", "{arch}.target_layers", T_ARR, {"arr": T_I32, "fill": -1}]])
+@example(head="dspark", mutations=[["meta", "{arch}.block_size", T_U32, 0]])
+@example(head="dspark", mutations=[["meta", "{arch}.block_size", T_U32, (1 << 32) - 1]])
+@example(head="dflash", mutations=[["meta", "{arch}.hyper_connection.count", T_U32, 4]])
+def test_hostile_draft_heads(head, mutations, heads, scratch):
+    """A mutated draft head given with -md and its --spec-type, through the core (open, estimate with the
+    target) and the CLI: a result or a typed error, within the budgets; what the core refuses the CLI refuses
+    with the same message."""
+    from app.command.parse import settings_from_args
+    from app.memory.estimator import estimate
+
+    target = scratch / "target.gguf"
+    target.write_bytes(heads["target"])
+    draft = scratch / f"{head}.gguf"
+    draft.write_bytes(apply(heads[head], mutations))
+    spec = {"dflash": "draft-dflash", "dspark": "draft-dspark", "eagle3": "draft-eagle3"}[head]
+    args = ["-m", str(target), "-md", str(draft), "--spec-type", spec, "-c", "4096"]
+    with watchdog(2 * TIME_BUDGET_S):
+        t0 = time.perf_counter()
+        message = ""
+        try:
+            est = estimate(open_model(target), [], settings_from_args(args[2:], tool="server"), draft=open_model(draft))
+            assert est.devices and est.draft is not None
+        except LayerdeckError as exc:
+            message = exc.message
+            assert message.strip(), "a typed error without a message"
+        assert time.perf_counter() - t0 <= TIME_BUDGET_S
+        code, out, err, seconds = run_cli(["estimate", "--", *args])
+        assert code in (0, 2), (code, err)
+        assert "Traceback" not in err + out, err
+        assert seconds <= TIME_BUDGET_S, f"estimate took {seconds:.1f} s"
+        if message:
+            assert code == 2 and message.splitlines()[0] in err, (err, message)
+
+
 @pytest.mark.parametrize("case", sorted(REGRESSIONS.glob("*.json")), ids=lambda p: p.stem)
 def test_regressions(case, bases, scratch):
     doc = json.loads(case.read_text())

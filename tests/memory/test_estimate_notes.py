@@ -124,7 +124,7 @@ def test_the_matrix_decides_which_architectures_are_exact():
     assert not off & CHECKED_ARCHS, sorted(off & CHECKED_ARCHS)
     # compared by modules of their own: deepseek4's fit-print and server-log cases, the EAGLE-3 head's and Gemma 4
     # assistant's server logs (draft heads llama-fit-params cannot load alone: they need the target's context)
-    elsewhere = {"deepseek4": "test_deepseek4_cache.py", "eagle3": "test_eagle3.py",
+    elsewhere = {"deepseek4": "test_deepseek4_cache.py", "eagle3": "test_eagle3.py", "dflash": "test_dflash.py",
                  "gemma4-assistant": "test_gemma4_assistant.py"}
     assert all((Path(__file__).parent / f).is_file() for f in elsewhere.values())
     assert CHECKED_ARCHS <= compared | set(elsewhere), sorted(CHECKED_ARCHS - compared - set(elsewhere))

@@ -43,6 +43,7 @@ class Ctx:
         self.n_outputs = max(1, min(nt, shape.n_outputs_max))
         self.layer_inp_out = frozenset(shape.layer_inp_out)  # t_layer_inp outputs (EAGLE-3 extraction)
         self.backend_sampler = shape.backend_sampler  # build_sampling over n_seq top-k samplers (EAGLE-3 draft)
+        self.spec_draft_n_max = settings.spec_draft_n_max  # a DFlash draft's sampled rows per slot
         if nt % n_seqs:
             nt = (nt + n_seqs - 1) // n_seqs * n_seqs  # graph_reserve rounds to a multiple of n_seqs
         self.n_tokens = nt
