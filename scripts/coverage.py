@@ -119,7 +119,7 @@ FEATURES = [
         "not compared yet",
     ),
     (
-        "DFlash / DSpark drafts (-md draft.gguf --spec-type draft-dflash / draft-dspark)",
+        "DFlash / DSpark / DFlash2 drafts (-md draft.gguf --spec-type draft-dflash / draft-dspark)",
         "dflash",
         "not compared yet",
     ),
@@ -172,14 +172,15 @@ FEATURE_NOTES = {
     "llama-server on a 2-core CPU)",
     "dflash": "the head's weights, KV cache (non-causal, the target's cells), output buffer and compute (its "
     "block-diffusion decoder graph on a token batch, reserved with and without its top-k backend sampler; DSpark's "
-    "Markov head and confidence head where the reserved blocks fit the trained block size) and the target "
+    "Markov head and confidence head where the reserved blocks fit the trained block size; DFlash2's dynamic "
+    "convolutions and candidate selector) and the target "
     "context's compute reserved again with the extracted layer inputs as outputs, against llama-server's load log "
     "and its reserve at the first request, for heads with their own token_embd/output and heads that read the "
     "target's, with and without a d2t vocabulary map, the type given or inferred from the file as llama.cpp "
     "infers it; a target layer the model lacks or does not extract is refused with llama.cpp's reason; the "
     "feature-injection graph (smaller) and the output buffers' growth at the first decode are said, not counted; "
-    "DFlash2 heads (dynamic convolutions, candidate selector) and DeepSeek-V4 DSpark heads: weights and KV exact, "
-    "compute approximate, and the estimate says so; drafting speed not predicted, said so",
+    "DeepSeek-V4 DSpark heads: weights and KV exact, compute approximate, and the estimate says so; drafting speed "
+    "not predicted, said so",
     "gemma4-assistant": "its layers (all NextN, no trunk) loaded and placed as any model's, no KV cache of its own "
     "(it shares the target's last two layers' caches), and its compute (the target's token embeddings and those "
     "caches read where the target keeps them, reserved with and without its top-k backend sampler) against "

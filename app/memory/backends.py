@@ -157,6 +157,13 @@ def loader_op_sizes(t: TensorInfo, op: str, p: ModelParams) -> list[int]:
     return [t.nbytes]
 
 
+#: The row types Vulkan's GET_ROWS reads (``ggml_backend_vk_device_supports_op``, GGML_OP_GET_ROWS).
+VK_GET_ROWS_TYPES = frozenset(
+    "F32 F16 BF16 Q1_0 Q2_0 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S "
+    "IQ3_XXS IQ3_S IQ4_XS IQ4_NL MXFP4 NVFP4 TQ1_0 TQ2_0 I32".split()
+)
+
+
 def vulkan_supports(op: str, dst, srcs) -> bool:
     """``ggml_backend_vk_device_supports_op`` (``ggml-vulkan.cpp``) for the ops whose answer depends on their
     shapes and the graphs Layerdeck replays use: ``dst`` and ``srcs`` have ``ty`` (``"w"`` for a weight, taken
@@ -219,6 +226,8 @@ def refuses(lane: Lane, t: TensorInfo, p: ModelParams, op: str | None = None) ->
         op = "MUL"
     if op == "NONE":
         return False
+    if backend_of(lane) == "vulkan" and op == "GET_ROWS" and t.type_name.upper() not in VK_GET_ROWS_TYPES:
+        return True  # a draft head's i64 d2t map: ggml_backend_vk_device_supports_op has no I64 rows
     if backend_of(lane) == "vulkan" and op == "SSM_SCAN":
         ne = tuple(t.shape) + (1,) * (4 - len(t.shape))
         d_state = p.ssm_d_state if ne[0] == 1 else ne[0]  # llama-model-loader.cpp, GGML_OP_SSM_SCAN

@@ -35,7 +35,6 @@ DFLASH_SPEC_TYPES = ("draft-dflash", "draft-dspark")
 #: What of a ``dflash`` file Layerdeck does not replay, by :func:`~app.memory.compute.models.dflash.dflash_kind`:
 #: its context's compute buffers are approximate and the estimate says so.
 UNMODELLED_DFLASH = {
-    "dflash2": "a DFlash2 head (per-layer dynamic convolutions and a candidate selector)",
     "dsv4": "a DeepSeek-V4 DSpark head (hyper-connected MLA and MoE stages)",
 }
 
@@ -197,10 +196,39 @@ def draft_settings(main: LlamaSettings, shape: ContextShape) -> LlamaSettings:
     )
 
 
+def check_dflash_head(draft: Any) -> None:
+    """Refuse, with llama.cpp's reason, a DFlash file its loader or graph refuses (``load_arch_tensors``: a DFlash2
+    selector without its conv/selector keys, a width the conv groups or the selector lattice do not fit;
+    ``build_dspark_markov_head``: a DSpark head without ``dflash.block_size``)."""
+    if draft is None or draft.params.arch != "dflash":
+        return
+    names, n_embd, keys = {t.name for t in draft.tensors}, draft.params.n_embd, draft.params.dflash
+
+    def key(name: str) -> int:
+        return keys.get(name, 0)
+
+    why = ""
+    if "selector_hidden.weight" in names:
+        top_k, group = key("selector_top_k"), key("conv_group_size")
+        if min(key("selector_rank"), key("block_size"), top_k, key("conv_kernel_size"), group) <= 0:
+            why = "DFlash2 model is missing conv/selector metadata"
+        elif n_embd % group:
+            why = "DFlash2 hidden size must be divisible by conv_group_size"
+        elif n_embd < top_k * (top_k + 1):
+            why = "DFlash2 hidden size is too small for the selector lattice"
+    elif "markov_w1.weight" in names and key("block_size") <= 0:
+        why = "DSpark draft requires 'dflash.block_size' in GGUF metadata (GGML_ASSERT)"
+    if why:
+        raise SettingsError(
+            f"the draft {draft.path.name} is a DFlash head llama.cpp refuses: '{why}'; convert it again or use the "
+            "published file"
+        )
+
+
 def unmodelled_dflash(draft: Any) -> str:
     """Why the open DFlash draft ``draft``'s compute is not replayed ("" where it is, or for another draft)."""
     if draft is None or draft.params.arch != "dflash":
         return ""
     from .compute.models.dflash import dflash_kind
 
-    return UNMODELLED_DFLASH.get(dflash_kind(draft.metadata, {t.name for t in draft.tensors}), "")
+    return UNMODELLED_DFLASH.get(dflash_kind(draft.params, {t.name for t in draft.tensors}), "")

@@ -22,6 +22,7 @@ from .compute.ggml import ne4
 from .compute.models import family_of
 from .draft import (
     DFLASH_SPEC_TYPES,
+    check_dflash_head,
     draft_settings,
     inferred_mtp,
     target_layers,
@@ -725,6 +726,7 @@ def _draft(
             "buffers are not counted: open it to include them"
         )
         return None
+    check_dflash_head(drafter.model)
     d_settings = draft_settings(settings, shape)
     borrowed = _borrowed(model, drafter.model, placement, settings, shape) if placement is not None else ()
     est = _estimate(drafter.model, devices, d_settings, None, drafter, borrowed=borrowed)

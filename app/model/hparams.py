@@ -438,6 +438,9 @@ class ModelParams:
     #: layers' head size (their conv state is ``3 * (d_conv - 1) * n_head * head_dim``, the delta-rule state
     #: ``head_dim * head_dim * n_head``); 0 elsewhere
     kda_head_dim: int = 0
+    #: DFlash heads (llama_model_dflash::load_arch_hparams, all optional u32): ``block_size``,
+    #: ``conv_kernel_size``, ``conv_group_size``, ``selector_rank``, ``selector_top_k``; empty elsewhere
+    dflash: dict[str, int] = field(default_factory=dict)
     recurrent_layers: list[bool] = field(default_factory=list)
     nextn_layers: int = 0
     #: llama_hparams::n_layer_kv_from_start: when >= 0 only the first that many layers own a KV cache; later layers
@@ -675,6 +678,10 @@ _NO_TARGET_LAYERS = {
     "eagle3": "EAGLE3 model requires 'extract_layers' in GGUF metadata",
     "dflash": "DFlash model requires 'target_layers' in GGUF metadata",
 }
+
+
+#: the optional u32 keys of a DFlash head (:attr:`ModelParams.dflash`)
+_DFLASH_KEYS = ("block_size", "conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
 
 
 def _target_layers(m: Meta) -> None:
@@ -941,6 +948,9 @@ def extract_params(
         _granite_switch(m, p)
     if arch in _NO_TARGET_LAYERS:
         _target_layers(m)
+    if arch == "dflash":
+        p.dflash = {k: m.u32("{arch}." + k) for k in _DFLASH_KEYS}
+        p.hc_mult = m.u32("{arch}.hyper_connection.count")
     if arch == "t5":
         p.dec_n_layer = m.u32("{arch}.decoder_block_count", n_layer)
         if p.dec_n_layer > n_layer:

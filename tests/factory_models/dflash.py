@@ -51,9 +51,12 @@ def dflash_spec(
     confidence: bool = True,
     sample_from_anchor: bool = True,
     causal: bool = False,
+    selector: tuple[int, int, int, int] | None = None,
+    logit_scale: float | None = None,
 ) -> gf.ModelSpec:
-    """The spec of a tiny DFlash head (a DSpark head with ``markov_rank``) for a target of hidden size ``n_embd``
-    (the draft's width is the target's: llama.cpp sizes ``fc`` by the draft's own ``n_embd``)."""
+    """The spec of a tiny DFlash head (a DSpark head with ``markov_rank``, a DFlash2 head with ``selector`` =
+    (conv kernel, conv group size, selector rank, selector top-k)) for a target of hidden size ``n_embd`` (the
+    draft's width is the target's: llama.cpp sizes ``fc`` by the draft's own ``n_embd``)."""
     hp: dict[str, Any] = dict(gf._COMMON_TINY)
     hp.update(
         n_layer=n_layer,
@@ -77,6 +80,17 @@ def dflash_spec(
     s.set("tokenizer.ggml.mask_token_id", MASK_TOKEN)
     n_vocab_all = gf._n_vocab(hp)
     n_vocab_draft = d2t or n_vocab_all
+    if logit_scale is not None:
+        s.set("{arch}.logit_scale", float(logit_scale))
+    if selector:
+        kernel, group, rank, top_k = selector
+        s.set("{arch}.conv_kernel_size", int(kernel))
+        s.set("{arch}.conv_group_size", int(group))
+        s.set("{arch}.selector_rank", int(rank))
+        s.set("{arch}.selector_top_k", int(top_k))
+        s.add("selector_predecessor.weight", (rank, n_vocab_all))
+        s.add("selector_successor.weight", (rank, n_vocab_all))
+        s.add("selector_hidden.weight", (n_embd, rank))
     if markov_rank:
         s.set("{arch}.sample_from_anchor", bool(sample_from_anchor))
         s.set("{arch}.has_confidence_head", bool(confidence))
@@ -103,12 +117,17 @@ def dflash_spec(
         s.add(p + "attn_k_norm.weight", (hd,), "norm")
         s.add(p + "ffn_norm.weight", (n_embd,), "norm")
         gf._dense_ffn(s, il, n_embd, n_ff)
+        if selector:  # load_arch_tensors: per layer, the two dynamic convolutions' bases and projections
+            proj = 2 * kernel * (n_embd // group)
+            for side in ("attn", "ffn"):
+                s.add(p + f"{side}_conv_base", (n_embd, kernel, 2), "norm")
+                s.add(p + f"{side}_conv_proj.weight", (n_embd, proj))
     policy = gf._POLICIES[quant]
     for t in s.tensors:
         if t.name == "d2t":
             t.qtype = gf.Q.I64
-        elif t.name.startswith(("markov_", "conf_proj")):
-            t.qtype = gf.Q.F32 if t.name.startswith("conf_proj") else gf.Q.F16
+        elif t.name.startswith(("markov_", "conf_proj", "selector_")) or t.name.endswith("_conv_base"):
+            t.qtype = gf.Q.F32 if t.name.startswith("conf_proj") or t.name.endswith("_conv_base") else gf.Q.F16
         else:
             t.qtype = policy(t, hp)
     return s

@@ -330,6 +330,7 @@ def test_any_mutation(arch, mutations, bases, scratch):
 HEAD_KEYS = [
     "{arch}.target_layers", "{arch}.block_size", "{arch}.attention.causal", "{arch}.sample_from_anchor",
     "{arch}.has_confidence_head", "{arch}.hyper_connection.count", "{arch}.selector_top_k", "{arch}.selector_rank",
+    "{arch}.conv_kernel_size", "{arch}.conv_group_size", "{arch}.logit_scale",
     "{arch}.target_hidden_size", "tokenizer.ggml.mask_token_id", "{arch}.block_count", "{arch}.embedding_length",
     "{arch}.attention.head_count", "{arch}.attention.head_count_kv", "{arch}.feed_forward_length",
     "general.architecture",
@@ -340,8 +341,8 @@ head_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h
 
 @pytest.fixture(scope="module")
 def heads(tmp_path_factory) -> Bases:
-    """A tiny llama target and unmutated draft heads for it: DFlash, DSpark (Markov and confidence heads),
-    EAGLE-3."""
+    """A tiny llama target and unmutated draft heads for it: DFlash, DSpark (Markov and confidence heads), DFlash2
+    (convolutions and selector), EAGLE-3."""
     from tests import gguf_factory as gf
     from tests.factory_models.dflash import write_dflash_draft
     from tests.factory_models.eagle3 import write_eagle3_draft
@@ -351,12 +352,13 @@ def heads(tmp_path_factory) -> Bases:
         target=gf.write_tiny_model("llama", d / "t.gguf").read_bytes(),
         dflash=write_dflash_draft(d / "dflash.gguf").read_bytes(),
         dspark=write_dflash_draft(d / "dspark.gguf", markov_rank=8, d2t=200, own_output=True).read_bytes(),
+        dflash2=write_dflash_draft(d / "dflash2.gguf", selector=(4, 16, 8, 4)).read_bytes(),
         eagle3=write_eagle3_draft(d / "eagle3.gguf").read_bytes(),
     )
 
 
 @given(
-    head=st.sampled_from(["dflash", "dspark", "eagle3"]),
+    head=st.sampled_from(["dflash", "dspark", "dflash2", "eagle3"]),
     mutations=st.lists(st.one_of(head_meta_mutation, head_meta_mutation, any_mutation), min_size=1, max_size=2),
 )
 @example(head="dflash", mutations=[["meta", "{arch}.target_layers", T_ARR, {"arr": T_U32, "values": []}]])
@@ -364,6 +366,8 @@ def heads(tmp_path_factory) -> Bases:
 @example(head="dspark", mutations=[["meta", "{arch}.block_size", T_U32, 0]])
 @example(head="dspark", mutations=[["meta", "{arch}.block_size", T_U32, (1 << 32) - 1]])
 @example(head="dflash", mutations=[["meta", "{arch}.hyper_connection.count", T_U32, 4]])
+@example(head="dflash2", mutations=[["meta", "{arch}.selector_top_k", T_U32, 1 << 20]])
+@example(head="dflash2", mutations=[["meta", "{arch}.conv_group_size", T_U32, 0]])
 def test_hostile_draft_heads(head, mutations, heads, scratch):
     """A mutated draft head given with -md and its --spec-type, through the core (open, estimate with the
     target) and the CLI: a result or a typed error, within the budgets; what the core refuses the CLI refuses
@@ -375,7 +379,7 @@ def test_hostile_draft_heads(head, mutations, heads, scratch):
     target.write_bytes(heads["target"])
     draft = scratch / f"{head}.gguf"
     draft.write_bytes(apply(heads[head], mutations))
-    spec = {"dflash": "draft-dflash", "dspark": "draft-dspark", "eagle3": "draft-eagle3"}[head]
+    spec = {"dflash": "draft-dflash", "dspark": "draft-dspark", "dflash2": "draft-dflash", "eagle3": "draft-eagle3"}[head]
     args = ["-m", str(target), "-md", str(draft), "--spec-type", spec, "-c", "4096"]
     with watchdog(2 * TIME_BUDGET_S):
         t0 = time.perf_counter()

@@ -62,6 +62,11 @@ CASES = [
     (dict(markov_rank=32, infer=True), 0, "-c 4096"),
     (dict(infer=True), 2, "-c 4096 -ngl all -ngld all -ts 2,1"),
     (dict(target="qwen3moe"), 2, "-c 4096 -ngl all -ngld all -ts 2,1 -fa on"),
+    # DFlash2 heads (dynamic convolutions, candidate selector; no backend sampler): the reserve's blocks past the
+    # block size and within it (64 / 4 = 16 positions), a d2t vocabulary with a logit scale, over devices
+    (dict(selector=(4, 16, 8, 4)), 0, "-c 4096"),
+    (dict(selector=(4, 16, 8, 4), own_embd=True), 0, "-c 4096 -np 4 -ub 64"),
+    (dict(selector=(3, 8, 16, 6), own_output=True, d2t=200, logit_scale=0.5), 2, "-c 4096 -ngl all -ngld all -np 2 -ub 32"),
     (QWEN3_4B_DFLASH, 0, "-c 8192"),
     (QWEN3_4B_DFLASH, 1, "-c 16384 -ngl 30 -ngld all -np 2 -ctkd q8_0 -ctvd q8_0 -fa on"),
 ]
@@ -71,7 +76,7 @@ def _tag(head: dict) -> str:
     return "-".join(
         x
         for x, on in (
-            ("dspark" if head.get("markov_rank") else "dflash", True),
+            ("dspark" if head.get("markov_rank") else "dflash2" if head.get("selector") else "dflash", True),
             ("own-embd", head.get("own_embd")),
             ("own-output", head.get("own_output")),
             (f"d2t{head.get('d2t')}", head.get("d2t")),
@@ -124,8 +129,9 @@ def test_dflash_buffers_match_llama_server(
     [
         (dict(), "-c 4096 -ngl all -ngld all"),
         (dict(markov_rank=32, own_embd=True), "-c 8192 -ngl 3 -ngld 1 -np 4 -ub 64"),
+        (dict(selector=(4, 16, 8, 4), own_output=True, d2t=200), "-c 4096 -ngl all -ngld all -np 2 -ub 32"),
     ],
-    ids=["dflash", "dspark"],
+    ids=["dflash", "dspark", "dflash2"],
 )
 def test_dflash_buffers_on_vulkan0(head, args, llama_vulkan_bin, vulkan_llama_server, tmp_path):
     """The same on lavapipe's Vulkan0 (its host buffers are Vulkan_Host): both contexts' weights, caches, compute
@@ -184,20 +190,43 @@ def test_the_head_is_checked_as_llama_cpp_checks_it(tmp_path):
 
 
 def test_unreplayed_heads_say_so(tmp_path):
-    """A DFlash2 head (candidate selector) is not replayed: the estimate gives its weights and cache and calls its
-    compute approximate, in the main notes and the draft's."""
+    """A DeepSeek-V4 DSpark head (hyper-connected stages) is not replayed: the estimate gives its weights and cache
+    and calls its compute approximate, in the main notes and the draft's."""
     target = open_model(gf.write_tiny_model("llama", tmp_path / "t.gguf"))
-    s = dflash_spec()
-    s.add("selector_hidden.weight", (64, 8))
-    path = gf.write_spec(s, tmp_path / "d2.gguf")
+    s = dflash_spec(markov_rank=8)
+    s.set("{arch}.hyper_connection.count", 4)
+    path = gf.write_spec(s, tmp_path / "dsv4.gguf")
     est = estimate(
         target,
         [],
-        settings_from_args(f"-md {path} --spec-type draft-dflash".split(), tool="server"),
+        settings_from_args(f"-md {path} --spec-type draft-dspark".split(), tool="server"),
         draft=open_model(path),
     )
-    assert any("DFlash2" in n and "approximate" in n for n in est.notes), est.notes
+    assert any("DeepSeek-V4 DSpark" in n and "approximate" in n for n in est.notes), est.notes
     assert est.draft is not None and any("approximate" in n for n in est.draft.notes)
+
+
+@pytest.mark.parametrize(
+    "change,why",
+    [
+        (dict(selector=(4, 16, 8, 4), drop="{arch}.selector_rank"), "missing conv/selector metadata"),
+        (dict(selector=(4, 24, 8, 4)), "divisible by conv_group_size"),
+        (dict(selector=(4, 16, 8, 8)), "too small for the selector lattice"),
+        (dict(markov_rank=8, drop="{arch}.block_size"), "requires 'dflash.block_size'"),
+    ],
+)
+def test_heads_llama_cpp_refuses_are_refused(change, why, tmp_path):
+    """load_arch_tensors' DFlash2 checks (64 wide: groups of 24 do not divide it, a top-8 lattice needs 72) and
+    the DSpark graph's block size, with llama.cpp's words."""
+    change = dict(change)
+    drop = change.pop("drop", None)
+    s = dflash_spec(**change)
+    if drop:
+        del s.kv[drop.replace("{arch}", "dflash")]
+    path = gf.write_spec(s, tmp_path / "head.gguf")
+    target = open_model(gf.write_tiny_model("llama", tmp_path / "t.gguf"))
+    with pytest.raises(SettingsError, match=why):
+        estimate(target, [], settings_from_args(f"-md {path} -c 4096".split(), tool="server"), draft=open_model(path))
 
 
 def test_the_head_is_written_as_llama_cpp_reads_it():

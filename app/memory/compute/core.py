@@ -20,7 +20,7 @@ from .approx import approx_peaks, approximate_note
 from .builder import Builder
 from .compress import compress, pad_layers
 from .context import Ctx
-from .ggml import nbytes, ne4, nelements
+from .ggml import OUTPUT, nbytes, ne4, nelements
 from .models import family_of
 from .mtp import add_sampling
 from .schedule import schedule, supports_op, weight_users
@@ -336,6 +336,12 @@ def compute_buffers(
                 if sampling:
                     add_sampling(b, logits, max(1, shape.n_seq))
                 b.all = b.g.nodes + b.g.leafs
+                # ggml_set_output flags a view's source too (it walks view_src): an output view keeps its
+                # source's memory for the whole graph (DFlash's t_logits over the d2t scatter's fill)
+                for t in b.g.nodes:
+                    if t.fl0 & OUTPUT and t.vs is not None and not t.vs.fl0 & OUTPUT:
+                        t.vs.fl0 |= OUTPUT
+                        t.vs.flags |= OUTPUT
                 graphs[vkey] = b
                 if len(graphs) > _GRAPHS:
                     graphs.popitem(last=False)

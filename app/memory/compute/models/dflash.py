@@ -6,10 +6,10 @@ block path: ``sched_reserve``'s ubatch has tokens, no embeddings). The feature-i
 of the target's fused layer inputs, ``fc`` then each layer's K/V into the cache) runs only from
 ``common_speculative_impl_draft_dflash::process`` and is smaller: a projection and two rows per layer and token.
 
-Replayed: DFlash (block diffusion over the draft's cache, non-causal) and DSpark (the same with a Markov head and
-its optional confidence head). Not replayed, refused by :func:`build` with the reason: DFlash2 (per-layer dynamic
-convolutions and a candidate selector, ``selector_hidden``) and DeepSeek-V4's DSpark stages
-(``hyper_connection_count``).
+Replayed: DFlash (block diffusion over the draft's cache, non-causal), DSpark (the same with a Markov head and its
+optional confidence head) and DFlash2 (per-layer dynamic convolutions around attention and FFN, and a candidate
+selector packed into ``t_h_nextn``). Not replayed, refused by :func:`build` with the reason: DeepSeek-V4's DSpark
+stages (``hyper_connection.count``).
 """
 
 from __future__ import annotations
@@ -21,16 +21,30 @@ from . import Family
 from .rwkv7 import weight_reshape
 
 
-def dflash_kind(meta, tensor_names) -> str:
-    """What a ``dflash`` file drafts as: "dflash2" (a candidate selector), "dsv4" (DeepSeek-V4 DSpark stages),
-    "dspark" (a Markov head) or "dflash"."""
+def dflash_kind(p, tensor_names) -> str:
+    """What a ``dflash`` file (its :class:`~app.model.hparams.ModelParams` ``p``) drafts as: "dflash2" (a candidate
+    selector), "dsv4" (DeepSeek-V4 DSpark stages), "dspark" (a Markov head) or "dflash"."""
     if "selector_hidden.weight" in tensor_names:
         return "dflash2"
-    if int(meta.get("dflash.hyper_connection.count") or 0) > 0:
+    if p.hc_mult > 0:
         return "dsv4"
     if "markov_w1.weight" in tensor_names:
         return "dspark"
     return "dflash"
+
+
+def _flag(meta, key) -> bool | None:
+    """A key llama.cpp reads as a string and compares with "true" (``llama_model_meta_val_str``): a bool true or
+    that string; absent: None."""
+    v = meta.get(key)
+    return None if v is None else v is True or v == "true"
+
+
+def _number(meta, key) -> float:
+    """A float key's value, 0 where unset (or of another type: llama.cpp's typed read refuses such a file before
+    this graph is built)."""
+    v = meta.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
 
 
 def build(b):
@@ -41,9 +55,7 @@ def build(b):
     output), the lm_head over every token (no output-row selection), the d2t scatter onto the target's vocabulary,
     then DSpark's Markov head."""
     c, p = b.c, b.p
-    kind = dflash_kind(c.meta, c.names)
-    if kind == "dflash2":
-        raise NotImplementedError("DFlash2's dynamic convolutions and candidate selector are not replayed")
+    kind = dflash_kind(p, c.names)
     if kind == "dsv4":
         raise NotImplementedError("DeepSeek-V4's DSpark stages (hyper-connections, MLA, MoE) are not replayed")
     pos = b.inp_pos()
@@ -56,9 +68,13 @@ def build(b):
     if c.embedding_scale:
         cur = unary("SCALE", cur)
     inpL = cur
-    value_scale = bool(c.meta.get("dflash.attention.value_scale"))
+    value_scale = _number(c.meta, "dflash.attention.value_scale") != 0
     for il in b.layers:
         noise = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
+        attn_dyn = None
+        if b.w(f"blk.{il}.attn_conv_proj.weight") is not None:  # DFlash2: a dynamic convolution in and out
+            attn_dyn = b.mm_s(f"blk.{il}.attn_conv_proj.weight", noise)
+            noise = _conv(b, noise, attn_dyn, b.w(f"blk.{il}.attn_conv_base"), 0)
         q, k, v = qkv(b, il, noise, p.head_dim_k, p.head_dim_k, p.head_dim_v)
         q = b.norm(q, f"blk.{il}.attn_q_norm.weight", il)
         k = b.norm(k, f"blk.{il}.attn_k_norm.weight", il)
@@ -70,11 +86,19 @@ def build(b):
         cur = b.attn(il, q, k, v, b.w(f"blk.{il}.attn_output.weight"), None, sinks=sinks)
         if value_scale:
             cur = unary("SCALE", cur)
+        if attn_dyn is not None:
+            cur = _conv(b, cur, attn_dyn, b.w(f"blk.{il}.attn_conv_base"), 1)
         if b.w(f"blk.{il}.post_attention_norm.weight") is not None:
             cur = b.norm(cur, f"blk.{il}.post_attention_norm.weight", il)
         ffn_inp = binary("ADD", cur, inpL)
         cur = b.norm(ffn_inp, f"blk.{il}.ffn_norm.weight", il)
+        ffn_dyn = None
+        if b.w(f"blk.{il}.ffn_conv_proj.weight") is not None:
+            ffn_dyn = b.mm_s(f"blk.{il}.ffn_conv_proj.weight", cur)
+            cur = _conv(b, cur, ffn_dyn, b.w(f"blk.{il}.ffn_conv_base"), 0)
         cur = b.ffn(cur, "ffn", il)
+        if ffn_dyn is not None:
+            cur = _conv(b, cur, ffn_dyn, b.w(f"blk.{il}.ffn_conv_base"), 1)
         if b.w(f"blk.{il}.post_ffw_norm.weight") is not None:
             cur = b.norm(cur, f"blk.{il}.post_ffw_norm.weight", il)
         cur = binary("ADD", cur, ffn_inp)
@@ -89,14 +113,23 @@ def build(b):
     if output is None:
         raise NotImplementedError("the DFlash head has no output.weight and the target model's is not known here")
     logits = b.mm_s(output, embd)
+    if kind == "dflash2":  # the selector reads these logits: the target's output transforms first
+        if c.logit_scale:
+            logits = unary("SCALE", logits)
+        if _number(c.meta, "dflash.final_logit_softcapping") > 0:
+            logits = unary("SCALE", unary("TANH", unary("SCALE", logits)))
     d2t = b.w("d2t")
     if d2t is not None:
-        logits = _scatter(logits, d2t, p.n_vocab, "-inf")
+        logits = d2t_scatter(b.g, logits, d2t, p.n_vocab)
     b.g.expand(logits)
     if kind == "dspark":  # its biased logits replace t_logits: the unbiased ones are no output then
         logits = _markov(b, logits, embd, tokens, d2t)
     logits.flags = logits.fl0 = OUTPUT
-    if c.backend_sampler:  # the second reserve, after llama_set_sampler: top-k per slot (not for DFlash2)
+    if kind == "dflash2":
+        _selector(b, logits, embd, tokens)
+    if (
+        c.backend_sampler and kind != "dflash2"
+    ):  # the second reserve, after llama_set_sampler: top-k per slot (not for DFlash2)
         # common_base_params_to_speculative: a block draft's n_outputs_max_per_seq is n_max + 1 with backend
         # sampling, so the reserve samples that many rows of each slot (ubatch_prepare_reserve)
         per_seq = min(nt // c.n_seqs, max(1, c.spec_draft_n_max + 1))
@@ -104,13 +137,17 @@ def build(b):
     return logits
 
 
-def _scatter(x, d2t, n_vocab, _fill):
-    """The draft vocabulary's rows set into a filled ``[1, n_vocab, n]`` (``ggml_fill``, ``ggml_set_rows``),
-    2-D again."""
+def d2t_scatter(g, x, d2t, n_vocab):
+    """A draft vocabulary's rows (``x``: ``[n_draft, n]``) set into a filled ``[1, n_vocab, n]`` through the d2t
+    map (``ggml_fill``, ``ggml_set_rows``), 2-D again. ``ggml_set_rows`` keeps its destination as its last source
+    (``src = [b, c, a]``), so the graph reaches the rows and the map before the fill: on the rows' device, where
+    the scheduler's expansion puts the fill after them."""
     n_draft, n = x.ne[0], x.ne[1]
+    rows, ids = reshape(x, 1, n_draft, n), weight_reshape(d2t, n_draft, 1, 1)
+    g.expand(rows)
+    g.expand(ids)
     filled = unary("FILL", new("f32", (1, n_vocab, n), NONE))
-    rows = set_rows(filled, reshape(x, 1, n_draft, n), weight_reshape(d2t, n_draft, 1, 1))
-    return reshape(rows, n_vocab, n)
+    return reshape(set_rows(filled, rows, ids), n_vocab, n)
 
 
 def _markov(b, base, embd, tokens, d2t):
@@ -123,9 +160,8 @@ def _markov(b, base, embd, tokens, d2t):
     c, g = b.c, b.g
     n_vocab, n_tok = base.ne[0], base.ne[1]
     n_blocks = c.n_seqs
-    block_size = int(c.meta.get("dflash.block_size") or 0)
-    anchor = c.meta.get("dflash.sample_from_anchor")
-    sample_from_anchor = anchor is None or bool(anchor)
+    block_size = c.p.dflash.get("block_size", 0)
+    sample_from_anchor = _flag(c.meta, "dflash.sample_from_anchor") is not False
     drafts = n_tok // n_blocks
     if drafts > block_size:
         return base
@@ -141,7 +177,7 @@ def _markov(b, base, embd, tokens, d2t):
         w1_prev = get_rows(w1, prev)
         bias = b.mm_s(w2, w1_prev)
         if d2t is not None:
-            bias = _scatter(bias, d2t, n_vocab, 0.0)
+            bias = d2t_scatter(g, bias, d2t, n_vocab)
         base_i = view(base, (n_vocab, n_blocks), (drafts * base.nb[1],))
         col = binary("ADD", base_i, bias)
         cat = concat(cat, col, 1) if cat is not None else col
@@ -165,6 +201,87 @@ def _markov(b, base, embd, tokens, d2t):
         g.expand(conf)
     g.expand(out)
     return out
+
+
+def _conv(b, hidden, dynamic, base, side):
+    """``build_dflash2_conv``: a causal convolution within each block whose per-token weights are the projected
+    coefficients (``dynamic``'s ``side`` half, repeated over each channel group) plus the static ``base``; each
+    tap reads the block shifted by that many positions (``ggml_pad_ext`` on the left), multiplied and summed."""
+    c = b.c
+    kernel = c.p.dflash["conv_kernel_size"]
+    group = c.p.dflash["conv_group_size"]
+    width, nt = hidden.ne[0], hidden.ne[1]
+    n_blocks = c.n_seqs
+    n_groups = width // group
+    block = nt // n_blocks
+    blocks = reshape(hidden, width, block, n_blocks)
+    coeffs = reshape(dynamic, n_groups, kernel, 2, nt)
+    side_view = view(coeffs, (n_groups, kernel, nt), (coeffs.nb[1], coeffs.nb[3]))
+    coeff_all = reshape(cont(side_view), 1, n_groups, kernel, nt)
+    coeff_all = new(coeff_all.ty, (group, n_groups, kernel, nt), "REPEAT", (coeff_all,))
+    base_side = weight_reshape(base, group, n_groups, kernel, 1)  # a view of one side of the base
+    weight_all = binary("ADD", coeff_all, base_side)
+    result = None
+    for tap in range(min(kernel, block)):
+        values = blocks
+        if tap:
+            prev = view(blocks, (width, block - tap, n_blocks), (blocks.nb[1], blocks.nb[2]))
+            values = new(prev.ty, (width, block, n_blocks), "PAD", (prev,))
+        values = reshape(values, width, nt)
+        w = view(weight_all, (group, n_groups, 1, nt), weight_all.nb[1:])
+        w = reshape(cont(w), width, nt)
+        term = binary("MUL", w, values)
+        result = binary("ADD", result, term) if result is not None else term
+    return result
+
+
+def _selector(b, logits, embd, tokens):
+    """``build_dflash2_selector``: the top-k candidates of every position, their logits, and for each drafted
+    position of a block the pairwise scores of its candidates against the previous position's (the anchor token
+    for position 1), gated by the hidden state's projection; packed into n_embd-wide rows of ``t_h_nextn``."""
+    c, g = b.c, b.g
+    top_k = c.p.dflash["selector_top_k"]
+    rank = c.p.dflash["selector_rank"]
+    n_embd, nt = embd.ne[0], b.nt
+    n_blocks = c.n_seqs
+    per_block = nt // n_blocks
+    block_size = min(per_block, c.p.dflash["block_size"])
+    used = top_k + top_k * top_k
+    cand = new("i32", (top_k, nt), "TOP_K", (logits,))
+    unary_s = reshape(get_rows(reshape(logits, 1, logits.ne[0], nt), cand), top_k, nt)
+    gate = b.mm_s("selector_hidden.weight", embd)
+    cand_blk = reshape(cand, top_k, per_block, n_blocks)
+    unary_blk = reshape(unary_s, top_k, per_block, n_blocks)
+    gate_blk = reshape(gate, rank, per_block, n_blocks)
+
+    def score_run(n_pos, pred_ids):
+        cand_run = cont(view(cand_blk, (top_k, n_pos, n_blocks), cand_blk.nb[1:3]))
+        unary_run = cont(view(unary_blk, (top_k, n_pos, n_blocks), unary_blk.nb[1:3]))
+        gate_run = cont(view(gate_blk, (rank, n_pos, n_blocks), gate_blk.nb[1:3]))
+        n_pred = pred_ids.ne[0] // (n_pos * n_blocks)
+        succ = get_rows(b.w("selector_successor.weight"), reshape(cand_run, top_k * n_pos * n_blocks))
+        succ = reshape(succ, rank, top_k, n_pos, n_blocks)
+        pred = reshape(get_rows(b.w("selector_predecessor.weight"), pred_ids), rank, n_pred, n_pos, n_blocks)
+        gate_b = reshape(gate_run, rank, 1, n_pos, n_blocks)
+        cond = binary("MUL", pred, new(gate_b.ty, pred.ne, "REPEAT", (gate_b,)))
+        score = mul_mat(succ, cond)
+        if n_pred == 1:
+            score = new(score.ty, (top_k, top_k, n_pos, n_blocks), "REPEAT", (score,))
+        unary_b = reshape(unary_run, top_k, 1, n_pos, n_blocks)
+        score = binary("ADD", score, new(unary_b.ty, score.ne, "REPEAT", (unary_b,)))
+        row = concat(new("f32", cand_run.ne, "CPY", (cand_run,)), reshape(score, top_k * top_k, n_pos, n_blocks), 0)
+        return new(row.ty, (n_embd, n_pos, n_blocks), "PAD", (row,)) if n_embd > used else row
+
+    packed = unary("FILL", new("f32", (n_embd, 1, n_blocks), NONE))
+    if block_size > 1:
+        anchors = cont(view(tokens, (1, n_blocks), (per_block * tokens.nb[0],)), n_blocks)
+        packed = concat(packed, score_run(1, anchors), 1)
+    if block_size > 2:
+        prev = cont(view(cand_blk, (top_k, block_size - 2, n_blocks), cand_blk.nb[1:3]))
+        packed = concat(packed, score_run(block_size - 2, reshape(prev, top_k * (block_size - 2) * n_blocks)), 1)
+    packed = reshape(packed, n_embd, block_size * n_blocks)
+    packed.flags = packed.fl0 = OUTPUT  # t_h_nextn
+    g.expand(packed)
 
 
 FAMILY = Family(name="dflash", build=build, exact=frozenset({"dflash"}), uncut=True)

@@ -9,10 +9,10 @@ only built by ``llama_process(LLAMA_PROCESS_TYPE_ENCODE)`` at run time, and is s
 from __future__ import annotations
 
 from ..builder import qkv, rope
-from ..ggml import NONE, OUTPUT, binary, concat, get_rows, mul_mat, new, reshape, set_rows, unary
+from ..ggml import OUTPUT, binary, concat, get_rows, mul_mat
 from ..mtp import add_sampling
 from . import Family
-from .rwkv7 import weight_reshape
+from .dflash import d2t_scatter
 
 
 def build(b):
@@ -54,10 +54,7 @@ def build(b):
     if d2t is not None:
         # the head's vocabulary mapped onto the target's: a -inf filled [1, n_vocab, n_outputs] with the draft
         # logits set into their target rows (ggml_fill, ggml_set_rows), then 2-D again
-        n_draft, n_out = logits.ne[0], logits.ne[1]
-        filled = unary("FILL", new("f32", (1, p.n_vocab, n_out), NONE))
-        rows = set_rows(filled, reshape(logits, 1, n_draft, n_out), weight_reshape(d2t, n_draft, 1, 1))
-        logits = reshape(rows, p.n_vocab, n_out)
+        logits = d2t_scatter(b.g, logits, d2t, p.n_vocab)
     logits.flags = logits.fl0 = OUTPUT
     b.g.expand(logits)
     if c.backend_sampler:  # the second reserve, after llama_set_sampler: build_sampling's top-k per slot
