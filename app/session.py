@@ -60,6 +60,8 @@ from .speed.speculative import (
     DEFAULT_ACCEPTANCE,
     POLL_ADVICE,
     SpeculativeDecode,
+    dflash_decode,
+    dflash_n_draft,
     eagle3_decode,
     mtp_decode,
     mtp_n_draft,
@@ -544,12 +546,16 @@ class Session:
         if drafter is None or est.draft is None:
             return None
         # the type that drafts with this file: an EAGLE-3 head's draft-eagle3 (app.speed.speculative.eagle3_decode),
-        # Gemma 4's assistant's draft-mtp (each pass is the whole assistant, its lm_head included, and there is no
-        # catch-up pass as it reads the target's cache: the draft-simple formula), else draft-simple
+        # a DFlash head's draft-dflash / draft-dspark (dflash_decode: the whole block in one pass), Gemma 4's
+        # assistant's draft-mtp (each pass is the whole assistant, its lm_head included, and there is no catch-up
+        # pass as it reads the target's cache: the draft-simple formula), else draft-simple
         wanted = spec_type_of(drafter.model)
-        if wanted not in (st.spec_types or detected_spec_types(drafter.model)) or wanted in DFLASH_SPEC_TYPES:
-            return None  # not drafting with it, or a DFlash head (its block-diffusion speed is not modelled)
+        types = st.spec_types or detected_spec_types(drafter.model)
+        if wanted not in types:
+            return None
         n = st.spec_draft_n_max
+        if wanted in DFLASH_SPEC_TYPES:
+            n = dflash_n_draft(drafter.model, n, wanted == "draft-dspark")
         try:
             params = self.speed_params
             verify = predict_decode(
@@ -571,6 +577,21 @@ class Session:
                     verify.seconds_per_token,
                     n,
                     self.draft_acceptance,
+                    st.n_threads,
+                    notes,
+                )
+            if wanted in DFLASH_SPEC_TYPES:
+                return dflash_decode(
+                    drafter.model,
+                    est.draft.placement,
+                    self.model,
+                    p.weight_placement(),
+                    params,
+                    decode.seconds_per_token,
+                    verify.seconds_per_token,
+                    n,
+                    self.draft_acceptance,
+                    wanted == "draft-dspark",
                     st.n_threads,
                     notes,
                 )

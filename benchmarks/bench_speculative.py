@@ -10,12 +10,17 @@ Prints, per acceptance rate and drafted-token count: measured tok/s, the accepte
 predicted tok/s at the nominal rate and at the share the run really got (the error is the latter's); and the
 model alone.
 
-    python3 benchmarks/bench_speculative.py [--tokens 48] [--rates 0.5,0.8,1.0] [--n-max 3,6] [--draft eagle3]
+    python3 benchmarks/bench_speculative.py [--tokens 48] [--rates 0.5,0.8,1.0] [--n-max 3,6] [--draft eagle3|dflash]
 
 ``--draft eagle3``: the draft is an EAGLE-3 head for the same Qwen3-4B (``--spec-type draft-eagle3``; a head of
 the published EAGLE-3 heads' shape for a 2560-wide target: one layer of the target's width, 32 query / 8 KV heads of
 128, intermediate 9728, its own lm_head over a 32000-token draft vocabulary mapped to the target's by d2t, fed
 target layers 2, 18 and 33).
+
+``--draft dflash``: the draft is a DFlash head for the same Qwen3-4B (``--spec-type draft-dflash``; the shape of
+z-lab's Qwen3-4B-DFlash-b16: five layers of the target's width, 32 query / 8 KV heads of 128, intermediate 9728,
+block size 16, fed target layers 2, 10, 18, 26 and 34, reading the target's embeddings; its own lm_head over a
+32000-token vocabulary with d2t, as DSpark heads ship, so that the drafted token is not the end of text).
 """
 
 from __future__ import annotations
@@ -81,13 +86,26 @@ def measure(bin_dir: Path, model: Path, args: list[str], log: Path, tokens: int,
     return statistics.median(r["predicted_per_second"] for r in runs), runs[-1]
 
 
+def _shift_d2t(path: Path) -> None:
+    """A sparse head's weights are a hole, so its logits tie and it drafts token 2, the end of text, which
+    synthetic acceptance never accepts: shift its 32000-token vocabulary by 10 in the d2t map (draft id +
+    d2t[id])."""
+    import numpy as np
+    from gguf import GGUFReader
+
+    d2t = next(t for t in GGUFReader(path).tensors if t.name == "d2t")
+    with open(path, "r+b") as f:
+        f.seek(d2t.data_offset)
+        f.write(np.full(int(d2t.n_elements), 10, dtype=np.int64).tobytes())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--rates", default="0.5,0.8,1.0")
     ap.add_argument("--n-max", default="3,6")
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--draft", choices=("simple", "eagle3"), default="simple")
+    ap.add_argument("--draft", choices=("simple", "eagle3", "dflash"), default="simple")
     a = ap.parse_args()
     bin_dir = Path(build.ensure_built())
     work = Path(tempfile.mkdtemp(prefix="layerdeck-spec-"))
@@ -98,16 +116,17 @@ def main() -> int:
         draft_path = write_eagle3_draft(
             work / "eagle3-qwen3-4b.gguf", sparse=True, n_embd_tgt=2560, target_layers=(2, 18, 33), n_embd=2560,
             n_head=32, n_head_kv=8, head_dim=128, n_ff=9728, n_vocab=151936, d2t=32000, quant="q4_k_m")
-        # the head's weights are a hole, so its logits tie and it drafts token 2, the end of text, which synthetic
-        # acceptance never accepts: shift its 32000-token vocabulary by 10 in the d2t map (draft id + d2t[id])
-        import numpy as np
-        from gguf import GGUFReader
-
-        d2t = next(t for t in GGUFReader(draft_path).tensors if t.name == "d2t")
-        with open(draft_path, "r+b") as f:
-            f.seek(d2t.data_offset)
-            f.write(np.full(int(d2t.n_elements), 10, dtype=np.int64).tobytes())
+        _shift_d2t(draft_path)
         spec_type = "draft-eagle3"
+    elif a.draft == "dflash":
+        from tests.factory_models.dflash import write_dflash_draft
+
+        draft_path = write_dflash_draft(
+            work / "dflash-qwen3-4b.gguf", sparse=True, target_layers=(2, 10, 18, 26, 34), n_layer=5, n_embd=2560,
+            n_head=32, n_head_kv=8, head_dim=128, n_ff=9728, n_vocab=151936, n_ctx_train=40960, quant="q4_k_m",
+            own_output=True, d2t=32000)
+        _shift_d2t(draft_path)
+        spec_type = "draft-dflash"
     else:
         draft_path = gf.write_sparse_model("qwen3-0.6b", work / "qwen3-0.6b.gguf")
         spec_type = "draft-simple"

@@ -179,8 +179,9 @@ FEATURE_NOTES = {
     "target's, with and without a d2t vocabulary map, the type given or inferred from the file as llama.cpp "
     "infers it; a target layer the model lacks or does not extract is refused with llama.cpp's reason; the "
     "feature-injection graph (smaller) and the output buffers' growth at the first decode are said, not counted; "
-    "DeepSeek-V4 DSpark heads: weights and KV exact, compute approximate, and the estimate says so; drafting speed "
-    "not predicted, said so",
+    "DeepSeek-V4 DSpark heads: weights and KV exact, compute approximate, and the estimate says so; speed at a "
+    "user-set acceptance rate (the block in one pass, the target's batch, the injection of its layer inputs: "
+    "benchmarks/bench_speculative.py --draft dflash, 0-17% under llama-server on a 2-core CPU)",
     "gemma4-assistant": "its layers (all NextN, no trunk) loaded and placed as any model's, no KV cache of its own "
     "(it shares the target's last two layers' caches), and its compute (the target's token embeddings and those "
     "caches read where the target keeps them, reserved with and without its top-k backend sampler) against "

@@ -762,11 +762,6 @@ def _draft(
             )
             + f"; not counted: the host output buffer grows by {fmt_bytes(grows)} at the first decode "
             "(output_reserve: one row of n_embd floats per -b token and layer), the head's by its rows"
-            + (
-                ""
-                if drafter.model.params.arch == "eagle3"
-                else "; the speed of block-diffusion drafting is not predicted"
-            )
         )
     odd = unmodelled_dflash(drafter.model)
     if odd:

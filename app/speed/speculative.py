@@ -76,6 +76,10 @@ class SpeculativeDecode:
 
 #: the measured shortfall of the prediction (benchmarks/bench_speculative.py on this project's 2-core CPU)
 DRAFT_BOUND = "an upper bound: on a 2-core CPU llama-server measured 40-52% less (docs/speed-model.md)"
+DFLASH_BOUND = (
+    "on a 2-core CPU llama-server measured from 0% to 17% above this figure with a DFlash head, the model alone "
+    "43% above its own in the same runs (docs/speed-model.md)"
+)
 EAGLE3_BOUND = (
     "on a 2-core CPU llama-server measured from 24% below to 24% above this figure with an EAGLE-3 head "
     "(docs/speed-model.md)"
@@ -326,6 +330,36 @@ def mtp_decode(
 _EAGLE3_ENCODER = ("fc.weight", "enc.output_norm.weight")
 
 
+def _lm_head(
+    head: Model,
+    head_wp: WeightPlacement,
+    target: Model,
+    target_wp: WeightPlacement,
+    names: dict[str, int],
+    tnames: dict[str, int],
+    own_tied: bool,
+) -> tuple[str, float, str, float]:
+    """(device, bytes, type family, elements) of the lm_head a draft head's decoder reads: its ``output``, its own
+    ``token_embd`` where ``own_tied`` (a DFlash head's TENSOR_DUPLICATED lm_head), else the target's
+    (``ctx_other``: its ``output``, or its tied embeddings' copy on the output device)."""
+    for name in ("output.weight", "token_embd.weight") if own_tied else ("output.weight",):
+        if name in names:
+            i = names[name]
+            t = head.tensors[i]
+            dev = head_wp.tensor_device[i] if name == "output.weight" else head_wp.duplicated_output
+            return dev or head_wp.tensor_device[i], float(t.nbytes), type_family(t.type_id), float(t.n_elements)
+    i = tnames.get("output.weight", tnames.get("token_embd.weight", -1))
+    if i < 0:
+        raise ValueError(f"neither the {head.params.arch} head nor its target has an lm_head")
+    t = target.tensors[i]
+    dev = (
+        target_wp.tensor_device[i]
+        if t.name == "output.weight"
+        else (target_wp.duplicated_output or target_wp.tensor_device[i])
+    )
+    return dev, float(t.nbytes), type_family(t.type_id), float(t.n_elements)
+
+
 def eagle3_passes(
     head: Model,
     head_wp: WeightPlacement,
@@ -348,20 +382,7 @@ def eagle3_passes(
     n_vocab = max(target.params.n_vocab, 1)
 
     def lm_head() -> tuple[str, float, str, float]:
-        if "output.weight" in names:
-            i = names["output.weight"]
-            t = head.tensors[i]
-            return head_wp.tensor_device[i], float(t.nbytes), type_family(t.type_id), float(t.n_elements)
-        i = tnames.get("output.weight", tnames.get("token_embd.weight", -1))
-        if i < 0:
-            raise ValueError("neither the EAGLE-3 head nor its target has an lm_head")
-        t = target.tensors[i]
-        dev = (
-            target_wp.tensor_device[i]
-            if t.name == "output.weight"
-            else (target_wp.duplicated_output or target_wp.tensor_device[i])
-        )
-        return dev, float(t.nbytes), type_family(t.type_id), float(t.n_elements)
+        return _lm_head(head, head_wp, target, target_wp, names, tnames, own_tied=False)
 
     def decoder(n_tokens: int) -> float:
         reads = _Reads()
@@ -415,3 +436,102 @@ def eagle3_decode(
     around the target's batch of ``n_draft + 1`` (``verify_seconds``)."""
     draft_s, catchup = eagle3_passes(head, head_wp, target, target_wp, params, n_draft, threads)
     return _step(plain_seconds, verify_seconds, draft_s, catchup, n_draft, acceptance, notes, measured=EAGLE3_BOUND)
+
+
+#: what a DFlash head's injection pass (``process()``: an embeddings batch of the target's fused layer inputs)
+#: reads besides each layer's K and V projections
+_DFLASH_INJECT = ("fc.weight", "fc.scale", "enc.output_norm.weight")
+
+
+def dflash_n_draft(head: Model, n_draft: int, dspark: bool) -> int:
+    """The tokens a DFlash step drafts: ``--spec-draft-n-max`` clamped to the trained block (``block_size - 1``,
+    a DSpark head sampling from its anchor ``block_size``: ``common_speculative_impl_draft_dflash``)."""
+    block = head.params.dflash.get("block_size") or 16
+    anchor = head.metadata.get("dflash.sample_from_anchor")
+    from_anchor = anchor is None or anchor is True or anchor == "true"
+    return max(0, min(n_draft, block if dspark and from_anchor else block - 1))
+
+
+def dflash_passes(
+    head: Model,
+    head_wp: WeightPlacement,
+    target: Model,
+    target_wp: WeightPlacement,
+    params: SpeedParams,
+    n_draft: int,
+    dspark: bool,
+    threads: int | None = None,
+) -> tuple[float, float]:
+    """(drafting, catch-up) seconds of one ``--spec-type draft-dflash`` / ``draft-dspark`` step with the head
+    ``head`` (``common_speculative_impl_draft_dflash``, common/speculative.cpp; src/models/dflash.cpp).
+
+    ``draft()`` decodes the whole block at once: ``[last token, <mask> x n]`` (a DSpark head sampling from its
+    anchor: ``n`` tokens) through every layer, ``output_norm`` and the lm_head over every position (its
+    ``output``, its own ``token_embd``, else the target's), plus DSpark's Markov head (``markov_w2`` once per
+    drafted position) or DFlash2's selector. ``process()`` then injects the target's batch of ``n + 1`` rows:
+    ``fc`` and ``enc.output_norm`` over the fused layer inputs, and each layer's K and V projections into the
+    cache (no queries, no FFN, no head)."""
+    names = {t.name: i for i, t in enumerate(head.tensors)}
+    tnames = {t.name: i for i, t in enumerate(target.tensors)}
+    n_vocab = max(target.params.n_vocab, 1)
+    anchor = head.metadata.get("dflash.sample_from_anchor")
+    from_anchor = anchor is None or anchor is True or anchor == "true"
+    n_block = n_draft + (0 if dspark and from_anchor else 1)
+    skip = {*_DFLASH_INJECT, "d2t", "output.weight", "token_embd.weight", "markov_w2.weight"}
+
+    def draft() -> float:
+        reads = _Reads()
+        for i, t in enumerate(head.tensors):
+            if t.name not in skip:
+                reads.weight(head_wp.tensor_device[i], t, n_block)
+        if "markov_w2.weight" in names:  # one bias product per drafted position
+            i = names["markov_w2.weight"]
+            for _ in range(n_draft):
+                reads.weight(head_wp.tensor_device[i], head.tensors[i], 1)
+        own = "token_embd.weight" in names
+        model, wp, idx = (head, head_wp, names) if own else (target, target_wp, tnames)
+        if "token_embd.weight" in idx:  # one embedding row per block token
+            i = idx["token_embd.weight"]
+            reads.add(wp.tensor_device[i], n_block * model.tensors[i].nbytes / n_vocab, "f32", 0.0)
+        dev, nbytes, fam, elems = _lm_head(head, head_wp, target, target_wp, names, tnames, own_tied=True)
+        reads.add(dev, nbytes, fam, n_block * elems)
+        path = [CPU, head_wp.layer_device[0] if head_wp.layer_device else CPU, dev, CPU]
+        return reads.seconds(params, path, head.params.n_embd, n_block, threads)
+
+    def inject(n_tokens: int) -> float:
+        reads = _Reads()
+        first = None
+        for i, t in enumerate(head.tensors):
+            kv = t.name.startswith("blk.") and t.name.endswith(
+                (".attn_k.weight", ".attn_v.weight", ".attn_k_norm.weight")
+            )
+            if t.name in _DFLASH_INJECT or kv:
+                first = first or head_wp.tensor_device[i]
+                reads.weight(head_wp.tensor_device[i], t, n_tokens)
+        if first is None:
+            raise ValueError("the DFlash head has no fc.weight")
+        return reads.seconds(params, [CPU, first, CPU], head.params.n_embd, n_tokens, threads)
+
+    if n_draft < 1:
+        raise ValueError("a DFlash step drafts one token or more")
+    return draft(), inject(n_draft + 1)
+
+
+def dflash_decode(
+    head: Model,
+    head_wp: WeightPlacement,
+    target: Model,
+    target_wp: WeightPlacement,
+    params: SpeedParams,
+    plain_seconds: float,
+    verify_seconds: float,
+    n_draft: int,
+    acceptance: float,
+    dspark: bool,
+    threads: int | None = None,
+    notes: tuple[str, ...] = (),
+) -> SpeculativeDecode:
+    """Decode rate with a DFlash / DSpark head: :func:`dflash_passes` around the target's batch of
+    ``n_draft + 1`` (``verify_seconds``); ``n_draft`` already clamped (:func:`dflash_n_draft`)."""
+    draft_s, catchup = dflash_passes(head, head_wp, target, target_wp, params, n_draft, dspark, threads)
+    return _step(plain_seconds, verify_seconds, draft_s, catchup, n_draft, acceptance, notes, measured=DFLASH_BOUND)

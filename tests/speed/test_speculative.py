@@ -261,3 +261,50 @@ def test_session_predicts_eagle3_and_assistant_speed(eagle, tmp_path):
     assert sp.catchup_seconds == 0.0  # the assistant reads the target's cache: no catch-up pass
     assert sp.draft_seconds > 0 and "not measured against llama-server" in sp.text()
     assert "67-108% above" in sp.text()  # what the draft-model formula measured, in the direction it went
+
+
+# --------------------------------------------------------------------------- DFlash / DSpark heads
+
+
+def test_dflash_drafts_the_block_in_one_pass_and_injects_k_and_v(eagle, tmp_path):
+    """A draft pass is the whole block (last token + n masks) through every layer, output_norm and the target's
+    lm_head over every position, one embedding row per position; no fc. The catch-up injects n + 1 target rows:
+    fc, enc.output_norm and each layer's K and V projections (and K norm), nothing else. All on the host."""
+    from app.speed.speculative import dflash_n_draft, dflash_passes
+    from tests.factory_models.dflash import write_dflash_draft
+
+    target = eagle[0]
+    head = open_model(write_dflash_draft(tmp_path / "d.gguf", n_embd=target.params.n_embd))
+    twp, hwp = _head_wp(target, "-c 4096"), _head_wp(head, "-c 4096")
+    inject = ("fc.", "enc.output_norm.")
+    kv = (".attn_k.weight", ".attn_v.weight", ".attn_k_norm.weight")
+    layers = [t for t in head.tensors if t.name.startswith("blk.") or t.name == "output_norm.weight"]
+    injected = [t for t in head.tensors if t.name.startswith(inject) or t.name.endswith(kv)]
+    out = next(t for t in target.tensors if t.name == "output.weight")
+    row = _nbytes(target, "token_embd.weight") / target.params.n_vocab
+    draft, catchup = dflash_passes(head, hwp, target, twp, params(), 3, dspark=False)
+    assert draft == pytest.approx(_cost(layers, 4) + _cost([out], 4) + 4 * row / (10 * GB) + OVERHEAD)
+    assert catchup == pytest.approx(_cost(injected, 4) + OVERHEAD)
+    assert dflash_n_draft(head, 30, dspark=False) == 15 and dflash_n_draft(head, 3, dspark=False) == 3
+    spark = open_model(write_dflash_draft(tmp_path / "s.gguf", n_embd=target.params.n_embd, markov_rank=8))
+    assert dflash_n_draft(spark, 30, dspark=True) == 16  # anchor-first: a full block of drafts
+    with pytest.raises(ValueError):
+        dflash_passes(head, hwp, target, twp, params(), 0, dspark=False)
+
+
+def test_session_predicts_dflash_speed_with_the_type_given_or_inferred(eagle, tmp_path):
+    """draft-dflash given or inferred from the file: the session's speculative figure, said not to be measured;
+    draft-simple with a DFlash file gives none."""
+    from tests.factory_models.dflash import write_dflash_draft
+
+    target = eagle[0]
+    head = open_model(write_dflash_draft(tmp_path / "d.gguf", n_embd=target.params.n_embd))
+    for spec, want in (("--spec-type draft-dflash", True), ("", True), ("--spec-type draft-simple", False)):
+        s = settings_from_args(f"-c 4096 -md {head.path} {spec} --spec-draft-n-max 4".split(), tool="server")
+        ses = Session(target, [], placement=Placement.from_settings(target, [], s), draft=head)
+        sp = ses.speculative
+        assert (sp is not None) is want, spec
+        if sp is not None:
+            assert sp.n_draft == 4 and sp.catchup_seconds > 0 and sp.draft_seconds > 0
+            assert sp.step_seconds == pytest.approx(sp.draft_seconds + sp.verify_seconds + sp.catchup_seconds)
+            assert "DFlash" in sp.text()
