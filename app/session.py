@@ -566,35 +566,12 @@ class Session:
             both_on_cpu = CPU in est.placement.layer_device and CPU in est.draft.placement.layer_device
             few_cores = cpu is not None and (cpu.physical_cores or 0) <= 8
             notes = (POLL_ADVICE,) if both_on_cpu and few_cores else ()
-            if wanted == "draft-eagle3":
-                return eagle3_decode(
-                    drafter.model,
-                    est.draft.placement,
-                    self.model,
-                    p.weight_placement(),
-                    params,
-                    decode.seconds_per_token,
-                    verify.seconds_per_token,
-                    n,
-                    self.draft_acceptance,
-                    st.n_threads,
-                    notes,
-                )
-            if wanted in DFLASH_SPEC_TYPES:
-                return dflash_decode(
-                    drafter.model,
-                    est.draft.placement,
-                    self.model,
-                    p.weight_placement(),
-                    params,
-                    decode.seconds_per_token,
-                    verify.seconds_per_token,
-                    n,
-                    self.draft_acceptance,
-                    wanted == "draft-dspark",
-                    st.n_threads,
-                    notes,
-                )
+            if wanted == "draft-eagle3" or wanted in DFLASH_SPEC_TYPES:
+                pair = (drafter.model, est.draft.placement, self.model, p.weight_placement(), params)
+                times = (decode.seconds_per_token, verify.seconds_per_token, n, self.draft_acceptance)
+                if wanted == "draft-eagle3":
+                    return eagle3_decode(*pair, *times, st.n_threads, notes)
+                return dflash_decode(*pair, *times, wanted == "draft-dspark", st.n_threads, notes)
             if self._draft_facts is None or self._draft_facts[0] is not drafter.model:
                 self._draft_facts = (drafter.model, SpeedFacts(drafter.model))
             drafted = predict_decode(

@@ -447,9 +447,13 @@ def dflash_n_draft(head: Model, n_draft: int, dspark: bool) -> int:
     """The tokens a DFlash step drafts: ``--spec-draft-n-max`` clamped to the trained block (``block_size - 1``,
     a DSpark head sampling from its anchor ``block_size``: ``common_speculative_impl_draft_dflash``)."""
     block = head.params.dflash.get("block_size") or 16
+    return max(0, min(n_draft, block if dspark and _from_anchor(head) else block - 1))
+
+
+def _from_anchor(head: Model) -> bool:
+    """``dflash.sample_from_anchor`` as llama.cpp reads it (a string compared with "true"; absent: true)."""
     anchor = head.metadata.get("dflash.sample_from_anchor")
-    from_anchor = anchor is None or anchor is True or anchor == "true"
-    return max(0, min(n_draft, block if dspark and from_anchor else block - 1))
+    return anchor is None or anchor is True or anchor == "true"
 
 
 def dflash_passes(
@@ -474,9 +478,7 @@ def dflash_passes(
     names = {t.name: i for i, t in enumerate(head.tensors)}
     tnames = {t.name: i for i, t in enumerate(target.tensors)}
     n_vocab = max(target.params.n_vocab, 1)
-    anchor = head.metadata.get("dflash.sample_from_anchor")
-    from_anchor = anchor is None or anchor is True or anchor == "true"
-    n_block = n_draft + (0 if dspark and from_anchor else 1)
+    n_block = n_draft + (0 if dspark and _from_anchor(head) else 1)
     skip = {*_DFLASH_INJECT, "d2t", "output.weight", "token_embd.weight", "markov_w2.weight"}
 
     def draft() -> float:

@@ -53,6 +53,7 @@ def dflash_spec(
     causal: bool = False,
     selector: tuple[int, int, int, int] | None = None,
     logit_scale: float | None = None,
+    shared_kv: bool = False,
 ) -> gf.ModelSpec:
     """The spec of a tiny DFlash head (a DSpark head with ``markov_rank``, a DFlash2 head with ``selector`` =
     (conv kernel, conv group size, selector rank, selector top-k)) for a target of hidden size ``n_embd`` (the
@@ -122,6 +123,8 @@ def dflash_spec(
             for side in ("attn", "ffn"):
                 s.add(p + f"{side}_conv_base", (n_embd, kernel, 2), "norm")
                 s.add(p + f"{side}_conv_proj.weight", (n_embd, proj))
+    if shared_kv:  # no attn_v (TENSOR_NOT_REQUIRED): V is K's projection
+        s.tensors = [t for t in s.tensors if not t.name.endswith(".attn_v.weight")]
     policy = gf._POLICIES[quant]
     for t in s.tensors:
         if t.name == "d2t":

@@ -62,6 +62,8 @@ CASES = [
     (dict(markov_rank=32, infer=True), 0, "-c 4096"),
     (dict(infer=True), 2, "-c 4096 -ngl all -ngld all -ts 2,1"),
     (dict(target="qwen3moe"), 2, "-c 4096 -ngl all -ngld all -ts 2,1 -fa on"),
+    # a head without attn_v: V is K's projection, RMS-normed without a weight
+    (dict(shared_kv=True), 1, "-c 4096 -ngl all -ngld all"),
     # DFlash2 heads (dynamic convolutions, candidate selector; no backend sampler): the reserve's blocks past the
     # block size and within it (64 / 4 = 16 positions), a d2t vocabulary with a logit scale, over devices
     (dict(selector=(4, 16, 8, 4)), 0, "-c 4096"),
@@ -83,6 +85,7 @@ def _tag(head: dict) -> str:
             ("no-conf", head.get("markov_rank") and head.get("confidence") is False),
             ("bonus-anchor", head.get("sample_from_anchor") is False),
             ("inferred", head.get("infer")),
+            ("shared-kv", head.get("shared_kv")),
         )
         if on
     )

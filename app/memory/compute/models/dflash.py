@@ -75,10 +75,17 @@ def build(b):
         if b.w(f"blk.{il}.attn_conv_proj.weight") is not None:  # DFlash2: a dynamic convolution in and out
             attn_dyn = b.mm_s(f"blk.{il}.attn_conv_proj.weight", noise)
             noise = _conv(b, noise, attn_dyn, b.w(f"blk.{il}.attn_conv_base"), 0)
-        q, k, v = qkv(b, il, noise, p.head_dim_k, p.head_dim_k, p.head_dim_v)
+        shared_kv = b.w(f"blk.{il}.attn_v.weight") is None  # no wv: V is K's projection, RMS-normed alone
+        if shared_kv:
+            hd, nt_ = p.head_dim_k, b.nt
+            q = reshape(b.mm_s(f"blk.{il}.attn_q.weight", noise), hd, p.n_head[il], nt_)
+            kp = b.mm_s(f"blk.{il}.attn_k.weight", noise)
+            k, v = reshape(kp, hd, p.n_head_kv[il], nt_), reshape(kp, hd, p.n_head_kv[il], nt_)
+        else:
+            q, k, v = qkv(b, il, noise, p.head_dim_k, p.head_dim_k, p.head_dim_v)
         q = b.norm(q, f"blk.{il}.attn_q_norm.weight", il)
         k = b.norm(k, f"blk.{il}.attn_k_norm.weight", il)
-        if b.w(f"blk.{il}.attn_v.weight") is None:  # K shared as V, normed without a weight
+        if shared_kv:
             v = unary("RMS_NORM", v)
         freqs = b.w("blk.0.rope_freqs.weight")
         q, k = rope(q, pos, freqs), rope(k, pos, freqs)
