@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..model.gguf_reader import LazyArray
 from .kv import ContextShape, SettingsError
 from .settings import LlamaSettings
 
@@ -116,7 +117,9 @@ def eagle3_target_layers(
 
 
 def _int32(ids: Any) -> tuple[int, ...]:
-    """Layer ids as llama.cpp's ``std::vector<int32_t>`` holds them (a u32 array's values above 2^31 wrap)."""
+    """Layer ids as llama.cpp's ``std::vector<int32_t>`` holds them (a u32 array's values above 2^31 wrap); a long
+    array is read from the file here (:class:`~app.model.gguf_reader.LazyArray`)."""
+    ids = ids.load() if isinstance(ids, LazyArray) else ids
     return tuple(int(x) - (1 << 32) if int(x) >= 1 << 31 else int(x) for x in ids)
 
 
@@ -205,7 +208,7 @@ def check_dflash_head(draft: Any) -> None:
     names, n_embd, keys = {t.name for t in draft.tensors}, draft.params.n_embd, draft.params.dflash
 
     def key(name: str) -> int:
-        return keys.get(name, 0)
+        return int(keys.get(name, 0))
 
     why = ""
     if "selector_hidden.weight" in names:

@@ -406,7 +406,7 @@ def _reserved_compute(
     if any(il < p.n_layer for il in extract):
         shapes.append(replace(shape, layer_inp_out=tuple(il for il in extract if il < p.n_layer)))
     if p.arch in ("eagle3", "dflash") and settings.spec_draft_backend_sampling:  # the head's own context
-        # (draft_settings); a DFlash2 head gets no backend sampler, and is not replayed (unmodelled_dflash)
+        # (draft_settings); a DFlash2 head gets no backend sampler (its graph adds none then)
         shapes.append(replace(shape, backend_sampler=True))
     if p.arch in ONE_SEQ_RESERVE_ARCHS and shape.n_seq > 1 and settings.tool != "fit-params" and not shape.mtp:
         # sched_reserve's last pp graph has one sequence; llama-fit-params prints the first reserve's sizes

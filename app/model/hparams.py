@@ -254,6 +254,12 @@ class Meta:
             return default
         return int(self._scalar(name, T_INT32, "i32"))
 
+    def f32(self, name: str, default: float = 0.0) -> float:
+        """A float (llama.cpp's ``get_key`` into ``float``: only an f32 value is accepted)."""
+        if not self.has(name):
+            return default
+        return float(self._scalar(name, T_FLOAT32, "f32"))
+
     def string(self, name: str, default: str = "") -> str:
         if not self.has(name):
             return default
@@ -438,9 +444,11 @@ class ModelParams:
     #: layers' head size (their conv state is ``3 * (d_conv - 1) * n_head * head_dim``, the delta-rule state
     #: ``head_dim * head_dim * n_head``); 0 elsewhere
     kda_head_dim: int = 0
-    #: DFlash heads (llama_model_dflash::load_arch_hparams, all optional u32): ``block_size``,
-    #: ``conv_kernel_size``, ``conv_group_size``, ``selector_rank``, ``selector_top_k``; empty elsewhere
-    dflash: dict[str, int] = field(default_factory=dict)
+    #: DFlash heads (llama_model_dflash::load_arch_hparams, all optional): the u32 ``block_size``,
+    #: ``conv_kernel_size``, ``conv_group_size``, ``selector_rank``, ``selector_top_k`` and the f32
+    #: ``embedding_scale``, ``attention.scale``, ``attention.value_scale``, ``logit_scale``,
+    #: ``final_logit_softcapping`` (0 where absent); empty elsewhere
+    dflash: dict[str, float] = field(default_factory=dict)
     recurrent_layers: list[bool] = field(default_factory=list)
     nextn_layers: int = 0
     #: llama_hparams::n_layer_kv_from_start: when >= 0 only the first that many layers own a KV cache; later layers
@@ -682,6 +690,14 @@ _NO_TARGET_LAYERS = {
 
 #: the optional u32 keys of a DFlash head (:attr:`ModelParams.dflash`)
 _DFLASH_KEYS = ("block_size", "conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
+#: the optional f32 keys of a DFlash head (``get_key`` into floats: another type is refused)
+_DFLASH_FLOATS = (
+    "embedding_scale",
+    "attention.scale",
+    "attention.value_scale",
+    "logit_scale",
+    "final_logit_softcapping",
+)
 
 
 def _target_layers(m: Meta) -> None:
@@ -950,6 +966,7 @@ def extract_params(
         _target_layers(m)
     if arch == "dflash":
         p.dflash = {k: m.u32("{arch}." + k) for k in _DFLASH_KEYS}
+        p.dflash.update({k: m.f32("{arch}." + k) for k in _DFLASH_FLOATS})
         p.hc_mult = m.u32("{arch}.hyper_connection.count")
     if arch == "t5":
         p.dec_n_layer = m.u32("{arch}.decoder_block_count", n_layer)

@@ -441,12 +441,15 @@ def eagle3_decode(
 #: what a DFlash head's injection pass (``process()``: an embeddings batch of the target's fused layer inputs)
 #: reads besides each layer's K and V projections
 _DFLASH_INJECT = ("fc.weight", "fc.scale", "enc.output_norm.weight")
+#: the DSpark Markov head's and DFlash2 selector's tables, read a few rows at a time (GET_ROWS)
+_DFLASH_ROWS = ("markov_w1.weight", "selector_successor.weight", "selector_predecessor.weight")
 
 
 def dflash_n_draft(head: Model, n_draft: int, dspark: bool) -> int:
     """The tokens a DFlash step drafts: ``--spec-draft-n-max`` clamped to the trained block (``block_size - 1``,
     a DSpark head sampling from its anchor ``block_size``: ``common_speculative_impl_draft_dflash``)."""
-    block = head.params.dflash.get("block_size") or 16
+    # common_speculative_impl_draft_dflash: 16 unless the file says (atoi of its string: an explicit 0 drafts none)
+    block = int(head.params.dflash["block_size"]) if "dflash.block_size" in head.metadata else 16
     return max(0, min(n_draft, block if dspark and _from_anchor(head) else block - 1))
 
 
@@ -479,7 +482,8 @@ def dflash_passes(
     tnames = {t.name: i for i, t in enumerate(target.tensors)}
     n_vocab = max(target.params.n_vocab, 1)
     n_block = n_draft + (0 if dspark and _from_anchor(head) else 1)
-    skip = {*_DFLASH_INJECT, "d2t", "output.weight", "token_embd.weight", "markov_w2.weight"}
+    skip = {*_DFLASH_INJECT, "d2t", "output.weight", "token_embd.weight", "markov_w2.weight", *_DFLASH_ROWS}
+    top_k = int(head.params.dflash.get("selector_top_k", 0))
 
     def draft() -> float:
         reads = _Reads()
@@ -490,6 +494,15 @@ def dflash_passes(
             i = names["markov_w2.weight"]
             for _ in range(n_draft):
                 reads.weight(head_wp.tensor_device[i], head.tensors[i], 1)
+        for name, rows in (  # row lookups (GET_ROWS): the previous token's, the candidates'
+            ("markov_w1.weight", n_draft),
+            ("selector_successor.weight", top_k * n_block),
+            ("selector_predecessor.weight", top_k * n_block),
+        ):
+            if name in names:
+                i = names[name]
+                t = head.tensors[i]
+                reads.add(head_wp.tensor_device[i], min(rows, t.shape[-1]) * t.nbytes / max(t.shape[-1], 1), "f32", 0)
         own = "token_embd.weight" in names
         model, wp, idx = (head, head_wp, names) if own else (target, target_wp, tnames)
         if "token_embd.weight" in idx:  # one embedding row per block token

@@ -161,7 +161,7 @@ def test_dflash_buffers_on_vulkan0(head, args, llama_vulkan_bin, vulkan_llama_se
 def test_the_head_is_checked_as_llama_cpp_checks_it(tmp_path):
     """The target context's extra reserve is counted with the type (given or inferred) and the head open; a head
     reading a layer the target lacks, or the last layer's output a llama-style target never extracts, is refused
-    with llama.cpp's reason; DFlash2 and DeepSeek-V4 DSpark heads say their compute is approximate."""
+    with llama.cpp's reason; a long target-layer array (read lazily from the file) is read all the same."""
     target = open_model(gf.write_tiny_model("llama", tmp_path / "t.gguf"))
     head = write_dflash_draft(tmp_path / "head.gguf")
     args = {
@@ -185,11 +185,26 @@ def test_the_head_is_checked_as_llama_cpp_checks_it(tmp_path):
                 settings_from_args(f"-md {far} --spec-type draft-dflash".split(), tool="server"),
                 draft=open_model(far),
             )
+    many = write_dflash_draft(tmp_path / "many.gguf", target_layers=(1,) * 5000, sparse=True)
+    est = estimate(
+        target, [], settings_from_args(f"-md {many} -c 4096".split(), tool="server"), draft=open_model(many)
+    )
+    assert any(n.startswith("DFlash head") and "layers 1, 1, 1" in n for n in est.notes)
     spark = write_dflash_draft(tmp_path / "spark.gguf", markov_rank=8)
     assert spec_type_of(open_model(spark)) == "draft-dspark"
     assert detected_spec_types(open_model(spark)) == ["draft-dspark"]
     assert detected_spec_types(open_model(head)) == ["draft-dflash"]
     assert detected_spec_types(target) == []
+
+
+def test_hostile_float_keys_are_refused_as_llama_cpp_refuses_them(tmp_path):
+    """llama.cpp reads the DFlash float keys with get_key into a float: another type stops the load."""
+    from app.model.errors import MetadataError
+
+    s = dflash_spec()
+    s.set("{arch}.final_logit_softcapping", "30")
+    with pytest.raises(MetadataError, match="final_logit_softcapping"):
+        open_model(gf.write_spec(s, tmp_path / "bad.gguf"))
 
 
 def test_unreplayed_heads_say_so(tmp_path):

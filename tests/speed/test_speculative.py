@@ -292,9 +292,28 @@ def test_dflash_drafts_the_block_in_one_pass_and_injects_k_and_v(eagle, tmp_path
         dflash_passes(head, hwp, target, twp, params(), 0, dspark=False)
 
 
+def test_dspark_and_dflash2_tables_are_read_by_the_row(eagle, tmp_path):
+    """DSpark's markov_w2 is a product per drafted position, markov_w1 a row per position; DFlash2's selector
+    tables a few rows per candidate: far less than a product over the block."""
+    from app.speed.speculative import dflash_passes
+    from tests.factory_models.dflash import write_dflash_draft
+
+    target = eagle[0]
+    twp = _head_wp(target, "-c 4096")
+    n = target.params.n_embd
+    plain = open_model(write_dflash_draft(tmp_path / "p.gguf", n_embd=n))
+    spark = open_model(write_dflash_draft(tmp_path / "s.gguf", n_embd=n, markov_rank=8, confidence=False))
+    base, _ = dflash_passes(plain, _head_wp(plain, "-c 4096"), target, twp, params(), 3, dspark=True)
+    got, _ = dflash_passes(spark, _head_wp(spark, "-c 4096"), target, twp, params(), 3, dspark=True)
+    w1, w2 = (next(t for t in spark.tensors if t.name == f"markov_w{k}.weight") for k in (1, 2))
+    rows = 3 * w1.nbytes / w1.shape[-1]
+    assert got - base == pytest.approx(3 * _cost([w2]) + rows / (10 * GB))
+
+
 def test_session_predicts_dflash_speed_with_the_type_given_or_inferred(eagle, tmp_path):
-    """draft-dflash given or inferred from the file: the session's speculative figure, said not to be measured;
-    draft-simple with a DFlash file gives none."""
+    """draft-dflash given or inferred from the file: the session's speculative figure, with what llama-server
+    measured against it; draft-simple with a DFlash file gives none."""
+    from app.speed.speculative import DFLASH_BOUND
     from tests.factory_models.dflash import write_dflash_draft
 
     target = eagle[0]
@@ -307,4 +326,4 @@ def test_session_predicts_dflash_speed_with_the_type_given_or_inferred(eagle, tm
         if sp is not None:
             assert sp.n_draft == 4 and sp.catchup_seconds > 0 and sp.draft_seconds > 0
             assert sp.step_seconds == pytest.approx(sp.draft_seconds + sp.verify_seconds + sp.catchup_seconds)
-            assert "DFlash" in sp.text()
+            assert sp.text().endswith(DFLASH_BOUND) and "0% to 17% above this figure" in sp.text()

@@ -40,13 +40,6 @@ def _flag(meta, key) -> bool | None:
     return None if v is None else v is True or v == "true"
 
 
-def _number(meta, key) -> float:
-    """A float key's value, 0 where unset (or of another type: llama.cpp's typed read refuses such a file before
-    this graph is built)."""
-    v = meta.get(key)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
-
-
 def build(b):
     """``llama_model_dflash::graph<false>`` on a token batch: the noise tokens' embeddings (the draft's own
     ``token_embd`` or the target's through ``ctx_other``), per layer ``attn_norm``, Q/K/V with q/k norms and rope,
@@ -65,10 +58,10 @@ def build(b):
     nt = b.nt
     tokens = b.inp("inp_tokens", "i32", (nt,))
     cur = get_rows(tok_embd, tokens)
-    if c.embedding_scale:
+    if p.dflash.get("embedding_scale"):
         cur = unary("SCALE", cur)
     inpL = cur
-    value_scale = _number(c.meta, "dflash.attention.value_scale") != 0
+    value_scale = p.dflash.get("attention.value_scale", 0.0) != 0
     for il in b.layers:
         noise = b.norm(inpL, f"blk.{il}.attn_norm.weight", il)
         attn_dyn = None
@@ -121,9 +114,9 @@ def build(b):
         raise NotImplementedError("the DFlash head has no output.weight and the target model's is not known here")
     logits = b.mm_s(output, embd)
     if kind == "dflash2":  # the selector reads these logits: the target's output transforms first
-        if c.logit_scale:
+        if p.dflash.get("logit_scale"):
             logits = unary("SCALE", logits)
-        if _number(c.meta, "dflash.final_logit_softcapping") > 0:
+        if p.dflash.get("final_logit_softcapping", 0.0) > 0:
             logits = unary("SCALE", unary("TANH", unary("SCALE", logits)))
     d2t = b.w("d2t")
     if d2t is not None:
@@ -134,13 +127,17 @@ def build(b):
     logits.flags = logits.fl0 = OUTPUT
     if kind == "dflash2":
         _selector(b, logits, embd, tokens)
-    if (
-        c.backend_sampler and kind != "dflash2"
-    ):  # the second reserve, after llama_set_sampler: top-k per slot (not for DFlash2)
+    if c.backend_sampler and kind != "dflash2":  # the reserve after llama_set_sampler (DFlash2 gets no sampler)
         # common_base_params_to_speculative: a block draft's n_outputs_max_per_seq is n_max + 1 with backend
-        # sampling, so the reserve samples that many rows of each slot (ubatch_prepare_reserve)
+        # sampling; ubatch_prepare_reserve gives each slot's sampler up to that many of the reserve's outputs, in
+        # slot order, and build_sampling samples every one (a slot left without outputs samples a dummy row)
         per_seq = min(nt // c.n_seqs, max(1, c.spec_draft_n_max + 1))
-        add_sampling(b, logits, c.n_seqs, max(1, min(per_seq, c.n_outputs // c.n_seqs)))
+        left, rows = c.n_outputs, 0
+        for _ in range(c.n_seqs):
+            got = min(per_seq, max(0, left))
+            left -= got
+            rows += max(got, 1)
+        add_sampling(b, logits, rows)
     return logits
 
 
@@ -167,7 +164,7 @@ def _markov(b, base, embd, tokens, d2t):
     c, g = b.c, b.g
     n_vocab, n_tok = base.ne[0], base.ne[1]
     n_blocks = c.n_seqs
-    block_size = c.p.dflash.get("block_size", 0)
+    block_size = int(c.p.dflash.get("block_size", 0))
     sample_from_anchor = _flag(c.meta, "dflash.sample_from_anchor") is not False
     drafts = n_tok // n_blocks
     if drafts > block_size:
@@ -215,8 +212,8 @@ def _conv(b, hidden, dynamic, base, side):
     coefficients (``dynamic``'s ``side`` half, repeated over each channel group) plus the static ``base``; each
     tap reads the block shifted by that many positions (``ggml_pad_ext`` on the left), multiplied and summed."""
     c = b.c
-    kernel = c.p.dflash["conv_kernel_size"]
-    group = c.p.dflash["conv_group_size"]
+    kernel = int(c.p.dflash["conv_kernel_size"])
+    group = int(c.p.dflash["conv_group_size"])
     width, nt = hidden.ne[0], hidden.ne[1]
     n_blocks = c.n_seqs
     n_groups = width // group
@@ -247,13 +244,12 @@ def _selector(b, logits, embd, tokens):
     position of a block the pairwise scores of its candidates against the previous position's (the anchor token
     for position 1), gated by the hidden state's projection; packed into n_embd-wide rows of ``t_h_nextn``."""
     c, g = b.c, b.g
-    top_k = c.p.dflash["selector_top_k"]
-    rank = c.p.dflash["selector_rank"]
+    top_k = int(c.p.dflash["selector_top_k"])
+    rank = int(c.p.dflash["selector_rank"])
     n_embd, nt = embd.ne[0], b.nt
     n_blocks = c.n_seqs
     per_block = nt // n_blocks
-    block_size = min(per_block, c.p.dflash["block_size"])
-    used = top_k + top_k * top_k
+    block_size = min(per_block, int(c.p.dflash["block_size"]))
     cand = new("i32", (top_k, nt), "TOP_K", (logits,))
     unary_s = reshape(get_rows(reshape(logits, 1, logits.ne[0], nt), cand), top_k, nt)
     gate = b.mm_s("selector_hidden.weight", embd)
@@ -277,7 +273,7 @@ def _selector(b, logits, embd, tokens):
         unary_b = reshape(unary_run, top_k, 1, n_pos, n_blocks)
         score = binary("ADD", score, new(unary_b.ty, score.ne, "REPEAT", (unary_b,)))
         row = concat(new("f32", cand_run.ne, "CPY", (cand_run,)), reshape(score, top_k * top_k, n_pos, n_blocks), 0)
-        return new(row.ty, (n_embd, n_pos, n_blocks), "PAD", (row,)) if n_embd > used else row
+        return new(row.ty, (n_embd, n_pos, n_blocks), "PAD", (row,))  # ggml_pad: a PAD node even when 0 wide
 
     packed = unary("FILL", new("f32", (n_embd, 1, n_blocks), NONE))
     if block_size > 1:
