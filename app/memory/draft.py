@@ -20,10 +20,8 @@ but never moves the draft; Layerdeck exports ``--fit off`` and places both as sh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from ..model.gguf_reader import LazyArray
 from .kv import ContextShape, SettingsError
 from .settings import LlamaSettings
 
@@ -46,24 +44,17 @@ UNMODELLED_DFLASH = {
 FINAL_LAYER_INP_ARCHS = frozenset({"deepseek4", "nemotron_h", "nemotron_h_moe", "mimo2"})
 
 
-def dflash_target_layers(
-    settings: LlamaSettings, draft_meta: Mapping[str, Any] | None, n_layer: int, target_arch: str = ""
-) -> tuple[int, ...]:
+def dflash_target_layers(settings: LlamaSettings, draft: Any, n_layer: int, target_arch: str = "") -> tuple[int, ...]:
     """The target layers whose inputs ``--spec-type draft-dflash`` / ``draft-dspark`` extracts for the DFlash
-    head given with ``-md`` (its ``dflash.target_layers``: ``common_speculative_impl_draft_dflash`` turns on
+    head ``draft`` given with ``-md`` (its ``dflash.target_layers``, read at open:
+    :attr:`~app.model.hparams.ModelParams.target_layers`; ``common_speculative_impl_draft_dflash`` turns on
     ``llama_set_embeddings_layer_inp`` for each); empty without those types, without a draft or while the draft is
-    not open. Raises :class:`SettingsError` where llama.cpp refuses or aborts on the pair."""
-    if not any(t in settings.spec_types for t in DFLASH_SPEC_TYPES) or not settings.draft_model or draft_meta is None:
+    not open. Raises :class:`SettingsError` where llama.cpp aborts on the pair."""
+    if not any(t in settings.spec_types for t in DFLASH_SPEC_TYPES) or not settings.draft_model or draft is None:
         return ()
-    if draft_meta.get("general.architecture") != "dflash":
+    if draft.params.arch != "dflash":
         return ()
-    ids = draft_meta.get("dflash.target_layers")
-    if not ids:  # load_arch_hparams
-        raise SettingsError(
-            "the DFlash draft has no dflash.target_layers: llama.cpp refuses it ('DFlash model requires "
-            "'target_layers' in GGUF metadata'); convert it again with the target model's directory"
-        )
-    layers = _int32(ids)
+    layers = draft.params.target_layers
     bad = max(layers) if max(layers) > n_layer else min(layers)
     if bad > n_layer or bad < 0:  # llama_context::set_embeddings_layer_inp((uint32_t) id): GGML_ASSERT
         raise SettingsError(
@@ -79,33 +70,26 @@ def dflash_target_layers(
     return layers
 
 
-def target_layers(
-    settings: LlamaSettings, draft_meta: Mapping[str, Any] | None, n_layer: int, target_arch: str = ""
-) -> tuple[int, ...]:
-    """The target layers a draft head extracts (:func:`eagle3_target_layers`, :func:`dflash_target_layers`)."""
-    return eagle3_target_layers(settings, draft_meta, n_layer) or dflash_target_layers(
-        settings, draft_meta, n_layer, target_arch
-    )
+def target_layers(settings: LlamaSettings, draft: Any, n_layer: int, target_arch: str = "") -> tuple[int, ...]:
+    """The target layers the open draft head ``draft`` extracts (:func:`eagle3_target_layers`,
+    :func:`dflash_target_layers`)."""
+    return eagle3_target_layers(settings, draft, n_layer) or dflash_target_layers(settings, draft, n_layer, target_arch)
 
 
-def eagle3_target_layers(
-    settings: LlamaSettings, draft_meta: Mapping[str, Any] | None, n_layer: int
-) -> tuple[int, ...]:
-    """The target layers whose hidden states ``--spec-type draft-eagle3`` extracts for the EAGLE-3 head given
-    with ``-md`` (its ``eagle3.target_layers``; ``common_speculative_impl_draft_eagle3``: ids below the target's
-    ``n_layer`` turn on ``llama_set_embeddings_layer_inp``, an id equal to it ``llama_set_embeddings_nextn``);
-    empty without that type, without a draft or while the draft is not open. Raises :class:`SettingsError` where
-    llama.cpp refuses the pair."""
-    if "draft-eagle3" not in settings.spec_types or not settings.draft_model or draft_meta is None:
+def eagle3_target_layers(settings: LlamaSettings, draft: Any, n_layer: int) -> tuple[int, ...]:
+    """The target layers whose hidden states ``--spec-type draft-eagle3`` extracts for the EAGLE-3 head ``draft``
+    given with ``-md`` (its ``eagle3.target_layers``, read at open; ``common_speculative_impl_draft_eagle3``: ids
+    below the target's ``n_layer`` turn on ``llama_set_embeddings_layer_inp``, an id equal to it
+    ``llama_set_embeddings_nextn``); empty without that type, without a draft or while the draft is not open.
+    Raises :class:`SettingsError` where llama.cpp refuses the pair."""
+    if "draft-eagle3" not in settings.spec_types or not settings.draft_model or draft is None:
         return ()
-    ids = draft_meta.get("eagle3.target_layers") if draft_meta.get("general.architecture") == "eagle3" else None
-    if not ids or len(ids) != 3:
-        # the constructor of common_speculative_impl_draft_eagle3
+    layers = draft.params.target_layers if draft.params.arch == "eagle3" else ()
+    if len(layers) != 3:  # the constructor of common_speculative_impl_draft_eagle3
         raise SettingsError(
             f"--spec-type draft-eagle3 needs an EAGLE-3 head as -md: llama.cpp says 'draft model is not eagle3 "
-            f"(expected 3 extract layers, got {len(ids or ())})'"
+            f"(expected 3 extract layers, got {len(layers)})'"
         )
-    layers = _int32(ids)
     if max(layers) > n_layer:  # GGML_ABORT("EAGLE3: target layer id %d exceeds target n_layer %d")
         raise SettingsError(f"the EAGLE-3 head extracts target layer {max(layers)}, the model has {n_layer}")
     if min(layers) < 0:  # llama_set_embeddings_layer_inp((uint32_t) id): GGML_ASSERT(lid <= n_layer)
@@ -114,13 +98,6 @@ def eagle3_target_layers(
             "the head's file is broken, convert it again"
         )
     return layers
-
-
-def _int32(ids: Any) -> tuple[int, ...]:
-    """Layer ids as llama.cpp's ``std::vector<int32_t>`` holds them (a u32 array's values above 2^31 wrap); a long
-    array is read from the file here (:class:`~app.model.gguf_reader.LazyArray`)."""
-    ids = ids.load() if isinstance(ids, LazyArray) else ids
-    return tuple(int(x) - (1 << 32) if int(x) >= 1 << 31 else int(x) for x in ids)
 
 
 #: The --spec-type a draft file is used with, by its architecture (common_speculative_init, and

@@ -402,7 +402,7 @@ def _reserved_compute(
     p = model.params
     shapes = [shape]
     drafter = estimator.draft_for(settings) if estimator is not None else None
-    extract = target_layers(settings, drafter.model.metadata if drafter else None, p.n_layer, p.arch)
+    extract = target_layers(settings, drafter.model if drafter else None, p.n_layer, p.arch)
     if any(il < p.n_layer for il in extract):
         shapes.append(replace(shape, layer_inp_out=tuple(il for il in extract if il < p.n_layer)))
     if p.arch in ("eagle3", "dflash") and settings.spec_draft_backend_sampling:  # the head's own context
@@ -744,7 +744,7 @@ def _draft(
     )
     notes.extend(f"draft: {n}" for n in est.notes)
     p = model.params
-    extract = target_layers(settings, drafter.model.metadata, p.n_layer, p.arch)
+    extract = target_layers(settings, drafter.model, p.n_layer, p.arch)
     if extract:
         grows = len(extract) * p.n_embd * shape.n_batch * 4  # output_reserve: n_embd x n_batch floats per layer
         replayed = family_of(p.arch).name == "llama" and p.arch in family_of(p.arch).exact

@@ -447,8 +447,11 @@ class ModelParams:
     #: DFlash heads (llama_model_dflash::load_arch_hparams, all optional): the u32 ``block_size``,
     #: ``conv_kernel_size``, ``conv_group_size``, ``selector_rank``, ``selector_top_k`` and the f32
     #: ``embedding_scale``, ``attention.scale``, ``attention.value_scale``, ``logit_scale``,
-    #: ``final_logit_softcapping`` (0 where absent); empty elsewhere
+    #: ``final_logit_softcapping`` (0 where absent), and ``sample_from_anchor`` (1 or 0); empty elsewhere
     dflash: dict[str, float] = field(default_factory=dict)
+    #: EAGLE-3 and DFlash heads (``{arch}.target_layers``): the target layers whose inputs they read, as
+    #: llama.cpp's ``std::vector<int32_t>`` holds them (u32 values above 2^31 wrap); empty elsewhere
+    target_layers: tuple[int, ...] = ()
     recurrent_layers: list[bool] = field(default_factory=list)
     nextn_layers: int = 0
     #: llama_hparams::n_layer_kv_from_start: when >= 0 only the first that many layers own a KV cache; later layers
@@ -700,7 +703,7 @@ _DFLASH_FLOATS = (
 )
 
 
-def _target_layers(m: Meta) -> None:
+def _target_layers(m: Meta) -> tuple[int, ...]:
     """A draft head's ``target_layers`` (``llama_model_eagle3`` / ``llama_model_dflash::load_arch_hparams``:
     ``get_arr`` into int32 ids, not required, so a missing or non-array key is llama.cpp's own refusal; elements
     other than i32/u32 are refused by ``get_arr``; EAGLE-3 takes exactly three; an empty list leaves ``fc``
@@ -730,6 +733,7 @@ def _target_layers(m: Meta) -> None:
             "3" if m.arch == "eagle3" else "at least 1",
             "EAGLE3 requires exactly 3 entries in 'extract_layers'" if m.arch == "eagle3" else "",
         )
+    return tuple(v - (1 << 32) if v >= 1 << 31 else v for v in ids)
 
 
 def _granite_switch(m: Meta, p: ModelParams) -> None:
@@ -963,10 +967,13 @@ def extract_params(
     if arch == "graniteswitch":
         _granite_switch(m, p)
     if arch in _NO_TARGET_LAYERS:
-        _target_layers(m)
+        p.target_layers = _target_layers(m)
     if arch == "dflash":
         p.dflash = {k: m.u32("{arch}." + k) for k in _DFLASH_KEYS}
         p.dflash.update({k: m.f32("{arch}." + k) for k in _DFLASH_FLOATS})
+        # read as a string and compared with "true" (llama_model_meta_val_str), true where absent
+        anchor = m.meta.get(m.key("{arch}.sample_from_anchor"))
+        p.dflash["sample_from_anchor"] = float(anchor is None or anchor is True or anchor == "true")
         p.hc_mult = m.u32("{arch}.hyper_connection.count")
     if arch == "t5":
         p.dec_n_layer = m.u32("{arch}.decoder_block_count", n_layer)

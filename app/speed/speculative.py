@@ -381,9 +381,6 @@ def eagle3_passes(
     tnames = {t.name: i for i, t in enumerate(target.tensors)}
     n_vocab = max(target.params.n_vocab, 1)
 
-    def lm_head() -> tuple[str, float, str, float]:
-        return _lm_head(head, head_wp, target, target_wp, names, tnames, own_tied=False)
-
     def decoder(n_tokens: int) -> float:
         reads = _Reads()
         for i, t in enumerate(head.tensors):
@@ -396,7 +393,7 @@ def eagle3_passes(
         elif "token_embd.weight" in tnames:
             i = tnames["token_embd.weight"]
             reads.add(target_wp.tensor_device[i], n_tokens * target.tensors[i].nbytes / n_vocab, "f32", 0.0)
-        dev, nbytes, fam, elems = lm_head()
+        dev, nbytes, fam, elems = _lm_head(head, head_wp, target, target_wp, names, tnames, own_tied=False)
         reads.add(dev, nbytes, fam, n_tokens * elems)
         path = [CPU, head_wp.layer_device[0] if head_wp.layer_device else CPU, dev, CPU]
         return reads.seconds(params, path, head.params.n_embd, n_tokens, threads)
@@ -450,13 +447,7 @@ def dflash_n_draft(head: Model, n_draft: int, dspark: bool) -> int:
     a DSpark head sampling from its anchor ``block_size``: ``common_speculative_impl_draft_dflash``)."""
     # common_speculative_impl_draft_dflash: 16 unless the file says (atoi of its string: an explicit 0 drafts none)
     block = int(head.params.dflash["block_size"]) if "dflash.block_size" in head.metadata else 16
-    return max(0, min(n_draft, block if dspark and _from_anchor(head) else block - 1))
-
-
-def _from_anchor(head: Model) -> bool:
-    """``dflash.sample_from_anchor`` as llama.cpp reads it (a string compared with "true"; absent: true)."""
-    anchor = head.metadata.get("dflash.sample_from_anchor")
-    return anchor is None or anchor is True or anchor == "true"
+    return max(0, min(n_draft, block if dspark and head.params.dflash["sample_from_anchor"] else block - 1))
 
 
 def dflash_passes(
@@ -481,7 +472,7 @@ def dflash_passes(
     names = {t.name: i for i, t in enumerate(head.tensors)}
     tnames = {t.name: i for i, t in enumerate(target.tensors)}
     n_vocab = max(target.params.n_vocab, 1)
-    n_block = n_draft + (0 if dspark and _from_anchor(head) else 1)
+    n_block = n_draft + (0 if dspark and head.params.dflash["sample_from_anchor"] else 1)
     skip = {*_DFLASH_INJECT, "d2t", "output.weight", "token_embd.weight", "markov_w2.weight", *_DFLASH_ROWS}
     top_k = int(head.params.dflash.get("selector_top_k", 0))
 

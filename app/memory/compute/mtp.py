@@ -42,15 +42,15 @@ def mtp_head(b, cur, il, out_ids):
 DRAFT_TOP_K = 10
 
 
-def add_sampling(b, logits, n_seq, rows_per_seq=1):
-    """``llm_graph_context::build_sampling`` with one top-k sampler per slot, as the MTP draft context gets once
+def add_sampling(b, logits, n_rows):
+    """``llm_graph_context::build_sampling`` with a top-k sampler per slot, as the MTP draft context gets once
     ``llama_set_sampler`` is called (it reserves again with these ops): the logits padded by a dummy row, then per
-    slot and sampled row (``rows_per_seq``: the reserve's outputs per sequence, ``ubatch_prepare_reserve``) a row
-    view, ``TOP_K`` (``llama_sampler_top_k_backend_apply``) and the chosen logits' ``GET_ROWS``."""
+    sampled row (one per slot, or as many as ``ubatch_prepare_reserve`` gives each slot) a row view, ``TOP_K``
+    (``llama_sampler_top_k_backend_apply``) and the chosen logits' ``GET_ROWS``."""
     n_vocab = logits.ne[0]
     lt = pad(logits, 0, 1)
     g = b.g
-    for _ in range(n_seq * rows_per_seq):
+    for _ in range(n_rows):
         row = reshape(view(lt, (n_vocab,), ()), n_vocab)
         top = new("i32", (DRAFT_TOP_K,), "TOP_K", (row,))
         chosen = get_rows(reshape(row, 1, n_vocab), top)

@@ -33,13 +33,6 @@ def dflash_kind(p, tensor_names) -> str:
     return "dflash"
 
 
-def _flag(meta, key) -> bool | None:
-    """A key llama.cpp reads as a string and compares with "true" (``llama_model_meta_val_str``): a bool true or
-    that string; absent: None."""
-    v = meta.get(key)
-    return None if v is None else v is True or v == "true"
-
-
 def build(b):
     """``llama_model_dflash::graph<false>`` on a token batch: the noise tokens' embeddings (the draft's own
     ``token_embd`` or the target's through ``ctx_other``), per layer ``attn_norm``, Q/K/V with q/k norms and rope,
@@ -165,7 +158,7 @@ def _markov(b, base, embd, tokens, d2t):
     n_vocab, n_tok = base.ne[0], base.ne[1]
     n_blocks = c.n_seqs
     block_size = int(c.p.dflash.get("block_size", 0))
-    sample_from_anchor = _flag(c.meta, "dflash.sample_from_anchor") is not False
+    sample_from_anchor = bool(c.p.dflash["sample_from_anchor"])
     drafts = n_tok // n_blocks
     if drafts > block_size:
         return base
