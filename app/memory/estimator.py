@@ -10,6 +10,7 @@ buffer model.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -729,7 +730,12 @@ def _draft(
     check_dflash_head(drafter.model)
     d_settings = draft_settings(settings, shape)
     borrowed = _borrowed(model, drafter.model, placement, settings, shape) if placement is not None else ()
-    est = _estimate(drafter.model, devices, d_settings, None, drafter, borrowed=borrowed)
+    try:
+        est = _estimate(drafter.model, devices, d_settings, None, drafter, borrowed=borrowed)
+    except SettingsError as exc:  # llama-server: "failed to create MTP context" (any draft's context)
+        # the draft's cache types are -ctkd/-ctvd, not the -ctk/-ctv the check names for a main model
+        why = re.sub(r"(?<!\S)-ct([kv])(?=\s)", r"-ct\1d", str(exc))
+        raise SettingsError(f"the draft model {drafter.model.path.name} (-md): {why}") from None
     for d in est.devices:
         _slot(mem, devices, d.name).draft += d.total
     where = ", ".join(f"{d.name} {d.total / 2**20:.0f} MiB" for d in est.devices if d.total)

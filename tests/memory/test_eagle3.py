@@ -11,16 +11,20 @@ request the target's second reserve."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 
 from app.command.parse import settings_from_args
+from app.devices.detect import detect
+from app.memory.device_adapter import from_detected
 from app.memory.estimator import estimate
 from app.memory.kv import SettingsError
 from app.model import open_model
 from tests import gguf_factory as gf
 from tests.factory_models.eagle3 import eagle3_spec, write_eagle3_draft
+from tests.llama_fixtures import VULKAN_ENV
 
 from .accuracy import COMPUTE_SLACK, MiB, list_rpc_devices, record
 
@@ -53,9 +57,7 @@ def _parts(text: str, spec_type: str = "draft-eagle3") -> tuple[dict, dict]:
     return main, _logged(text[cut:up])
 
 
-def compare_with_server(
-    target, draft, spec, endpoints, devices, llama_server, spec_type, may_crash=False
-) -> list[str]:
+def compare_with_server(target, draft, spec, endpoints, devices, llama_server, spec_type, may_crash=False) -> list[str]:
     """Run llama-server with the draft head (``spec``: its arguments), answer one request, and compare both
     contexts' buffers with its -lv 4 log, every device buffer to the log's two decimals; the server must have
     drafted with ``spec_type`` (its statistics line). ``may_crash``: the server may die during the request (the
@@ -224,6 +226,76 @@ def test_eagle3_buffers_match_llama_server(
 
 
 @pytest.mark.llama
+@pytest.mark.parametrize(
+    "head,args",
+    [
+        (dict(own_embd=True), "-c 4096 -ngl all -ngld all"),
+        (dict(d2t=128), "-c 4096 -ngl 3 -ngld all -np 2 -ub 64 -fa on"),
+    ],
+    ids=["own-embd", "d2t-partial"],
+)
+def test_eagle3_buffers_on_vulkan0(head, args, llama_vulkan_bin, vulkan_llama_server, tmp_path):
+    """The same on lavapipe's Vulkan0 (its host buffers are Vulkan_Host): both contexts' weights, caches, compute
+    and output buffers, the head whole on Vulkan0 and a target split with the CPU. The pinned Vulkan build may
+    segfault inside lavapipe at the head's first draft; every buffer compared is logged before."""
+    result = detect(llama_vulkan_bin, rpc=[], env={**os.environ, **VULKAN_ENV}, cuda_probe=None, amd=False)
+    lanes = from_detected(result.devices)
+    target = gf.write_tiny_model("llama", tmp_path / "t.gguf")
+    draft = write_eagle3_draft(tmp_path / "head.gguf", n_embd_tgt=gf.tiny_hparams("llama")["n_embd"], **head)
+    spec = f"-md {draft} --spec-type draft-eagle3 {args}".split()
+    misses = compare_with_server(target, draft, spec, [], lanes, vulkan_llama_server, "draft-eagle3", may_crash=True)
+    record(
+        "vulkan",
+        case=f"eagle3-vk-{_head_tag(head)}-{args.replace(' ', '')}",
+        arch="eagle3",
+        backends=["Vulkan"],
+        ok=not misses,
+        features=["eagle3"],
+    )
+    assert not misses, "\n".join(misses)
+
+
+@pytest.mark.llama
+def test_draft_cache_types_the_head_cannot_hold_are_refused_as_llama_cpp_refuses_them(llama_bin, tmp_path):
+    """-ctkd q8_0 on a head of 16-wide heads: llama-server stops ("K cache type q8_0 with block size 32 does not
+    divide n_embd_head_k=16", "failed to create MTP context"); the estimate stops with that reason, naming the
+    draft and its own flag (-ctkd, not the main model's -ctk); f16 draft caches give figures."""
+    import subprocess
+
+    target = gf.write_tiny_model("llama", tmp_path / "t.gguf")
+    draft = write_eagle3_draft(tmp_path / "head.gguf", n_embd_tgt=gf.tiny_hparams("llama")["n_embd"], d2t=128)
+    spec = f"-md {draft} --spec-type draft-eagle3 -c 4096 -ctkd q8_0 -ctvd q8_0 -fa on".split()
+    run = subprocess.run(
+        [
+            str(llama_bin / "llama-server"),
+            "-m",
+            str(target),
+            *spec,
+            "--fit",
+            "off",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    assert "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16" in run.stderr + run.stdout
+    with pytest.raises(SettingsError) as err:
+        estimate(open_model(target), [], settings_from_args(spec, tool="server"), draft=open_model(draft))
+    msg = str(err.value)
+    assert msg.startswith("the draft model head.gguf (-md): -ctkd q8_0:"), msg
+    assert "does not divide n_embd_head_k=16" in msg and "use -ctkd f16" in msg and "-ctk " not in msg, msg
+    spec[spec.index("q8_0")] = "f16"
+    spec[spec.index("q8_0")] = "f16"
+    est = estimate(open_model(target), [], settings_from_args(spec, tool="server"), draft=open_model(draft))
+    assert est.draft is not None and est.draft.host.kv > 0
+
+
+@pytest.mark.llama
 def test_a_head_reading_a_tensor_its_devices_cannot_reach_stops_llama_cpp(llama_bin, rpc_servers, tmp_path):
     """A head without output.weight reads the target's lm_head (cparams.ctx_other) in the target's buffer; with the
     target on RPC0 and the head on RPC1 (-devd) no backend of the head's context reads that buffer, and
@@ -240,9 +312,25 @@ def test_a_head_reading_a_tensor_its_devices_cannot_reach_stops_llama_cpp(llama_
     draft = write_eagle3_draft(tmp_path / "head.gguf", n_embd_tgt=gf.tiny_hparams("llama")["n_embd"], own_output=False)
     spec = f"-dev RPC0 -ngl all -md {draft} -devd RPC1 -ngld all --spec-type draft-eagle3 -c 4096".split()
     run = subprocess.run(
-        [str(llama_bin / "llama-server"), "-m", str(target), "--rpc", ",".join(endpoints), *spec, "--fit", "off",
-         "--no-repack", "--host", "127.0.0.1", "--port", "1"],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        [
+            str(llama_bin / "llama-server"),
+            "-m",
+            str(target),
+            "--rpc",
+            ",".join(endpoints),
+            *spec,
+            "--fit",
+            "off",
+            "--no-repack",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
     assert run.returncode != 0
     assert "pre-allocated tensor (output.weight) in a buffer (RPC0" in run.stdout + run.stderr
