@@ -4,7 +4,8 @@ Line formats: ``src/llama-model.cpp`` (``layer %3d assigned to device``),
 ``src/llama-model-loader.cpp`` (``buffer type overridden to``), and the
 ``... buffer size = X MiB`` lines of ``load_tensors`` (``src/llama-model.cpp``),
 ``llama_context`` and ``sched_reserve`` (``src/llama-context.cpp``) and
-``llama_kv_cache`` (``src/llama-kv-cache.cpp``). Everything after
+``llama_kv_cache`` (``src/llama-kv-cache.cpp``) and ``llama_dsv4_comp_state`` (``llama-kv-cache-dsv4.cpp``).
+Everything after
 ``common_fit_params: fitting params ... took`` is the real load; fit dry runs
 before it log the same lines with zero sizes.
 """
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 _ASSIGNED = re.compile(r"load_tensors: layer\s+(\d+) assigned to device (\S+?),")
 _OVERRIDDEN = re.compile(r"tensor (\S+) \([^)]*\) buffer type overridden to (\S+)")
 _BUFFER = re.compile(
-    r"(load_tensors|llama_context|llama_kv_cache|llama_memory_recurrent|sched_reserve):\s+(\S+)\s+"
-    r"(model|output|KV|RS|compute) buffer size =\s+([\d.]+) MiB"
+    r"(load_tensors|llama_context|llama_kv_cache|llama_memory_recurrent|sched_reserve|llama_dsv4_comp_state):\s+"
+    r"(\S+)\s+(model|output|KV|RS|compute|DSV4 \w+ state) buffer size =\s+([\d.]+) MiB"
 )
 _FIT_DONE = re.compile(r"fitting params to (?:free )?(?:device )?memory took")
 
@@ -53,6 +54,9 @@ class BufferLine:
 
 
 def buffer_sizes(text: str) -> list[BufferLine]:
+    """The buffer lines of the real load. DeepSeek-V4's compressor states (``llama_dsv4_comp_state``: "DSV4 csa
+    state buffer size") are part of its KV cache (``llama_kv_cache_dsv4``), as ``--fit-print`` counts them."""
     return [
-        BufferLine(m.group(1), m.group(2), m.group(3), float(m.group(4))) for m in _BUFFER.finditer(real_load(text))
+        BufferLine(m.group(1), m.group(2), "KV" if m.group(3).startswith("DSV4") else m.group(3), float(m.group(4)))
+        for m in _BUFFER.finditer(real_load(text))
     ]
