@@ -179,7 +179,9 @@ FEATURE_NOTES = {
     "target's, with and without a d2t vocabulary map, the type given or inferred from the file as llama.cpp "
     "infers it; a target layer the model lacks or does not extract is refused with llama.cpp's reason; the "
     "feature-injection graph (smaller) and the output buffers' growth at the first decode are said, not counted; "
-    "DeepSeek-V4 DSpark heads: weights and KV exact, compute approximate, and the estimate says so; speed at a "
+    "DeepSeek-V4 DSpark heads (hyper-connected q-LoRA attention over a K-only window, sqrt-softplus MoE stages) "
+    "replayed too, over a deepseek4 target whose extracted layer inputs (the hc streams' mean) are replayed as "
+    "outputs; speed at a "
     "user-set acceptance rate (the block in one pass, the target's batch, the injection of its layer inputs: "
     "benchmarks/bench_speculative.py --draft dflash, 0-17% under llama-server on a 2-core CPU)",
     "gemma4-assistant": "its layers (all NextN, no trunk) loaded and placed as any model's, no KV cache of its own "

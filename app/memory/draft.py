@@ -31,13 +31,6 @@ from .settings import LlamaSettings
 #: and Gemma 4's assistant given with -md and draft-mtp, are sized by ``app.memory.estimator`` too.)
 DFLASH_SPEC_TYPES = ("draft-dflash", "draft-dspark")
 
-#: What of a ``dflash`` file Layerdeck does not replay, by :func:`~app.memory.compute.models.dflash.dflash_kind`:
-#: its context's compute buffers are approximate and the estimate says so.
-UNMODELLED_DFLASH = {
-    "dsv4": "a DeepSeek-V4 DSpark head (hyper-connected MLA and MoE stages)",
-}
-
-
 #: Target graphs that set ``t_layer_inp[n_layer]`` (the last layer's output), so a DFlash head may read it:
 #: ``src/models/deepseek4.cpp``, ``nemotron-h.cpp``, ``mimo2.cpp``; any other aborts on it in
 #: ``llm_graph_result::set_outputs`` ("layer input tensor is null").
@@ -203,12 +196,3 @@ def check_dflash_head(draft: Any) -> None:
             f"the draft {draft.path.name} is a DFlash head llama.cpp refuses: '{why}'; convert it again or use the "
             "published file"
         )
-
-
-def unmodelled_dflash(draft: Any) -> str:
-    """Why the open DFlash draft ``draft``'s compute is not replayed ("" where it is, or for another draft)."""
-    if draft is None or draft.params.arch != "dflash":
-        return ""
-    from .compute.models.dflash import dflash_kind
-
-    return UNMODELLED_DFLASH.get(dflash_kind(draft.params, {t.name for t in draft.tensors}), "")

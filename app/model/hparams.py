@@ -975,6 +975,8 @@ def extract_params(
         anchor = m.meta.get(m.key("{arch}.sample_from_anchor"))
         p.dflash["sample_from_anchor"] = float(anchor is None or anchor is True or anchor == "true")
         p.hc_mult = m.u32("{arch}.hyper_connection.count")
+        if p.hc_mult > 0:
+            _dsv4_dspark_keys(m, p, n_layer)
     if arch == "t5":
         p.dec_n_layer = m.u32("{arch}.decoder_block_count", n_layer)
         if p.dec_n_layer > n_layer:
@@ -1158,6 +1160,57 @@ def _check_vocab(m: Meta) -> int | None:
                 f"Index out of array bounds for {key.rsplit('.', 1)[1]} ({n} < {n_tokens})",
             )
     return n_tokens
+
+
+def _dsv4_dspark_keys(m: Meta, p: ModelParams, n_layer: int) -> None:
+    """``llama_model_dflash::load_arch_hparams``' DeepSeek-V4 DSpark branch (``hyper_connection.count`` > 0): its
+    stage keys required, sqrt-softplus scoring, every stage uncompressed (``compress_ratios`` all 0) and sliding
+    over the draft's ring (a window above 0, ``output_group_count`` above 0: both asserted)."""
+    for key in (
+        "attention.q_lora_rank",
+        "attention.sliding_window",
+        "expert_feed_forward_length",
+        "expert_shared_count",
+        "expert_weights_scale",
+        "expert_weights_norm",
+        "expert_gating_func",
+        "swiglu_clamp_exp",
+        "attention.output_group_count",
+        "attention.output_lora_rank",
+        "hyper_connection.sinkhorn_iterations",
+        "hyper_connection.epsilon",
+    ):
+        if not m.has("{arch}." + key):
+            raise m.missing(m.key("{arch}." + key))
+    for key, llama in (
+        ("attention.output_group_count", "GGML_ASSERT(hparams.dsv4_o_group_count > 0) failed"),
+        ("attention.sliding_window", "GGML_ASSERT(hparams.n_swa > 0) failed"),
+    ):
+        if m.u32("{arch}." + key) == 0:
+            raise m.error(m.key("{arch}." + key), "is 0, and llama.cpp aborts on it", "0", "above 0", llama)
+    gating = m.u32("{arch}.expert_gating_func")
+    if gating != 4:
+        raise m.error(
+            m.key("{arch}.expert_gating_func"),
+            "is not 4 (sqrt-softplus), the only MoE scoring llama.cpp's DeepSeek-V4 DSpark loader accepts",
+            f"u32 ({gating})",
+            "u32 (4)",
+            "DSpark DSV4 draft expects sqrtsoftplus MoE scoring",
+        )
+    # read with required = false into a zeroed array: absent or short is all 0
+    ratios = m.meta.get(m.key("{arch}.attention.compress_ratios"))
+    bad = next((r for r in (ratios if isinstance(ratios, list) else [])[:n_layer] if r != 0), None)
+    if bad is not None:
+        raise m.error(
+            m.key("{arch}.attention.compress_ratios"),
+            f"holds the ratio {bad}, but a DeepSeek-V4 DSpark head's stages are all uncompressed",
+            f"{bad}",
+            "0",
+            "DSpark DSV4 draft expects uncompressed attention on all stages",
+        )
+    p.hc_sinkhorn_iters = m.u32("{arch}.hyper_connection.sinkhorn_iterations")
+    p.compress_ratios = [0] * n_layer
+    p.swa_layers = [True] * n_layer  # set_swa_pattern(0), then every stage marked sliding
 
 
 #: keys the architecture's load_arch_hparams reads without ``required = false`` (ml.get_key / get_arr /

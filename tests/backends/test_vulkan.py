@@ -217,8 +217,10 @@ VULKAN_CASES = [
 def _all_exact(rows, ours) -> dict[str, bool]:
     """Per quantity, whether every device's figure floors to the printed MiB (for scripts/coverage.py)."""
     rows = list(rows)
-    return {q: all(within_floor(getattr(ours.device(r.name), q), getattr(r, q)) for r in rows)
-            for q in ("model", "context", "compute")}
+    return {
+        q: all(within_floor(getattr(ours.device(r.name), q), getattr(r, q)) for r in rows)
+        for q in ("model", "context", "compute")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -232,8 +234,13 @@ def test_lavapipe_is_detected_with_the_limits_llama_cpp_uses(llama_vulkan_bin, v
     assert lane.name == "Vulkan0" and lane.total == 2048 * MiB
     assert lane.max_tensor_bytes == 128 * MiB  # maxStorageBufferRange, no 64-bit indexing
     assert (lane.alignment, lane.max_buffer, lane.host_alignment) == (16, 1 << 30, 64)
-    hidden = detect(llama_vulkan_bin, rpc=[], env={k: v for k, v in os.environ.items() if k != "GGML_VK_VISIBLE_DEVICES"},
-                    cuda_probe=None, amd=False)
+    hidden = detect(
+        llama_vulkan_bin,
+        rpc=[],
+        env={k: v for k, v in os.environ.items() if k != "GGML_VK_VISIBLE_DEVICES"},
+        cuda_probe=None,
+        amd=False,
+    )
     assert not [d for d in hidden.devices if d.name.startswith("Vulkan")]  # a CPU-type device is skipped by default
 
 
@@ -251,12 +258,21 @@ def test_estimate_equals_the_vulkan_dry_run(case, llama_vulkan_bin, vulkan_lanes
     ours = estimate(open_model(path), vulkan_lanes, settings_from_args(args, tool="fit-params"))
     plain = run_fit_print(path, args, llama_dir=llama_vulkan_bin, env={**os.environ, **VULKAN_ENV}, timeout=300)
     assert [r.name for r in plain] == ["Vulkan0", "CPU"]
-    record("vulkan", case=case.id, arch=open_model(path).params.arch, backends=["Vulkan"], features=["vulkan"],
-           ok=_all_exact(plain, ours))
+    record(
+        "vulkan",
+        case=case.id,
+        arch=open_model(path).params.arch,
+        backends=["Vulkan"],
+        features=["vulkan"],
+        ok=_all_exact(plain, ours),
+    )
     for row in plain:
         mine = ours.device(row.name)
-        for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context),
-                             ("compute", mine.compute, row.compute)):
+        for q, got, want in (
+            ("model", mine.model, row.model),
+            ("context", mine.context, row.context),
+            ("compute", mine.compute, row.compute),
+        ):
             assert within_floor(got, want), (row.name, q, got / MiB, want)
     assert not any("ggml_vk_graph_optimize" in n for n in ours.notes), ours.notes
 
@@ -276,12 +292,21 @@ def test_sm_tensor_s_meta_device_over_vulkan0(case, llama_vulkan_bin, vulkan_lan
     ours = estimate(open_model(path), vulkan_lanes, settings_from_args(args, tool="fit-params"))
     plain = run_fit_print(path, args, llama_dir=llama_vulkan_bin, env=env, timeout=300)
     assert [r.name for r in plain] == ["Meta()", "CPU"]
-    record("vulkan", case=case.id, arch=open_model(path).params.arch, backends=["Vulkan"],
-           features=["vulkan", "sm-tensor"], ok=_all_exact(plain, ours))
+    record(
+        "vulkan",
+        case=case.id,
+        arch=open_model(path).params.arch,
+        backends=["Vulkan"],
+        features=["vulkan", "sm-tensor"],
+        ok=_all_exact(plain, ours),
+    )
     for row in plain:
         mine = ours.device(row.name)
-        for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context),
-                             ("compute", mine.compute, row.compute)):
+        for q, got, want in (
+            ("model", mine.model, row.model),
+            ("context", mine.context, row.context),
+            ("compute", mine.compute, row.compute),
+        ):
             assert within_floor(got, want), (row.name, q, got / MiB, want)
     if "-ngl 20" in " ".join(args) or "-cmoe" in args:  # host weights the member alone would take for a big batch
         layer = [a for a in args if a not in ("-sm", "tensor")]
@@ -304,12 +329,21 @@ def test_a_remote_vulkan0_behind_rpc(case, llama_bin, vulkan_rpc_servers, sparse
     assert rpc0.total == 2048 * MiB  # the remote lavapipe's heap, not the host's RAM
     assert (rpc0.alignment, rpc0.max_buffer) == (16, 1 << 30), (rpc0.alignment, rpc0.max_buffer)
     ours = estimate(open_model(path), lanes, settings_from_args(args[2:], tool="fit-params"))
-    record("vulkan", case=f"{case.id}-rpc", arch=open_model(path).params.arch, backends=["RPC (Vulkan)"],
-           features=["vulkan"], ok=_all_exact(theirs, ours))
+    record(
+        "vulkan",
+        case=f"{case.id}-rpc",
+        arch=open_model(path).params.arch,
+        backends=["RPC (Vulkan)"],
+        features=["vulkan"],
+        ok=_all_exact(theirs, ours),
+    )
     for row in theirs:
         mine = ours.device(row.name)
-        for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context),
-                             ("compute", mine.compute, row.compute)):
+        for q, got, want in (
+            ("model", mine.model, row.model),
+            ("context", mine.context, row.context),
+            ("compute", mine.compute, row.compute),
+        ):
             assert within_floor(got, want), (row.name, q, got / MiB, want)
     assert not any("over 1 GiB" in n for n in ours.notes), ours.notes
 
@@ -324,8 +358,9 @@ CHUNKED_CASES = [
 
 
 @pytest.mark.parametrize("model,args", CHUNKED_CASES, ids=["l8b-faoff-kq4g", "l8b-faon-ub4096"])
-def test_compute_over_one_gib_behind_a_vulkan_rpc_server_is_chunked(model, args, llama_bin, vulkan_rpc_servers,
-                                                                   sparse_models):
+def test_compute_over_one_gib_behind_a_vulkan_rpc_server_is_chunked(
+    model, args, llama_bin, vulkan_rpc_servers, sparse_models
+):
     (server,) = vulkan_rpc_servers(1)
     path = sparse_models[model]
     argv = ["--rpc", server.endpoint, *args.split()]
@@ -335,8 +370,11 @@ def test_compute_over_one_gib_behind_a_vulkan_rpc_server_is_chunked(model, args,
     assert theirs["RPC0"].compute > 2048  # far above one chunk
     for name, row in theirs.items():
         mine = ours.device(name)
-        for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context),
-                             ("compute", mine.compute, row.compute)):
+        for q, got, want in (
+            ("model", mine.model, row.model),
+            ("context", mine.context, row.context),
+            ("compute", mine.compute, row.compute),
+        ):
             assert within_floor(got, want), (name, q, got / MiB, want)
 
 
@@ -350,8 +388,12 @@ def two_device_host(llama_vulkan_bin, tmp_path):
 
     port = free_port()
     log = open(tmp_path / "rpc-two.log", "wb")
-    proc = subprocess.Popen([str(llama_vulkan_bin / "ggml-rpc-server"), "-p", str(port), "-d", "Vulkan0,CPU"],
-                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **VULKAN_ENV})
+    proc = subprocess.Popen(
+        [str(llama_vulkan_bin / "ggml-rpc-server"), "-p", str(port), "-d", "Vulkan0,CPU"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **VULKAN_ENV},
+    )
     try:
         deadline = time.monotonic() + 30
         while not _port_open("127.0.0.1", port):
@@ -364,9 +406,14 @@ def two_device_host(llama_vulkan_bin, tmp_path):
         log.close()
 
 
-@pytest.mark.parametrize("model,args", [("llama-3.1-8b", "-c 32768 -ngl all -ub 4096 -b 4096 -fa on -ts 1,1"),
-                                        ("qwen3-30b-a3b", "-c 16384 -ngl all -ts 3,1 -fa off")],
-                         ids=["l8b-ub4096", "q30-faoff"])
+@pytest.mark.parametrize(
+    "model,args",
+    [
+        ("llama-3.1-8b", "-c 32768 -ngl all -ub 4096 -b 4096 -fa on -ts 1,1"),
+        ("qwen3-30b-a3b", "-c 16384 -ngl all -ts 3,1 -fa off"),
+    ],
+    ids=["l8b-ub4096", "q30-faoff"],
+)
 def test_an_rpc_host_with_two_devices(model, args, llama_bin, two_device_host, sparse_models):
     """Two lanes for one host, named as llama.cpp names them, each with its own buffer limits (the Vulkan device:
     alignment 16 and 1 GiB buffers; the CPU device: 32 and none), and the estimate equal to the dry run's."""
@@ -376,27 +423,42 @@ def test_an_rpc_host_with_two_devices(model, args, llama_bin, two_device_host, s
     result = detect(llama_bin, rpc=[two_device_host], cuda_probe=None, amd=False)
     rpc = [d for d in result.devices if d.rpc_endpoint]
     assert [(d.name, d.rpc_endpoint, d.rpc_device_index) for d in rpc] == [
-        ("RPC0", two_device_host, 0), ("RPC1", two_device_host, 1)]
+        ("RPC0", two_device_host, 0),
+        ("RPC1", two_device_host, 1),
+    ]
     assert [(d.buffer_alignment, d.max_buffer) for d in rpc] == [(16, 1 << 30), (32, 0)]
     lanes = from_detected(result.devices)
     ours = estimate(open_model(path), lanes, settings_from_args(argv[2:], tool="fit-params"))
-    record("vulkan", case=f"two-device-host-{model}", arch=open_model(path).params.arch,
-           backends=["RPC (Vulkan + CPU host)"], features=["rpc-multi-device", "vulkan"],
-           ok=_all_exact(theirs.values(), ours))
+    record(
+        "vulkan",
+        case=f"two-device-host-{model}",
+        arch=open_model(path).params.arch,
+        backends=["RPC (Vulkan + CPU host)"],
+        features=["rpc-multi-device", "vulkan"],
+        ok=_all_exact(theirs.values(), ours),
+    )
     assert set(theirs) == {"RPC0", "RPC1", "CPU"}
     for name, row in theirs.items():
         mine = ours.device(name)
-        for q, got, want in (("model", mine.model, row.model), ("context", mine.context, row.context),
-                             ("compute", mine.compute, row.compute)):
+        for q, got, want in (
+            ("model", mine.model, row.model),
+            ("context", mine.context, row.context),
+            ("compute", mine.compute, row.compute),
+        ):
             assert within_floor(got, want), (name, q, got / MiB, want)
 
 
-@pytest.mark.parametrize("args,aborts", [
-    ("-c 32768 -ngl 20 -fa on -ctk q8_0 -ctv q8_0", "cache_k_l15"),  # 136 MiB per full-attention layer
-    ("-c 30720 -ngl 20 -fa on -ctk q8_0 -ctv q8_0", None),  # 127.5 MiB: under lavapipe's 128 MiB
-], ids=["over", "under"])
-def test_a_cache_above_the_storage_buffer_range_stops_llama_cpp(args, aborts, llama_vulkan_bin, vulkan_lanes,
-                                                               sparse_models):
+@pytest.mark.parametrize(
+    "args,aborts",
+    [
+        ("-c 32768 -ngl 20 -fa on -ctk q8_0 -ctv q8_0", "cache_k_l15"),  # 136 MiB per full-attention layer
+        ("-c 30720 -ngl 20 -fa on -ctk q8_0 -ctv q8_0", None),  # 127.5 MiB: under lavapipe's 128 MiB
+    ],
+    ids=["over", "under"],
+)
+def test_a_cache_above_the_storage_buffer_range_stops_llama_cpp(
+    args, aborts, llama_vulkan_bin, vulkan_lanes, sparse_models
+):
     """A layer's K cache above Vulkan0's maxStorageBufferRange: supports_op refuses the cache leaf, no other
     backend reads the device buffer, and the scheduler aborts ("pre-allocated tensor (cache_k_l15) in a buffer
     (Vulkan0) that cannot run the operation"). The estimate says so, naming the same tensor, rather than give
@@ -422,5 +484,77 @@ def test_a_cache_above_the_storage_buffer_range_stops_llama_cpp(args, aborts, ll
     for row in plain:
         for q in ("model", "context", "compute"):
             assert within_floor(getattr(mine.device(row.name), q), getattr(row, q)), (row.name, q)
-    record("refusal", case=f"vulkan-under-the-limit {args}", arch="olmo2", backends=["Vulkan"], features=["abort"],
-           ok=True)
+    record(
+        "refusal", case=f"vulkan-under-the-limit {args}", arch="olmo2", backends=["Vulkan"], features=["abort"], ok=True
+    )
+
+
+#: deepseek4 (tiny) on lavapipe with several sequences: llama-server's Vulkan0 compute buffer against the estimate's,
+#: MiB (measured at 2026-12-05: -np 2 5.41 vs 5.539, -np 4 4.92 vs 4.727, -np 2 -fa off 18.76 vs 25.007, -np 4
+#: -ub 64 0.74 vs 0.883); exact at -np 1 (the DSpark Vulkan case in tests/memory/test_dflash.py)
+_DSV4_MULTI_SEQ = "-c 4096 -ngl all -np 2 --no-warmup"
+
+
+@pytest.mark.llama
+@pytest.mark.xfail(strict=True, reason="deepseek4's Vulkan compute with more than one sequence is not matched yet")
+def test_deepseek4_with_several_sequences_on_vulkan(llama_vulkan_bin, vulkan_lanes, tmp_path):
+    """Known gap, kept visible: with -np 2 the Vulkan0 compute buffer of a deepseek4 model differs from
+    llama-server's (the host buffer matches); the estimate says so (next test). Strict: a fix turns it green.
+    The pinned build on lavapipe segfaults after its reserve with this model, so the log is read as it stands
+    when the server is ready or dead."""
+    import subprocess
+    import time
+
+    from app.launch.buffers import logged_buffers
+    from tests import gguf_factory as gf
+
+    target = gf.write_tiny_model("deepseek4", tmp_path / "t.gguf")
+    args = _DSV4_MULTI_SEQ.split()
+    log = tmp_path / "server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [
+                str(llama_vulkan_bin / "llama-server"),
+                "-m",
+                str(target),
+                *args,
+                "--fit",
+                "off",
+                "--no-repack",
+                "-lv",
+                "4",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **VULKAN_ENV},
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while proc.poll() is None and "listening on" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "Vulkan0 compute buffer size" in text, text[-3000:]
+    logged = logged_buffers(text)
+    est = estimate(open_model(target), vulkan_lanes, settings_from_args(args, tool="server"))
+    assert abs(est.device("CPU").compute / MiB - logged["CPU"].compute) <= 0.01  # the host's matches
+    assert abs(est.device("Vulkan0").compute / MiB - logged["Vulkan0"].compute) <= 0.01
+
+
+def test_deepseek4_with_several_sequences_on_vulkan_says_it_is_unchecked(tmp_path):
+    """The estimate names the gap above where it applies (a Vulkan device, -np above 1), and only there."""
+    from app.lanes import Lane
+    from tests import gguf_factory as gf
+
+    model = open_model(gf.write_tiny_model("deepseek4", tmp_path / "t.gguf"))
+    vk = [Lane("Vulkan0", "Vulkan0", 2048 * MiB, 2048 * MiB, "gpu", max_tensor_bytes=128 * MiB)]
+    cuda = [Lane("CUDA0", "CUDA0", 2048 * MiB, 2048 * MiB, "gpu")]
+    for lanes, np_, said in ((vk, 2, True), (vk, 1, False), (cuda, 2, False)):
+        est = estimate(model, lanes, settings_from_args(f"-c 4096 -ngl all -np {np_}".split(), tool="server"))
+        assert any("more than one sequence" in n and "Vulkan0" in n for n in est.notes) is said, (lanes, np_)

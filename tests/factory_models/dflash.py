@@ -54,10 +54,14 @@ def dflash_spec(
     selector: tuple[int, int, int, int] | None = None,
     logit_scale: float | None = None,
     shared_kv: bool = False,
+    dsv4: dict[str, Any] | None = None,
 ) -> gf.ModelSpec:
     """The spec of a tiny DFlash head (a DSpark head with ``markov_rank``, a DFlash2 head with ``selector`` =
     (conv kernel, conv group size, selector rank, selector top-k)) for a target of hidden size ``n_embd`` (the
-    draft's width is the target's: llama.cpp sizes ``fc`` by the draft's own ``n_embd``)."""
+    draft's width is the target's: llama.cpp sizes ``fc`` by the draft's own ``n_embd``). ``dsv4``: DeepSeek-V4
+    DSpark stages in place of the plain layers (:data:`DSV4_STAGES`' keys, any overridden): one K-only head of
+    ``head_dim``, the q LoRA, the grouped output LoRA, hyper-connections and a sqrt-softplus MoE with one shared
+    expert per stage, every stage sliding over the draft's ring (``sliding_window``, compress ratio 0)."""
     hp: dict[str, Any] = dict(gf._COMMON_TINY)
     hp.update(
         n_layer=n_layer,
@@ -110,7 +114,7 @@ def dflash_spec(
         if confidence:
             s.add("conf_proj.weight", (n_embd + markov_rank, 1))
             s.add("conf_proj.bias", (1,), "bias")
-    for il in range(n_layer):
+    for il in range(n_layer if dsv4 is None else 0):
         p = f"blk.{il}."
         s.add(p + "attn_norm.weight", (n_embd,), "norm")
         gf._attn_qkvo(s, il, n_embd, hd * n_head, hd * n_head_kv, hd * n_head_kv)
@@ -123,6 +127,8 @@ def dflash_spec(
             for side in ("attn", "ffn"):
                 s.add(p + f"{side}_conv_base", (n_embd, kernel, 2), "norm")
                 s.add(p + f"{side}_conv_proj.weight", (n_embd, proj))
+    if dsv4 is not None:
+        _dsv4_stages(s, n_layer, n_embd, n_head, {**DSV4_STAGES, **dsv4}, hp)
     if shared_kv:  # no attn_v (TENSOR_NOT_REQUIRED): V is K's projection
         s.tensors = [t for t in s.tensors if not t.name.endswith(".attn_v.weight")]
     policy = gf._POLICIES[quant]
@@ -134,6 +140,76 @@ def dflash_spec(
         else:
             t.qtype = policy(t, hp)
     return s
+
+
+#: a DeepSeek-V4 DSpark head's stage shape (``load_arch_hparams``' DSV4 keys) for the tiny deepseek4 target
+DSV4_STAGES: dict[str, Any] = dict(
+    head_dim=64,
+    rope_dim=16,
+    q_lora_rank=32,
+    o_groups=2,
+    o_lora_rank=16,
+    hc_mult=4,
+    hc_sinkhorn_iters=20,
+    n_swa=64,
+    n_expert=8,
+    n_expert_used=2,
+    n_ff_exp=32,
+    n_expert_shared=1,
+    expert_weights_scale=1.5,
+    swiglu_limit=10.0,
+)
+
+
+def _dsv4_stages(s: gf.ModelSpec, n_layer: int, n_embd: int, n_head: int, d: dict[str, Any], hp: dict) -> None:
+    """``load_arch_tensors``' DSV4 branch and the keys ``load_arch_hparams`` requires with ``hyper_connection.count``
+    (a DSV4 head's one KV head of ``key_length``, its window, compress ratios all 0, sqrt-softplus gating)."""
+    hd, hc = int(d["head_dim"]), int(d["hc_mult"])
+    q_lora, o_groups, o_lora = int(d["q_lora_rank"]), int(d["o_groups"]), int(d["o_lora_rank"])
+    n_expert, n_ff_exp = int(d["n_expert"]), int(d["n_ff_exp"])
+    s.set("{arch}.attention.head_count_kv", 1)
+    s.set("{arch}.attention.key_length", hd)
+    s.set("{arch}.attention.value_length", hd)
+    s.set("{arch}.rope.dimension_count", int(d["rope_dim"]))
+    s.set("{arch}.attention.q_lora_rank", q_lora)
+    s.set("{arch}.attention.sliding_window", int(d["n_swa"]))
+    s.set("{arch}.expert_count", n_expert)
+    s.set("{arch}.expert_used_count", int(d["n_expert_used"]))
+    s.set("{arch}.expert_feed_forward_length", n_ff_exp)
+    s.set("{arch}.expert_shared_count", int(d["n_expert_shared"]))
+    s.set("{arch}.expert_weights_scale", float(d["expert_weights_scale"]))
+    s.set("{arch}.expert_weights_norm", True)
+    s.set("{arch}.expert_gating_func", 4)  # sqrtsoftplus: the only scoring the loader accepts
+    s.set("{arch}.swiglu_clamp_exp", [float(d["swiglu_limit"])] * n_layer)
+    s.set("{arch}.attention.output_group_count", o_groups)
+    s.set("{arch}.attention.output_lora_rank", o_lora)
+    s.set("{arch}.attention.compress_ratios", [0] * n_layer)
+    s.set("{arch}.hyper_connection.count", hc)
+    s.set("{arch}.hyper_connection.sinkhorn_iterations", int(d["hc_sinkhorn_iters"]))
+    s.set("{arch}.hyper_connection.epsilon", 1e-6)
+    s.add("output_hc_fn.weight", (hc * n_embd, hc), "router")
+    s.add("output_hc_base.weight", (hc,), "bias")
+    s.add("output_hc_scale.weight", (1,), "bias")
+    mix = (2 + hc) * hc
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        s.add(p + "attn_norm.weight", (n_embd,), "norm")
+        s.add(p + "attn_sinks.weight", (n_head,), "zero")
+        s.add(p + "attn_q_a.weight", (n_embd, q_lora))
+        s.add(p + "attn_q_a_norm.weight", (q_lora,), "norm")
+        s.add(p + "attn_q_b.weight", (q_lora, n_head * hd))
+        s.add(p + "attn_kv.weight", (n_embd, hd))
+        s.add(p + "attn_kv_a_norm.weight", (hd,), "norm")
+        s.add(p + "attn_output_a.weight", (n_head * hd // o_groups, o_lora * o_groups))
+        s.add(p + "attn_output_b.weight", (o_groups * o_lora, n_embd))
+        for which in ("attn", "ffn"):
+            s.add(p + f"hc_{which}_fn.weight", (hc * n_embd, mix), "router")
+            s.add(p + f"hc_{which}_base.weight", (mix,), "bias")
+            s.add(p + f"hc_{which}_scale.weight", (3,), "bias")
+        s.add(p + "ffn_norm.weight", (n_embd,), "norm")
+        gf._experts(s, i, n_embd, n_ff_exp, n_expert)
+        s.add(p + "exp_probs_b.bias", (n_expert,), "zero")
+        gf._shared_expert(s, i, n_embd, n_ff_exp * int(d["n_expert_shared"]))
 
 
 def write_dflash_draft(path: str | os.PathLike, *, seed: int = 0, sparse: bool = False, **kwargs: Any) -> Path:

@@ -334,6 +334,11 @@ HEAD_KEYS = [
     "{arch}.target_hidden_size", "tokenizer.ggml.mask_token_id", "{arch}.block_count", "{arch}.embedding_length",
     "{arch}.attention.head_count", "{arch}.attention.head_count_kv", "{arch}.feed_forward_length",
     "general.architecture",
+    # a DeepSeek-V4 DSpark head's stage keys
+    "{arch}.attention.q_lora_rank", "{arch}.attention.output_group_count", "{arch}.attention.output_lora_rank",
+    "{arch}.attention.sliding_window", "{arch}.attention.compress_ratios", "{arch}.expert_gating_func",
+    "{arch}.expert_count", "{arch}.expert_used_count", "{arch}.hyper_connection.sinkhorn_iterations",
+    "{arch}.attention.key_length",
 ]
 head_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h][1]], st.sampled_from(HEAD_KEYS),
                                st.integers(0, len(HOSTILE) - 1))
@@ -342,7 +347,7 @@ head_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h
 @pytest.fixture(scope="module")
 def heads(tmp_path_factory) -> Bases:
     """A tiny llama target and unmutated draft heads for it: DFlash, DSpark (Markov and confidence heads), DFlash2
-    (convolutions and selector), EAGLE-3."""
+    (convolutions and selector), EAGLE-3, a DeepSeek-V4 DSpark head."""
     from tests import gguf_factory as gf
     from tests.factory_models.dflash import write_dflash_draft
     from tests.factory_models.eagle3 import write_eagle3_draft
@@ -354,11 +359,12 @@ def heads(tmp_path_factory) -> Bases:
         dspark=write_dflash_draft(d / "dspark.gguf", markov_rank=8, d2t=200, own_output=True).read_bytes(),
         dflash2=write_dflash_draft(d / "dflash2.gguf", selector=(4, 16, 8, 4)).read_bytes(),
         eagle3=write_eagle3_draft(d / "eagle3.gguf").read_bytes(),
+        dsv4=write_dflash_draft(d / "dsv4.gguf", markov_rank=8, dsv4={}).read_bytes(),
     )
 
 
 @given(
-    head=st.sampled_from(["dflash", "dspark", "dflash2", "eagle3"]),
+    head=st.sampled_from(["dflash", "dspark", "dflash2", "eagle3", "dsv4"]),
     mutations=st.lists(st.one_of(head_meta_mutation, head_meta_mutation, any_mutation), min_size=1, max_size=2),
 )
 @example(head="dflash", mutations=[["meta", "{arch}.target_layers", T_ARR, {"arr": T_U32, "values": []}]])
@@ -367,6 +373,8 @@ def heads(tmp_path_factory) -> Bases:
 @example(head="dspark", mutations=[["meta", "{arch}.block_size", T_U32, (1 << 32) - 1]])
 @example(head="dflash", mutations=[["meta", "{arch}.hyper_connection.count", T_U32, 4]])
 @example(head="dflash2", mutations=[["meta", "{arch}.selector_top_k", T_U32, 1 << 20]])
+@example(head="dsv4", mutations=[["meta", "{arch}.attention.output_group_count", T_U32, 0]])
+@example(head="dsv4", mutations=[["meta", "{arch}.attention.q_lora_rank", T_U32, (1 << 32) - 1]])
 @example(head="dflash2", mutations=[["meta", "{arch}.conv_group_size", T_U32, 0]])
 def test_hostile_draft_heads(head, mutations, heads, scratch):
     """A mutated draft head given with -md and its --spec-type, through the core (open, estimate with the
@@ -379,7 +387,13 @@ def test_hostile_draft_heads(head, mutations, heads, scratch):
     target.write_bytes(heads["target"])
     draft = scratch / f"{head}.gguf"
     draft.write_bytes(apply(heads[head], mutations))
-    spec = {"dflash": "draft-dflash", "dspark": "draft-dspark", "dflash2": "draft-dflash", "eagle3": "draft-eagle3"}[head]
+    spec = {
+        "dflash": "draft-dflash",
+        "dspark": "draft-dspark",
+        "dflash2": "draft-dflash",
+        "eagle3": "draft-eagle3",
+        "dsv4": "draft-dspark",
+    }[head]
     args = ["-m", str(target), "-md", str(draft), "--spec-type", spec, "-c", "4096"]
     with watchdog(2 * TIME_BUDGET_S):
         t0 = time.perf_counter()

@@ -53,7 +53,11 @@ CASES = [
     (dict(), 0, "-c 4096"),
     (dict(own_embd=True, own_output=True), 0, "-c 4096 -np 2"),
     (dict(own_embd=True), 2, "-c 4096 -ngl all -ngld all -ts 1,1 -fa on"),
-    (dict(n_layer=3, n_head=2, n_head_kv=2), 1, "-c 8192 -ngl all -devd RPC0 -ngld all -np 2 -ctkd q8_0 -ctvd q8_0 -fa on"),
+    (
+        dict(n_layer=3, n_head=2, n_head_kv=2),
+        1,
+        "-c 8192 -ngl all -devd RPC0 -ngld all -np 2 -ctkd q8_0 -ctvd q8_0 -fa on",
+    ),
     (dict(), 1, "-c 4096 -ngl 2 -ngld 0 -ub 256 --no-spec-draft-backend-sampling"),
     (dict(own_output=True, d2t=128), 1, "-c 4096 -ngl all -ngld all"),
     (dict(markov_rank=32), 0, "-c 4096 -np 4 -ub 64"),
@@ -68,7 +72,25 @@ CASES = [
     # block size and within it (64 / 4 = 16 positions), a d2t vocabulary with a logit scale, over devices
     (dict(selector=(4, 16, 8, 4)), 0, "-c 4096"),
     (dict(selector=(4, 16, 8, 4), own_embd=True), 0, "-c 4096 -np 4 -ub 64"),
-    (dict(selector=(3, 8, 16, 6), own_output=True, d2t=200, logit_scale=0.5), 2, "-c 4096 -ngl all -ngld all -np 2 -ub 32"),
+    (
+        dict(selector=(3, 8, 16, 6), own_output=True, d2t=200, logit_scale=0.5),
+        2,
+        "-c 4096 -ngl all -ngld all -np 2 -ub 32",
+    ),
+    # DeepSeek-V4 DSpark heads (hyper-connected q-LoRA attention over a K-only window, sqrt-softplus MoE and a
+    # shared expert per stage) over a deepseek4 target: the Markov head in the reserve, the head's own embeddings
+    # and lm_head over two devices, a head without a Markov head (draft-dflash) partly offloaded with q8_0 caches
+    (dict(target="deepseek4", markov_rank=16, dsv4={}), 0, "-c 4096 -np 4 -ub 64"),
+    (
+        dict(target="deepseek4", markov_rank=16, dsv4={}, own_embd=True, own_output=True),
+        2,
+        "-c 4096 -ngl all -ngld all -ts 1,1",
+    ),
+    (
+        dict(target="deepseek4", dsv4=dict(n_swa=128, n_expert=16, n_expert_used=4)),
+        1,
+        "-c 4096 -ngl 2 -ngld all -ctkd q8_0 -ctvd q8_0 -fa on",
+    ),
     (QWEN3_4B_DFLASH, 0, "-c 8192"),
     (QWEN3_4B_DFLASH, 1, "-c 16384 -ngl 30 -ngld all -np 2 -ctkd q8_0 -ctvd q8_0 -fa on"),
 ]
@@ -79,6 +101,7 @@ def _tag(head: dict) -> str:
         x
         for x, on in (
             ("dspark" if head.get("markov_rank") else "dflash2" if head.get("selector") else "dflash", True),
+            ("dsv4", head.get("dsv4") is not None),
             ("own-embd", head.get("own_embd")),
             ("own-output", head.get("own_output")),
             (f"d2t{head.get('d2t')}", head.get("d2t")),
@@ -133,8 +156,12 @@ def test_dflash_buffers_match_llama_server(
         (dict(), "-c 4096 -ngl all -ngld all"),
         (dict(markov_rank=32, own_embd=True), "-c 8192 -ngl 3 -ngld 1 -np 4 -ub 64"),
         (dict(selector=(4, 16, 8, 4), own_output=True, d2t=200), "-c 4096 -ngl all -ngld all -np 2 -ub 32"),
+        # a DeepSeek-V4 DSpark head over a deepseek4 target, the Markov head in the reserve (16 tokens, one slot:
+        # the deepseek4 target's own compute on Vulkan is exact with one sequence only, see below); --no-warmup:
+        # the target's warm-up run segfaults inside lavapipe with a draft's n_rs_seq 3
+        (dict(target="deepseek4", markov_rank=16, dsv4={}), "-c 4096 -ngl all -ngld all -np 1 -ub 16 --no-warmup"),
     ],
-    ids=["dflash", "dspark", "dflash2"],
+    ids=["dflash", "dspark", "dflash2", "dsv4-dspark"],
 )
 def test_dflash_buffers_on_vulkan0(head, args, llama_vulkan_bin, vulkan_llama_server, tmp_path):
     """The same on lavapipe's Vulkan0 (its host buffers are Vulkan_Host): both contexts' weights, caches, compute
@@ -142,7 +169,8 @@ def test_dflash_buffers_on_vulkan0(head, args, llama_vulkan_bin, vulkan_llama_se
     in most runs, with EAGLE-3 heads too and never without a draft head; every buffer compared is logged before."""
     result = detect(llama_vulkan_bin, rpc=[], env={**os.environ, **VULKAN_ENV}, cuda_probe=None, amd=False)
     lanes = from_detected(result.devices)
-    target = gf.write_tiny_model("llama", tmp_path / "t.gguf")
+    head = dict(head)
+    target = gf.write_tiny_model(head.pop("target", "llama"), tmp_path / "t.gguf")
     draft = write_dflash_draft(tmp_path / "head.gguf", **head)
     spec_type = "draft-dspark" if head.get("markov_rank") else "draft-dflash"
     spec = f"-md {draft} --spec-type {spec_type} {args}".split()
@@ -186,9 +214,7 @@ def test_the_head_is_checked_as_llama_cpp_checks_it(tmp_path):
                 draft=open_model(far),
             )
     many = write_dflash_draft(tmp_path / "many.gguf", target_layers=(1,) * 5000, sparse=True)
-    est = estimate(
-        target, [], settings_from_args(f"-md {many} -c 4096".split(), tool="server"), draft=open_model(many)
-    )
+    est = estimate(target, [], settings_from_args(f"-md {many} -c 4096".split(), tool="server"), draft=open_model(many))
     assert any(n.startswith("DFlash head") and "layers 1, 1, 1" in n for n in est.notes)
     spark = write_dflash_draft(tmp_path / "spark.gguf", markov_rank=8)
     assert spec_type_of(open_model(spark)) == "draft-dspark"
@@ -207,21 +233,67 @@ def test_hostile_float_keys_are_refused_as_llama_cpp_refuses_them(tmp_path):
         open_model(gf.write_spec(s, tmp_path / "bad.gguf"))
 
 
-def test_unreplayed_heads_say_so(tmp_path):
-    """A DeepSeek-V4 DSpark head (hyper-connected stages) is not replayed: the estimate gives its weights and cache
-    and calls its compute approximate, in the main notes and the draft's."""
-    target = open_model(gf.write_tiny_model("llama", tmp_path / "t.gguf"))
-    s = dflash_spec(markov_rank=8)
-    s.set("{arch}.hyper_connection.count", 4)
-    path = gf.write_spec(s, tmp_path / "dsv4.gguf")
-    est = estimate(
-        target,
-        [],
-        settings_from_args(f"-md {path} --spec-type draft-dspark".split(), tool="server"),
-        draft=open_model(path),
+#: a DeepSeek-V4 DSpark head's keys as llama.cpp refuses them (load_arch_hparams' DSV4 branch): a plain head
+#: marked hyper-connected lacks the stage keys, another scoring, a compressed stage, a window of 0 (asserted)
+DSV4_REFUSALS = [
+    (dict(markov_rank=8), {"{arch}.hyper_connection.count": 4}, "key not found in model: dflash.attention.q_lora_rank"),
+    (dict(markov_rank=8, dsv4={}), {"{arch}.expert_gating_func": 1}, "expects sqrtsoftplus MoE scoring"),
+    (dict(dsv4={}), {"{arch}.attention.compress_ratios": [0, 4]}, "expects uncompressed attention on all stages"),
+    (dict(dsv4={}), {"{arch}.attention.sliding_window": 0}, "n_swa > 0"),
+]
+#: the key each refusal names (the first: the first stage key llama.cpp looks for)
+DSV4_NAMED = [
+    "dflash.attention.q_lora_rank",
+    "dflash.expert_gating_func",
+    "dflash.attention.compress_ratios",
+    "dflash.attention.sliding_window",
+]
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize(
+    "head,keys,why,named",
+    [(*r, n) for r, n in zip(DSV4_REFUSALS, DSV4_NAMED)],
+    ids=["no-stage-keys", "scoring", "compressed", "no-window"],
+)
+def test_dsv4_heads_llama_cpp_refuses_are_refused(head, keys, why, named, llama_bin, tmp_path):
+    """llama-server stops on each (its words in its log, or an abort); the head does not open in Layerdeck, with
+    llama.cpp's words and the key named."""
+    import subprocess
+
+    from app.model.errors import MetadataError
+
+    s = dflash_spec(**head)
+    for key, value in keys.items():
+        s.set(key, value)
+    path = gf.write_spec(s, tmp_path / "head.gguf")
+    target = gf.write_tiny_model("llama", tmp_path / "t.gguf")
+    run = subprocess.run(
+        [
+            str(llama_bin / "llama-server"),
+            "-m",
+            str(target),
+            "-md",
+            str(path),
+            "--spec-type",
+            "draft-dflash",
+            "-c",
+            "4096",
+            "--fit",
+            "off",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert any("DeepSeek-V4 DSpark" in n and "approximate" in n for n in est.notes), est.notes
-    assert est.draft is not None and any("approximate" in n for n in est.draft.notes)
+    assert run.returncode != 0 and why in run.stdout + run.stderr, (run.stdout + run.stderr)[-2000:]
+    with pytest.raises(MetadataError) as err:
+        open_model(path)
+    assert why in str(err.value) and named in str(err.value), str(err.value)
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,8 @@ from tests.llama_fixtures import VULKAN_ENV
 
 from .accuracy import COMPUTE_SLACK, MiB, list_rpc_devices, record
 
-_BUF = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size =\s*([\d.]+) MiB")
+#: DeepSeek-V4's compressor states ("DSV4 csa state buffer size") are part of its KV cache
+_BUF = re.compile(r"(\S+)\s+(model|KV|compute|output|DSV4 \w+ state) buffer size =\s*([\d.]+) MiB")
 
 # keep the generated text to valid UTF-8: ban <unk>/<s>/</s> and the byte tokens 0x80..0xFF
 _BANNED = [[i, False] for i in (0, 1, 2, *range(3 + 0x80, 3 + 0x100))]
@@ -39,6 +40,7 @@ def _logged(text: str) -> dict[tuple[str, str], tuple[float, int]]:
     of its reserves (a backend's compute buffer only grows)."""
     out: dict[tuple[str, str], tuple[float, int]] = {}
     for buft, kind, mib in _BUF.findall(text):
+        kind = "KV" if kind.startswith("DSV4") else kind
         total, n = out.get((buft, kind), (0.0, 0))
         out[(buft, kind)] = (max(total, float(mib)), 1) if kind == "compute" else (total + float(mib), n + 1)
     return out

@@ -477,14 +477,30 @@ def build(b):
     n_hash = int(c.meta[f"{c.arch}.hash_layer_count"])
     inpL = new(inp.ty, (p.n_embd, hc, nt), "REPEAT", (reshape(inp, p.n_embd, 1, nt),))  # hc_init
     for il in b.layers:
+        if il in c.layer_inp_out:  # a DFlash head's extracted layer input: the streams' mean, an output
+            _hc_mean_out(b, inpL)
         inpL = _block(b, il, inpL, inputs, n_hash)
         # cb(inpL, "l_last", il) (deepseek4.cpp:1325): graph_get_cb (llama-context.cpp:2646) pins it to the layer's
         # device when it pins the norms; resolve_fused_ops' probe always does (core.py: pin_probe), which keeps
         # DSV4_HC_POST fused on the last layer before a device boundary
         b.force_norm(inpL, il)
+    if p.n_layer in c.layer_inp_out:  # the last layer's output (t_layer_inp[n_layer])
+        _hc_mean_out(b, inpL)
     flat = get_rows(reshape(inpL, p.n_embd * hc, nt), out_ids)
     inpL = reshape(flat, p.n_embd, hc, c.n_outputs)
     return b.output(hc_head(b, inpL))
+
+
+def _hc_mean_out(b, x):
+    """``build_hc_mean`` (deepseek4.cpp:269) as ``t_layer_inp``: the hc streams added up and scaled, set as an
+    output (``llama_set_embeddings_layer_inp``) and expanded into the graph there."""
+    n_embd, hc, nt = x.ne[0], x.ne[1], x.ne[2]
+    acc = view(x, (n_embd, nt), (x.nb[2],))
+    for _ in range(1, hc):
+        acc = binary("ADD", acc, view(x, (n_embd, nt), (x.nb[2],)))
+    acc = unary("SCALE", acc)
+    acc.flags = acc.fl0 = OUTPUT
+    b.g.expand(acc)
 
 
 FAMILY = Family(

@@ -7,9 +7,9 @@ of the target's fused layer inputs, ``fc`` then each layer's K/V into the cache)
 ``common_speculative_impl_draft_dflash::process`` and is smaller: a projection and two rows per layer and token.
 
 Replayed: DFlash (block diffusion over the draft's cache, non-causal), DSpark (the same with a Markov head and its
-optional confidence head) and DFlash2 (per-layer dynamic convolutions around attention and FFN, and a candidate
-selector packed into ``t_h_nextn``). Not replayed, refused by :func:`build` with the reason: DeepSeek-V4's DSpark
-stages (``hyper_connection.count``).
+optional confidence head), DFlash2 (per-layer dynamic convolutions around attention and FFN, and a candidate
+selector packed into ``t_h_nextn``) and DeepSeek-V4 DSpark heads (``hyper_connection.count``: DeepSeek-V4 blocks
+over a K-only sliding-window cache, ``graph_dsv4``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from ..builder import qkv, rope
 from ..ggml import NONE, OUTPUT, binary, concat, cont, get_rows, mul_mat, new, permute, reshape, set_rows, unary, view
 from ..mtp import add_sampling
 from . import Family
+from .deepseek4 import _block as deepseek4_block
+from .deepseek4 import hc_head
 from .rwkv7 import weight_reshape
 
 
@@ -43,7 +45,7 @@ def build(b):
     c, p = b.c, b.p
     kind = dflash_kind(p, c.names)
     if kind == "dsv4":
-        raise NotImplementedError("DeepSeek-V4's DSpark stages (hyper-connections, MLA, MoE) are not replayed")
+        return _build_dsv4(b)
     pos = b.inp_pos()
     tok_embd = b.w("token_embd.weight")
     if tok_embd is None:
@@ -110,7 +112,7 @@ def build(b):
         if p.dflash.get("logit_scale"):
             logits = unary("SCALE", logits)
         if p.dflash.get("final_logit_softcapping", 0.0) > 0:
-            logits = unary("SCALE", unary("TANH", unary("SCALE", logits)))
+            logits = unary("SCALE", unary("UNARY", unary("SCALE", logits)))
     d2t = b.w("d2t")
     if d2t is not None:
         logits = d2t_scatter(b.g, logits, d2t, p.n_vocab)
@@ -121,16 +123,54 @@ def build(b):
     if kind == "dflash2":
         _selector(b, logits, embd, tokens)
     if c.backend_sampler and kind != "dflash2":  # the reserve after llama_set_sampler (DFlash2 gets no sampler)
-        # common_base_params_to_speculative: a block draft's n_outputs_max_per_seq is n_max + 1 with backend
-        # sampling; ubatch_prepare_reserve gives each slot's sampler up to that many of the reserve's outputs, in
-        # slot order, and build_sampling samples every one (a slot left without outputs samples a dummy row)
-        per_seq = min(nt // c.n_seqs, max(1, c.spec_draft_n_max + 1))
-        left, rows = c.n_outputs, 0
-        for _ in range(c.n_seqs):
-            got = min(per_seq, max(0, left))
-            left -= got
-            rows += max(got, 1)
-        add_sampling(b, logits, rows)
+        _sample(b, logits)
+    return logits
+
+
+def _sample(b, logits):
+    """The top-k backend sampler's rows: common_base_params_to_speculative gives a block draft
+    ``n_outputs_max_per_seq`` = n_max + 1 with backend sampling; ubatch_prepare_reserve gives each slot's sampler up
+    to that many of the reserve's outputs, in slot order, and build_sampling samples every one (a slot left
+    without outputs samples a dummy row)."""
+    c = b.c
+    per_seq = min(b.nt // c.n_seqs, max(1, c.spec_draft_n_max + 1))
+    left, rows = c.n_outputs, 0
+    for _ in range(c.n_seqs):
+        got = min(per_seq, max(0, left))
+        left -= got
+        rows += max(got, 1)
+    add_sampling(b, logits, rows)
+
+
+def _build_dsv4(b):
+    """``llama_model_dflash::graph_dsv4`` on a token batch: the noise tokens' embeddings repeated over the hc
+    streams, per stage a DeepSeek-V4 block (hyper-connected q-LoRA attention over the draft's K-only window cache,
+    hyper-connected sqrt-softplus MoE plus the shared expert), the hc head (its pre-norm result is ``t_embd``, the
+    confidence head's input), ``output_norm`` and the lm_head over every token, then DSpark's Markov head. No
+    d2t scatter on this path."""
+    c, p, nt = b.c, b.p, b.nt
+    b.inp_pos()
+    tok_embd = b.w("token_embd.weight")
+    if tok_embd is None:
+        raise NotImplementedError("the DSpark head has no token_embd and the target model's is not known here")
+    tokens = b.inp("inp_tokens", "i32", (nt,))
+    cur = get_rows(tok_embd, tokens)
+    inpL = new(cur.ty, (p.n_embd, p.hc_mult, nt), "REPEAT", (reshape(cur, p.n_embd, 1, nt),))  # hc_init
+    for il in b.layers:
+        inpL = deepseek4_block(b, il, inpL, None, 0)
+    embd = hc_head(b, inpL)
+    embd.flags = embd.fl0 = OUTPUT  # t_embd, before the norm
+    cur = b.norm(embd, "output_norm.weight", -1)
+    output = b.w("output.weight") or (b.w("token_embd.weight@output") if "token_embd.weight" in c.names else None)
+    if output is None:
+        raise NotImplementedError("the DSpark head has no output.weight and the target model's is not known here")
+    logits = b.mm_s(output, cur)
+    b.g.expand(logits)
+    if "markov_w1.weight" in c.names:
+        logits = _markov(b, logits, embd, tokens, None)
+    logits.flags = logits.fl0 = OUTPUT
+    if c.backend_sampler:
+        _sample(b, logits)
     return logits
 
 
@@ -169,7 +209,7 @@ def _markov(b, base, embd, tokens, d2t):
     if not sample_from_anchor:
         cat = cont(view(base, (n_vocab, n_blocks), (drafts * base.nb[1],)))
         if conf_w is not None:
-            cat_conf = unary("SIGMOID", cont(view(base, (1, n_blocks), (drafts * base.nb[1],))))
+            cat_conf = unary("UNARY", cont(view(base, (1, n_blocks), (drafts * base.nb[1],))))
     for i in range(0 if sample_from_anchor else 1, drafts):
         w1_prev = get_rows(w1, prev)
         bias = b.mm_s(w2, w1_prev)
@@ -184,7 +224,7 @@ def _markov(b, base, embd, tokens, d2t):
             conf = mul_mat(conf_w, feat)
             if conf_b is not None:
                 conf = binary("ADD", conf, conf_b)
-            conf = unary("SIGMOID", conf)
+            conf = unary("UNARY", conf)  # ggml_sigmoid: GGML_OP_UNARY, computed in place where it may
             cat_conf = concat(cat_conf, conf, 1) if cat_conf is not None else conf
         if i + 1 < drafts:
             prev = new("i32", (n_blocks,), "ARGMAX", (col,))
@@ -280,4 +320,11 @@ def _selector(b, logits, embd, tokens):
     g.expand(packed)
 
 
-FAMILY = Family(name="dflash", build=build, exact=frozenset({"dflash"}), uncut=True)
+FAMILY = Family(
+    name="dflash",
+    build=build,
+    exact=frozenset({"dflash"}),
+    uncut=True,
+    # resolve_fused_ops probes DeepSeek-V4's fused hyper-connection ops for a DSV4 DSpark head; other heads have none
+    fused=("DSV4_HC_PRE", "DSV4_HC_COMB", "DSV4_HC_POST"),
+)
