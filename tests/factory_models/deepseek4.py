@@ -20,6 +20,35 @@ from typing import Any
 from tests import gguf_factory as gf
 
 
+def hc_head(s: gf.ModelSpec, n_embd: int, hc: int) -> None:
+    """The global hyper-connection head (``output_hc_fn``/``base``/``scale``)."""
+    s.add("output_hc_fn.weight", (hc * n_embd, hc), "router")
+    s.add("output_hc_base.weight", (hc,), "bias")
+    s.add("output_hc_scale.weight", (1,), "bias")
+
+
+def attention_and_hc(
+    s: gf.ModelSpec, i: int, n_embd: int, n_head: int, hd: int, q_lora: int, o_groups: int, o_lora: int, hc: int
+) -> None:
+    """A layer's attention (q LoRA, the K row, sinks, the grouped output LoRA) and its two mHC stages, as
+    DeepSeek-V4 and its DSpark heads (``dflash`` with ``hyper_connection.count``) have them."""
+    p = f"blk.{i}."
+    s.add(p + "attn_norm.weight", (n_embd,), "norm")
+    s.add(p + "attn_sinks.weight", (n_head,), "zero")
+    s.add(p + "attn_q_a.weight", (n_embd, q_lora))
+    s.add(p + "attn_q_a_norm.weight", (q_lora,), "norm")
+    s.add(p + "attn_q_b.weight", (q_lora, n_head * hd))
+    s.add(p + "attn_kv.weight", (n_embd, hd))
+    s.add(p + "attn_kv_a_norm.weight", (hd,), "norm")
+    s.add(p + "attn_output_a.weight", (n_head * hd // o_groups, o_lora * o_groups))
+    s.add(p + "attn_output_b.weight", (o_groups * o_lora, n_embd))
+    mix = (2 + hc) * hc
+    for which in ("attn", "ffn"):
+        s.add(p + f"hc_{which}_fn.weight", (hc * n_embd, mix), "router")
+        s.add(p + f"hc_{which}_base.weight", (mix,), "bias")
+        s.add(p + f"hc_{which}_scale.weight", (3,), "bias")
+
+
 def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
     n_nextn = int(hp.get("n_nextn") or 0)  # the sparse specs leave it out: no MTP layer
     nl, n_embd, n_head, hd = int(hp["n_layer"]) + n_nextn, int(hp["n_embd"]), int(hp["n_head"]), int(hp["head_dim"])
@@ -59,25 +88,10 @@ def build(s: gf.ModelSpec, hp: dict[str, Any]) -> None:
     if n_nextn:
         s.set("{arch}.nextn_predict_layers", n_nextn)
     gf._embeddings(s, hp, output_required=True)
-    s.add("output_hc_fn.weight", (hc * n_embd, hc), "router")
-    s.add("output_hc_base.weight", (hc,), "bias")
-    s.add("output_hc_scale.weight", (1,), "bias")
-    mix = (2 + hc) * hc
+    hc_head(s, n_embd, hc)
     for i in range(nl):
         p = f"blk.{i}."
-        s.add(p + "attn_norm.weight", (n_embd,), "norm")
-        s.add(p + "attn_sinks.weight", (n_head,), "zero")
-        s.add(p + "attn_q_a.weight", (n_embd, q_lora))
-        s.add(p + "attn_q_a_norm.weight", (q_lora,), "norm")
-        s.add(p + "attn_q_b.weight", (q_lora, n_head * hd))
-        s.add(p + "attn_kv.weight", (n_embd, hd))
-        s.add(p + "attn_kv_a_norm.weight", (hd,), "norm")
-        s.add(p + "attn_output_a.weight", (n_head * hd // o_groups, o_lora * o_groups))
-        s.add(p + "attn_output_b.weight", (o_groups * o_lora, n_embd))
-        for which in ("attn", "ffn"):
-            s.add(p + f"hc_{which}_fn.weight", (hc * n_embd, mix), "router")
-            s.add(p + f"hc_{which}_base.weight", (mix,), "bias")
-            s.add(p + f"hc_{which}_scale.weight", (3,), "bias")
+        attention_and_hc(s, i, n_embd, n_head, hd, q_lora, o_groups, o_lora, hc)
         ratio = ratios[i]
         if ratio:
             coff = 2 if ratio == 4 else 1

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import gguf_factory as gf
+from tests.factory_models import deepseek4
 
 #: the mask token of the factory's byte vocabulary the heads denoise from (any id inside the vocabulary)
 MASK_TOKEN = 3
@@ -187,25 +188,10 @@ def _dsv4_stages(s: gf.ModelSpec, n_layer: int, n_embd: int, n_head: int, d: dic
     s.set("{arch}.hyper_connection.count", hc)
     s.set("{arch}.hyper_connection.sinkhorn_iterations", int(d["hc_sinkhorn_iters"]))
     s.set("{arch}.hyper_connection.epsilon", 1e-6)
-    s.add("output_hc_fn.weight", (hc * n_embd, hc), "router")
-    s.add("output_hc_base.weight", (hc,), "bias")
-    s.add("output_hc_scale.weight", (1,), "bias")
-    mix = (2 + hc) * hc
+    deepseek4.hc_head(s, n_embd, hc)
     for i in range(n_layer):
         p = f"blk.{i}."
-        s.add(p + "attn_norm.weight", (n_embd,), "norm")
-        s.add(p + "attn_sinks.weight", (n_head,), "zero")
-        s.add(p + "attn_q_a.weight", (n_embd, q_lora))
-        s.add(p + "attn_q_a_norm.weight", (q_lora,), "norm")
-        s.add(p + "attn_q_b.weight", (q_lora, n_head * hd))
-        s.add(p + "attn_kv.weight", (n_embd, hd))
-        s.add(p + "attn_kv_a_norm.weight", (hd,), "norm")
-        s.add(p + "attn_output_a.weight", (n_head * hd // o_groups, o_lora * o_groups))
-        s.add(p + "attn_output_b.weight", (o_groups * o_lora, n_embd))
-        for which in ("attn", "ffn"):
-            s.add(p + f"hc_{which}_fn.weight", (hc * n_embd, mix), "router")
-            s.add(p + f"hc_{which}_base.weight", (mix,), "bias")
-            s.add(p + f"hc_{which}_scale.weight", (3,), "bias")
+        deepseek4.attention_and_hc(s, i, n_embd, n_head, hd, q_lora, o_groups, o_lora, hc)
         s.add(p + "ffn_norm.weight", (n_embd,), "norm")
         gf._experts(s, i, n_embd, n_ff_exp, n_expert)
         s.add(p + "exp_probs_b.bias", (n_expert,), "zero")

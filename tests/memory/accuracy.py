@@ -942,3 +942,19 @@ def single_device_args(args) -> list[str]:
         else:
             out.append(a)
     return out + ["--fit", "off", "--no-repack"]
+
+
+def server_refusal(llama_bin: Path, target: Path, args: list[str], endpoints: list[str] | tuple[str, ...] = ()) -> str:
+    """Start the real llama-server on ``target`` with ``args`` (``--rpc`` to ``endpoints``, no fit, no repack) on a
+    port it cannot bind to the end, expecting it to stop before serving: its output (stdout and stderr)."""
+    run = subprocess.run(
+        [str(llama_bin / "llama-server"), "-m", str(target)]
+        + (["--rpc", ",".join(endpoints)] if endpoints else [])
+        + [*args, "--fit", "off", "--no-repack", "--host", "127.0.0.1", "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode != 0, (run.stdout + run.stderr)[-2000:]
+    return run.stdout + run.stderr

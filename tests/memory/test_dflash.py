@@ -25,7 +25,7 @@ from tests import gguf_factory as gf
 from tests.factory_models.dflash import dflash_spec, write_dflash_draft
 from tests.llama_fixtures import VULKAN_ENV
 
-from .accuracy import list_rpc_devices, record
+from .accuracy import list_rpc_devices, record, server_refusal
 from .test_eagle3 import compare_with_server
 
 #: a DFlash head shaped as z-lab's Qwen3-4B-DFlash-b16 over its sparse full-size target: five layers of the
@@ -259,8 +259,6 @@ DSV4_NAMED = [
 def test_dsv4_heads_llama_cpp_refuses_are_refused(head, keys, why, named, llama_bin, tmp_path):
     """llama-server stops on each (its words in its log, or an abort); the head does not open in Layerdeck, with
     llama.cpp's words and the key named."""
-    import subprocess
-
     from app.model.errors import MetadataError
 
     s = dflash_spec(**head)
@@ -268,29 +266,8 @@ def test_dsv4_heads_llama_cpp_refuses_are_refused(head, keys, why, named, llama_
         s.set(key, value)
     path = gf.write_spec(s, tmp_path / "head.gguf")
     target = gf.write_tiny_model("llama", tmp_path / "t.gguf")
-    run = subprocess.run(
-        [
-            str(llama_bin / "llama-server"),
-            "-m",
-            str(target),
-            "-md",
-            str(path),
-            "--spec-type",
-            "draft-dflash",
-            "-c",
-            "4096",
-            "--fit",
-            "off",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode != 0 and why in run.stdout + run.stderr, (run.stdout + run.stderr)[-2000:]
+    said = server_refusal(llama_bin, target, ["-md", str(path), "--spec-type", "draft-dflash", "-c", "4096"])
+    assert why in said, said[-2000:]
     with pytest.raises(MetadataError) as err:
         open_model(path)
     assert why in str(err.value) and named in str(err.value), str(err.value)

@@ -26,7 +26,7 @@ from tests import gguf_factory as gf
 from tests.factory_models.eagle3 import eagle3_spec, write_eagle3_draft
 from tests.llama_fixtures import VULKAN_ENV
 
-from .accuracy import COMPUTE_SLACK, MiB, list_rpc_devices, record
+from .accuracy import COMPUTE_SLACK, MiB, list_rpc_devices, record, server_refusal
 
 #: DeepSeek-V4's compressor states ("DSV4 csa state buffer size") are part of its KV cache
 _BUF = re.compile(r"(\S+)\s+(model|KV|compute|output|DSV4 \w+ state) buffer size =\s*([\d.]+) MiB")
@@ -262,30 +262,11 @@ def test_draft_cache_types_the_head_cannot_hold_are_refused_as_llama_cpp_refuses
     """-ctkd q8_0 on a head of 16-wide heads: llama-server stops ("K cache type q8_0 with block size 32 does not
     divide n_embd_head_k=16", "failed to create MTP context"); the estimate stops with that reason, naming the
     draft and its own flag (-ctkd, not the main model's -ctk); f16 draft caches give figures."""
-    import subprocess
-
     target = gf.write_tiny_model("llama", tmp_path / "t.gguf")
     draft = write_eagle3_draft(tmp_path / "head.gguf", n_embd_tgt=gf.tiny_hparams("llama")["n_embd"], d2t=128)
     spec = f"-md {draft} --spec-type draft-eagle3 -c 4096 -ctkd q8_0 -ctvd q8_0 -fa on".split()
-    run = subprocess.run(
-        [
-            str(llama_bin / "llama-server"),
-            "-m",
-            str(target),
-            *spec,
-            "--fit",
-            "off",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode != 0
-    assert "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16" in run.stderr + run.stdout
+    said = server_refusal(llama_bin, target, spec)
+    assert "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16" in said
     with pytest.raises(SettingsError) as err:
         estimate(open_model(target), [], settings_from_args(spec, tool="server"), draft=open_model(draft))
     msg = str(err.value)
@@ -303,8 +284,6 @@ def test_a_head_reading_a_tensor_its_devices_cannot_reach_stops_llama_cpp(llama_
     target on RPC0 and the head on RPC1 (-devd) no backend of the head's context reads that buffer, and
     llama-server aborts ("pre-allocated tensor (output.weight) in a buffer (RPC0[...]) that cannot run the
     operation"). The estimate says so, rather than give figures; with the head on RPC0 it gives them."""
-    import subprocess
-
     from app.memory.backends import BackendAbort
 
     servers = rpc_servers(2)
@@ -313,29 +292,8 @@ def test_a_head_reading_a_tensor_its_devices_cannot_reach_stops_llama_cpp(llama_
     target = gf.write_tiny_model("llama", tmp_path / "t.gguf")
     draft = write_eagle3_draft(tmp_path / "head.gguf", n_embd_tgt=gf.tiny_hparams("llama")["n_embd"], own_output=False)
     spec = f"-dev RPC0 -ngl all -md {draft} -devd RPC1 -ngld all --spec-type draft-eagle3 -c 4096".split()
-    run = subprocess.run(
-        [
-            str(llama_bin / "llama-server"),
-            "-m",
-            str(target),
-            "--rpc",
-            ",".join(endpoints),
-            *spec,
-            "--fit",
-            "off",
-            "--no-repack",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    assert run.returncode != 0
-    assert "pre-allocated tensor (output.weight) in a buffer (RPC0" in run.stdout + run.stderr
+    said = server_refusal(llama_bin, target, spec, endpoints)
+    assert "pre-allocated tensor (output.weight) in a buffer (RPC0" in said
     with pytest.raises(BackendAbort, match=r"pre-allocated tensor \(output.weight\) in a buffer \(RPC0\)"):
         estimate(open_model(target), devices, settings_from_args(spec, tool="server"), draft=open_model(draft))
     ok = [a if a != "RPC1" else "RPC0" for a in spec]

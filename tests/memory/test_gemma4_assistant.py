@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 
 import pytest
 
@@ -24,7 +23,7 @@ from tests import gguf_factory as gf
 from tests.factory_models.gemma4_assistant import write_gemma4_assistant
 from tests.llama_fixtures import VULKAN_ENV
 
-from .accuracy import MiB, list_rpc_devices, record
+from .accuracy import MiB, list_rpc_devices, record, server_refusal
 
 _BUF = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size =\s*([\d.]+) MiB")
 _SHARING = re.compile(r"layer\s+(\d+): sharing with layer (\d+)")
@@ -165,29 +164,8 @@ def test_a_draft_away_from_the_target_cache_it_reads_stops_llama_cpp(llama_bin, 
     target = gf.write_tiny_model("gemma4", tmp_path / "t.gguf")
     draft = _assistant_for("gemma4", tmp_path / "assistant.gguf")
     spec = f"-dev RPC0 -ngl all -md {draft} -devd RPC1 -ngld all --spec-type draft-mtp -c 4096".split()
-    run = subprocess.run(
-        [
-            str(llama_bin / "llama-server"),
-            "-m",
-            str(target),
-            "--rpc",
-            ",".join(endpoints),
-            *spec,
-            "--fit",
-            "off",
-            "--no-repack",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    assert run.returncode != 0
-    assert re.search(r"pre-allocated tensor \(cache_[kv]_l\d+\) in a buffer \(RPC0", run.stdout + run.stderr)
+    said = server_refusal(llama_bin, target, spec, endpoints)
+    assert re.search(r"pre-allocated tensor \(cache_[kv]_l\d+\) in a buffer \(RPC0", said)
     with pytest.raises(BackendAbort, match=r"KV cache .* on RPC0, a device the draft's context does not use"):
         estimate(open_model(target), devices, settings_from_args(spec, tool="server"), draft=open_model(draft))
     ok = [a if a != "RPC1" else "RPC0" for a in spec]
