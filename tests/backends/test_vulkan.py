@@ -491,7 +491,10 @@ def test_a_cache_above_the_storage_buffer_range_stops_llama_cpp(
 
 #: deepseek4 (tiny) on lavapipe with several sequences: llama-server's Vulkan0 compute buffer against the estimate's,
 #: MiB (measured at 2026-12-05: -np 2 5.41 vs 5.539, -np 4 4.92 vs 4.727, -np 2 -fa off 18.76 vs 25.007, -np 4
-#: -ub 64 0.74 vs 0.883); exact at -np 1 (the DSpark Vulkan case in tests/memory/test_dflash.py)
+#: -ub 64 0.74 vs 0.883); exact at -np 1 (the DSpark Vulkan case in tests/memory/test_dflash.py). The scheduler's
+#: replay agrees with llama.cpp's (GGML_SCHED_DEBUG=2 at -np 2 -fa off: the same 6 splits, and every one of the
+#: 1627 non-view nodes of the pp reserve on the same backend), so the gap is in the replay of the Vulkan backend's
+#: reordering (ggml_vk_graph_optimize) or of the allocator over it.
 _DSV4_MULTI_SEQ = "-c 4096 -ngl all -np 2 --no-warmup"
 
 
