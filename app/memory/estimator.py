@@ -348,12 +348,12 @@ def _estimate(
     if unchecked:
         notes.append(unchecked)
     vulkan = [d.name for d in placement.devices if backend_of(d) == "vulkan"]
-    if p.arch == "deepseek4" and shape.n_seq > 1 and vulkan:
-        # measured on lavapipe (tests/memory/test_dflash.py, the strict xfail): exact with one sequence
+    if p.arch == "deepseek4" and shape.n_rs_seq > 0 and vulkan:
+        # measured on lavapipe (tests/backends/test_vulkan.py, the strict xfail): exact without snapshots
         notes.append(
-            f"{UNCHECKED} on Vulkan with more than one sequence: DeepSeek-V4's compute buffer on "
-            f"{', '.join(vulkan)} was off by -4% to +33% against llama-server on lavapipe at -np 2 and 4 (exact at "
-            "-np 1); use Verify"
+            f"{UNCHECKED} on Vulkan with recurrent-state snapshots: with a speculative type that rolls drafts back "
+            f"(n_rs_seq {shape.n_rs_seq}), DeepSeek-V4's compute buffer on {', '.join(vulkan)} was off by -25% to +1% "
+            "against llama-server on lavapipe (exact without snapshots); use Verify"
         )
     loops = model.metadata.get(f"{p.arch}.num_loops") if p.arch == "nanbeige" else None
     if isinstance(loops, int) and loops > 1:

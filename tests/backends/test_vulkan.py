@@ -23,7 +23,7 @@ from app.memory.device_adapter import from_detected
 from app.memory.estimator import estimate
 from app.model import open_model
 from tests.llama_fixtures import VULKAN_ENV
-from tests.memory.accuracy import CASES, record, single_device_args, within_floor
+from tests.memory.accuracy import COMPUTE_SLACK, CASES, record, single_device_args, within_floor
 
 pytestmark = pytest.mark.llama
 
@@ -489,22 +489,20 @@ def test_a_cache_above_the_storage_buffer_range_stops_llama_cpp(
     )
 
 
-#: deepseek4 (tiny) on lavapipe with several sequences: llama-server's Vulkan0 compute buffer against the estimate's,
-#: MiB (measured at 2026-12-05: -np 2 5.41 vs 5.539, -np 4 4.92 vs 4.727, -np 2 -fa off 18.76 vs 25.007, -np 4
-#: -ub 64 0.74 vs 0.883); exact at -np 1 (the DSpark Vulkan case in tests/memory/test_dflash.py). The scheduler's
-#: replay agrees with llama.cpp's (GGML_SCHED_DEBUG=2 at -np 2 -fa off: the same 6 splits, and every one of the
-#: 1627 non-view nodes of the pp reserve on the same backend), so the gap is in the replay of the Vulkan backend's
-#: reordering (ggml_vk_graph_optimize) or of the allocator over it.
-_DSV4_MULTI_SEQ = "-c 4096 -ngl all -np 2 --no-warmup"
+#: deepseek4 (tiny) on lavapipe with several sequences: Vulkan0's compute buffer was off by -4% to +33% (-np 2 5.41
+#: MiB against 5.539, -np 2 -fa off 18.76 against 25.007, -np 4 -ub 64 0.74 against 0.883) while the scheduler's
+#: replay agreed node for node (GGML_SCHED_DEBUG=2): the graph held views ggml's does not (a RESHAPE of the 3-D
+#: loaded attn_output_a, and SET_ROWS' destination view visited before its rows), which shifted
+#: ggml_vk_graph_optimize's 20-node window; exact at -np 1 all along
+_DSV4_MULTI_SEQ = ["-c 4096 -ngl all -np 2", "-c 4096 -ngl all -np 2 -fa off", "-c 4096 -ngl all -np 4 -ub 64"]
 
 
 @pytest.mark.llama
-@pytest.mark.xfail(strict=True, reason="deepseek4's Vulkan compute with more than one sequence is not matched yet")
-def test_deepseek4_with_several_sequences_on_vulkan(llama_vulkan_bin, vulkan_lanes, tmp_path):
-    """Known gap, kept visible: with -np 2 the Vulkan0 compute buffer of a deepseek4 model differs from
-    llama-server's (the host buffer matches); the estimate says so (next test). Strict: a fix turns it green.
-    The pinned build on lavapipe segfaults after its reserve with this model, so the log is read as it stands
-    when the server is ready or dead."""
+@pytest.mark.parametrize("args", _DSV4_MULTI_SEQ)
+def test_deepseek4_with_several_sequences_on_vulkan(args, llama_vulkan_bin, vulkan_lanes, tmp_path):
+    """Both compute buffers of a deepseek4 model with several sequences against llama-server's. The pinned build on
+    lavapipe segfaults after its reserve with this model, so the log is read as it stands when the server is
+    ready or dead (--no-warmup: its warm-up run crashes first)."""
     import subprocess
     import time
 
@@ -512,7 +510,7 @@ def test_deepseek4_with_several_sequences_on_vulkan(llama_vulkan_bin, vulkan_lan
     from tests import gguf_factory as gf
 
     target = gf.write_tiny_model("deepseek4", tmp_path / "t.gguf")
-    args = _DSV4_MULTI_SEQ.split()
+    argv = args.split() + ["--no-warmup"]
     log = tmp_path / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
@@ -520,7 +518,7 @@ def test_deepseek4_with_several_sequences_on_vulkan(llama_vulkan_bin, vulkan_lan
                 str(llama_vulkan_bin / "llama-server"),
                 "-m",
                 str(target),
-                *args,
+                *argv,
                 "--fit",
                 "off",
                 "--no-repack",
@@ -545,19 +543,74 @@ def test_deepseek4_with_several_sequences_on_vulkan(llama_vulkan_bin, vulkan_lan
     text = log.read_text()
     assert "Vulkan0 compute buffer size" in text, text[-3000:]
     logged = logged_buffers(text)
-    est = estimate(open_model(target), vulkan_lanes, settings_from_args(args, tool="server"))
-    assert abs(est.device("CPU").compute / MiB - logged["CPU"].compute) <= 0.01  # the host's matches
-    assert abs(est.device("Vulkan0").compute / MiB - logged["Vulkan0"].compute) <= 0.01
+    est = estimate(open_model(target), vulkan_lanes, settings_from_args(argv, tool="server"))
+    misses = [
+        f"{dev}: ours {est.device(dev).compute / MiB:.3f} MiB, llama-server {logged[dev].compute:.2f}"
+        for dev in ("Vulkan0", "CPU")
+        if abs(est.device(dev).compute / MiB - logged[dev].compute) > 0.005 + COMPUTE_SLACK / MiB
+    ]
+    record("vulkan", case=f"dsv4-tiny-vk {args}", arch="deepseek4", backends=["Vulkan"], ok=not misses)
+    assert logged["Vulkan0"].compute > 0.5 and not misses, misses
 
 
-def test_deepseek4_with_several_sequences_on_vulkan_says_it_is_unchecked(tmp_path):
-    """The estimate names the gap above where it applies (a Vulkan device, -np above 1), and only there."""
+#: deepseek4 (tiny) on lavapipe with a DSpark head's recurrent-state snapshots (n_rs_seq 3): llama-server's Vulkan0
+#: compute buffer (the max of both reserves) against the estimate's, MiB, measured at 2026-12-05: -np 1 -ub 16
+#: 0.63 vs 0.636, -np 4 -ub 64 2.18 vs 1.627. The snapshot copies' view order is not yet ggml's there.
+_DSV4_RS = ["-c 4096 -ngl all -ngld all -np 1 -ub 16", "-c 4096 -ngl all -ngld all -np 4 -ub 64"]
+
+
+@pytest.mark.llama
+@pytest.mark.xfail(strict=True, reason="deepseek4's Vulkan compute with n_rs_seq snapshots is not matched yet")
+@pytest.mark.parametrize("args", _DSV4_RS)
+def test_deepseek4_snapshots_on_vulkan(args, llama_vulkan_bin, vulkan_lanes, tmp_path):
+    """Known gap, kept visible: the target's compute with a DSpark head (which asks for n_rs_seq snapshots) on
+    Vulkan0; the estimate says so (next test). Strict: a fix turns it green. Read from the log as it stands when
+    the server is ready or dead (lavapipe segfaults on some of these runs)."""
+    import subprocess
+    import time
+
+    from app.launch.buffers import logged_buffers
+    from tests import gguf_factory as gf
+    from tests.factory_models.dflash import write_dflash_draft
+
+    target = gf.write_tiny_model("deepseek4", tmp_path / "t.gguf")
+    head = write_dflash_draft(tmp_path / "h.gguf", markov_rank=16, dsv4={})
+    argv = ["-md", str(head), "--spec-type", "draft-dspark", *args.split(), "--no-warmup"]
+    log = tmp_path / "server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [str(llama_vulkan_bin / "llama-server"), "-m", str(target), *argv, "--fit", "off", "--no-repack",
+             "-lv", "4", "--host", "127.0.0.1", "--port", "0"],
+            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **VULKAN_ENV},
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while proc.poll() is None and "listening on" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "Vulkan0 compute buffer size" in text, text[-3000:]
+    logged = logged_buffers(text)  # the target's part (before 'loading draft model'): its first reserve
+    est = estimate(open_model(target), vulkan_lanes, settings_from_args(argv, tool="server"), draft=open_model(head))
+    assert abs(est.device("CPU").compute / MiB - logged["CPU"].compute) <= 0.005  # the host's matches
+    # the first reserve only (the second, after a request, is not logged here): the estimate's max over both is at
+    # least it; compare the first
+    assert abs(est.device("Vulkan0").compute / MiB - logged["Vulkan0"].compute) <= 0.005
+
+
+def test_deepseek4_snapshots_on_vulkan_say_they_are_unchecked(tmp_path):
+    """The estimate names the gap above where it applies (a Vulkan device, n_rs_seq above 0), and only there."""
     from app.lanes import Lane
     from tests import gguf_factory as gf
 
     model = open_model(gf.write_tiny_model("deepseek4", tmp_path / "t.gguf"))
     vk = [Lane("Vulkan0", "Vulkan0", 2048 * MiB, 2048 * MiB, "gpu", max_tensor_bytes=128 * MiB)]
     cuda = [Lane("CUDA0", "CUDA0", 2048 * MiB, 2048 * MiB, "gpu")]
-    for lanes, np_, said in ((vk, 2, True), (vk, 1, False), (cuda, 2, False)):
-        est = estimate(model, lanes, settings_from_args(f"-c 4096 -ngl all -np {np_}".split(), tool="server"))
-        assert any("more than one sequence" in n and "Vulkan0" in n for n in est.notes) is said, (lanes, np_)
+    # --spec-type draft-eagle3 without its head open asks for the snapshots all the same (need_n_rs_seq)
+    for lanes, spec, said in ((vk, "--spec-type draft-dspark", True), (vk, "", False), (cuda, "--spec-type draft-dspark", False)):
+        args = f"-c 4096 -ngl all -np 2 {spec}".split()
+        est = estimate(model, lanes, settings_from_args(args, tool="server"))
+        assert any("recurrent-state snapshots" in n and "Vulkan0" in n for n in est.notes) is said, (lanes, spec)
+

@@ -156,10 +156,10 @@ def test_dflash_buffers_match_llama_server(
         (dict(), "-c 4096 -ngl all -ngld all"),
         (dict(markov_rank=32, own_embd=True), "-c 8192 -ngl 3 -ngld 1 -np 4 -ub 64"),
         (dict(selector=(4, 16, 8, 4), own_output=True, d2t=200), "-c 4096 -ngl all -ngld all -np 2 -ub 32"),
-        # a DeepSeek-V4 DSpark head over a deepseek4 target, the Markov head in the reserve (16 tokens, one slot:
-        # the deepseek4 target's own compute on Vulkan is exact with one sequence only, see below); --no-warmup:
-        # the target's warm-up run segfaults inside lavapipe with a draft's n_rs_seq 3
-        (dict(target="deepseek4", markov_rank=16, dsv4={}), "-c 4096 -ngl all -ngld all -np 1 -ub 16 --no-warmup"),
+        # a DeepSeek-V4 DSpark head, the Markov head in the reserve (64 tokens, 4 slots), over a llama target: a
+        # deepseek4 target's recurrent-state snapshots (n_rs_seq) on Vulkan are not matched yet (tests/backends/
+        # test_vulkan.py keeps that as a strict expected failure)
+        (dict(markov_rank=16, dsv4={}), "-c 4096 -ngl all -ngld all -np 4 -ub 64"),
     ],
     ids=["dflash", "dspark", "dflash2", "dsv4-dspark"],
 )

@@ -260,7 +260,9 @@ class Graph:
         if t is None or t in self.seen:
             return
         self.seen.add(t)
-        for s in t.src:
+        # ggml_visit_parents walks src[0..]: SET_ROWS keeps its destination last there (src = [b, c, a], see
+        # set_rows), so the rows and their indices come before a view of the destination
+        for s in (t.src[1], t.src[2], t.src[0]) if t.op == "SET_ROWS" else t.src:
             if s is not None and s not in self.seen:
                 self.expand(s)
         if t.op == NONE:
