@@ -18,7 +18,6 @@ from ..lanes import CPU, DeviceKind, Lane
 from ..model import Model
 from ..model.projector import Projector
 from ..units import fmt_bytes
-from .backends import backend_of
 from .compute import UNCHECKED, compute_buffers, model_facts, unchecked_note
 from .compute.ggml import ne4
 from .compute.models import family_of
@@ -347,14 +346,6 @@ def _estimate(
     unchecked = unchecked_note(p.arch, state_is_modelled(p))
     if unchecked:
         notes.append(unchecked)
-    vulkan = [d.name for d in placement.devices if backend_of(d) == "vulkan"]
-    if p.arch == "deepseek4" and shape.n_rs_seq > 0 and vulkan:
-        # measured on lavapipe (tests/backends/test_vulkan.py, the strict xfail): exact without snapshots
-        notes.append(
-            f"{UNCHECKED} on Vulkan with recurrent-state snapshots: with a speculative type that rolls drafts back "
-            f"(n_rs_seq {shape.n_rs_seq}), DeepSeek-V4's compute buffer on {', '.join(vulkan)} was off by -25% to +1% "
-            "against llama-server on lavapipe (exact without snapshots); use Verify"
-        )
     loops = model.metadata.get(f"{p.arch}.num_loops") if p.arch == "nanbeige" else None
     if isinstance(loops, int) and loops > 1:
         # src/models/nanbeige.cpp: the layers run num_loops times, each pass with its own KV cells

@@ -493,7 +493,8 @@ def test_a_cache_above_the_storage_buffer_range_stops_llama_cpp(
 #: MiB against 5.539, -np 2 -fa off 18.76 against 25.007, -np 4 -ub 64 0.74 against 0.883) while the scheduler's
 #: replay agreed node for node (GGML_SCHED_DEBUG=2): the graph held views ggml's does not (a RESHAPE of the 3-D
 #: loaded attn_output_a, and SET_ROWS' destination view visited before its rows), which shifted
-#: ggml_vk_graph_optimize's 20-node window; exact at -np 1 all along
+#: ggml_vk_graph_optimize's 20-node window; exact at -np 1 all along. With a DSpark head's snapshots (n_rs_seq 3)
+#: too: tests/memory/test_dflash.py's Vulkan case
 _DSV4_MULTI_SEQ = ["-c 4096 -ngl all -np 2", "-c 4096 -ngl all -np 2 -fa off", "-c 4096 -ngl all -np 4 -ub 64"]
 
 
@@ -551,66 +552,3 @@ def test_deepseek4_with_several_sequences_on_vulkan(args, llama_vulkan_bin, vulk
     ]
     record("vulkan", case=f"dsv4-tiny-vk {args}", arch="deepseek4", backends=["Vulkan"], ok=not misses)
     assert logged["Vulkan0"].compute > 0.5 and not misses, misses
-
-
-#: deepseek4 (tiny) on lavapipe with a DSpark head's recurrent-state snapshots (n_rs_seq 3): llama-server's Vulkan0
-#: compute buffer (the max of both reserves) against the estimate's, MiB, measured at 2026-12-05: -np 1 -ub 16
-#: 0.63 vs 0.636, -np 4 -ub 64 2.18 vs 1.627. The snapshot copies' view order is not yet ggml's there.
-_DSV4_RS = ["-c 4096 -ngl all -ngld all -np 1 -ub 16", "-c 4096 -ngl all -ngld all -np 4 -ub 64"]
-
-
-@pytest.mark.llama
-@pytest.mark.xfail(strict=True, reason="deepseek4's Vulkan compute with n_rs_seq snapshots is not matched yet")
-@pytest.mark.parametrize("args", _DSV4_RS)
-def test_deepseek4_snapshots_on_vulkan(args, llama_vulkan_bin, vulkan_lanes, tmp_path):
-    """Known gap, kept visible: the target's compute with a DSpark head (which asks for n_rs_seq snapshots) on
-    Vulkan0; the estimate says so (next test). Strict: a fix turns it green. Read from the log as it stands when
-    the server is ready or dead (lavapipe segfaults on some of these runs)."""
-    import subprocess
-    import time
-
-    from app.launch.buffers import logged_buffers
-    from tests import gguf_factory as gf
-    from tests.factory_models.dflash import write_dflash_draft
-
-    target = gf.write_tiny_model("deepseek4", tmp_path / "t.gguf")
-    head = write_dflash_draft(tmp_path / "h.gguf", markov_rank=16, dsv4={})
-    argv = ["-md", str(head), "--spec-type", "draft-dspark", *args.split(), "--no-warmup"]
-    log = tmp_path / "server.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [str(llama_vulkan_bin / "llama-server"), "-m", str(target), *argv, "--fit", "off", "--no-repack",
-             "-lv", "4", "--host", "127.0.0.1", "--port", "0"],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **VULKAN_ENV},
-        )
-        try:
-            deadline = time.monotonic() + 120
-            while proc.poll() is None and "listening on" not in log.read_text() and time.monotonic() < deadline:
-                time.sleep(0.2)
-        finally:
-            proc.kill()
-            proc.wait()
-    text = log.read_text()
-    assert "Vulkan0 compute buffer size" in text, text[-3000:]
-    logged = logged_buffers(text)  # the target's part (before 'loading draft model'): its first reserve
-    est = estimate(open_model(target), vulkan_lanes, settings_from_args(argv, tool="server"), draft=open_model(head))
-    assert abs(est.device("CPU").compute / MiB - logged["CPU"].compute) <= 0.005  # the host's matches
-    # the first reserve only (the second, after a request, is not logged here): the estimate's max over both is at
-    # least it; compare the first
-    assert abs(est.device("Vulkan0").compute / MiB - logged["Vulkan0"].compute) <= 0.005
-
-
-def test_deepseek4_snapshots_on_vulkan_say_they_are_unchecked(tmp_path):
-    """The estimate names the gap above where it applies (a Vulkan device, n_rs_seq above 0), and only there."""
-    from app.lanes import Lane
-    from tests import gguf_factory as gf
-
-    model = open_model(gf.write_tiny_model("deepseek4", tmp_path / "t.gguf"))
-    vk = [Lane("Vulkan0", "Vulkan0", 2048 * MiB, 2048 * MiB, "gpu", max_tensor_bytes=128 * MiB)]
-    cuda = [Lane("CUDA0", "CUDA0", 2048 * MiB, 2048 * MiB, "gpu")]
-    # --spec-type draft-eagle3 without its head open asks for the snapshots all the same (need_n_rs_seq)
-    for lanes, spec, said in ((vk, "--spec-type draft-dspark", True), (vk, "", False), (cuda, "--spec-type draft-dspark", False)):
-        args = f"-c 4096 -ngl all -np 2 {spec}".split()
-        est = estimate(model, lanes, settings_from_args(args, tool="server"))
-        assert any("recurrent-state snapshots" in n and "Vulkan0" in n for n in est.notes) is said, (lanes, spec)
-

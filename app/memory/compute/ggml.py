@@ -213,7 +213,10 @@ def cpy(a, b):
 
 
 def set_rows(a, b, c):
-    return view_tensor(a, "SET_ROWS", [a, b, c])
+    """``ggml_set_rows``: rows ``b`` written into ``a`` at the indices ``c``. Its sources are ggml's ``[b, c, a]``
+    ("order is weird due to legacy reasons", ggml.c): building the graph visits the rows and their indices before
+    the destination's view, and the scheduler and allocator walk them in that order."""
+    return view_tensor(a, "SET_ROWS", [b, c, a])
 
 
 def concat(a, b, dim):
@@ -260,9 +263,7 @@ class Graph:
         if t is None or t in self.seen:
             return
         self.seen.add(t)
-        # ggml_visit_parents walks src[0..]: SET_ROWS keeps its destination last there (src = [b, c, a], see
-        # set_rows), so the rows and their indices come before a view of the destination
-        for s in (t.src[1], t.src[2], t.src[0]) if t.op == "SET_ROWS" else t.src:
+        for s in t.src:
             if s is not None and s not in self.seen:
                 self.expand(s)
         if t.op == NONE:

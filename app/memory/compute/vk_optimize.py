@@ -12,7 +12,7 @@ freed only there (:func:`app.memory.compute.alloc.allocate_graph`, ``deps``).
 
 The nodes here are :class:`app.memory.compute.ggml.T` with ``cs`` the sources the scheduler left (inputs from
 another backend replaced by their copies, which are GGML_OP_NONE tensors without a view source, as in ggml),
-read in ggml's source slots (:func:`ggml_srcs`).
+read in ggml's source slots (the mini graph keeps them so, :func:`app.memory.compute.ggml.set_rows` included).
 """
 
 from __future__ import annotations
@@ -83,16 +83,6 @@ _NEXT_PAIRS = frozenset(
 )
 
 
-def ggml_srcs(t):
-    """``t->src`` in ggml's slot order. The mini graph keeps SET_ROWS' destination first (``[a, b, c]``);
-    ``ggml_set_rows`` (``ggml/src/ggml.c``) has ``src[0] = b`` (the rows), ``src[1] = c`` (their indices),
-    ``src[2] = a`` ("order is weird due to legacy reasons"), and the rules here compare slots."""
-    cs = t.cs
-    if t.op == "SET_ROWS":
-        return [cs[1], cs[2], cs[0]]
-    return cs
-
-
 def use_counts(nodes) -> dict:
     """``cgraph->use_counts`` (``ggml_visit_parents_graph``): per tensor, how many source slots of the graph's nodes
     name it, counted on the graph as built (the split views share the whole graph's counts)."""
@@ -137,7 +127,7 @@ def optimize(nodes, uses, deps, wtype):
     ``ggml_vk_can_fuse_unary_mul`` read the weight's type)."""
     n = len(nodes)
     ops = [t.op for t in nodes]
-    S = {t: ggml_srcs(t) for t in nodes}  # each node's sources, as the scheduler left them, in ggml's slots
+    S = {t: t.cs for t in nodes}  # each node's sources as the scheduler left them, in ggml's slots (set_rows' too)
     empty = [o in _EMPTY for o in ops]
     used = [False] * n
     used_set: set = set()
