@@ -136,6 +136,14 @@ def _get_k(kc, ty, hd, n_kv, size):
     return view(kc, (hd, 1, n_kv, kc.ne[2]), (row_size(ty, hd), row_size(ty, hd), row_size(ty, hd * size)))
 
 
+def _comp_k(kc, ty, hd, n_kv, size):
+    """A compressed cache's K as the attention and the indexer read it: ``get_k`` of the whole cache, then a
+    ``ggml_view_4d`` of its first ``n_kv`` rows (deepseek4.cpp:631, 745, 801): two view nodes, as ggml's graph holds
+    them (the Vulkan backend's reordering counts views)."""
+    k = _get_k(kc, ty, hd, size, size)
+    return view(k, (hd, 1, n_kv, k.ne[3]), k.nb[1:])
+
+
 def _cpy_k(kc, k_cur, idxs):
     """``llama_kv_cache::cpy_k``: the rows written by index (the streams flattened when there are several)."""
     hd = kc.ne[0]
@@ -270,7 +278,7 @@ def _lid_top_k(b, il, qr, cur, kc_lid, lid):
     iq = _rope(iq, b.inputs["inp_pos"])
     iq = b.hadamard(iq, lid["k_rot"])
     iw = unary("SCALE", b.mm(_w(b, f"blk.{il}.indexer.proj.weight"), cur))
-    ik = _get_k(kc_lid, b.c.type_k, ihd, lid["n_kv"], lid["n_kv"])
+    ik = _comp_k(kc_lid, b.c.type_k, ihd, lid["n_kv"], kc_lid.ne[1])
     ns = ik.ne[3]
     iq = view(iq, (iq.ne[0], iq.ne[1], iq.ne[2] // ns, ns), (iq.nb[1], iq.nb[2], iq.nb[3] // ns))
     iw = view(iw, (iw.ne[0], iw.ne[1] // ns, iw.ne[2], ns), (iw.nb[1], iw.nb[2] // ns, iw.nb[3] // ns))
@@ -378,10 +386,10 @@ def _dsv4_attention(b, il, q, kv, qr, cur, inputs, ratio):
     mask = raw["mask"]
     k_all = raw_k
     if ratio == CSA:
-        k_all = concat(raw_k, _get_k(kc_csa, c.type_k, hd, csa["n_kv"], csa["n_kv"]), 2)
+        k_all = concat(raw_k, _comp_k(kc_csa, c.type_k, hd, csa["n_kv"], kc_csa.ne[1]), 2)
         mask = concat(mask, _top_k_mask(b, il, csa["kq_mask"], top_k), 0)
     elif ratio == HCA:
-        k_all = concat(raw_k, _get_k(kc_hca, c.type_k, hd, hca["n_kv"], hca["n_kv"]), 2)
+        k_all = concat(raw_k, _comp_k(kc_hca, c.type_k, hd, hca["n_kv"], kc_hca.ne[1]), 2)
         mask = concat(mask, hca["kq_mask"], 0)
     out = b.mha(q, k_all, k_all, mask, _w(b, f"blk.{il}.attn_sinks.weight"), None, il)
     if raw["k_rot"] is not None:
