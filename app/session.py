@@ -58,14 +58,18 @@ from .speed.predict import DecodePrediction, PromptPrediction, SpeedFacts, Speed
 from .speed.speculative import (
     ASSISTANT_BOUND,
     DEFAULT_ACCEPTANCE,
+    DFLASH_BOUND,
+    DSV4_DSPARK_BOUND,
+    EAGLE3_BOUND,
     POLL_ADVICE,
     SpeculativeDecode,
-    dflash_decode,
     dflash_n_draft,
-    eagle3_decode,
+    dflash_passes,
+    eagle3_passes,
     mtp_decode,
     mtp_n_draft,
     speculative_decode,
+    step_decode,
 )
 
 log = logging.getLogger(__name__)
@@ -545,8 +549,8 @@ class Session:
             return self._mtp_speed(p, est, decode)
         if drafter is None or est.draft is None:
             return None
-        # the type that drafts with this file: an EAGLE-3 head's draft-eagle3 (app.speed.speculative.eagle3_decode),
-        # a DFlash head's draft-dflash / draft-dspark (dflash_decode: the whole block in one pass), Gemma 4's
+        # the type that drafts with this file: an EAGLE-3 head's draft-eagle3 (app.speed.speculative.eagle3_passes),
+        # a DFlash head's draft-dflash / draft-dspark (dflash_passes: the whole block in one pass), Gemma 4's
         # assistant's draft-mtp (each pass is the whole assistant, its lm_head included, and there is no catch-up
         # pass as it reads the target's cache: the draft-simple formula), else draft-simple
         wanted = spec_type_of(drafter.model)
@@ -568,10 +572,22 @@ class Session:
             notes = (POLL_ADVICE,) if both_on_cpu and few_cores else ()
             if wanted == "draft-eagle3" or wanted in DFLASH_SPEC_TYPES:
                 pair = (drafter.model, est.draft.placement, self.model, p.weight_placement(), params)
-                times = (decode.seconds_per_token, verify.seconds_per_token, n, self.draft_acceptance)
                 if wanted == "draft-eagle3":
-                    return eagle3_decode(*pair, *times, st.n_threads, notes)
-                return dflash_decode(*pair, *times, wanted == "draft-dspark", st.n_threads, notes)
+                    draft_s, catchup = eagle3_passes(*pair, n, st.n_threads)
+                    bound = EAGLE3_BOUND
+                else:
+                    draft_s, catchup = dflash_passes(*pair, n, wanted == "draft-dspark", st.n_threads)
+                    bound = DSV4_DSPARK_BOUND if drafter.model.params.hc_mult > 0 else DFLASH_BOUND
+                return step_decode(
+                    decode.seconds_per_token,
+                    verify.seconds_per_token,
+                    draft_s,
+                    catchup,
+                    n,
+                    self.draft_acceptance,
+                    notes,
+                    measured=bound,
+                )
             if self._draft_facts is None or self._draft_facts[0] is not drafter.model:
                 self._draft_facts = (drafter.model, SpeedFacts(drafter.model))
             drafted = predict_decode(

@@ -31,6 +31,7 @@ from ..lanes import CPU
 from ..memory.layout import WeightPlacement
 from ..model import Model, Role
 from ..model.gguf_reader import TensorInfo
+from ..model.hparams import ModelParams
 from .predict import SpeedFacts, SpeedParams, hop_cost, type_family
 
 #: the acceptance rate assumed until the user sets one: a same-family small draft on chat text (Qwen3-0.6B for
@@ -80,6 +81,10 @@ DFLASH_BOUND = (
     "on a 2-core CPU llama-server measured from 0% to 17% above this figure with a DFlash head, the model alone "
     "43% above its own in the same runs (docs/speed-model.md)"
 )
+DSV4_DSPARK_BOUND = (
+    "not measured against llama-server with a DeepSeek-V4 DSpark head (its MoE stages counted as the model's own "
+    "MoE layers are: docs/speed-model.md)"
+)
 EAGLE3_BOUND = (
     "on a 2-core CPU llama-server measured from 24% below to 24% above this figure with an EAGLE-3 head "
     "(docs/speed-model.md)"
@@ -126,12 +131,12 @@ def speculative_decode(
     ``measured``: what to say of the figure where it is not the draft model's (:data:`DRAFT_BOUND`)."""
     if draft_token_seconds < 0:
         raise ValueError("speculative decoding needs a draft time of 0 or more")
-    return _step(
+    return step_decode(
         plain_seconds, verify_seconds, n_draft * draft_token_seconds, 0.0, n_draft, acceptance, notes, measured=measured
     )
 
 
-def _step(
+def step_decode(
     plain_seconds: float,
     verify_seconds: float,
     draft_seconds: float,
@@ -142,8 +147,9 @@ def _step(
     mtp: bool = False,
     measured: str = "",
 ) -> SpeculativeDecode:
-    """One step: drafting (``draft_seconds`` in all), the target's batch of ``n_draft + 1`` and, for draft-mtp,
-    the catch-up pass; it yields :func:`expected_tokens`."""
+    """One step: drafting (``draft_seconds`` in all), the target's batch of ``n_draft + 1`` and the catch-up pass
+    (draft-mtp's, or an EAGLE-3 / DFlash head's: :func:`eagle3_passes`, :func:`dflash_passes`); it yields
+    :func:`expected_tokens`. ``measured``: what llama-server measured against this figure, said with it."""
     if plain_seconds <= 0 or verify_seconds <= 0 or draft_seconds < 0 or catchup_seconds < 0 or n_draft < 0:
         raise ValueError("speculative decoding needs positive step times and a drafted-token count of 0 or more")
     per_step = expected_tokens(acceptance, n_draft)
@@ -202,6 +208,14 @@ class _Reads:
             dev, float(t.nbytes), type_family(t.type_id), n_tokens * float(t.n_elements) if len(t.shape) > 1 else 0.0
         )
 
+    def experts(self, dev: str, nbytes: float, n_elem: float, fam: str, p: ModelParams, n_tokens: int) -> None:
+        """A routed expert tensor (``nbytes``, ``n_elem`` over all experts) read by ``n_tokens`` tokens of a model
+        with params ``p``: the share of experts they touch (each token ``n_expert_used`` of ``n_expert``), each
+        token's kernels over its own experts' elements."""
+        frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
+        touched = p.n_expert * (1 - (1 - frac) ** n_tokens) / p.n_expert_used if p.n_expert else 1.0
+        self.add(dev, nbytes * frac * touched, fam, n_tokens * n_elem * frac)
+
     def seconds(self, params: SpeedParams, path: list[str], n_embd: int, n_tokens: int, threads: int | None) -> float:
         """The same terms as :func:`~app.speed.predict.predict_decode`: per device the bytes at its rate, the
         CPU's kernels over the elements, a hop wherever ``path`` changes device, and one ``token_overhead``."""
@@ -240,21 +254,22 @@ def mtp_pass(
         raise ValueError("an MTP pass decodes one token or more")
     p = model.params
     facts = facts if facts is not None and facts.model is model else SpeedFacts(model)
-    frac = p.n_expert_used / p.n_expert if p.n_expert else 1.0
-    touched = p.n_expert * (1 - (1 - frac) ** n_tokens) / p.n_expert_used if p.n_expert else 1.0
     head_i = _head_tensor(model, nextn_layer)
     reads = _Reads()
     ffn: dict[str, float] = {}
     attn_dev = ""
     own_embd = False
 
-    def add(i: int, nbytes: float, n_elem: float) -> None:
+    def dev_of(i: int) -> str:
         dev = wp.tensor_device[i]
         if not dev:
             raise ValueError(
                 f"{model.tensors[i].name} is not loaded: the MTP layers' weights load with --spec-type draft-mtp"
             )
-        reads.add(dev, nbytes, facts.types[i], n_elem)
+        return dev
+
+    def add(i: int, nbytes: float, n_elem: float) -> None:
+        reads.add(dev_of(i), nbytes, facts.types[i], n_elem)
 
     for i, (t, (layer, role, nextn)) in enumerate(zip(model.tensors, facts.roles)):
         if not nextn or layer != nextn_layer or i == head_i:
@@ -264,7 +279,7 @@ def mtp_pass(
             own_embd = True
             add(i, n_tokens * t.nbytes / max(p.n_vocab, 1), 0.0)
         elif role is Role.EXPERTS:
-            add(i, t.nbytes * frac * touched, n_tokens * t.n_elements * frac)
+            reads.experts(dev_of(i), float(t.nbytes), float(t.n_elements), facts.types[i], p, n_tokens)
         else:
             add(i, float(t.nbytes), n_tokens * float(t.n_elements) if matrix else 0.0)
         if role in (Role.FFN, Role.EXPERTS):
@@ -321,7 +336,7 @@ def mtp_decode(
     )
     heads = range(p.nextn_layers) if chain else range(1)
     catchup = sum(mtp_pass(model, wp, params, first + h, n + 1, False, facts, threads).seconds for h in heads)
-    return _step(plain_seconds, verify_seconds, draft_s, catchup, n, acceptance, notes, mtp=True)
+    return step_decode(plain_seconds, verify_seconds, draft_s, catchup, n, acceptance, notes, mtp=True)
 
 
 #: tensors of an EAGLE-3 head that only its encoder reads (``llama_model_eagle3::graph<true>``: the fused target
@@ -416,28 +431,17 @@ def eagle3_passes(
     return n_draft * decoder(1), encoder(n_draft + 1) + decoder(n_draft)
 
 
-def eagle3_decode(
-    head: Model,
-    head_wp: WeightPlacement,
-    target: Model,
-    target_wp: WeightPlacement,
-    params: SpeedParams,
-    plain_seconds: float,
-    verify_seconds: float,
-    n_draft: int,
-    acceptance: float,
-    threads: int | None = None,
-    notes: tuple[str, ...] = (),
-) -> SpeculativeDecode:
-    """Decode rate with an EAGLE-3 head (``--spec-type draft-eagle3 -md head.gguf``): :func:`eagle3_passes`
-    around the target's batch of ``n_draft + 1`` (``verify_seconds``)."""
-    draft_s, catchup = eagle3_passes(head, head_wp, target, target_wp, params, n_draft, threads)
-    return _step(plain_seconds, verify_seconds, draft_s, catchup, n_draft, acceptance, notes, measured=EAGLE3_BOUND)
-
-
 #: what a DFlash head's injection pass (``process()``: an embeddings batch of the target's fused layer inputs)
 #: reads besides each layer's K and V projections
 _DFLASH_INJECT = ("fc.weight", "fc.scale", "enc.output_norm.weight")
+#: and per layer: K and V (with K's norm), or a DeepSeek-V4 DSpark stage's one K row (``attn_kv`` and its norm)
+_DFLASH_INJECT_KV = (
+    ".attn_k.weight",
+    ".attn_v.weight",
+    ".attn_k_norm.weight",
+    ".attn_kv.weight",
+    ".attn_kv_a_norm.weight",
+)
 #: the DSpark Markov head's and DFlash2 selector's tables, read a few rows at a time (GET_ROWS)
 _DFLASH_ROWS = ("markov_w1.weight", "selector_successor.weight", "selector_predecessor.weight")
 
@@ -466,12 +470,14 @@ def dflash_passes(
     ``draft()`` decodes the whole block at once: ``[last token, <mask> x n]`` (a DSpark head sampling from its
     anchor: ``n`` tokens) through every layer, ``output_norm`` and the lm_head over every position (its
     ``output``, its own ``token_embd``, else the target's), plus DSpark's Markov head (``markov_w2`` once per
-    drafted position) or DFlash2's selector. ``process()`` then injects the target's batch of ``n + 1`` rows:
-    ``fc`` and ``enc.output_norm`` over the fused layer inputs, and each layer's K and V projections into the
-    cache (no queries, no FFN, no head)."""
+    drafted position) or DFlash2's selector; a DeepSeek-V4 DSpark head's routed experts are read for the share of
+    experts the block's tokens touch. ``process()`` then injects the target's batch of ``n + 1`` rows: ``fc`` and
+    ``enc.output_norm`` over the fused layer inputs, and each layer's K and V projections into the cache (no
+    queries, no FFN, no head)."""
     names = {t.name: i for i, t in enumerate(head.tensors)}
     tnames = {t.name: i for i, t in enumerate(target.tensors)}
     n_vocab = max(target.params.n_vocab, 1)
+    hp = head.params
     n_block = n_draft + (0 if dspark and head.params.dflash["sample_from_anchor"] else 1)
     skip = {*_DFLASH_INJECT, "d2t", "output.weight", "token_embd.weight", "markov_w2.weight", *_DFLASH_ROWS}
     top_k = int(head.params.dflash.get("selector_top_k", 0))
@@ -479,7 +485,12 @@ def dflash_passes(
     def draft() -> float:
         reads = _Reads()
         for i, t in enumerate(head.tensors):
-            if t.name not in skip:
+            if t.name in skip:
+                continue
+            if head.block_of(t.name).role is Role.EXPERTS:  # a DeepSeek-V4 DSpark head's routed experts
+                fam = type_family(t.type_id)
+                reads.experts(head_wp.tensor_device[i], float(t.nbytes), float(t.n_elements), fam, hp, n_block)
+            else:
                 reads.weight(head_wp.tensor_device[i], t, n_block)
         if "markov_w2.weight" in names:  # one bias product per drafted position
             i = names["markov_w2.weight"]
@@ -508,9 +519,7 @@ def dflash_passes(
         reads = _Reads()
         first = None
         for i, t in enumerate(head.tensors):
-            kv = t.name.startswith("blk.") and t.name.endswith(
-                (".attn_k.weight", ".attn_v.weight", ".attn_k_norm.weight")
-            )
+            kv = t.name.startswith("blk.") and t.name.endswith(_DFLASH_INJECT_KV)
             if t.name in _DFLASH_INJECT or kv:
                 first = first or head_wp.tensor_device[i]
                 reads.weight(head_wp.tensor_device[i], t, n_tokens)
@@ -521,23 +530,3 @@ def dflash_passes(
     if n_draft < 1:
         raise ValueError("a DFlash step drafts one token or more")
     return draft(), inject(n_draft + 1)
-
-
-def dflash_decode(
-    head: Model,
-    head_wp: WeightPlacement,
-    target: Model,
-    target_wp: WeightPlacement,
-    params: SpeedParams,
-    plain_seconds: float,
-    verify_seconds: float,
-    n_draft: int,
-    acceptance: float,
-    dspark: bool,
-    threads: int | None = None,
-    notes: tuple[str, ...] = (),
-) -> SpeculativeDecode:
-    """Decode rate with a DFlash / DSpark head: :func:`dflash_passes` around the target's batch of
-    ``n_draft + 1`` (``verify_seconds``); ``n_draft`` already clamped (:func:`dflash_n_draft`)."""
-    draft_s, catchup = dflash_passes(head, head_wp, target, target_wp, params, n_draft, dspark, threads)
-    return _step(plain_seconds, verify_seconds, draft_s, catchup, n_draft, acceptance, notes, measured=DFLASH_BOUND)

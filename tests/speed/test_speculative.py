@@ -327,3 +327,42 @@ def test_session_predicts_dflash_speed_with_the_type_given_or_inferred(eagle, tm
             assert sp.n_draft == 4 and sp.catchup_seconds > 0 and sp.draft_seconds > 0
             assert sp.step_seconds == pytest.approx(sp.draft_seconds + sp.verify_seconds + sp.catchup_seconds)
             assert sp.text().endswith(DFLASH_BOUND) and "0% to 17% above this figure" in sp.text()
+
+
+def test_dsv4_dspark_heads_read_the_experts_their_block_touches(tmp_path):
+    """A DeepSeek-V4 DSpark head's stages are MoE: a draft pass reads each routed expert tensor for the share of
+    experts the block's tokens touch (each token n_expert_used of n_expert) and runs each token's own experts'
+    elements, the rest as any layer; the injection reads fc, enc.output_norm and each stage's one K row (attn_kv,
+    its norm), nothing else. The session says the figure was not measured with such a head."""
+    from app.speed.speculative import DSV4_DSPARK_BOUND, dflash_passes
+    from tests.factory_models.dflash import write_dflash_draft
+
+    target = open_model(gf.write_tiny_model("deepseek4", tmp_path / "t.gguf"))
+    head = open_model(write_dflash_draft(tmp_path / "h.gguf", n_embd=64, markov_rank=8, confidence=False, dsv4={}))
+    twp, hwp = _head_wp(target, "-c 4096"), _head_wp(head, "-c 4096")
+    hp, n_block = head.params, 4  # 3 drafted, anchor-first: 3 tokens; plain DFlash: the last token + 3 masks
+    frac = hp.n_expert_used / hp.n_expert
+    touched = hp.n_expert * (1 - (1 - frac) ** n_block) / hp.n_expert_used
+    assert 1 < touched < hp.n_expert / hp.n_expert_used  # a share, not every expert
+    skip = ("fc.", "enc.output_norm.", "markov_", "output.weight", "token_embd.weight")
+    exps = [t for t in head.tensors if "_exps." in t.name]
+    rest = [t for t in head.tensors if "_exps." not in t.name and not t.name.startswith(skip)]
+    experts = sum(t.nbytes * frac * touched / (10 * GB) + n_block * t.n_elements * frac / 16e9 for t in exps)
+    w2 = next(t for t in head.tensors if t.name == "markov_w2.weight")
+    w1 = next(t for t in head.tensors if t.name == "markov_w1.weight")
+    out = next(t for t in target.tensors if t.name == "output.weight")
+    row = _nbytes(target, "token_embd.weight") / target.params.n_vocab
+    draft, catchup = dflash_passes(head, hwp, target, twp, params(), 3, dspark=False)
+    want = (
+        _cost(rest, n_block) + experts + _cost([out], n_block) + 3 * _cost([w2]) + 3 * w1.nbytes / w1.shape[-1] / (10 * GB)
+        + n_block * row / (10 * GB) + OVERHEAD
+    )
+    assert draft == pytest.approx(want)
+    injected = [t for t in head.tensors if t.name.startswith(("fc.", "enc.output_norm."))
+                or t.name.endswith((".attn_kv.weight", ".attn_kv_a_norm.weight"))]
+    assert len(injected) == 2 + 2 * hp.n_layer
+    assert catchup == pytest.approx(_cost(injected, n_block) + OVERHEAD)
+    s = settings_from_args(f"-c 4096 -md {head.path} --spec-type draft-dspark --spec-draft-n-max 3".split(),
+                           tool="server")
+    sp = Session(target, [], placement=Placement.from_settings(target, [], s), draft=head).speculative
+    assert sp is not None and sp.text().endswith(DSV4_DSPARK_BOUND)

@@ -47,12 +47,9 @@ def build(b):
     if kind == "dsv4":
         return _build_dsv4(b)
     pos = b.inp_pos()
-    tok_embd = b.w("token_embd.weight")
-    if tok_embd is None:
-        raise NotImplementedError("the DFlash head has no token_embd and the target model's is not known here")
     nt = b.nt
     tokens = b.inp("inp_tokens", "i32", (nt,))
-    cur = get_rows(tok_embd, tokens)
+    cur = get_rows(_tok_embd(b), tokens)
     if p.dflash.get("embedding_scale"):
         cur = unary("SCALE", cur)
     inpL = cur
@@ -103,11 +100,7 @@ def build(b):
         inpL = cur
     embd = b.norm(inpL, "output_norm.weight", -1)
     embd.flags = embd.fl0 = OUTPUT  # t_embd
-    # the draft's lm_head, its tied token_embd (TENSOR_DUPLICATED), else the target's (compute_buffers' borrowed)
-    output = b.w("output.weight") or (b.w("token_embd.weight@output") if "token_embd.weight" in c.names else None)
-    if output is None:
-        raise NotImplementedError("the DFlash head has no output.weight and the target model's is not known here")
-    logits = b.mm_s(output, embd)
+    logits = b.mm_s(_lm_head(b), embd)
     if kind == "dflash2":  # the selector reads these logits: the target's output transforms first
         if p.dflash.get("logit_scale"):
             logits = unary("SCALE", logits)
@@ -125,6 +118,23 @@ def build(b):
     if c.backend_sampler and kind != "dflash2":  # the reserve after llama_set_sampler (DFlash2 gets no sampler)
         _sample(b, logits)
     return logits
+
+
+def _tok_embd(b):
+    """The noise tokens' embeddings: the head's own ``token_embd``, else the target's (``ctx_other``: compute_buffers'
+    borrowed tensors)."""
+    t = b.w("token_embd.weight")
+    if t is None:
+        raise NotImplementedError("the DFlash head has no token_embd and the target model's is not known here")
+    return t
+
+
+def _lm_head(b):
+    """The head's lm_head: its ``output``, its own ``token_embd`` (TENSOR_DUPLICATED), else the target's."""
+    t = b.w("output.weight") or (b.w("token_embd.weight@output") if "token_embd.weight" in b.c.names else None)
+    if t is None:
+        raise NotImplementedError("the DFlash head has no output.weight and the target model's is not known here")
+    return t
 
 
 def _sample(b, logits):
@@ -150,21 +160,14 @@ def _build_dsv4(b):
     d2t scatter on this path."""
     c, p, nt = b.c, b.p, b.nt
     b.inp_pos()
-    tok_embd = b.w("token_embd.weight")
-    if tok_embd is None:
-        raise NotImplementedError("the DSpark head has no token_embd and the target model's is not known here")
     tokens = b.inp("inp_tokens", "i32", (nt,))
-    cur = get_rows(tok_embd, tokens)
+    cur = get_rows(_tok_embd(b), tokens)
     inpL = new(cur.ty, (p.n_embd, p.hc_mult, nt), "REPEAT", (reshape(cur, p.n_embd, 1, nt),))  # hc_init
     for il in b.layers:
         inpL = deepseek4_block(b, il, inpL, None, 0)
     embd = hc_head(b, inpL)
     embd.flags = embd.fl0 = OUTPUT  # t_embd, before the norm
-    cur = b.norm(embd, "output_norm.weight", -1)
-    output = b.w("output.weight") or (b.w("token_embd.weight@output") if "token_embd.weight" in c.names else None)
-    if output is None:
-        raise NotImplementedError("the DSpark head has no output.weight and the target model's is not known here")
-    logits = b.mm_s(output, cur)
+    logits = b.mm_s(_lm_head(b), b.norm(embd, "output_norm.weight", -1))
     b.g.expand(logits)
     if "markov_w1.weight" in c.names:
         logits = _markov(b, logits, embd, tokens, None)
