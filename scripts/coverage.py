@@ -148,7 +148,9 @@ FEATURE_NOTES = {
     "mmproj": "the projector's device (-mmdev, the first of -dev, else the first GPU-type device, RPC included; "
     "--no-mmproj-offload: the CPU), its weights and every compute buffer against llama-server's load log (libmtmd's "
     "lines); compute replayed for gemma3, qwen2vl/2.5vl/3vl, pixtral/mistral3, gemma4v, idefics3, lfm2 and internvl, "
-    "approximate for other types and said so; audio encoders not counted, said so; a block of its own on its lane",
+    "and for the Whisper audio encoders (ultravox, qwen2a, voxtral, musicflamingo, meralion; a file with both "
+    "encoders, Qwen2.5-Omni's, as its two contexts), approximate for other vision types and said so; other audio "
+    "encoders (conformer, gemma4a, qwen3a, ...) not counted, said so; a block of its own on its lane",
     "draft": "the draft's weights, KV cache, compute and output buffers per device against llama-server's load "
     "log (the lines after 'loading draft model'), and the main context's extra output rows for the drafted tokens; "
     "its context has the target's cells, f16 caches unless -ctkd/-ctvd, one output row per slot; the board shows "
@@ -240,17 +242,23 @@ def feature_rows(rows: list[dict]) -> list[str]:
 
 
 #: The projector types the architectures' published --mmproj files use (a text architecture -> the libmtmd
-#: projector types of its vision encoders); their comparisons are the mmproj server-log results of those types.
+#: projector types of its vision and audio encoders: Ultravox and Voxtral over Llama, Qwen2-Audio and Music
+#: Flamingo over Qwen2, Qwen2.5-Omni over Qwen2-VL, MERaLiON over Gemma 2); their comparisons are the mmproj
+#: server-log results of those types. Types without a replayed graph are named as approximate.
 PROJECTORS_OF = {
+    "llama": ("ultravox", "voxtral", "mlp (LLaVA)"),
+    "gemma2": ("meralion",),
     "gemma3": ("gemma3",),
     "gemma4": ("gemma4v",),
-    "qwen2vl": ("qwen2vl", "qwen2.5vl"),
+    "qwen2": ("qwen2a", "musicflamingo"),
+    "qwen2vl": ("qwen2vl", "qwen2.5vl", "omni"),
     "qwen3vl": ("qwen3vl",),
     "qwen3vlmoe": ("qwen3vl",),
     "mistral3": ("mistral3", "pixtral"),
     "lfm2": ("lfm2",),
 }
-_PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "mistral3", "pixtral", "gemma4v", "idefics3", "lfm2", "internvl")
+_PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "qwen2a", "mistral3", "pixtral", "gemma4v", "idefics3", "lfm2",
+                    "internvl", "ultravox", "voxtral", "musicflamingo", "meralion", "omni")
 
 
 def _projector_type(case: str) -> str:
@@ -263,12 +271,16 @@ def projector_cell(arch: str, rows: list[dict]) -> str:
     types = PROJECTORS_OF.get(arch)
     if not types:
         return "not yet"
-    got = [r for r in rows if "mmproj" in (r.get("features") or ()) and _projector_type(r["case"]) in types]
+    replayed = [t for t in types if t in _PROJECTOR_TYPES or t == "gemma3"]
+    approximate = [t for t in types if t not in replayed]
+    got = [r for r in rows if "mmproj" in (r.get("features") or ()) and _projector_type(r["case"]) in replayed]
+    tail = f"; approximate: {', '.join(approximate)}" if approximate else ""
     if not got:
-        return "not yet"
+        return "not yet" + tail
     bad = [r for r in got if not _passed(r)]
     backends = ", ".join(sorted({b for r in got for b in r["backends"]}))
-    return f"✗ ({len(bad)} of {len(got)} off)" if bad else f"exact ({len(got)} cases: {backends})"
+    head = "exact" if not approximate else f"exact: {', '.join(replayed)}"
+    return (f"✗ ({len(bad)} of {len(got)} off)" if bad else f"{head} ({len(got)} cases: {backends})") + tail
 
 
 def arch_table(src: Path) -> list[str]:

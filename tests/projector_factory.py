@@ -431,3 +431,121 @@ def write_internvl_projector(
     add("mm.model.mlp.3.weight", (n_embd_text, n_embd_text), mt)
     add("mm.model.mlp.3.bias", (n_embd_text,))
     return _finish(w, path)
+
+
+def write_whisper_projector(
+    path: str | os.PathLike,
+    *,
+    proj_type: str = "ultravox",
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 256,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_mel: int = 128,
+    stack_factor: int = 8,
+    n_ff_proj: int = 128,
+    n_pos: int = 1500,
+    matrix_type: str = "f16",
+    vision_from: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> Path:
+    """An audio projector over a Whisper encoder (``models/whisper-enc.cpp``): two 1-D convolutions (f16 kernels,
+    as the converter writes them), ``n_pos`` learned positions (at least the warmup's 1500), pre-norm blocks with
+    biased q/v/out and an unbiased k, GELU FFN, the post norm, then the ``proj_type`` adapter: ``ultravox``
+    (stack by ``stack_factor``, RMS norm, SwiGLU MLP), ``qwen2a`` (one linear), ``voxtral`` (stack, GELU MLP
+    without biases), ``musicflamingo`` (GELU MLP with biases) or ``meralion`` (stack, layer norm, SiLU linear,
+    SiLU-gated GLU, linear).
+
+    ``vision_from``: a vision projector file whose keys and tensors are copied in, making a file with both
+    encoders (each with its own projector type, as Qwen2.5-Omni's and Voxtral's mixed files have)."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(Path(path)), "clip")
+    w.add_string("general.name", f"tiny-{proj_type}-mmproj")
+    w.add_bool("clip.has_vision_encoder", vision_from is not None)
+    w.add_bool("clip.has_audio_encoder", True)
+    if vision_from is None:
+        w.add_string("clip.projector_type", proj_type)
+    else:
+        w.add_string("clip.audio.projector_type", proj_type)
+    w.add_uint32("clip.audio.num_mel_bins", n_mel)
+    w.add_uint32("clip.audio.embedding_length", n_embd)
+    w.add_uint32("clip.audio.feed_forward_length", n_ff)
+    w.add_uint32("clip.audio.block_count", n_layer)
+    w.add_uint32("clip.audio.projection_dim", n_embd_text)
+    w.add_uint32("clip.audio.attention.head_count", n_head)
+    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
+    if proj_type in ("ultravox", "voxtral", "meralion"):
+        w.add_uint32("clip.audio.projector.stack_factor", stack_factor)
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    if vision_from is not None:
+        from gguf import GGUFReader, GGUFValueType
+
+        r = GGUFReader(str(vision_from))
+        for f in r.fields.values():
+            if not f.name.startswith("clip.") or f.name in ("clip.has_audio_encoder", "clip.has_vision_encoder"):
+                continue
+            name = "clip.vision.projector_type" if f.name == "clip.projector_type" else f.name
+            vt = f.types[0]
+            if vt == GGUFValueType.STRING:
+                w.add_string(name, bytes(f.parts[f.data[0]]).decode())
+            elif vt == GGUFValueType.ARRAY:
+                w.add_array(name, [f.parts[i].tolist()[0] for i in f.data])
+            else:
+                w.add_key_value(name, f.parts[f.data[0]].tolist()[0], vt)
+        for t in r.tensors:
+            w.add_tensor(t.name, np.array(t.data), raw_shape=list(reversed([int(x) for x in t.shape])),
+                         raw_dtype=t.tensor_type)
+
+    add("a.conv1d.1.weight", (3, n_mel, n_embd), np.float16)
+    add("a.conv1d.1.bias", (1, n_embd))
+    add("a.conv1d.2.weight", (3, n_embd, n_embd), np.float16)
+    add("a.conv1d.2.bias", (1, n_embd))
+    add("a.position_embd.weight", (n_embd, n_pos))
+    for il in range(n_layer):
+        p = f"a.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            if t != "attn_k":
+                add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("a.post_ln.weight", (n_embd,))
+    add("a.post_ln.bias", (n_embd,))
+    stacked = n_embd * (stack_factor if proj_type in ("ultravox", "voxtral", "meralion") else 1)
+    if proj_type == "ultravox":
+        add("mm.a.norm_pre.weight", (stacked,))
+        add("mm.a.mlp.1.weight", (stacked, 2 * n_ff_proj), mt)
+        add("mm.a.norm_mid.weight", (n_ff_proj,))
+        add("mm.a.mlp.2.weight", (n_ff_proj, n_embd_text), mt)
+    elif proj_type == "qwen2a":
+        add("mm.a.fc.weight", (n_embd, n_embd_text), mt)
+        add("mm.a.fc.bias", (n_embd_text,))
+    elif proj_type in ("voxtral", "musicflamingo"):
+        add("mm.a.mlp.1.weight", (stacked, n_ff_proj), mt)
+        add("mm.a.mlp.2.weight", (n_ff_proj, n_embd_text), mt)
+        if proj_type == "musicflamingo":
+            add("mm.a.mlp.1.bias", (n_ff_proj,))
+            add("mm.a.mlp.2.bias", (n_embd_text,))
+    elif proj_type == "meralion":
+        add("mm.a.norm_pre.weight", (stacked,))
+        add("mm.a.norm_pre.bias", (stacked,))
+        add("mm.a.mlp.0.weight", (stacked, n_ff_proj), mt)
+        add("mm.a.mlp.0.bias", (n_ff_proj,))
+        for i in (1, 2):
+            add(f"mm.a.mlp.{i}.weight", (n_ff_proj, n_ff_proj), mt)
+            add(f"mm.a.mlp.{i}.bias", (n_ff_proj,))
+        add("mm.a.mlp.3.weight", (n_ff_proj, n_embd_text), mt)
+        add("mm.a.mlp.3.bias", (n_embd_text,))
+    else:
+        raise ValueError(proj_type)
+    return _finish(w, path)

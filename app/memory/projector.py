@@ -30,7 +30,7 @@ from ..lanes import CPU, DeviceKind, Lane
 from ..model.projector import Projector
 from .backends import CPU_ALIGNMENT, alignment_of, backend_of, cuda_like
 from .compute.alloc import allocate_graph
-from .compute.projector_graphs import GRAPHS, ClipHParams, make_weight
+from .compute.projector_graphs import GRAPHS, WHISPER_TYPES, ClipHParams, build_whisper, make_weight
 from .compute.schedule import schedule
 from .compute.vk_optimize import reorder as vk_reorder
 from .compute.vk_optimize import use_counts
@@ -129,16 +129,45 @@ _SCALARS = (".input_max", ".input_min", ".output_max", ".output_min")
 
 
 def loaded_tensors(proj: Projector):
-    """The tensors ``clip_model_loader`` loads into the weights buffer."""
-    return [t for t in proj.tensors if not t.name.endswith(_SCALARS)]
+    """The tensors ``clip_model_loader`` loads into the weights buffers (one per encoder): not the scalars, and
+    not the audio encoder's where ``clip_init`` skips it (Gemma 3n)."""
+    skip_audio = proj.vision and proj.proj_type in _SKIPS_AUDIO
+    return [
+        t
+        for t in proj.tensors
+        if not t.name.endswith(_SCALARS) and not (skip_audio and t.name.startswith(("a.", "mm.a.")))
+    ]
+
+
+#: tensors ``clip_model_loader::load_tensors`` asks for by fixed "v." names, whatever the encoder: the audio
+#: context of a file with both encoders loads them a second time, into its own buffer
+_UNPREFIXED = (
+    "v.class_embd",
+    "v.patch_embd.weight",
+    "v.patch_embd.weight.1",
+    "v.patch_embd.bias",
+    "v.norm_embd.weight",
+    "v.norm_embd.bias",
+)
+
+
+def _audio_reloads(proj: Projector) -> list:
+    """The vision tensors the audio encoder's context loads again (mtmd counts them twice, and they take room in
+    both contexts' buffers): the fixed-name patch embeddings, and the deepstack tensors of the audio layers."""
+    if not (proj.vision and proj.audio) or proj.proj_type in _SKIPS_AUDIO:
+        return []
+    n_layer = int(proj.audio_hp("block_count", 0) or 0)
+    deepstack = tuple(f"v.deepstack.{il}." for il in range(n_layer))
+    return [t for t in proj.tensors if t.name in _UNPREFIXED or t.name.startswith(deepstack)]
 
 
 def weights_bytes(proj: Projector, lane: Lane | None) -> int:
-    """The weights buffer: every loaded tensor's allocation size padded to the buffer type's alignment."""
+    """The weights buffers: every loaded tensor's allocation size padded to the buffer type's alignment (the
+    tensors both encoders' contexts load, twice)."""
     align = alignment_of(lane) if lane is not None else CPU_ALIGNMENT
     cuda = lane is not None and cuda_like(lane)
     total = 0
-    for t in loaded_tensors(proj):
+    for t in loaded_tensors(proj) + _audio_reloads(proj):
         size = t.nbytes
         ne0 = t.shape[0] if t.shape else 1
         if cuda and t.type_name.lower() not in _FLOAT and ne0 % 512 and t.n_elements:
@@ -215,9 +244,10 @@ def _fa_supported(lane: Lane | None, hp: ClipHParams) -> bool:
     return True
 
 
-def _replay(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool) -> tuple[list[int], bool]:
-    """Schedule and allocate the warmup graph: (peak bytes per backend ([lane, CPU] or [CPU]), whether the
-    projector's backend refuses one of its FLASH_ATTN_EXT ops (``reserve_compute_meta``'s ``fattn``))."""
+def _replay(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool, build) -> tuple[list[int], bool]:
+    """Schedule and allocate one encoder's warmup graph (``build(hp, w, fa)``): (peak bytes per backend ([lane,
+    CPU] or [CPU]), whether the projector's backend refuses one of its FLASH_ATTN_EXT ops
+    (``reserve_compute_meta``'s ``fattn``))."""
     devs = [lane] if lane is not None else []
     cpu = len(devs)
     weights = {}
@@ -227,7 +257,7 @@ def _replay(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool) -> tu
         w.host = lane is None
         weights[t.name] = w
 
-    g = GRAPHS[proj.proj_type](hp, weights.get, fa)
+    g = build(hp, weights.get, fa)
     refused = False
     if fa and lane is not None:
         limit = lane.max_tensor_bytes
@@ -250,6 +280,17 @@ def _replay(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool) -> tu
     return peaks, refused
 
 
+def _warmup(proj: Projector, hp: ClipHParams, lane: Lane | None, fa_mode: str, build) -> list[int]:
+    """``clip_model_loader::warmup``: ``-fa auto`` reserves with flash attention on and, where the backend refuses
+    it, again without; the second reserve keeps the larger buffer of the two (``ggml_gallocr_reserve_n`` grows,
+    never shrinks)."""
+    first, refused = _replay(proj, hp, lane, fa_mode != "off", build)
+    if refused and fa_mode == "auto":
+        again, _ = _replay(proj, hp, lane, False, build)
+        return [max(a, b) for a, b in zip(first, again)]
+    return first
+
+
 def _approx(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool) -> list[int]:
     """A ViT's compute peak without its graph: the attention scores (without flash attention) and a few
     activations of the widest layer, plus the raw image on the CPU. On the replayed types it is within about
@@ -265,42 +306,89 @@ def _approx(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool) -> li
     return [act, raw]
 
 
+#: legacy projector types that clip_model_loader::load_hparams renames per encoder (Qwen2.5-Omni's "qwen2.5o")
+_VISION_ALIAS = {"qwen2.5o": "qwen2.5vl_merger"}
+_AUDIO_ALIAS = {"qwen2.5o": "qwen2a"}
+#: clip_init skips the audio encoder of these vision types ("we don't support audio for Gemma 3N")
+_SKIPS_AUDIO = ("gemma3nv",)
+
+
+def audio_hparams(proj: Projector) -> ClipHParams:
+    """``clip_model_loader::load_hparams`` for the audio encoder: the ``clip.audio.*`` keys, and the warmup
+    ``clip_hparams::warmup_audio_size`` (3000 frames) of ``num_mel_bins`` rows."""
+    hp = proj.audio_hp
+    n_embd = int(hp("embedding_length", 0))
+    n_head = int(hp("attention.head_count", 1)) or 1
+    return ClipHParams(
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=int(hp("attention.head_count_kv", n_head) or n_head),
+        d_head=int(hp("attention.head_dim", 0) or 0) or n_embd // n_head,
+        n_ff=int(hp("feed_forward_length", 0)),
+        n_layer=int(hp("block_count", 0)),
+        patch_size=1,
+        image_size=0,
+        warmup_image_size=0,
+        n_merge=1,
+        ffn_op="gelu_erf",
+        prefix="a",
+        n_mel=int(hp("num_mel_bins", 0)),
+        warmup_frames=3000,
+        stack_factor=int(hp("projector.stack_factor", 0) or 0),
+    )
+
+
 def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettings) -> ProjectorMemory:
-    """Where the projector goes and what it allocates there (weights and compute buffers per backend)."""
+    """Where the projector goes and what it allocates there: its weights, and the compute buffers of each
+    encoder's context (libmtmd makes one ``clip_ctx`` per encoder, vision and audio, on the same device, each
+    with its own scheduler; ``mtmd_get_memory_usage`` adds them up per device)."""
     notes: list[str] = []
     lane = projector_lane(devices, settings)
     where = lane.name if lane is not None else CPU
     weights = weights_bytes(proj, lane)
-    hp = clip_hparams(proj, settings)
     fa_mode = settings.flash_attn
-    exact = proj.vision and proj.proj_type in GRAPHS and not proj.audio
-    peaks: list[int] | None = None
-    if exact:
-        try:
-            first, refused = _replay(proj, hp, lane, fa_mode != "off")
-            peaks = first
-            if refused and fa_mode == "auto":
-                # warmup: flash attention refused, so reserve again without it; the second reserve keeps the
-                # larger buffer of the two (ggml_gallocr_reserve_n grows, never shrinks)
-                again, _ = _replay(proj, hp, lane, False)
-                peaks = [max(a, b) for a, b in zip(first, again)]
-        except (NotImplementedError, KeyError, AttributeError, TypeError) as exc:
-            exact, peaks = False, None
-            notes.append(f"The {proj.proj_type} projector's graph could not be replayed ({exc}).")
-    if peaks is None:
-        exact = False
-        peaks = _approx(proj, hp, lane, fa_mode != "off" and _fa_supported(lane, hp))
-        notes.append(
-            f"The projector's compute buffers are approximate: Layerdeck does not replay the "
-            f"{proj.proj_type!r} projector's graph yet. Verify measures them with the real llama-server."
-        )
-    if proj.audio:
-        notes.append("The projector's audio encoder is not counted in its compute buffers.")
-    compute: dict[str, int] = {}
     names = ([where] if lane is not None else []) + [CPU]
-    for name, size in zip(names, peaks):
-        if size > 1:  # reserve_compute_meta logs (and mtmd counts) only buffers above 1 byte
-            compute[name] = compute.get(name, 0) + size
-    return ProjectorMemory(
-        where, weights, compute, exact, notes, weights_raw=sum(t.nbytes for t in loaded_tensors(proj))
-    )
+    compute: dict[str, int] = {}
+    exact = True
+
+    def add(peaks: list[int]) -> None:
+        for name, size in zip(names, peaks):
+            if size > 1:  # reserve_compute_meta logs (and mtmd counts) only buffers above 1 byte
+                compute[name] = compute.get(name, 0) + size
+
+    v_type = _VISION_ALIAS.get(proj.proj_type, proj.proj_type) if proj.vision else None
+    if v_type is not None:
+        hp = clip_hparams(proj, settings)
+        peaks: list[int] | None = None
+        if v_type in GRAPHS:
+            try:
+                peaks = _warmup(proj, hp, lane, fa_mode, GRAPHS[v_type])
+            except (NotImplementedError, KeyError, AttributeError, TypeError) as exc:
+                notes.append(f"The {v_type} projector's graph could not be replayed ({exc}).")
+        if peaks is None:
+            exact = False
+            peaks = _approx(proj, hp, lane, fa_mode != "off" and _fa_supported(lane, hp))
+            notes.append(
+                f"The projector's compute buffers are approximate: Layerdeck does not replay the "
+                f"{v_type!r} projector's graph yet. Verify measures them with the real llama-server."
+            )
+        add(peaks)
+    a_type = proj.audio_type or (proj.proj_type if not proj.vision else None)
+    a_type = _AUDIO_ALIAS.get(a_type, a_type) if proj.audio and a_type else None
+    if a_type is not None and v_type not in _SKIPS_AUDIO:
+        hp = audio_hparams(proj)
+        done = False
+        if a_type in WHISPER_TYPES:
+            try:
+                add(_warmup(proj, hp, lane, fa_mode, lambda h, w, fa: build_whisper(h, w, fa, a_type)))
+                done = True
+            except (NotImplementedError, KeyError, AttributeError, TypeError) as exc:
+                notes.append(f"The {a_type} audio encoder's graph could not be replayed ({exc}).")
+        if not done:
+            exact = False
+            notes.append(
+                f"The projector's {a_type!r} audio encoder's compute buffer is not counted: Layerdeck does not "
+                "replay its graph yet. Verify measures it with the real llama-server."
+            )
+    raw = sum(t.nbytes for t in loaded_tensors(proj) + _audio_reloads(proj))
+    return ProjectorMemory(where, weights, compute, exact, notes, weights_raw=raw)

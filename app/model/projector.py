@@ -60,6 +60,99 @@ class Projector:
         return f"{name or self.path.name} ({self.proj_type}, {kinds})"
 
 
+#: gguf type ids (gguf.h)
+_UINT32, _FLOAT32, _BOOL, _STRING = 4, 6, 7, 8
+_INT32_MAX = (1 << 31) - 1
+#: keys clip_model_loader::load_hparams reads with get_u32 (``gguf_get_val_u32``, which aborts on another type),
+#: per encoder prefix; (key, required)
+_U32_KEYS = (
+    ("embedding_length", True),
+    ("attention.head_count", True),
+    ("attention.head_dim", False),
+    ("feed_forward_length", True),
+    ("block_count", True),
+    ("projection_dim", True),
+    ("attention.head_count_kv", False),
+)
+_U32_VISION = (
+    ("image_size", True),
+    ("patch_size", True),
+    ("projector.scale_factor", False),
+    ("spatial_merge_size", False),
+    ("n_wa_pattern", False),
+)
+_U32_AUDIO = (("num_mel_bins", True), ("projector.stack_factor", False))
+#: vision types without the standard layers (clip.cpp ``has_standard_layers``)
+_NO_STANDARD_LAYERS = ("gemma3nv", "qwen3tts_spkenc", "pockettts_gen")
+#: audio types whose "mel bins" are raw-waveform frames (no [1, 256] bound)
+_NOT_FFT = ("gemma4ua", "pockettts_spkenc")
+
+
+def _check(name: str, header: GGUFHeader, prefix: str, extra, proj_type: str) -> None:
+    """What clip_model_loader::load_hparams and load_tensors refuse for one encoder, said as llama.cpp says it:
+    a key of another type than it reads (gguf.cpp aborts), a missing required key, a value above INT32_MAX,
+    values the graph divides by, and a block count past the layers in the file (a required tensor missing)."""
+    md, types = header.metadata, header.metadata_types
+    values = {}
+    for short, required in _U32_KEYS + extra:
+        key = f"clip.{prefix}.{short}"
+        if key not in md:
+            if required:
+                raise MetadataError(
+                    f"{name}: llama.cpp refuses this projector: 'Key not found: {key}'. Get the "
+                    "file again (it was cut or written by a broken converter).",
+                    key=key,
+                )
+            continue
+        if types.get(key) != _UINT32:
+            raise MetadataError(
+                f"{name}: {key} is a {type(md[key]).__name__} ({md[key]!r:.40}), but llama.cpp reads it as a 32-bit "
+                "unsigned integer and aborts on anything else. The file is damaged or was written by a broken "
+                "converter: get it again.",
+                key=key,
+                found=type(md[key]).__name__,
+                wanted="uint32",
+            )
+        if md[key] > _INT32_MAX:
+            raise MetadataError(
+                f"{name}: llama.cpp refuses this projector: 'value {md[key]} for key '{key}' exceeds INT32_MAX'.",
+                key=key,
+                found=str(md[key]),
+                wanted="<= 2147483647",
+            )
+        values[short] = md[key]
+    eps = f"clip.{prefix}.attention.layer_norm_epsilon"
+    if eps not in md:
+        raise MetadataError(f"{name}: llama.cpp refuses this projector: 'Key not found: {eps}'.", key=eps)
+    for short in ("embedding_length", "attention.head_count") + (("patch_size",) if prefix == "vision" else ()):
+        if values[short] == 0:
+            raise MetadataError(
+                f"{name}: clip.{prefix}.{short} is 0, which llama.cpp divides by (it would crash). "
+                "The file is damaged: get it again.",
+                key=f"clip.{prefix}.{short}",
+                found="0",
+            )
+    if prefix == "audio" and proj_type not in _NOT_FFT and not 1 <= values["num_mel_bins"] <= 256:
+        raise MetadataError(
+            f"{name}: llama.cpp refuses this projector: 'n_mel_bins ({values['num_mel_bins']}) "
+            "must be in range [1, 256]'.",
+            key="clip.audio.num_mel_bins",
+        )
+    if proj_type in _NO_STANDARD_LAYERS:
+        return
+    have = {t.name for t in header.tensors}
+    short = "v" if prefix == "vision" else "a"
+    for il in range(values["block_count"]):
+        tensor = f"{short}.blk.{il}.attn_out.weight"
+        if tensor not in have:
+            raise MetadataError(
+                f"{name}: llama.cpp refuses this projector: 'unable to find tensor {tensor}' (clip.{prefix}."
+                f"block_count says {values['block_count']} layers). The file is damaged: get it again.",
+                key=f"clip.{prefix}.block_count",
+                found=str(values["block_count"]),
+            )
+
+
 def open_projector(path: str | os.PathLike) -> Projector:
     """Read the projector file at ``path``. Raises :class:`~app.model.errors.GGUFError` for a file that is not a
     readable GGUF, :class:`NotAProjectorError` for a GGUF that is not a projector (a model given as --mmproj)."""
@@ -72,6 +165,20 @@ def open_projector(path: str | os.PathLike) -> Projector:
             f"{name} is not a projector file: its architecture is {arch!r}, and a --mmproj file is one of "
             "architecture 'clip' (usually named mmproj-*.gguf, next to the model on its download page)."
         )
+    for key in ("clip.has_vision_encoder", "clip.has_audio_encoder"):
+        if key in md and header.metadata_types.get(key) != _BOOL:
+            raise MetadataError(
+                f"{name}: {key} is not a boolean ({md[key]!r:.40}); llama.cpp aborts reading it. Get the file again.",
+                key=key,
+                wanted="bool",
+            )
+    for key in ("clip.projector_type", "clip.vision.projector_type", "clip.audio.projector_type"):
+        if key in md and header.metadata_types.get(key) != _STRING:
+            raise MetadataError(
+                f"{name}: {key} is not a string ({md[key]!r:.40}); llama.cpp aborts reading it. Get the file again.",
+                key=key,
+                wanted="string",
+            )
     vision = bool(md.get("clip.has_vision_encoder", False))
     audio = bool(md.get("clip.has_audio_encoder", False))
     common = md.get("clip.projector_type")
@@ -82,4 +189,8 @@ def open_projector(path: str | os.PathLike) -> Projector:
         raise MetadataError(
             f"{name} names no projector type (clip.projector_type): llama.cpp refuses it; get the file again."
         )
+    if vision:
+        _check(name, header, "vision", _U32_VISION, v_type if isinstance(v_type, str) else "")
+    if audio and not (vision and v_type == "gemma3nv"):  # clip_init skips Gemma 3n's audio encoder
+        _check(name, header, "audio", _U32_AUDIO, a_type if isinstance(a_type, str) else "")
     return Projector(Path(os.fspath(path)), header, proj, a_type if isinstance(a_type, str) else None, vision, audio)

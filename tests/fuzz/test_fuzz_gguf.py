@@ -648,3 +648,83 @@ def test_hostile_values_are_json(tmp_path):
     back = json.loads(json.dumps(doc))
     assert len(back["mutations"]) == len(HOSTILE)
     assert math.isnan(back["mutations"][3][3]) and back["mutations"][4][3] == INF
+
+
+#: the projector keys clip.cpp's load_hparams reads and Layerdeck's projector memory depends on
+PROJ_KEYS = [
+    "clip.projector_type", "clip.vision.projector_type", "clip.audio.projector_type", "clip.has_vision_encoder",
+    "clip.has_audio_encoder", "clip.vision.image_size", "clip.vision.patch_size", "clip.vision.embedding_length",
+    "clip.vision.feed_forward_length", "clip.vision.block_count", "clip.vision.attention.head_count",
+    "clip.vision.attention.head_count_kv", "clip.vision.attention.head_dim", "clip.vision.projector.scale_factor",
+    "clip.vision.spatial_merge_size", "clip.vision.n_wa_pattern", "clip.audio.num_mel_bins",
+    "clip.audio.embedding_length", "clip.audio.feed_forward_length", "clip.audio.block_count",
+    "clip.audio.attention.head_count", "clip.audio.attention.head_count_kv", "clip.audio.attention.head_dim",
+    "clip.audio.projector.stack_factor", "general.architecture",
+]
+proj_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h][1]], st.sampled_from(PROJ_KEYS),
+                               st.integers(0, len(HOSTILE) - 1))
+
+
+@pytest.fixture(scope="module")
+def projectors(tmp_path_factory) -> Bases:
+    """A tiny text model and unmutated projectors for it: gemma3 and Qwen2.5-VL vision, Ultravox and Voxtral audio,
+    and a file with both encoders."""
+    from tests import gguf_factory as gf
+    from tests.projector_factory import write_gemma3_projector, write_qwen2vl_projector, write_whisper_projector
+
+    d = tmp_path_factory.mktemp("projectors")
+    return Bases(
+        target=gf.write_tiny_model("llama", d / "t.gguf").read_bytes(),
+        gemma3=write_gemma3_projector(d / "gemma3.gguf").read_bytes(),
+        qwen25vl=write_qwen2vl_projector(d / "qwen25vl.gguf").read_bytes(),
+        ultravox=write_whisper_projector(d / "ultravox.gguf").read_bytes(),
+        voxtral=write_whisper_projector(d / "voxtral.gguf", proj_type="voxtral", stack_factor=4).read_bytes(),
+        omni=write_whisper_projector(d / "omni.gguf", proj_type="qwen2a",
+                                     vision_from=write_qwen2vl_projector(d / "v.gguf")).read_bytes(),
+    )
+
+
+@given(
+    proj=st.sampled_from(["gemma3", "qwen25vl", "ultravox", "voxtral", "omni"]),
+    mutations=st.lists(st.one_of(proj_meta_mutation, proj_meta_mutation, any_mutation), min_size=1, max_size=2),
+)
+@example(proj="ultravox", mutations=[["meta", "clip.audio.block_count", T_U32, (1 << 32) - 1]])
+@example(proj="gemma3", mutations=[["meta", "clip.vision.block_count", T_U32, 1 << 20]])
+@example(proj="ultravox", mutations=[["meta", "clip.audio.num_mel_bins", T_U32, 0]])
+@example(proj="voxtral", mutations=[["meta", "clip.audio.projector.stack_factor", T_U32, (1 << 31) - 1]])
+@example(proj="ultravox", mutations=[["meta", "clip.audio.embedding_length", T_STR, "4"]])
+@example(proj="omni", mutations=[["meta", "clip.audio.attention.head_count", T_U32, 0]])
+@example(proj="gemma3", mutations=[["meta", "clip.vision.image_size", T_U32, (1 << 32) - 1]])
+def test_hostile_projectors(proj, mutations, projectors, scratch):
+    """A mutated projector given with --mmproj, through the core (open, its memory on the CPU and on a planned
+    GPU) and the CLI: a result or a typed error, within the budgets; what the core refuses the CLI refuses with
+    the same message."""
+    from app.command.parse import settings_from_args
+    from app.memory.estimator import Estimator
+    from app.model.projector import open_projector
+
+    target = scratch / "target.gguf"
+    target.write_bytes(projectors["target"])
+    path = scratch / f"mmproj-{proj}.gguf"
+    path.write_bytes(apply(projectors[proj], mutations))
+    args = ["-m", str(target), "--mmproj", str(path), "-c", "4096"]
+    with watchdog(2 * TIME_BUDGET_S):
+        t0 = time.perf_counter()
+        message = ""
+        try:
+            p = open_projector(path)
+            est = Estimator(open_model(target), projector=p)
+            for lanes in ([], LANES):
+                e = est.estimate(lanes, settings_from_args(args[2:], tool="server"))
+                assert e.projector is not None and e.projector.weights >= 0
+                assert all(v >= 0 for v in e.projector.compute.values())
+        except LayerdeckError as exc:
+            message = exc.message
+            assert message.strip(), "a typed error without a message"
+        assert time.perf_counter() - t0 <= TIME_BUDGET_S
+        code, out, err, seconds = run_cli(["estimate", "--", *args])
+        assert code in (0, 2), (code, err)
+        assert "Traceback" not in err + out, err
+        assert seconds <= TIME_BUDGET_S, f"estimate took {seconds:.1f} s"
+        if message:
+            assert code == 2 and message.splitlines()[0] in err, (err, message)

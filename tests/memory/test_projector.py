@@ -21,6 +21,7 @@ from tests.projector_factory import (
     write_qwen2vl_projector,
     write_qwen3vl_projector,
     write_siglip_projector,
+    write_whisper_projector,
 )
 
 from .accuracy import MiB, list_rpc_devices, record
@@ -95,17 +96,18 @@ def test_gemma3_compute_is_replayed_and_flash_attention_matters(proj_file):
 
 
 def test_a_projector_type_without_a_graph_is_approximate_and_says_so(tmp_path):
-    from gguf import GGUFWriter
     import numpy as np
+    from gguf import GGUFWriter
 
     path = tmp_path / "pixtral.gguf"
     w = GGUFWriter(str(path), "clip")
     w.add_bool("clip.has_vision_encoder", True)
     w.add_string("clip.projector_type", "somethingnew")
     for k, v in (("image_size", 224), ("patch_size", 14), ("embedding_length", 64), ("feed_forward_length", 128),
-                 ("block_count", 1), ("attention.head_count", 2)):
+                 ("block_count", 1), ("attention.head_count", 2), ("projection_dim", 64)):
         w.add_uint32(f"clip.vision.{k}", v)
-    w.add_tensor("v.blk.0.attn_q.weight", np.zeros((64, 64), dtype=np.float32))
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_tensor("v.blk.0.attn_out.weight", np.zeros((64, 64), dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -147,11 +149,23 @@ SHAPES = {
     "lfm2": ("siglip", dict(kind="lfm2", scale_factor=2, image_size=256, n_layer=3)),
     # InternVL: the CLS token, layer scales, pixel shuffle by 2
     "internvl": ("internvl", dict()),
+    # audio over a Whisper encoder (3000 warmup frames): Ultravox (stacked frames, SwiGLU adapter), Qwen2-Audio
+    # (average pool, one linear), Voxtral (pool and stack), Music Flamingo; 80 mel bins and f32 matrices for one
+    "ultravox": ("whisper", dict(proj_type="ultravox")),
+    "qwen2a": ("whisper", dict(proj_type="qwen2a", n_mel=80, matrix_type="f32")),
+    "voxtral": ("whisper", dict(proj_type="voxtral", n_embd=128, n_head=8, n_layer=3, stack_factor=4)),
+    "musicflamingo": ("whisper", dict(proj_type="musicflamingo", n_head=2)),
+    "meralion": ("whisper", dict(proj_type="meralion", stack_factor=3)),
+    # both encoders in one file (Qwen2.5-Omni): a clip_ctx each, their buffers added up per device
+    "omni": ("omni", dict()),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
-            "internvl": write_internvl_projector}
-_TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama"}
+            "internvl": write_internvl_projector, "whisper": write_whisper_projector,
+            "omni": lambda path, **kw: write_whisper_projector(
+                path, proj_type="qwen2a", vision_from=write_qwen2vl_projector(path.with_name("vision.gguf")), **kw)}
+_TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama",
+         "whisper": "llama", "omni": "qwen2vl"}
 
 
 def _write(shape: str, path, tiny_models):
@@ -198,6 +212,18 @@ CASES = [
     ("lfm2-cpu-fa-off", "lfm2", 0, "-fa off --image-max-tokens 100"),
     ("internvl-rpc1", "internvl", 1, ""),
     ("internvl-rpc2-dev-fa-off", "internvl", 2, "-dev RPC1,RPC0 -fa off"),
+    ("ultravox-cpu", "ultravox", 0, ""),
+    ("ultravox-rpc1-fa-off", "ultravox", 1, "-fa off"),
+    ("qwen2a-rpc2-mmdev", "qwen2a", 2, "-mmdev RPC1"),
+    ("qwen2a-cpu-fa-off", "qwen2a", 0, "-fa off"),
+    ("voxtral-rpc1", "voxtral", 1, ""),
+    ("voxtral-rpc2-no-offload-fa-off", "voxtral", 2, "--no-mmproj-offload -fa off"),
+    ("musicflamingo-rpc1-fa-off", "musicflamingo", 1, "-fa off"),
+    ("meralion-cpu", "meralion", 0, ""),
+    ("meralion-rpc1-fa-off", "meralion", 1, "-fa off"),
+    ("omni-cpu", "omni", 0, ""),
+    ("omni-rpc1-fa-off", "omni", 1, "-fa off"),
+    ("omni-rpc2", "omni", 2, "-ngl all"),
 ]
 
 
@@ -210,18 +236,25 @@ def _compare(text: str, proj, lanes: list[Lane], settings: LlamaSettings) -> lis
     where = CPU if using[-1] == "CPU" else by_buft.get(using[-1], using[-1])
     if where != ours.device:
         misses.append(f"device: ours {ours.device}, llama-server {where}")
-    size = float(_SIZE.findall(text)[-1])
+    size = float(_SIZE.findall(text)[-1])  # the file's tensors (load_hparams), once per context
+    if abs(proj.weight_bytes / MiB - size) > 0.005 + 1e-9:
+        misses.append(f"model size: ours {proj.weight_bytes / MiB:.4f} MiB, llama-server {size:.2f} MiB")
+    # what the contexts load (a file with both encoders loads its fixed-name patch embeddings twice), which the
+    # mtmd total below checks to the byte's rounding
     raw = ours.weights_raw
-    if abs(raw / MiB - size) > 0.005 + 1e-9:
-        misses.append(f"model size: ours {raw / MiB:.4f} MiB, llama-server {size:.2f} MiB")
-    if not raw <= ours.weights <= raw + len(proj.tensors) * 127:
+    if not raw <= ours.weights <= raw + 2 * len(proj.tensors) * 127:
         misses.append(f"weights buffer {ours.weights} not the tensors padded ({raw})")
     logged: dict[str, float] = {}
-    for buft, mib in _COMPUTE.findall(text):  # the last reserve's figures (auto -fa may reserve twice)
-        logged[CPU if buft == "CPU" else by_buft.get(buft, buft)] = float(mib)
+    sections = text.split("clip_ctx: CLIP using")[1:]  # one clip_ctx per encoder (vision, audio)
+    for section in sections:
+        last: dict[str, float] = {}
+        for buft, mib in _COMPUTE.findall(section):  # the last reserve's figures (auto -fa may reserve twice)
+            last[CPU if buft == "CPU" else by_buft.get(buft, buft)] = float(mib)
+        for name, mib in last.items():
+            logged[name] = logged.get(name, 0.0) + mib
     for name in set(logged) | set(ours.compute):
         mine = ours.compute.get(name, 0) / MiB
-        if abs(mine - logged.get(name, 0.0)) > 0.005 + 1e-9:
+        if abs(mine - logged.get(name, 0.0)) > 0.005 * len(sections) + 1e-9:  # each figure rounded apart
             misses.append(f"{name} compute: ours {mine:.4f} MiB, llama-server {logged.get(name, 0.0):.2f} MiB")
     total = _TOTAL.findall(text)
     if total:  # libmtmd's own figure: the unpadded weights plus the compute buffers (what --fit reserves)
@@ -262,6 +295,9 @@ VULKAN_CASES = [
     ("vulkan-mistral3", "mistral3", "-fa off"),
     ("vulkan-gemma4v", "gemma4v", ""),
     ("vulkan-internvl", "internvl", "-fa off"),
+    ("vulkan-ultravox", "ultravox", ""),
+    ("vulkan-voxtral-fa-off", "voxtral", "-fa off"),
+    ("vulkan-omni", "omni", ""),
 ]
 
 
@@ -289,3 +325,78 @@ def test_projector_buffers_match_llama_server_on_vulkan(case, shape, args, llama
     record("server-log", case=f"mmproj-{case}", arch="clip", backends=["Vulkan"], ok=not misses,
            features=["mmproj"])
     assert not misses, "\n".join(misses)
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _mutated(path, tmp_path, mutations):
+    from tests.model.gguf_edit import apply
+
+    out = tmp_path / f"bad-{path.name}"
+    out.write_bytes(apply(path.read_bytes(), mutations))
+    return out
+
+
+#: (projector, mutation, what Layerdeck says, what llama-server says)
+REFUSALS = [
+    ("ultravox", ["meta", "clip.audio.block_count", 4, 3], "unable to find tensor a.blk.2.attn_out.weight",
+     "unable to find tensor a.blk.2.attn_out.weight"),
+    ("ultravox", ["meta", "clip.audio.num_mel_bins", 4, 300], "n_mel_bins (300) must be in range [1, 256]",
+     "n_mel_bins (300) must be in range [1, 256]"),
+    ("gemma3", ["meta", "clip.vision.block_count", 4, 1 << 31], "exceeds INT32_MAX", "exceeds INT32_MAX"),
+    ("gemma3", ["del", "clip.vision.projection_dim"], "Key not found: clip.vision.projection_dim",
+     "Key not found: clip.vision.projection_dim"),
+]
+
+
+@pytest.mark.parametrize("kind,mutation,ours,theirs", REFUSALS, ids=[r[2][:24] for r in REFUSALS])
+def test_a_projector_llama_cpp_refuses_is_refused_with_its_reason(kind, mutation, ours, theirs, tmp_path):
+    from app.model.errors import MetadataError
+
+    base = (write_whisper_projector if kind == "ultravox" else write_gemma3_projector)(tmp_path / f"{kind}.gguf")
+    with pytest.raises(MetadataError, match=re.escape(ours)):
+        open_projector(_mutated(base, tmp_path, [mutation]))
+
+
+@pytest.mark.llama
+@pytest.mark.parametrize("kind,mutation,ours,theirs", REFUSALS, ids=[r[2][:24] for r in REFUSALS])
+def test_llama_server_refuses_the_same_projectors(kind, mutation, ours, theirs, llama_bin, tiny_models, tmp_path):
+    from .accuracy import server_refusal
+
+    base = (write_whisper_projector if kind == "ultravox" else write_gemma3_projector)(tmp_path / f"{kind}.gguf")
+    text = server_refusal(llama_bin, tiny_models["llama" if kind == "ultravox" else "gemma3"],
+                          ["--mmproj", str(_mutated(base, tmp_path, [mutation]))])
+    assert theirs in text, text[-2000:]
+
+
+def test_wrong_key_types_and_zero_divisors_are_refused(tmp_path):
+    from app.model.errors import MetadataError
+
+    base = write_whisper_projector(tmp_path / "a.gguf")
+    with pytest.raises(MetadataError, match="clip.audio.embedding_length is a str.*32-bit unsigned"):
+        open_projector(_mutated(base, tmp_path, [["meta", "clip.audio.embedding_length", 8, "64"]]))
+    with pytest.raises(MetadataError, match="clip.audio.attention.head_count is 0"):
+        open_projector(_mutated(base, tmp_path, [["meta", "clip.audio.attention.head_count", 4, 0]]))
+    with pytest.raises(MetadataError, match="clip.has_audio_encoder is not a boolean"):
+        open_projector(_mutated(base, tmp_path, [["meta", "clip.has_audio_encoder", 4, 1]]))
+
+
+def test_an_audio_encoder_without_a_replayed_graph_is_not_counted_and_says_so(tmp_path):
+    base = write_whisper_projector(tmp_path / "a.gguf")
+    p = open_projector(_mutated(base, tmp_path, [["meta", "clip.projector_type", 8, "gemma4a"]]))
+    m = projector_memory(p, [RPC0], _s())
+    assert not m.exact and m.compute == {}  # nothing counted, and said so
+    assert any("'gemma4a' audio encoder" in n and "not counted" in n and "Verify" in n for n in m.notes)
+
+
+def test_both_encoders_count_both_buffers_and_the_patch_embeddings_twice(tmp_path):
+    vision = write_qwen2vl_projector(tmp_path / "v.gguf")
+    both = open_projector(write_whisper_projector(tmp_path / "omni.gguf", proj_type="qwen2a", vision_from=vision))
+    v = projector_memory(open_projector(vision), [], _s())
+    a = projector_memory(open_projector(write_whisper_projector(tmp_path / "a.gguf", proj_type="qwen2a")), [], _s())
+    m = projector_memory(both, [], _s())
+    assert m.exact and both.vision and both.audio and both.audio_type == "qwen2a"
+    assert m.compute[CPU] == v.compute[CPU] + a.compute[CPU]
+    patch = sum(t.nbytes for t in both.tensors if t.name.startswith("v.patch_embd"))
+    assert patch > 0 and m.weights_raw == both.weight_bytes + patch

@@ -26,6 +26,7 @@ from .ggml import (
     new,
     permute,
     reshape,
+    row_size,
     transpose,
     unary,
     view,
@@ -48,6 +49,10 @@ class ClipHParams:
     n_merge: int
     ffn_op: str  # "gelu", "silu", "gelu_quick"
     n_wa_pattern: int = 0  # Qwen2.5-VL: every n-th layer has full attention, the others window attention
+    prefix: str = "v"  # the encoder's tensor prefix: "v" (vision) or "a" (audio)
+    n_mel: int = 0  # audio: mel bins (the warmup's rows)
+    warmup_frames: int = 0  # audio: the warmup's frames (clip_hparams::warmup_audio_size, 3000)
+    stack_factor: int = 0  # audio: frames stacked into one token (clip.audio.projector.stack_factor)
 
 
 def wview(w: T, ne, op: str = "RESHAPE") -> T:
@@ -175,21 +180,23 @@ def build_vit(
     add_pos=None,
     mm=None,
     v_norm: bool = False,
+    avgpool: bool = False,
 ) -> T:
     """``clip_graph::build_vit`` for separate q/k/v (with or without biases and q/k norms), an optional
     ``add_pos`` on Q and K (RoPE), layer scales and post norms, no masks. ``mm``: the graph's ``build_mm``
-    (Gemma 4 clamps around every matmul); ``v_norm``: Gemma 4's RMS norm of V."""
+    (Gemma 4 clamps around every matmul); ``v_norm``: Gemma 4's RMS norm of V; ``avgpool``: the audio
+    encoders' pool of 2 before the post norm (``clip_model::audio_has_avgpool``)."""
     mm = mm or mul_mat
     if pos_embd is not None:
         inp = binary("ADD", inp, pos_embd)
     inp = reshape(inp, hp.n_embd, n_pos)
     inp_l = inp
-    pre_w = w("v.pre_ln.weight")
+    pre_w = w(f"{hp.prefix}.pre_ln.weight")
     if pre_w is not None:
-        inp_l = _norm(inp_l, pre_w, w("v.pre_ln.bias"), rms)
+        inp_l = _norm(inp_l, pre_w, w(f"{hp.prefix}.pre_ln.bias"), rms)
     dh = hp.d_head
     for il in range(hp.n_layer):
-        p = f"v.blk.{il}."
+        p = f"{hp.prefix}.blk.{il}."
         cur = _norm(inp_l, w(p + "ln1.weight"), w(p + "ln1.bias"), rms)
         if w(p + "attn_qkv.weight") is not None:
             raise NotImplementedError("fused qkv")
@@ -244,9 +251,13 @@ def build_vit(
         if w(p + "out_scale.weight") is not None:
             cur = binary("MUL", cur, w(p + "out_scale.weight"))
         inp_l = cur
-    post_w = w("v.post_ln.weight")
+    if avgpool:  # audio_has_avgpool: a 1-D average pool of 2 over the positions
+        cur = cont(transpose(inp_l))
+        cur = new("f32", ((cur.ne[0] - 2) // 2 + 1, cur.ne[1], cur.ne[2], cur.ne[3]), "POOL_1D", (cur,))
+        inp_l = cont(transpose(cur))
+    post_w = w(f"{hp.prefix}.post_ln.weight")
     if post_w is not None:
-        inp_l = _norm(inp_l, post_w, w("v.post_ln.bias"), rms)
+        inp_l = _norm(inp_l, post_w, w(f"{hp.prefix}.post_ln.bias"), rms)
     return reshape(inp_l, hp.n_embd, inp_l.ne[1], 1)
 
 
@@ -644,6 +655,83 @@ def build_internvl(hp: ClipHParams, w, fa: bool) -> Graph:
         w("mm.model.mlp.3.bias"),
         "gelu",
     )
+    g.expand(cur)
+    return g
+
+
+def conv_1d_ph(kernel: T, inp: T, s0: int) -> T:
+    """``ggml_conv_1d_ph``: ``ggml_conv_1d`` padded by half the kernel: im2col (f16, f32 for a bf16 kernel) of
+    [IC * K, OL], a matmul against the kernel reshaped to [K * IC, OC], reshaped to [OL, OC, 1]."""
+    k, ic, oc = kernel.ne[0], kernel.ne[1], kernel.ne[2]
+    p0 = k // 2
+    ol = (inp.ne[0] + 2 * p0 - (k - 1) - 1) // s0 + 1  # ggml_calc_conv_output_size, dilation 1
+    col_ty = "f32" if wtype(kernel) == "bf16" else "f16"
+    im2col = new(col_ty, (ic * k, ol, inp.ne[2], 1), "IM2COL", (kernel, inp))
+    a = reshape(im2col, im2col.ne[0], im2col.ne[2] * im2col.ne[1])
+    r = mul_mat(a, wview(kernel, (k * ic, oc)))
+    return reshape(r, im2col.ne[1], oc, im2col.ne[2])
+
+
+#: the whisper-encoder projector types (``models/whisper-enc.cpp``) whose adapter is replayed
+WHISPER_TYPES = ("ultravox", "qwen2a", "voxtral", "musicflamingo", "meralion")
+
+
+def build_whisper(hp: ClipHParams, w, fa: bool, proj_type: str) -> Graph:
+    """``clip_graph_whisper_enc::build`` for the warmup audio (``warmup_frames`` x ``n_mel``): two 1-D
+    convolutions with GELU (the second halves the frames), the learned positions, the transformer, the average
+    pool of Qwen2-Audio/Voxtral/Music Flamingo, frame stacking (Ultravox, Voxtral, MERaLiON), then the type's
+    adapter."""
+    g = Graph()
+    raw = new("f32", (hp.warmup_frames, hp.n_mel, 1, 1), NONE)  # build_inp_raw(1)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    n_pos = hp.warmup_frames // 2
+    cur = conv_1d_ph(w("a.conv1d.1.weight"), raw, 1)
+    cur = unary("UNARY", binary("ADD", cur, w("a.conv1d.1.bias")))
+    cur = conv_1d_ph(w("a.conv1d.2.weight"), cur, 2)
+    cur = unary("UNARY", binary("ADD", cur, w("a.conv1d.2.bias")))
+    inp = cont(transpose(cur))
+    pos = w("a.position_embd.weight")
+    pos = wview(pos, (pos.ne[0], n_pos), "VIEW")
+    avgpool = proj_type in ("qwen2a", "voxtral", "musicflamingo")
+    cur = build_vit(g, hp, w, inp, n_pos, False, pos, fa, avgpool=avgpool)
+    e = hp.n_embd
+    if proj_type in ("ultravox", "voxtral", "meralion") and hp.stack_factor > 1:  # build_stack
+        total = cur.ne[0] * cur.ne[1] * cur.ne[2] * cur.ne[3]
+        stride = e * hp.stack_factor
+        padded = (total + stride - 1) // stride * stride
+        if padded > total:
+            cur = view(cur, (total,), ())
+            cur = new(cur.ty, (padded, 1, 1, 1), "PAD", (cur,))
+        cur = view(cur, (stride, padded // stride), (row_size(cur.ty, stride),))
+    if proj_type == "ultravox":
+        cur = binary("MUL", unary("RMS_NORM", cur), w("mm.a.norm_pre.weight"))
+        cur = mul_mat(w("mm.a.mlp.1.weight"), cur)
+        cur = new(cur.ty, (cur.ne[0] // 2, cur.ne[1], cur.ne[2], cur.ne[3]), "GLU", (cur,))  # swiglu_swapped
+        cur = binary("MUL", unary("RMS_NORM", cur), w("mm.a.norm_mid.weight"))
+        cur = mul_mat(w("mm.a.mlp.2.weight"), cur)
+    elif proj_type == "qwen2a":
+        cur = binary("ADD", mul_mat(w("mm.a.fc.weight"), cur), w("mm.a.fc.bias"))
+    elif proj_type in ("voxtral", "musicflamingo"):
+        cur = build_ffn(
+            cur,
+            w("mm.a.mlp.1.weight"),
+            w("mm.a.mlp.1.bias"),
+            None,
+            None,
+            w("mm.a.mlp.2.weight"),
+            w("mm.a.mlp.2.bias"),
+            "gelu_erf",
+        )
+    elif proj_type == "meralion":
+        cur = _norm(cur, w("mm.a.norm_pre.weight"), w("mm.a.norm_pre.bias"), False)
+        cur = unary("UNARY", binary("ADD", mul_mat(w("mm.a.mlp.0.weight"), cur), w("mm.a.mlp.0.bias")))
+        gate = unary("UNARY", binary("ADD", mul_mat(w("mm.a.mlp.1.weight"), cur), w("mm.a.mlp.1.bias")))
+        pool = binary("ADD", mul_mat(w("mm.a.mlp.2.weight"), cur), w("mm.a.mlp.2.bias"))
+        cur = binary("MUL", gate, pool)
+        cur = binary("ADD", mul_mat(w("mm.a.mlp.3.weight"), cur), w("mm.a.mlp.3.bias"))
+    else:
+        raise NotImplementedError(f"{proj_type} audio adapter")
     g.expand(cur)
     return g
 
