@@ -90,9 +90,12 @@ class ProjectorPanel(QWidget):
             return "<span style='color:gray'>No projector: the model takes text only.</span>"
         compute = ", ".join(f"{d} {fmt_bytes(n)}" for d, n in pm.compute.items() if n) or "none"
         text = f"On {pm.device}: weights {fmt_bytes(pm.weights)}; compute buffers {compute}."
+        if len(pm.encoders) > 1:  # one clip context per encoder, each with its own buffers
+            text += "<br>" + "; ".join(
+                f"{kind} ({ptype}): " + (", ".join(f"{d} {fmt_bytes(n)}" for d, n in own.items()) or "not counted")
+                for kind, ptype, own in pm.encoders)
         if not pm.exact:
-            text += ("<br><span style='color:#C98A00'>The compute buffer of this projector type is approximate: "
-                     "Verify asks llama.cpp.</span>")
+            text += "<br><span style='color:#C98A00'>" + " ".join(pm.notes) + "</span>"
         return text
 
     def _apply(self, *_) -> None:

@@ -47,6 +47,8 @@ class ProjectorMemory:
     exact: bool  # compute replayed from this projector type's graph (else approximate)
     notes: list[str] = field(default_factory=list)
     weights_raw: int = 0  # the tensors' bytes unpadded (what libmtmd counts and llama-server logs as "model size")
+    #: per encoder context: (kind "vision"/"audio", projector type, compute bytes per device; empty where not counted)
+    encoders: list[tuple[str, str, dict[str, int]]] = field(default_factory=list)
 
     def mtmd_usage(self) -> dict[str, int]:
         """``mtmd_get_memory_usage`` per device: the unpadded weights plus the compute buffers, which llama-server
@@ -351,10 +353,13 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
     compute: dict[str, int] = {}
     exact = True
 
-    def add(peaks: list[int]) -> None:
-        for name, size in zip(names, peaks):
-            if size > 1:  # reserve_compute_meta logs (and mtmd counts) only buffers above 1 byte
-                compute[name] = compute.get(name, 0) + size
+    encoders: list[tuple[str, str, dict[str, int]]] = []
+
+    def add(kind: str, ptype: str, peaks: list[int]) -> None:
+        own = {name: size for name, size in zip(names, peaks) if size > 1}  # reserve_compute_meta logs (and mtmd
+        for name, size in own.items():  # counts) only buffers above 1 byte
+            compute[name] = compute.get(name, 0) + size
+        encoders.append((kind, ptype, own))
 
     v_type = _VISION_ALIAS.get(proj.proj_type, proj.proj_type) if proj.vision else None
     if v_type is not None:
@@ -372,7 +377,7 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
                 f"The projector's compute buffers are approximate: Layerdeck does not replay the "
                 f"{v_type!r} projector's graph yet. Verify measures them with the real llama-server."
             )
-        add(peaks)
+        add("vision", v_type, peaks)
     a_type = proj.audio_type or (proj.proj_type if not proj.vision else None)
     a_type = _AUDIO_ALIAS.get(a_type, a_type) if proj.audio and a_type else None
     if a_type is not None and v_type not in _SKIPS_AUDIO:
@@ -380,15 +385,16 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
         done = False
         if a_type in WHISPER_TYPES:
             try:
-                add(_warmup(proj, hp, lane, fa_mode, lambda h, w, fa: build_whisper(h, w, fa, a_type)))
+                add("audio", a_type, _warmup(proj, hp, lane, fa_mode, lambda h, w, fa: build_whisper(h, w, fa, a_type)))
                 done = True
             except (NotImplementedError, KeyError, AttributeError, TypeError) as exc:
                 notes.append(f"The {a_type} audio encoder's graph could not be replayed ({exc}).")
         if not done:
             exact = False
+            encoders.append(("audio", a_type, {}))
             notes.append(
                 f"The projector's {a_type!r} audio encoder's compute buffer is not counted: Layerdeck does not "
                 "replay its graph yet. Verify measures it with the real llama-server."
             )
     raw = sum(t.nbytes for t in loaded_tensors(proj) + _audio_reloads(proj))
-    return ProjectorMemory(where, weights, compute, exact, notes, weights_raw=raw)
+    return ProjectorMemory(where, weights, compute, exact, notes, weights_raw=raw, encoders=encoders)

@@ -57,7 +57,10 @@ class Projector:
     def title(self) -> str:
         name = self.header.metadata.get("general.name")
         kinds = "+".join(k for k, on in (("vision", self.vision), ("audio", self.audio)) if on) or "no encoder"
-        return f"{name or self.path.name} ({self.proj_type}, {kinds})"
+        types = self.proj_type
+        if self.vision and self.audio and self.audio_type and self.audio_type != self.proj_type:
+            types += f" + {self.audio_type}"
+        return f"{name or self.path.name} ({types}, {kinds})"
 
 
 #: gguf type ids (gguf.h)

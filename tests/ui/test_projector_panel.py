@@ -65,3 +65,27 @@ def test_a_pasted_mmproj_opens_the_projector_and_a_model_file_is_refused(window,
     assert window.doc.session.projector.proj_type == "gemma3"
     err = window.projector_panel.set_projector_path(str(main))  # a text model given as the projector
     assert err and "not a projector file" in err and "not a projector file" in window.projector_panel.info.text()
+
+
+def test_a_file_with_both_encoders_shows_each_context_and_an_uncounted_audio_encoder_says_so(window, qtbot,
+                                                                                              tmp_path):
+    from tests.model.gguf_edit import apply
+    from tests.projector_factory import write_qwen2vl_projector, write_whisper_projector
+
+    main = gf.write_tiny_model("qwen2vl", tmp_path / "qwen2vl.gguf")
+    both = write_whisper_projector(tmp_path / "omni.gguf", proj_type="qwen2a",
+                                   vision_from=write_qwen2vl_projector(tmp_path / "v.gguf"))
+    _open(window, qtbot, main)
+    panel = window.projector_panel
+    assert panel.set_projector_path(str(both)) is None
+    pm = window.doc.estimate.projector
+    assert pm.exact and [(k, t) for k, t, _ in pm.encoders] == [("vision", "qwen2.5vl_merger"), ("audio", "qwen2a")]
+    text = panel.info.text()
+    assert "vision (qwen2.5vl_merger): CUDA0" in text and "audio (qwen2a): CUDA0" in text
+    # an audio encoder Layerdeck does not replay: counted as nothing, and said so in the panel
+    other = tmp_path / "other.gguf"
+    other.write_bytes(apply(both.read_bytes(), [["meta", "clip.audio.projector_type", 8, "gemma4a"]]))
+    assert panel.set_projector_path(str(other)) is None
+    text = panel.info.text()
+    assert not window.doc.estimate.projector.exact
+    assert "audio (gemma4a): not counted" in text and "'gemma4a' audio encoder's compute buffer is not counted" in text
