@@ -148,9 +148,10 @@ FEATURE_NOTES = {
     "mmproj": "the projector's device (-mmdev, the first of -dev, else the first GPU-type device, RPC included; "
     "--no-mmproj-offload: the CPU), its weights and every compute buffer against llama-server's load log (libmtmd's "
     "lines); compute replayed for gemma3, qwen2vl/2.5vl/3vl, pixtral/mistral3, gemma4v, idefics3, lfm2 and internvl, "
-    "and for the Whisper audio encoders (ultravox, qwen2a, voxtral, musicflamingo, meralion; a file with both "
-    "encoders, Qwen2.5-Omni's, as its two contexts), approximate for other vision types and said so; other audio "
-    "encoders (conformer, gemma4a, qwen3a, ...) not counted, said so; a block of its own on its lane",
+    "and for the audio encoders of Whisper (ultravox, qwen2a, voxtral, musicflamingo, meralion) and Qwen3-Omni "
+    "(qwen3a); a file with both encoders (Qwen2.5-Omni's, Qwen3-Omni's) as its two contexts; approximate for other "
+    "vision types and said so; other audio encoders (conformer, gemma4a, ...) not counted, said so; a block of its "
+    "own on its lane",
     "draft": "the draft's weights, KV cache, compute and output buffers per device against llama-server's load "
     "log (the lines after 'loading draft model'), and the main context's extra output rows for the drafted tokens; "
     "its context has the target's cells, f16 caches unless -ctkd/-ctvd, one output row per slot; the board shows "
@@ -243,7 +244,8 @@ def feature_rows(rows: list[dict]) -> list[str]:
 
 #: The projector types the architectures' published --mmproj files use (a text architecture -> the libmtmd
 #: projector types of its vision and audio encoders: Ultravox and Voxtral over Llama, Qwen2-Audio and Music
-#: Flamingo over Qwen2, Qwen2.5-Omni over Qwen2-VL, MERaLiON over Gemma 2); their comparisons are the mmproj
+#: Flamingo over Qwen2, Qwen2.5-Omni over Qwen2-VL, Qwen3-ASR over Qwen3-VL, Qwen3-Omni over Qwen3-VL-MoE,
+#: MERaLiON over Gemma 2); their comparisons are the mmproj
 #: server-log results of those types. Types without a replayed graph are named as approximate.
 PROJECTORS_OF = {
     "llama": ("ultravox", "voxtral", "mlp (LLaVA)"),
@@ -252,13 +254,13 @@ PROJECTORS_OF = {
     "gemma4": ("gemma4v",),
     "qwen2": ("qwen2a", "musicflamingo"),
     "qwen2vl": ("qwen2vl", "qwen2.5vl", "omni"),
-    "qwen3vl": ("qwen3vl",),
-    "qwen3vlmoe": ("qwen3vl",),
+    "qwen3vl": ("qwen3vl", "qwen3a"),
+    "qwen3vlmoe": ("qwen3vl", "omni3"),
     "mistral3": ("mistral3", "pixtral"),
     "lfm2": ("lfm2",),
 }
 _PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "qwen2a", "mistral3", "pixtral", "gemma4v", "idefics3", "lfm2",
-                    "internvl", "ultravox", "voxtral", "musicflamingo", "meralion", "omni")
+                    "internvl", "ultravox", "voxtral", "musicflamingo", "meralion", "qwen3a", "omni3", "omni")
 
 
 def _projector_type(case: str) -> str:

@@ -446,6 +446,7 @@ def write_whisper_projector(
     stack_factor: int = 8,
     n_ff_proj: int = 128,
     n_pos: int = 1500,
+    conv_channels: int = 16,
     matrix_type: str = "f16",
     vision_from: str | os.PathLike | None = None,
     seed: int = 0,
@@ -454,7 +455,9 @@ def write_whisper_projector(
     as the converter writes them), ``n_pos`` learned positions (at least the warmup's 1500), pre-norm blocks with
     biased q/v/out and an unbiased k, GELU FFN, the post norm, then the ``proj_type`` adapter: ``ultravox``
     (stack by ``stack_factor``, RMS norm, SwiGLU MLP), ``qwen2a`` (one linear), ``voxtral`` (stack, GELU MLP
-    without biases), ``musicflamingo`` (GELU MLP with biases) or ``meralion`` (stack, layer norm, SiLU linear,
+    without biases), ``musicflamingo`` (GELU MLP with biases), ``qwen3a`` (Qwen3-Omni: three stride-2 3x3
+    convolutions of ``conv_channels`` over 100-frame chunks instead of the 1-D ones, 13 positions a chunk, biased
+    GELU MLP) or ``meralion`` (stack, layer norm, SiLU linear,
     SiLU-gated GLU, linear).
 
     ``vision_from``: a vision projector file whose keys and tensors are copied in, making a file with both
@@ -501,16 +504,23 @@ def write_whisper_projector(
             w.add_tensor(t.name, np.array(t.data), raw_shape=list(reversed([int(x) for x in t.shape])),
                          raw_dtype=t.tensor_type)
 
-    add("a.conv1d.1.weight", (3, n_mel, n_embd), np.float16)
-    add("a.conv1d.1.bias", (1, n_embd))
-    add("a.conv1d.2.weight", (3, n_embd, n_embd), np.float16)
-    add("a.conv1d.2.bias", (1, n_embd))
-    add("a.position_embd.weight", (n_embd, n_pos))
+    if proj_type == "qwen3a":  # three 3x3 stride-2 convolutions over 100-frame chunks, then a projection
+        for i in (1, 2, 3):
+            add(f"a.conv2d.{i}.weight", (3, 3, 1 if i == 1 else conv_channels, conv_channels), np.float16)
+            add(f"a.conv2d.{i}.bias", (1, 1, conv_channels))  # as the converter writes it
+        add("a.conv_out.weight", ((n_mel // 8) * conv_channels, n_embd), mt)
+        add("a.position_embd.weight", (n_embd, 16))
+    else:
+        add("a.conv1d.1.weight", (3, n_mel, n_embd), np.float16)
+        add("a.conv1d.1.bias", (1, n_embd))
+        add("a.conv1d.2.weight", (3, n_embd, n_embd), np.float16)
+        add("a.conv1d.2.bias", (1, n_embd))
+        add("a.position_embd.weight", (n_embd, n_pos))
     for il in range(n_layer):
         p = f"a.blk.{il}"
         for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
             add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            if t != "attn_k":
+            if t != "attn_k" or proj_type == "qwen3a":
                 add(f"{p}.{t}.bias", (n_embd,))
         for n in ("ln1", "ln2"):
             add(f"{p}.{n}.weight", (n_embd,))
@@ -530,10 +540,10 @@ def write_whisper_projector(
     elif proj_type == "qwen2a":
         add("mm.a.fc.weight", (n_embd, n_embd_text), mt)
         add("mm.a.fc.bias", (n_embd_text,))
-    elif proj_type in ("voxtral", "musicflamingo"):
+    elif proj_type in ("voxtral", "musicflamingo", "qwen3a"):
         add("mm.a.mlp.1.weight", (stacked, n_ff_proj), mt)
         add("mm.a.mlp.2.weight", (n_ff_proj, n_embd_text), mt)
-        if proj_type == "musicflamingo":
+        if proj_type != "voxtral":
             add("mm.a.mlp.1.bias", (n_ff_proj,))
             add("mm.a.mlp.2.bias", (n_embd_text,))
     elif proj_type == "meralion":

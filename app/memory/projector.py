@@ -30,7 +30,7 @@ from ..lanes import CPU, DeviceKind, Lane
 from ..model.projector import Projector
 from .backends import CPU_ALIGNMENT, alignment_of, backend_of, cuda_like
 from .compute.alloc import allocate_graph
-from .compute.projector_graphs import GRAPHS, WHISPER_TYPES, ClipHParams, build_whisper, make_weight
+from .compute.projector_graphs import AUDIO_GRAPHS, GRAPHS, ClipHParams, make_weight
 from .compute.schedule import schedule
 from .compute.vk_optimize import reorder as vk_reorder
 from .compute.vk_optimize import use_counts
@@ -383,9 +383,9 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
     if a_type is not None and v_type not in _SKIPS_AUDIO:
         hp = audio_hparams(proj)
         done = False
-        if a_type in WHISPER_TYPES:
+        if a_type in AUDIO_GRAPHS:
             try:
-                add("audio", a_type, _warmup(proj, hp, lane, fa_mode, lambda h, w, fa: build_whisper(h, w, fa, a_type)))
+                add("audio", a_type, _warmup(proj, hp, lane, fa_mode, AUDIO_GRAPHS[a_type]))
                 done = True
             except (NotImplementedError, KeyError, AttributeError, TypeError) as exc:
                 notes.append(f"The {a_type} audio encoder's graph could not be replayed ({exc}).")

@@ -156,16 +156,24 @@ SHAPES = {
     "voxtral": ("whisper", dict(proj_type="voxtral", n_embd=128, n_head=8, n_layer=3, stack_factor=4)),
     "musicflamingo": ("whisper", dict(proj_type="musicflamingo", n_head=2)),
     "meralion": ("whisper", dict(proj_type="meralion", stack_factor=3)),
+    # Qwen3-Omni's audio encoder: 2-D convolutions over 100-frame chunks, 390 positions
+    "qwen3a": ("whisper", dict(proj_type="qwen3a", n_embd=128, n_head=4, conv_channels=32)),
     # both encoders in one file (Qwen2.5-Omni): a clip_ctx each, their buffers added up per device
     "omni": ("omni", dict()),
+    # Qwen3-Omni: Qwen3-VL vision (its output 64 x 3 with deepstack) and the qwen3a audio encoder, whose context
+    # loads the vision's deepstack tensors of its own layer indices again
+    "omni3": ("omni3", dict()),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
             "internvl": write_internvl_projector, "whisper": write_whisper_projector,
             "omni": lambda path, **kw: write_whisper_projector(
-                path, proj_type="qwen2a", vision_from=write_qwen2vl_projector(path.with_name("vision.gguf")), **kw)}
+                path, proj_type="qwen2a", vision_from=write_qwen2vl_projector(path.with_name("vision.gguf")), **kw),
+            "omni3": lambda path, **kw: write_whisper_projector(
+                path, proj_type="qwen3a", n_embd_text=192,
+                vision_from=write_qwen3vl_projector(path.with_name("vision.gguf")), **kw)}
 _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama",
-         "whisper": "llama", "omni": "qwen2vl"}
+         "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl"}
 
 
 def _write(shape: str, path, tiny_models):
@@ -221,9 +229,14 @@ CASES = [
     ("musicflamingo-rpc1-fa-off", "musicflamingo", 1, "-fa off"),
     ("meralion-cpu", "meralion", 0, ""),
     ("meralion-rpc1-fa-off", "meralion", 1, "-fa off"),
+    ("qwen3a-cpu", "qwen3a", 0, ""),
+    ("qwen3a-rpc1-fa-off", "qwen3a", 1, "-fa off"),
+    ("qwen3a-rpc2-mmdev", "qwen3a", 2, "-mmdev RPC1"),
     ("omni-cpu", "omni", 0, ""),
     ("omni-rpc1-fa-off", "omni", 1, "-fa off"),
     ("omni-rpc2", "omni", 2, "-ngl all"),
+    ("omni3-cpu-fa-off", "omni3", 0, "-fa off"),
+    ("omni3-rpc1", "omni3", 1, ""),
 ]
 
 
@@ -298,6 +311,7 @@ VULKAN_CASES = [
     ("vulkan-ultravox", "ultravox", ""),
     ("vulkan-voxtral-fa-off", "voxtral", "-fa off"),
     ("vulkan-omni", "omni", ""),
+    ("vulkan-qwen3a", "qwen3a", ""),
 ]
 
 

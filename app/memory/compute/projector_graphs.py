@@ -10,6 +10,7 @@ transposes its projection).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .ggml import (
@@ -91,12 +92,12 @@ def cast(a: T, ty: str) -> T:
     return t
 
 
-def conv_2d(g: Graph, kernel: T, inp: T, s0: int, s1: int) -> T:
-    """``ggml_conv_2d`` without padding or dilation: im2col (f16, f32 for a bf16 kernel), a matmul against the
-    reshaped kernel, a permuted copy."""
+def conv_2d(g: Graph, kernel: T, inp: T, s0: int, s1: int, p0: int = 0, p1: int = 0) -> T:
+    """``ggml_conv_2d`` without dilation: im2col (f16, f32 for a bf16 kernel), a matmul against the reshaped
+    kernel, a permuted copy."""
     kw, kh, ic, oc = kernel.ne
-    ow = (inp.ne[0] - kw) // s0 + 1
-    oh = (inp.ne[1] - kh) // s1 + 1
+    ow = (inp.ne[0] + 2 * p0 - kw) // s0 + 1
+    oh = (inp.ne[1] + 2 * p1 - kh) // s1 + 1
     n = inp.ne[3]
     col_ty = "f32" if wtype(kernel) == "bf16" else "f16"
     im2col = new(col_ty, (ic * kh * kw, ow, oh, n), "IM2COL", (kernel, inp))
@@ -734,6 +735,59 @@ def build_whisper(hp: ClipHParams, w, fa: bool, proj_type: str) -> Graph:
         raise NotImplementedError(f"{proj_type} audio adapter")
     g.expand(cur)
     return g
+
+
+def build_qwen3a(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_qwen3a::build`` (Qwen3-Omni / Qwen3-ASR audio, ``models/qwen3a.cpp``): the warmup frames as
+    chunks of 100, three stride-2 3x3 convolutions with GELU, the flattened channels projected to the encoder
+    width, 13 positions repeated per chunk, the transformer, a GELU MLP."""
+    g = Graph()
+    raw = new("f32", (hp.warmup_frames, hp.n_mel, 1, 1), NONE)  # build_inp_raw(1)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    chunk = 100
+    n_chunks = hp.warmup_frames // chunk
+    if hp.warmup_frames % chunk:
+        raise NotImplementedError("frames not a multiple of the chunk")
+    f4 = 4  # sizeof(float)
+    cur = view(raw, (chunk, hp.n_mel, 1, n_chunks), (hp.warmup_frames * f4, chunk * f4, chunk * f4))
+    cur = cont(cur)
+    for i in (1, 2, 3):
+        cur = conv_2d(g, w(f"a.conv2d.{i}.weight"), cur, 2, 2, 1, 1)
+        b = w(f"a.conv2d.{i}.bias")
+        if b is not None:
+            cur = binary("ADD", cur, wview(b, (1, 1, cur.ne[2], 1)))
+        cur = unary("UNARY", cur)
+    cur = cont(permute(cur, 2, 0, 1, 3))
+    cur = reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+    cur = mul_mat(w("a.conv_out.weight"), cur)
+    bias = w("a.conv_out.bias")
+    if bias is not None:
+        cur = binary("ADD", cur, bias)
+    n_pos = cur.ne[1]
+    pos = w("a.position_embd.weight")
+    pos = wview(pos, (pos.ne[0], n_pos // n_chunks), "VIEW")
+    cur = binary("ADD", cur, new("f32", (pos.ne[0], n_pos, 1, 1), "REPEAT", (pos,)))
+    cur = build_vit(g, hp, w, cur, n_pos, False, None, fa)
+    cur = build_ffn(
+        cur,
+        w("mm.a.mlp.1.weight"),
+        w("mm.a.mlp.1.bias"),
+        None,
+        None,
+        w("mm.a.mlp.2.weight"),
+        w("mm.a.mlp.2.bias"),
+        "gelu_erf",
+    )
+    g.expand(cur)
+    return g
+
+
+#: audio projector type -> graph builder (types not here are not counted, and the estimate says so)
+AUDIO_GRAPHS = {
+    **{t: functools.partial(build_whisper, proj_type=t) for t in WHISPER_TYPES},
+    "qwen3a": build_qwen3a,
+}
 
 
 #: projector type -> graph builder (types not here get an approximate compute figure)
