@@ -433,6 +433,28 @@ def write_internvl_projector(
     return _finish(w, path)
 
 
+def _copy_vision(w: GGUFWriter, vision_from) -> None:
+    """Copy a vision projector file's clip keys (its projector type as ``clip.vision.projector_type``) and tensors
+    into ``w``: a file with both encoders."""
+    from gguf import GGUFReader, GGUFValueType
+
+    r = GGUFReader(str(vision_from))
+    for f in r.fields.values():
+        if not f.name.startswith("clip.") or f.name in ("clip.has_audio_encoder", "clip.has_vision_encoder"):
+            continue
+        name = "clip.vision.projector_type" if f.name == "clip.projector_type" else f.name
+        vt = f.types[0]
+        if vt == GGUFValueType.STRING:
+            w.add_string(name, bytes(f.parts[f.data[0]]).decode())
+        elif vt == GGUFValueType.ARRAY:
+            w.add_array(name, [f.parts[i].tolist()[0] for i in f.data])
+        else:
+            w.add_key_value(name, f.parts[f.data[0]].tolist()[0], vt)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.array(t.data), raw_shape=list(reversed([int(x) for x in t.shape])),
+                     raw_dtype=t.tensor_type)
+
+
 def write_whisper_projector(
     path: str | os.PathLike,
     *,
@@ -486,23 +508,7 @@ def write_whisper_projector(
         w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     if vision_from is not None:
-        from gguf import GGUFReader, GGUFValueType
-
-        r = GGUFReader(str(vision_from))
-        for f in r.fields.values():
-            if not f.name.startswith("clip.") or f.name in ("clip.has_audio_encoder", "clip.has_vision_encoder"):
-                continue
-            name = "clip.vision.projector_type" if f.name == "clip.projector_type" else f.name
-            vt = f.types[0]
-            if vt == GGUFValueType.STRING:
-                w.add_string(name, bytes(f.parts[f.data[0]]).decode())
-            elif vt == GGUFValueType.ARRAY:
-                w.add_array(name, [f.parts[i].tolist()[0] for i in f.data])
-            else:
-                w.add_key_value(name, f.parts[f.data[0]].tolist()[0], vt)
-        for t in r.tensors:
-            w.add_tensor(t.name, np.array(t.data), raw_shape=list(reversed([int(x) for x in t.shape])),
-                         raw_dtype=t.tensor_type)
+        _copy_vision(w, vision_from)
 
     if proj_type == "qwen3a":  # three 3x3 stride-2 convolutions over 100-frame chunks, then a projection
         for i in (1, 2, 3):
@@ -558,4 +564,82 @@ def write_whisper_projector(
         add("mm.a.mlp.3.bias", (n_embd_text,))
     else:
         raise ValueError(proj_type)
+    return _finish(w, path)
+
+
+def write_gemma4a_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 128,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_mel: int = 128,
+    channels: tuple[int, int] = (8, 16),
+    out_proj: bool = True,
+    clamps: bool = True,
+    matrix_type: str = "f16",
+    vision_from: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> Path:
+    """A Gemma 4 audio projector (``gemma4a``, ``models/gemma4a.cpp``): two 3x3 stride-2 subsampling convolutions
+    of ``channels`` with layer norms, the input projection, conformer blocks (half-step FFNs with post norms,
+    attention with a pre-norm, a per-dimension Q scale and relative-position keys, the GLU + depthwise conv
+    module with the upstream-swapped ``conv_norm``/``norm_conv`` names), the optional output projection and the
+    embedder (``mm.a.soft_emb_norm``, ``mm.a.input_projection``); with ``clamps`` clippable-linear bounds on the
+    first layer's q projection (scalars clip.cpp reads, not loads). ``vision_from``: a vision projector copied in
+    (Gemma 4's mmproj files hold both encoders)."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(Path(path)), "clip")
+    w.add_string("general.name", "tiny-gemma4a-mmproj")
+    w.add_bool("clip.has_vision_encoder", vision_from is not None)
+    w.add_bool("clip.has_audio_encoder", True)
+    if vision_from is None:
+        w.add_string("clip.projector_type", "gemma4a")
+    else:
+        w.add_string("clip.audio.projector_type", "gemma4a")
+        _copy_vision(w, vision_from)
+    w.add_uint32("clip.audio.num_mel_bins", n_mel)
+    w.add_uint32("clip.audio.embedding_length", n_embd)
+    w.add_uint32("clip.audio.feed_forward_length", n_ff)
+    w.add_uint32("clip.audio.block_count", n_layer)
+    w.add_uint32("clip.audio.projection_dim", n_embd_text)
+    w.add_uint32("clip.audio.attention.head_count", n_head)
+    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-6)
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    c0, c1 = channels
+    add("a.conv1d.0.weight", (3, 3, 1, c0), np.float16)
+    add("a.conv1d.0.norm.weight", (c0,))
+    add("a.conv1d.1.weight", (3, 3, c0, c1), np.float16)
+    add("a.conv1d.1.norm.weight", (c1,))
+    add("a.input_projection.weight", (c1 * (n_mel // 4), n_embd), mt)
+    dh = n_embd // n_head
+    for il in range(n_layer):
+        p = f"a.blk.{il}"
+        for n in ("ffn_norm", "ffn_post_norm", "attn_pre_norm", "attn_post_norm", "conv_norm", "norm_conv",
+                  "ffn_norm_1", "ffn_post_norm_1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+        for n in ("ffn_up", "ffn_up_1"):
+            add(f"{p}.{n}.weight", (n_embd, n_ff), mt)
+        for n in ("ffn_down", "ffn_down_1"):
+            add(f"{p}.{n}.weight", (n_ff, n_embd), mt)
+        for n in ("attn_q", "attn_k", "attn_v", "attn_out", "attn_k_rel", "conv_pw2"):
+            add(f"{p}.{n}.weight", (n_embd, n_embd), mt)
+        add(f"{p}.per_dim_scale.weight", (dh,))
+        add(f"{p}.conv_pw1.weight", (n_embd, 2 * n_embd), mt)
+        add(f"{p}.conv_dw.weight", (5, n_embd))
+    if clamps:
+        for b in ("input_min", "input_max", "output_min", "output_max"):
+            w.add_tensor(f"a.blk.0.attn_q.{b}", np.array([-10.0 if "min" in b else 10.0], dtype=np.float32))
+    n_out = n_embd
+    if out_proj:
+        add("a.pre_encode.out.weight", (n_embd, n_out), mt)
+        add("a.pre_encode.out.bias", (n_out,))
+    add("mm.a.soft_emb_norm.weight", (n_out,))
+    add("mm.a.input_projection.weight", (n_out, n_embd_text), mt)
     return _finish(w, path)

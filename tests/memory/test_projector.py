@@ -21,6 +21,7 @@ from tests.projector_factory import (
     write_qwen2vl_projector,
     write_qwen3vl_projector,
     write_siglip_projector,
+    write_gemma4a_projector,
     write_whisper_projector,
 )
 
@@ -163,17 +164,27 @@ SHAPES = {
     # Qwen3-Omni: Qwen3-VL vision (its output 64 x 3 with deepstack) and the qwen3a audio encoder, whose context
     # loads the vision's deepstack tensors of its own layer indices again
     "omni3": ("omni3", dict()),
+    # Gemma 4's audio conformer (chunked local attention, relative positions, depthwise conv module): alone, plain
+    # (no output projection, no clamp bounds, 3 layers, 2 heads), and in a file with Gemma 4's vision encoder
+    "gemma4a": ("gemma4a", dict()),
+    "gemma4a-plain": ("gemma4a", dict(out_proj=False, clamps=False, n_layer=3, n_head=2, n_mel=80,
+                                      channels=(4, 32))),
+    "gemma4-both": ("gemma4-both", dict()),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
             "internvl": write_internvl_projector, "whisper": write_whisper_projector,
             "omni": lambda path, **kw: write_whisper_projector(
                 path, proj_type="qwen2a", vision_from=write_qwen2vl_projector(path.with_name("vision.gguf")), **kw),
+            "gemma4a": write_gemma4a_projector,
+            "gemma4-both": lambda path, **kw: write_gemma4a_projector(
+                path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
                 path, proj_type="qwen3a", n_embd_text=192,
                 vision_from=write_qwen3vl_projector(path.with_name("vision.gguf")), **kw)}
 _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama",
-         "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl"}
+         "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
+         "gemma4a": "gemma4", "gemma4-both": "gemma4"}
 
 
 def _write(shape: str, path, tiny_models):
@@ -237,6 +248,11 @@ CASES = [
     ("omni-rpc2", "omni", 2, "-ngl all"),
     ("omni3-cpu-fa-off", "omni3", 0, "-fa off"),
     ("omni3-rpc1", "omni3", 1, ""),
+    ("gemma4a-cpu", "gemma4a", 0, ""),
+    ("gemma4a-rpc1", "gemma4a-plain", 1, ""),
+    ("gemma4a-rpc2-mmdev-fa-off", "gemma4a", 2, "-mmdev RPC1 -fa off"),
+    ("gemma4-both-cpu", "gemma4-both", 0, ""),
+    ("gemma4-both-rpc2", "gemma4-both", 2, "-fa off"),
 ]
 
 
@@ -312,6 +328,8 @@ VULKAN_CASES = [
     ("vulkan-voxtral-fa-off", "voxtral", "-fa off"),
     ("vulkan-omni", "omni", ""),
     ("vulkan-qwen3a", "qwen3a", ""),
+    ("vulkan-gemma4a", "gemma4a", ""),
+    ("vulkan-gemma4-both", "gemma4-both", "-fa off"),
 ]
 
 

@@ -783,10 +783,162 @@ def build_qwen3a(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_gemma4a(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_gemma4a::build`` (Gemma 4's audio conformer, ``models/gemma4a.cpp``): two padded stride-2 3x3
+    convolutions with channel layer norms and ReLU, the input projection, then per block a half-step SiLU FFN,
+    chunked local attention (chunks of 12 with 12 past positions, padded and cut with overlapping views, relative
+    positions shifted Transformer-XL style, a softcap, a blocked mask input), a GLU + causal depthwise
+    convolution (SSM_CONV) module and a second half-step FFN; the output projection and the embedder. Every
+    ``build_mm`` is clamped (``clamp_info_map`` holds every loaded weight). Flash attention is not used."""
+    g = Graph()
+    e, nh, dh = hp.n_embd, hp.n_head, hp.d_head
+
+    def mm(wt: T, x: T) -> T:
+        return unary("CLAMP", mul_mat(wt, unary("CLAMP", x)))
+
+    def rms(x: T, wt: T | None) -> T:
+        x = unary("RMS_NORM", x)
+        return binary("MUL", x, wt) if wt is not None else x
+
+    def pad4(x: T, *ne) -> T:
+        return new(x.ty, ne4(ne), "PAD", (x,))
+
+    raw = new("f32", (hp.warmup_frames, hp.n_mel, 1, 1), NONE)  # build_inp_raw(1)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    cur = cont(transpose(raw))
+    for i in (0, 1):
+        cur = conv_2d(g, w(f"a.conv1d.{i}.weight"), cur, 2, 2, 1, 1)
+        if w(f"a.conv1d.{i}.bias") is not None:
+            cur = binary("ADD", cur, w(f"a.conv1d.{i}.bias"))
+        nw = w(f"a.conv1d.{i}.norm.weight")
+        if nw is not None:  # nn.LayerNorm over the channels
+            cur = cont(permute(cur, 1, 2, 0, 3))
+            cur = binary("MUL", unary("NORM", cur), nw)
+            cur = cont(permute(cur, 2, 0, 1, 3))
+        cur = unary("UNARY", cur)  # relu
+    cur = cont(permute(cur, 1, 2, 0, 3))
+    cur = reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2])
+    cur = mm(w("a.input_projection.weight"), cur)
+    if w("a.input_projection.bias") is not None:
+        cur = binary("ADD", cur, w("a.input_projection.bias"))
+    n_pos = cur.ne[1]
+    C = P = 12
+    S, R = C + P, P + 1
+    B = (n_pos + C - 1) // C
+    pad_seq = B * C - n_pos
+    pos_emb = new("f32", (nh * dh, R), NONE)
+    pos_emb.flags = pos_emb.fl0 = INPUT
+    pos_emb.name = "pos_emb"
+    kq_mask = new("f32", (S, C, B), NONE)
+    kq_mask.flags = kq_mask.fl0 = INPUT
+    kq_mask.name = "kq_mask"
+
+    def half_ffn(residual: T, x: T, norm: str, up: str, down: str, post: str, p: str) -> T:
+        x = rms(x, w(p + norm))
+        x = build_ffn(x, w(p + up), None, None, None, w(p + down), None, "silu", mm)
+        if w(p + post) is not None:
+            x = rms(x, w(p + post))
+        return binary("ADD", residual, unary("SCALE", x))
+
+    def blocks(t: T) -> T:  # extract_blocks: left pad P, right pad to S*B, overlapping windows of S, stride C
+        t = pad4(t, dh, nh, S * B)
+        t = view(t, (dh, nh, S, B), (t.nb[1], t.nb[2], C * t.nb[2]))
+        return cont(t)
+
+    for il in range(hp.n_layer):
+        p = f"a.blk.{il}."
+        residual = cur
+        if w(p + "ffn_norm.weight") is not None and w(p + "ffn_up.weight") is not None:
+            residual = half_ffn(
+                residual, cur, "ffn_norm.weight", "ffn_up.weight", "ffn_down.weight", "ffn_post_norm.weight", p
+            )
+        qw, kw_, vw, ow = (w(p + f"attn_{x}.weight") for x in ("q", "k", "v", "out"))
+        if qw is not None and kw_ is not None and vw is not None and ow is not None:
+            nw = w(p + "attn_pre_norm.weight") or w(p + "ln1.weight")
+            x = rms(residual, nw) if nw is not None else residual
+            q = reshape(mm(qw, x), dh, nh, n_pos)
+            k = reshape(mm(kw_, x), dh, nh, n_pos)
+            v = reshape(mm(vw, x), dh, nh, n_pos)
+            q = unary("SCALE", q)
+            if w(p + "per_dim_scale.weight") is not None:
+                q = binary("MUL", q, wview(w(p + "per_dim_scale.weight"), (dh, 1, 1)))
+            k = unary("SCALE", k)
+            if w(p + "per_dim_k_scale.weight") is not None:
+                k = binary("MUL", k, wview(w(p + "per_dim_k_scale.weight"), (dh, 1, 1)))
+            q = pad4(q, dh, nh, n_pos + pad_seq)
+            q = cont(permute(reshape(q, dh, nh, C, B), 0, 3, 1, 2))
+            kb = cont(permute(blocks(k), 0, 3, 1, 2))
+            vb = cont(permute(blocks(v), 1, 3, 0, 2))
+            ac = mul_mat(kb, q)
+            krel = w(p + "attn_k_rel.weight")
+            if krel is not None:
+                pe = reshape(mul_mat(krel, pos_emb), dh, nh, R)
+                pe = cont(permute(pe, 0, 2, 1, 3))
+                bd = mul_mat(pe, reshape(q, dh, C * B, nh))
+                bd = reshape(bd, R, C, B, nh)
+                bd = pad4(bd, S + 1, C, B, nh)
+                bd = reshape(bd, (S + 1) * C, B, nh)
+                bd = cont(view(bd, (C * S, B, nh), (bd.nb[1], bd.nb[2])))
+                bd = reshape(bd, S, C, B, nh)
+                ac = binary("ADD", ac, bd)
+            scores = unary("SCALE", unary("UNARY", unary("SCALE", ac)))  # the softcap: scale, tanh, scale
+            scores = binary("ADD", scores, kq_mask)
+            attn = unary("SOFT_MAX", scores)
+            x = mul_mat(vb, attn)
+            x = cont(permute(x, 0, 2, 3, 1))
+            x = cont(x, dh * nh, C * B)
+            if pad_seq > 0:
+                x = cont(view(x, (dh * nh, n_pos), (x.nb[1],)))
+            x = mm(ow, x)
+            if w(p + "attn_out.bias") is not None:
+                x = binary("ADD", x, w(p + "attn_out.bias"))
+            if w(p + "attn_post_norm.weight") is not None:
+                x = rms(x, w(p + "attn_post_norm.weight"))
+            residual = binary("ADD", residual, x)
+        pw1, dw, pw2 = w(p + "conv_pw1.weight"), w(p + "conv_dw.weight"), w(p + "conv_pw2.weight")
+        pre = w(p + "conv_norm.weight")  # the GGUF's conv_norm is the module's pre-norm (names swapped upstream)
+        if pre is not None and pw1 is not None and dw is not None and pw2 is not None:
+            x = mm(pw1, rms(residual, pre))
+            d = x.ne[0] // 2
+            gate = unary("UNARY", cont(view(x, (d, x.ne[1]), (x.nb[1],))))  # sigmoid of the second half
+            x = binary("MUL", view(x, (d, x.ne[1]), (x.nb[1],)), gate)
+            x = cont(transpose(x))
+            x = pad4(x, x.ne[0] + 4, x.ne[1])
+            x = new("f32", (dw.ne[1], x.ne[0] - dw.ne[0] + 1, x.ne[2]), "SSM_CONV", (x, dw))
+            if w(p + "conv_dw.bias") is not None:
+                x = binary("ADD", x, w(p + "conv_dw.bias"))
+            if w(p + "norm_conv.weight") is not None:
+                x = rms(x, w(p + "norm_conv.weight"))
+            x = mm(pw2, unary("UNARY", x))  # silu
+            residual = binary("ADD", residual, x)
+        if w(p + "ffn_norm_1.weight") is not None and w(p + "ffn_up_1.weight") is not None:
+            residual = half_ffn(
+                residual,
+                residual,
+                "ffn_norm_1.weight",
+                "ffn_up_1.weight",
+                "ffn_down_1.weight",
+                "ffn_post_norm_1.weight",
+                p,
+            )
+        cur = rms(residual, w(p + "ln2.weight")) if w(p + "ln2.weight") is not None else residual
+    if w("a.pre_encode.out.weight") is not None:
+        cur = mm(w("a.pre_encode.out.weight"), cur)
+        if w("a.pre_encode.out.bias") is not None:
+            cur = binary("ADD", cur, w("a.pre_encode.out.bias"))
+    cur = rms(cur, w("mm.a.soft_emb_norm.weight"))
+    if w("mm.a.input_projection.weight") is not None:
+        cur = mm(w("mm.a.input_projection.weight"), cur)
+    g.expand(cur)
+    return g
+
+
 #: audio projector type -> graph builder (types not here are not counted, and the estimate says so)
 AUDIO_GRAPHS = {
     **{t: functools.partial(build_whisper, proj_type=t) for t in WHISPER_TYPES},
     "qwen3a": build_qwen3a,
+    "gemma4a": build_gemma4a,
 }
 
 
