@@ -791,7 +791,7 @@ def build_gemma4a(hp: ClipHParams, w, fa: bool) -> Graph:
     convolution (SSM_CONV) module and a second half-step FFN; the output projection and the embedder. Every
     ``build_mm`` is clamped (``clamp_info_map`` holds every loaded weight). Flash attention is not used."""
     g = Graph()
-    e, nh, dh = hp.n_embd, hp.n_head, hp.d_head
+    nh, dh = hp.n_head, hp.d_head
 
     def mm(wt: T, x: T) -> T:
         return unary("CLAMP", mul_mat(wt, unary("CLAMP", x)))
