@@ -479,7 +479,8 @@ def write_whisper_projector(
     (stack by ``stack_factor``, RMS norm, SwiGLU MLP), ``qwen2a`` (one linear), ``voxtral`` (stack, GELU MLP
     without biases), ``musicflamingo`` (GELU MLP with biases), ``qwen3a`` (Qwen3-Omni: three stride-2 3x3
     convolutions of ``conv_channels`` over 100-frame chunks instead of the 1-D ones, 13 positions a chunk, biased
-    GELU MLP) or ``meralion`` (stack, layer norm, SiLU linear,
+    GELU MLP), ``glma`` (GLM-ASR: layer norm, stack, GELU MLP, begin/end rows) or ``meralion`` (stack, layer norm,
+    SiLU linear,
     SiLU-gated GLU, linear).
 
     ``vision_from``: a vision projector file whose keys and tensors are copied in, making a file with both
@@ -500,7 +501,7 @@ def write_whisper_projector(
     w.add_uint32("clip.audio.projection_dim", n_embd_text)
     w.add_uint32("clip.audio.attention.head_count", n_head)
     w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
-    if proj_type in ("ultravox", "voxtral", "meralion"):
+    if proj_type in ("ultravox", "voxtral", "meralion", "glma"):
         w.add_uint32("clip.audio.projector.stack_factor", stack_factor)
     mt = np.float16 if matrix_type == "f16" else np.float32
 
@@ -537,7 +538,7 @@ def write_whisper_projector(
         add(f"{p}.ffn_down.bias", (n_embd,))
     add("a.post_ln.weight", (n_embd,))
     add("a.post_ln.bias", (n_embd,))
-    stacked = n_embd * (stack_factor if proj_type in ("ultravox", "voxtral", "meralion") else 1)
+    stacked = n_embd * (stack_factor if proj_type in ("ultravox", "voxtral", "meralion", "glma") else 1)
     if proj_type == "ultravox":
         add("mm.a.norm_pre.weight", (stacked,))
         add("mm.a.mlp.1.weight", (stacked, 2 * n_ff_proj), mt)
@@ -552,6 +553,15 @@ def write_whisper_projector(
         if proj_type != "voxtral":
             add("mm.a.mlp.1.bias", (n_ff_proj,))
             add("mm.a.mlp.2.bias", (n_embd_text,))
+    elif proj_type == "glma":
+        add("mm.a.norm_pre.weight", (n_embd,))
+        add("mm.a.norm_pre.bias", (n_embd,))
+        add("mm.a.mlp.1.weight", (stacked, n_ff_proj), mt)
+        add("mm.a.mlp.1.bias", (n_ff_proj,))
+        add("mm.a.mlp.2.weight", (n_ff_proj, n_embd_text), mt)
+        add("mm.a.mlp.2.bias", (n_embd_text,))
+        add("v.boi", (n_embd_text, 1))
+        add("v.eoi", (n_embd_text, 1))
     elif proj_type == "meralion":
         add("mm.a.norm_pre.weight", (stacked,))
         add("mm.a.norm_pre.bias", (stacked,))
@@ -642,4 +652,21 @@ def write_gemma4a_projector(
         add("a.pre_encode.out.bias", (n_out,))
     add("mm.a.soft_emb_norm.weight", (n_out,))
     add("mm.a.input_projection.weight", (n_out, n_embd_text), mt)
+    return _finish(w, path)
+
+
+def write_gemma4ua_projector(path: str | os.PathLike, *, n_embd_text: int = 128, seed: int = 0) -> Path:
+    """Gemma 4's encoder-free audio (``gemma4ua``, ``models/gemma4ua.cpp``): no blocks, the raw waveform in
+    640-sample frames RMS-normed and projected by ``mm.a.input_projection`` (clip.cpp sets the 640 itself)."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(Path(path)), "clip")
+    w.add_string("general.name", "tiny-gemma4ua-mmproj")
+    w.add_bool("clip.has_vision_encoder", False)
+    w.add_bool("clip.has_audio_encoder", True)
+    w.add_string("clip.projector_type", "gemma4ua")
+    for key, v in (("num_mel_bins", 128), ("embedding_length", 640), ("feed_forward_length", 0), ("block_count", 0),
+                   ("projection_dim", n_embd_text), ("attention.head_count", 1)):
+        w.add_uint32(f"clip.audio.{key}", v)
+    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-6)
+    w.add_tensor("mm.a.input_projection.weight", (rng.standard_normal((n_embd_text, 640)) * 0.02).astype(np.float16))
     return _finish(w, path)

@@ -315,9 +315,10 @@ _AUDIO_ALIAS = {"qwen2.5o": "qwen2a"}
 _SKIPS_AUDIO = ("gemma3nv",)
 
 
-def audio_hparams(proj: Projector) -> ClipHParams:
+def audio_hparams(proj: Projector, a_type: str = "") -> ClipHParams:
     """``clip_model_loader::load_hparams`` for the audio encoder: the ``clip.audio.*`` keys, and the warmup
-    ``clip_hparams::warmup_audio_size`` (3000 frames) of ``num_mel_bins`` rows."""
+    ``clip_hparams::warmup_audio_size`` (3000 frames) of ``num_mel_bins`` rows (640 samples for the encoder-free
+    ``gemma4ua``, whatever the file says)."""
     hp = proj.audio_hp
     n_embd = int(hp("embedding_length", 0))
     n_head = int(hp("attention.head_count", 1)) or 1
@@ -334,7 +335,7 @@ def audio_hparams(proj: Projector) -> ClipHParams:
         n_merge=1,
         ffn_op="gelu_erf",
         prefix="a",
-        n_mel=int(hp("num_mel_bins", 0)),
+        n_mel=640 if a_type == "gemma4ua" else int(hp("num_mel_bins", 0)),
         warmup_frames=3000,
         stack_factor=int(hp("projector.stack_factor", 0) or 0),
     )
@@ -381,7 +382,7 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
     a_type = proj.audio_type or (proj.proj_type if not proj.vision else None)
     a_type = _AUDIO_ALIAS.get(a_type, a_type) if proj.audio and a_type else None
     if a_type is not None and v_type not in _SKIPS_AUDIO:
-        hp = audio_hparams(proj)
+        hp = audio_hparams(proj, a_type)
         done = False
         if a_type in AUDIO_GRAPHS:
             try:

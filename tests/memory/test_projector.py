@@ -22,6 +22,7 @@ from tests.projector_factory import (
     write_qwen3vl_projector,
     write_siglip_projector,
     write_gemma4a_projector,
+    write_gemma4ua_projector,
     write_whisper_projector,
 )
 
@@ -170,13 +171,16 @@ SHAPES = {
     "gemma4a-plain": ("gemma4a", dict(out_proj=False, clamps=False, n_layer=3, n_head=2, n_mel=80,
                                       channels=(4, 32))),
     "gemma4-both": ("gemma4-both", dict()),
+    # GLM-ASR (glma: the Whisper encoder, norm, stack, MLP, begin/end rows) and Gemma 4's encoder-free audio
+    "glma": ("whisper", dict(proj_type="glma", stack_factor=4)),
+    "gemma4ua": ("gemma4ua", dict()),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
             "internvl": write_internvl_projector, "whisper": write_whisper_projector,
             "omni": lambda path, **kw: write_whisper_projector(
                 path, proj_type="qwen2a", vision_from=write_qwen2vl_projector(path.with_name("vision.gguf")), **kw),
-            "gemma4a": write_gemma4a_projector,
+            "gemma4a": write_gemma4a_projector, "gemma4ua": write_gemma4ua_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -184,7 +188,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
                 vision_from=write_qwen3vl_projector(path.with_name("vision.gguf")), **kw)}
 _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama",
          "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
-         "gemma4a": "gemma4", "gemma4-both": "gemma4"}
+         "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4"}
 
 
 def _write(shape: str, path, tiny_models):
@@ -253,6 +257,10 @@ CASES = [
     ("gemma4a-rpc2-mmdev-fa-off", "gemma4a", 2, "-mmdev RPC1 -fa off"),
     ("gemma4-both-cpu", "gemma4-both", 0, ""),
     ("gemma4-both-rpc2", "gemma4-both", 2, "-fa off"),
+    ("glma-cpu", "glma", 0, ""),
+    ("glma-rpc1-fa-off", "glma", 1, "-fa off"),
+    ("gemma4ua-cpu", "gemma4ua", 0, ""),
+    ("gemma4ua-rpc1", "gemma4ua", 1, ""),
 ]
 
 

@@ -674,7 +674,7 @@ def conv_1d_ph(kernel: T, inp: T, s0: int) -> T:
 
 
 #: the whisper-encoder projector types (``models/whisper-enc.cpp``) whose adapter is replayed
-WHISPER_TYPES = ("ultravox", "qwen2a", "voxtral", "musicflamingo", "meralion")
+WHISPER_TYPES = ("ultravox", "qwen2a", "voxtral", "musicflamingo", "meralion", "glma")
 
 
 def build_whisper(hp: ClipHParams, w, fa: bool, proj_type: str) -> Graph:
@@ -697,15 +697,37 @@ def build_whisper(hp: ClipHParams, w, fa: bool, proj_type: str) -> Graph:
     avgpool = proj_type in ("qwen2a", "voxtral", "musicflamingo")
     cur = build_vit(g, hp, w, inp, n_pos, False, pos, fa, avgpool=avgpool)
     e = hp.n_embd
-    if proj_type in ("ultravox", "voxtral", "meralion") and hp.stack_factor > 1:  # build_stack
+
+    def stack(cur: T) -> T:  # build_stack
+        if hp.stack_factor <= 1:
+            return cur
         total = cur.ne[0] * cur.ne[1] * cur.ne[2] * cur.ne[3]
         stride = e * hp.stack_factor
         padded = (total + stride - 1) // stride * stride
         if padded > total:
             cur = view(cur, (total,), ())
             cur = new(cur.ty, (padded, 1, 1, 1), "PAD", (cur,))
-        cur = view(cur, (stride, padded // stride), (row_size(cur.ty, stride),))
-    if proj_type == "ultravox":
+        return view(cur, (stride, padded // stride), (row_size(cur.ty, stride),))
+
+    if proj_type in ("ultravox", "voxtral", "meralion"):  # audio_has_stack_frames
+        cur = stack(cur)
+    if proj_type == "glma":  # norm, stack, GELU MLP, then the begin/end-of-audio rows around it
+        cur = _norm(cur, w("mm.a.norm_pre.weight"), w("mm.a.norm_pre.bias"), False)
+        cur = stack(cur)
+        cur = build_ffn(
+            cur,
+            w("mm.a.mlp.1.weight"),
+            w("mm.a.mlp.1.bias"),
+            None,
+            None,
+            w("mm.a.mlp.2.weight"),
+            w("mm.a.mlp.2.bias"),
+            "gelu_erf",
+        )
+        boi, eoi = w("v.boi"), w("v.eoi")
+        cur = new(wtype(boi), (cur.ne[0], boi.ne[1] + cur.ne[1], 1, 1), "CONCAT", (boi, cur))
+        cur = new(cur.ty, (cur.ne[0], cur.ne[1] + eoi.ne[1], 1, 1), "CONCAT", (cur, eoi))
+    elif proj_type == "ultravox":
         cur = binary("MUL", unary("RMS_NORM", cur), w("mm.a.norm_pre.weight"))
         cur = mul_mat(w("mm.a.mlp.1.weight"), cur)
         cur = new(cur.ty, (cur.ne[0] // 2, cur.ne[1], cur.ne[2], cur.ne[3]), "GLU", (cur,))  # swiglu_swapped
@@ -934,11 +956,24 @@ def build_gemma4a(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_gemma4ua(hp: ClipHParams, w) -> Graph:
+    """``clip_graph_gemma4ua::build`` (Gemma 4's encoder-free audio, ``models/gemma4ua.cpp``): the raw waveform in
+    640-sample frames, transposed, RMS-normed and projected."""
+    g = Graph()
+    raw = new("f32", (hp.warmup_frames, hp.n_mel, 1, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    cur = unary("RMS_NORM", cont(permute(raw, 1, 0, 2, 3)))
+    g.expand(mul_mat(w("mm.a.input_projection.weight"), cur))
+    return g
+
+
 #: audio projector type -> graph builder (types not here are not counted, and the estimate says so)
 AUDIO_GRAPHS = {
     **{t: functools.partial(build_whisper, proj_type=t) for t in WHISPER_TYPES},
     "qwen3a": build_qwen3a,
     "gemma4a": build_gemma4a,
+    "gemma4ua": lambda hp, w, fa: build_gemma4ua(hp, w),
 }
 
 
