@@ -670,3 +670,60 @@ def write_gemma4ua_projector(path: str | os.PathLike, *, n_embd_text: int = 128,
     w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-6)
     w.add_tensor("mm.a.input_projection.weight", (rng.standard_normal((n_embd_text, 640)) * 0.02).astype(np.float16))
     return _finish(w, path)
+
+
+def write_glm4v_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    patch_size: int = 2,
+    n_pos_train: int = 256,
+    norm_embd: bool = True,
+    ctx_dim: int = 96,
+    proj_type: str = "glm4v",
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A GLM-4.xV projector (``glm4v``, or ``glm5v`` with its SwiGLU clamp and pixel limits; ``models/glm4v.cpp``): two patch convolutions with a bias, the post-conv
+    RMS norm (``norm_embd``), a learned ``n_pos_train`` grid, RMS-norm SwiGLU ViT blocks without biases, the post
+    norm, the 2x2 conv patch merger, and the FC / layer norm / gated-FFN projector to ``n_embd_text``. The warmup
+    is 46x46 merged tokens whatever the patch size (a small patch keeps the raw image small)."""
+    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-{proj_type}-mmproj", proj_type=proj_type, image_size=336,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-5)
+    w.add_bool("clip.use_silu", True)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    if proj_type == "glm5v":
+        w.add_float32("clip.vision.swiglu_clamp", 7.0)
+        w.add_uint32("clip.vision.image_min_pixels", 64 * 64)
+        w.add_uint32("clip.vision.image_max_pixels", 1024 * 1024)
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.weight.1", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    if norm_embd:
+        add("v.norm_embd.weight", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos_train))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+        add(f"{p}.ln1.weight", (n_embd,))
+        add(f"{p}.ln2.weight", (n_embd,))
+        add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+    add("v.post_ln.weight", (n_embd,))
+    add("mm.patch_merger.weight", (2, 2, n_embd, n_embd_text), mt)
+    add("mm.patch_merger.bias", (n_embd_text,))
+    add("mm.model.fc.weight", (n_embd_text, n_embd_text), mt)
+    add("mm.post_norm.weight", (n_embd_text,))
+    add("mm.post_norm.bias", (n_embd_text,))
+    add("mm.gate.weight", (n_embd_text, ctx_dim), mt)
+    add("mm.up.weight", (n_embd_text, ctx_dim), mt)
+    add("mm.down.weight", (ctx_dim, n_embd_text), mt)
+    return _finish(w, path)

@@ -23,6 +23,7 @@ from tests.projector_factory import (
     write_siglip_projector,
     write_gemma4a_projector,
     write_gemma4ua_projector,
+    write_glm4v_projector,
     write_whisper_projector,
 )
 
@@ -174,13 +175,18 @@ SHAPES = {
     # GLM-ASR (glma: the Whisper encoder, norm, stack, MLP, begin/end rows) and Gemma 4's encoder-free audio
     "glma": ("whisper", dict(proj_type="glma", stack_factor=4)),
     "gemma4ua": ("gemma4ua", dict()),
+    # GLM-4.xV: a learned 16x16 grid resized to the 92x92-patch warmup, or one of the image's size (no resize) and
+    # no post-conv norm
+    "glm4v": ("glm4v", dict()),
+    "glm4v-grid": ("glm4v", dict(n_pos_train=92 * 92, norm_embd=False, n_head=4, n_layer=3)),
+    "glm5v": ("glm4v", dict(proj_type="glm5v")),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
             "internvl": write_internvl_projector, "whisper": write_whisper_projector,
             "omni": lambda path, **kw: write_whisper_projector(
                 path, proj_type="qwen2a", vision_from=write_qwen2vl_projector(path.with_name("vision.gguf")), **kw),
-            "gemma4a": write_gemma4a_projector, "gemma4ua": write_gemma4ua_projector,
+            "gemma4a": write_gemma4a_projector, "gemma4ua": write_gemma4ua_projector, "glm4v": write_glm4v_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -188,7 +194,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
                 vision_from=write_qwen3vl_projector(path.with_name("vision.gguf")), **kw)}
 _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama",
          "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
-         "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4"}
+         "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4"}
 
 
 def _write(shape: str, path, tiny_models):
@@ -261,6 +267,10 @@ CASES = [
     ("glma-rpc1-fa-off", "glma", 1, "-fa off"),
     ("gemma4ua-cpu", "gemma4ua", 0, ""),
     ("gemma4ua-rpc1", "gemma4ua", 1, ""),
+    ("glm4v-cpu", "glm4v", 0, ""),
+    ("glm4v-rpc1-fa-off", "glm4v", 1, "-fa off"),
+    ("glm4v-rpc2-grid", "glm4v-grid", 2, "-mmdev RPC1"),
+    ("glm5v-rpc1", "glm5v", 1, ""),
 ]
 
 
@@ -338,6 +348,7 @@ VULKAN_CASES = [
     ("vulkan-qwen3a", "qwen3a", ""),
     ("vulkan-gemma4a", "gemma4a", ""),
     ("vulkan-gemma4-both", "gemma4-both", "-fa off"),
+    ("vulkan-glm4v", "glm4v", ""),
 ]
 
 

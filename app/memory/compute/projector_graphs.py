@@ -487,6 +487,57 @@ def build_qwen2vl(hp: ClipHParams, w, fa: bool, rms: bool = False, n_wa_pattern:
     return g
 
 
+def build_glm4v(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_glm4v::build`` (GLM-4.1V/4.5V/4.6V, ``models/glm4v.cpp``): two patch convolutions merged 2x2
+    as in Qwen2-VL, the patch bias and the optional post-conv RMS norm, the learned grid resized to the image (and
+    merged the same way), an RMS-norm ViT with M-RoPE, the conv patch merger, the FC + layer norm + GELU and the
+    gated FFN projector."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e = hp.n_embd
+    npx = size // hp.patch_size
+    n_pos = npx * npx
+    raw = new("f32", (size, size, 3, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    inp = conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size)
+    positions = new("i32", (n_pos * 4,), NONE)
+    positions.flags = positions.fl0 = INPUT
+    inp = binary("ADD", inp, conv_2d(g, w("v.patch_embd.weight.1"), raw, hp.patch_size, hp.patch_size))
+    inp = _merge_2x2(permute(inp, 1, 2, 0, 3), e, npx, npx)
+    inp = binary("ADD", inp, w("v.patch_embd.bias"))
+    if w("v.norm_embd.weight") is not None:
+        inp = _norm(inp, w("v.norm_embd.weight"), w("v.norm_embd.bias"), True)
+    pos = None
+    if w("v.position_embd.weight") is not None:
+        pos = _merge_2x2(resize_position_embeddings(w, hp, npx, npx), e, npx, npx)
+
+    def add_pos(t: T) -> T:
+        return new("f32", t.ne, "ROPE", (t, positions))
+
+    cur = build_vit(g, hp, w, inp, n_pos, True, pos, fa, add_pos)
+    m = hp.n_merge
+    n_tok = n_pos // m // m
+    cur = cont(permute(reshape(cur, e, m, m, n_tok), 2, 0, 1, 3))
+    cur = conv_2d(g, w("mm.patch_merger.weight"), cur, m, m)
+    cur = reshape(cur, cur.ne[2], n_tok)
+    cur = binary("ADD", cur, w("mm.patch_merger.bias"))
+    cur = mul_mat(w("mm.model.fc.weight"), cur)
+    cur = unary("UNARY", _norm(cur, w("mm.post_norm.weight"), w("mm.post_norm.bias"), False))
+    cur = build_ffn(
+        cur,
+        w("mm.up.weight"),
+        w("mm.up.bias"),
+        w("mm.gate.weight"),
+        w("mm.gate.bias"),
+        w("mm.down.weight"),
+        w("mm.down.bias"),
+        hp.ffn_op,
+    )
+    g.expand(cur)
+    return g
+
+
 def build_pixtral(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_pixtral::build`` (``models/pixtral.cpp``): RMS-norm ViT with 2D RoPE, Mistral Small 3.1's
     patch merger (an im2col over the patch grid) when present, the LLaVA MLP and one [IMG_BREAK] per row."""
@@ -980,6 +1031,8 @@ AUDIO_GRAPHS = {
 #: projector type -> graph builder (types not here get an approximate compute figure)
 GRAPHS = {
     "gemma3": build_gemma3,
+    "glm4v": build_glm4v,
+    "glm5v": build_glm4v,  # the same tower, its SwiGLU clamped (a GLU all the same)
     "pixtral": build_pixtral,
     "gemma4v": build_gemma4v,
     "internvl": build_internvl,
