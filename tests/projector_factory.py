@@ -727,3 +727,53 @@ def write_glm4v_projector(
     add("mm.up.weight", (n_embd_text, ctx_dim), mt)
     add("mm.down.weight", (ctx_dim, n_embd_text), mt)
     return _finish(w, path)
+
+
+def write_minimax_m3_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 48,
+    n_ff: int = 96,
+    n_layer: int = 2,
+    n_head: int = 2,
+    patch_size: int = 14,
+    proj: int = 80,
+    gated: bool = False,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A MiniMax-M3 projector (``minimax_m3``, ``models/minimax-m3.cpp``): two patch convolutions without bias,
+    layer-norm ViT blocks with biased q/k/v/out (a GELU FFN, or SwiGLU-style gated with ``gated``), the per-patch
+    ``mm.1``/``mm.2`` MLP to ``proj`` and the 2x2 merge MLP ``mm.merger.fc1``/``fc2`` to ``n_embd_text``; the
+    warmup is 16x16 merged tokens."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-minimax-m3-mmproj", proj_type="minimax_m3",
+                        image_size=448, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.weight.1", (patch_size, patch_size, 3, n_embd), mt)
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        if gated:
+            add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("mm.1.weight", (n_embd, proj), mt)
+    add("mm.1.bias", (proj,))
+    add("mm.2.weight", (proj, proj), mt)
+    add("mm.2.bias", (proj,))
+    add("mm.merger.fc1.weight", (proj * 4, n_embd_text), mt)
+    add("mm.merger.fc1.bias", (n_embd_text,))
+    add("mm.merger.fc2.weight", (n_embd_text, n_embd_text), mt)
+    add("mm.merger.fc2.bias", (n_embd_text,))
+    return _finish(w, path)

@@ -24,6 +24,7 @@ from tests.projector_factory import (
     write_gemma4a_projector,
     write_gemma4ua_projector,
     write_glm4v_projector,
+    write_minimax_m3_projector,
     write_whisper_projector,
 )
 
@@ -180,6 +181,9 @@ SHAPES = {
     "glm4v": ("glm4v", dict()),
     "glm4v-grid": ("glm4v", dict(n_pos_train=92 * 92, norm_embd=False, n_head=4, n_layer=3)),
     "glm5v": ("glm4v", dict(proj_type="glm5v")),
+    # MiniMax-M3: 2D NeoX RoPE, per-patch MLP then the 2x2 merge MLP; a gated FFN and 16-pixel patches for one
+    "minimax_m3": ("minimax_m3", dict()),
+    "minimax_m3-gated": ("minimax_m3", dict(gated=True, patch_size=16, n_layer=3, n_head=4)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -187,6 +191,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "omni": lambda path, **kw: write_whisper_projector(
                 path, proj_type="qwen2a", vision_from=write_qwen2vl_projector(path.with_name("vision.gguf")), **kw),
             "gemma4a": write_gemma4a_projector, "gemma4ua": write_gemma4ua_projector, "glm4v": write_glm4v_projector,
+            "minimax_m3": write_minimax_m3_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -194,7 +199,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
                 vision_from=write_qwen3vl_projector(path.with_name("vision.gguf")), **kw)}
 _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama",
          "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
-         "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4"}
+         "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3"}
 
 
 def _write(shape: str, path, tiny_models):
@@ -271,6 +276,9 @@ CASES = [
     ("glm4v-rpc1-fa-off", "glm4v", 1, "-fa off"),
     ("glm4v-rpc2-grid", "glm4v-grid", 2, "-mmdev RPC1"),
     ("glm5v-rpc1", "glm5v", 1, ""),
+    ("minimax_m3-cpu", "minimax_m3", 0, ""),
+    ("minimax_m3-rpc1-fa-off", "minimax_m3", 1, "-fa off"),
+    ("minimax_m3-rpc2-gated", "minimax_m3-gated", 2, ""),
 ]
 
 
@@ -349,6 +357,7 @@ VULKAN_CASES = [
     ("vulkan-gemma4a", "gemma4a", ""),
     ("vulkan-gemma4-both", "gemma4-both", "-fa off"),
     ("vulkan-glm4v", "glm4v", ""),
+    ("vulkan-minimax_m3", "minimax_m3", ""),
 ]
 
 

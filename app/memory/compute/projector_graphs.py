@@ -538,6 +538,53 @@ def build_glm4v(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_minimax_m3(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_minimax_m3::build`` (``models/minimax-m3.cpp``): two patch convolutions merged ``n_merge`` x
+    ``n_merge``, a layer-norm ViT with 2D NeoX RoPE (two ropes on Q and K), the per-patch GELU MLP, then the merged
+    patches' GELU MLP."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, m = hp.n_embd, hp.n_merge
+    npx = size // hp.patch_size
+    n_pos = npx * npx
+    raw = new("f32", (size, size, 3, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    inp = binary(
+        "ADD",
+        conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size),
+        conv_2d(g, w("v.patch_embd.weight.1"), raw, hp.patch_size, hp.patch_size),
+    )
+    inp = cont_any(permute(inp, 1, 2, 0, 3), e * m, npx // m, npx, 1)
+    inp = permute(reshape(inp, e * m, npx // m, m, npx // m), 0, 2, 1, 3)
+    inp = cont_any(inp, e, n_pos, 1, 1)
+    pos_h = new("i32", (n_pos,), NONE)
+    pos_h.flags = pos_h.fl0 = INPUT
+    pos_w = new("i32", (n_pos,), NONE)
+    pos_w.flags = pos_w.fl0 = INPUT
+
+    def rope_2d(cur: T) -> T:
+        cur = new("f32", cur.ne, "ROPE", (cur, pos_h))
+        return new("f32", cur.ne, "ROPE", (cur, pos_w))
+
+    hp_erf = ClipHParams(**{**hp.__dict__, "ffn_op": "gelu_erf"})
+    cur = build_vit(g, hp_erf, w, inp, n_pos, False, None, fa, rope_2d)
+    cur = build_ffn(cur, w("mm.1.weight"), w("mm.1.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu_erf")
+    cur = reshape(cur, cur.ne[0] * m * m, n_pos // (m * m))
+    cur = build_ffn(
+        cur,
+        w("mm.merger.fc1.weight"),
+        w("mm.merger.fc1.bias"),
+        None,
+        None,
+        w("mm.merger.fc2.weight"),
+        w("mm.merger.fc2.bias"),
+        "gelu_erf",
+    )
+    g.expand(cur)
+    return g
+
+
 def build_pixtral(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_pixtral::build`` (``models/pixtral.cpp``): RMS-norm ViT with 2D RoPE, Mistral Small 3.1's
     patch merger (an im2col over the patch grid) when present, the LLaVA MLP and one [IMG_BREAK] per row."""
@@ -1032,7 +1079,8 @@ AUDIO_GRAPHS = {
 GRAPHS = {
     "gemma3": build_gemma3,
     "glm4v": build_glm4v,
-    "glm5v": build_glm4v,  # the same tower, its SwiGLU clamped (a GLU all the same)
+    "glm5v": build_glm4v,
+    "minimax_m3": build_minimax_m3,  # the same tower, its SwiGLU clamped (a GLU all the same)
     "pixtral": build_pixtral,
     "gemma4v": build_gemma4v,
     "internvl": build_internvl,
