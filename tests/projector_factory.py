@@ -112,26 +112,33 @@ def write_qwen3vl_projector(
     patch_size: int = 4,
     n_pos_train: int = 256,
     deepstack: tuple[int, ...] = (0, 1),
+    kind: str = "qwen3vl_merger",
+    patch_bias: bool = True,
     matrix_type: str = "f16",
     seed: int = 0,
 ) -> Path:
-    """A Qwen3-VL projector (``qwen3vl_merger``, ``models/qwen3vl.cpp``): two patch embeddings (the temporal
+    """``kind`` ``ling3vl``: Ling 3 VL's (the same tower, no deepstack, a merger norm ``mm.input_norm`` and the
+    ``mm.0``/``mm.2`` MLP; ``patch_bias`` optional).
+
+    A Qwen3-VL projector (``qwen3vl_merger``, ``models/qwen3vl.cpp``): two patch embeddings (the temporal
     pair), fused biased qkv, M-RoPE, learned position embeddings interpolated to the image, a 2x2 merger MLP
     and a deepstack merger after each layer of ``deepstack``. Its output row is ``n_embd_text * (1 +
     len(deepstack))``, which the tiny qwen3vl text model (2 deepstack layers of 64) takes."""
-    w, add, mt = _start(path, seed, matrix_type, name="tiny-qwen3vl-mmproj", proj_type="qwen3vl_merger",
+    if kind == "ling3vl":
+        deepstack = ()
+    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-{kind}-mmproj", proj_type=kind,
                         image_size=768, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
                         n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
     w.add_uint32("clip.vision.spatial_merge_size", 2)
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.is_deepstack_layers", [i in deepstack for i in range(n_layer)])
-
-
+    if kind != "ling3vl":
+        w.add_array("clip.vision.is_deepstack_layers", [i in deepstack for i in range(n_layer)])
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.weight.1", (patch_size, patch_size, 3, n_embd), mt)
-    add("v.patch_embd.bias", (n_embd,))
+    if patch_bias:
+        add("v.patch_embd.bias", (n_embd,))
     add("v.position_embd.weight", (n_embd, n_pos_train))
     for il in range(n_layer):
         p = f"v.blk.{il}"
@@ -156,6 +163,9 @@ def write_qwen3vl_projector(
             add(f"{d}.fc2.bias", (n_embd_text,))
     add("v.post_ln.weight", (n_embd,))
     add("v.post_ln.bias", (n_embd,))
+    if kind == "ling3vl":
+        add("mm.input_norm.weight", (n_embd,))
+        add("mm.input_norm.bias", (n_embd,))
     add("mm.0.weight", (4 * n_embd, 4 * n_embd), mt)
     add("mm.0.bias", (4 * n_embd,))
     add("mm.2.weight", (4 * n_embd, n_embd_text), mt)

@@ -184,6 +184,9 @@ SHAPES = {
     # MiniMax-M3: 2D NeoX RoPE, per-patch MLP then the 2x2 merge MLP; a gated FFN and 16-pixel patches for one
     "minimax_m3": ("minimax_m3", dict()),
     "minimax_m3-gated": ("minimax_m3", dict(gated=True, patch_size=16, n_layer=3, n_head=4)),
+    # Ling 3 VL: Qwen3-VL's tower (fused qkv) with a norm-only merger; without the patch bias for one
+    "ling3vl": ("ling3vl", dict(kind="ling3vl")),
+    "ling3vl-nobias": ("ling3vl", dict(kind="ling3vl", patch_bias=False, n_layer=2, n_head=4)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -191,7 +194,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "omni": lambda path, **kw: write_whisper_projector(
                 path, proj_type="qwen2a", vision_from=write_qwen2vl_projector(path.with_name("vision.gguf")), **kw),
             "gemma4a": write_gemma4a_projector, "gemma4ua": write_gemma4ua_projector, "glm4v": write_glm4v_projector,
-            "minimax_m3": write_minimax_m3_projector,
+            "minimax_m3": write_minimax_m3_projector, "ling3vl": write_qwen3vl_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -199,7 +202,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
                 vision_from=write_qwen3vl_projector(path.with_name("vision.gguf")), **kw)}
 _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama",
          "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
-         "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3"}
+         "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3", "ling3vl": "bailingmoe3"}
 
 
 def _write(shape: str, path, tiny_models):
@@ -279,6 +282,9 @@ CASES = [
     ("minimax_m3-cpu", "minimax_m3", 0, ""),
     ("minimax_m3-rpc1-fa-off", "minimax_m3", 1, "-fa off"),
     ("minimax_m3-rpc2-gated", "minimax_m3-gated", 2, ""),
+    ("ling3vl-cpu", "ling3vl", 0, ""),
+    ("ling3vl-rpc1-fa-off", "ling3vl", 1, "-fa off"),
+    ("ling3vl-rpc2-nobias", "ling3vl-nobias", 2, "-dev RPC1"),
 ]
 
 
@@ -358,6 +364,7 @@ VULKAN_CASES = [
     ("vulkan-gemma4-both", "gemma4-both", "-fa off"),
     ("vulkan-glm4v", "glm4v", ""),
     ("vulkan-minimax_m3", "minimax_m3", ""),
+    ("vulkan-ling3vl", "ling3vl", ""),
 ]
 
 

@@ -199,21 +199,29 @@ def build_vit(
     for il in range(hp.n_layer):
         p = f"{hp.prefix}.blk.{il}."
         cur = _norm(inp_l, w(p + "ln1.weight"), w(p + "ln1.bias"), rms)
-        if w(p + "attn_qkv.weight") is not None:
-            raise NotImplementedError("fused qkv")
-        q = _add_b(mm(w(p + "attn_q.weight"), cur), w(p + "attn_q.bias"))
-        k = _add_b(mm(w(p + "attn_k.weight"), cur), w(p + "attn_k.bias"))
-        v = _add_b(mm(w(p + "attn_v.weight"), cur), w(p + "attn_v.bias"))
         qn, kn = w(p + "attn_q_norm.weight"), w(p + "attn_k_norm.weight")
-        per_head = qn is not None and qn.ne[0] == dh
-        if not per_head:
+        per_head = False
+        if w(p + "attn_qkv.weight") is not None:  # fused: Q, K, V as views of one matmul's rows
+            cur = _add_b(mm(w(p + "attn_qkv.weight"), cur), w(p + "attn_qkv.bias"))
+            row = cur.nb[0] * dh
+            q, k, v = (view(cur, (dh, hp.n_head, n_pos, 1), (row, cur.nb[1], cur.nb[1] * n_pos)) for _ in range(3))
             if qn is not None:
                 q = _norm(q, qn, None, rms)
             if kn is not None:
                 k = _norm(k, kn, None, rms)
-        q = reshape(q, dh, hp.n_head, n_pos, 1)
-        k = reshape(k, dh, hp.n_head_kv, n_pos, 1)
-        v = reshape(v, dh, hp.n_head_kv, n_pos, 1)
+        else:
+            q = _add_b(mm(w(p + "attn_q.weight"), cur), w(p + "attn_q.bias"))
+            k = _add_b(mm(w(p + "attn_k.weight"), cur), w(p + "attn_k.bias"))
+            v = _add_b(mm(w(p + "attn_v.weight"), cur), w(p + "attn_v.bias"))
+            per_head = qn is not None and qn.ne[0] == dh
+            if not per_head:
+                if qn is not None:
+                    q = _norm(q, qn, None, rms)
+                if kn is not None:
+                    k = _norm(k, kn, None, rms)
+            q = reshape(q, dh, hp.n_head, n_pos, 1)
+            k = reshape(k, dh, hp.n_head_kv, n_pos, 1)
+            v = reshape(v, dh, hp.n_head_kv, n_pos, 1)
         if per_head:
             q = _norm(q, qn, None, rms)
             if kn is not None:
@@ -408,6 +416,41 @@ def build_qwen3vl(hp: ClipHParams, w, fa: bool) -> Graph:
     if deep is not None:
         emb = concat(emb, deep, 0)
     g.expand(emb)
+    return g
+
+
+def build_ling3vl(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_ling3vl::build`` (Ling 3 VL, ``models/ling3vl.cpp``): Qwen3-VL's tower (two patch convs merged
+    2x2, the optional patch bias, the resized learned grid, a layer-norm ViT with M-RoPE), then the merger's norm
+    alone and the ``mm.0``/``mm.2`` GELU MLP over the 2x2-merged patches."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e = hp.n_embd
+    npx = size // hp.patch_size
+    n_pos = npx * npx
+    raw = new("f32", (size, size, 3, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    inp = binary(
+        "ADD",
+        conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size),
+        conv_2d(g, w("v.patch_embd.weight.1"), raw, hp.patch_size, hp.patch_size),
+    )
+    inp = _merge_2x2(permute(inp, 1, 2, 0, 3), e, npx, npx)
+    if w("v.patch_embd.bias") is not None:
+        inp = binary("ADD", inp, w("v.patch_embd.bias"))
+    pos = _merge_2x2(resize_position_embeddings(w, hp, npx, npx), e, npx, npx)
+    positions = new("i32", (n_pos * 4,), NONE)
+    positions.flags = positions.fl0 = INPUT
+
+    def add_pos(t: T) -> T:
+        return new("f32", t.ne, "ROPE", (t, positions))
+
+    cur = build_vit(g, hp, w, inp, n_pos, False, pos, fa, add_pos)
+    cur = _norm(cur, w("mm.input_norm.weight"), w("mm.input_norm.bias"), False)
+    cur = reshape(cur, e * 4, n_pos // 4, 1)
+    cur = build_ffn(cur, w("mm.0.weight"), w("mm.0.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    g.expand(cur)
     return g
 
 
@@ -1080,7 +1123,8 @@ GRAPHS = {
     "gemma3": build_gemma3,
     "glm4v": build_glm4v,
     "glm5v": build_glm4v,
-    "minimax_m3": build_minimax_m3,  # the same tower, its SwiGLU clamped (a GLU all the same)
+    "minimax_m3": build_minimax_m3,
+    "ling3vl": build_ling3vl,  # the same tower, its SwiGLU clamped (a GLU all the same)
     "pixtral": build_pixtral,
     "gemma4v": build_gemma4v,
     "internvl": build_internvl,
