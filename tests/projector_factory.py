@@ -787,3 +787,57 @@ def write_minimax_m3_projector(
     add("mm.merger.fc2.weight", (n_embd_text, n_embd_text), mt)
     add("mm.merger.fc2.bias", (n_embd_text,))
     return _finish(w, path)
+
+
+def write_kimik25_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    patch_size: int = 2,
+    grid: int = 8,
+    max_pixels: int | None = 96 * 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Kimi K2.5 projector (``kimik25``, ``models/kimik25.cpp``): the patch conv with a bias, a learned
+    ``grid`` x ``grid`` position table stored 3-D, layer-norm ViT blocks with biases and a GELU FFN, the 2x2 pixel
+    unshuffle, the projection layer norm and the ``mm.1``/``mm.2`` MLP. ``max_pixels`` (with a minimum) sets the
+    warmup side; None leaves the pixel keys out (4096 merged tokens, or --image-max-tokens)."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-kimik25-mmproj", proj_type="kimik25", image_size=448,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-5)
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.projector.scale_factor", 2)
+    if max_pixels is not None:
+        w.add_uint32("clip.vision.image_min_pixels", 16 * 16)
+        w.add_uint32("clip.vision.image_max_pixels", max_pixels)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, grid, grid))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    add("mm.input_norm.weight", (n_embd,))
+    add("mm.input_norm.bias", (n_embd,))
+    add("mm.1.weight", (4 * n_embd, 4 * n_embd), mt)
+    add("mm.1.bias", (4 * n_embd,))
+    add("mm.2.weight", (4 * n_embd, n_embd_text), mt)
+    add("mm.2.bias", (n_embd_text,))
+    return _finish(w, path)

@@ -210,6 +210,16 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         n_tok, default_merge = _WARMUP_TOKENS[proj.proj_type]
         n_merge = int(hp("spatial_merge_size", 0) or hp("projector.scale_factor", 0) or 0) or default_merge
         warmup = math.isqrt(n_tok) * patch * n_merge
+    elif proj.proj_type == "kimik25":
+        # the file's pixel limits set the warmup side (sqrt of the largest); else set_limit_image_tokens(2, 4096):
+        # the largest image of --image-max-tokens (or 4096) merged tokens
+        n_merge = int(hp("projector.scale_factor", 0) or 0) or 1
+        min_px, max_px = int(hp("image_min_pixels", 0) or 0), int(hp("image_max_pixels", 0) or 0)
+        if min_px > 0 and max_px > 0:
+            warmup = math.isqrt(max_px)
+        else:
+            max_tokens = (settings.image_max_tokens if settings and settings.image_max_tokens else 0) or 4096
+            warmup = math.isqrt(max_tokens * patch * patch * n_merge * n_merge)
     elif proj.proj_type in ("deepseekocr", "deepseekocr2"):
         n_merge = 1
         warmup = 1024

@@ -24,6 +24,7 @@ from tests.projector_factory import (
     write_gemma4a_projector,
     write_gemma4ua_projector,
     write_glm4v_projector,
+    write_kimik25_projector,
     write_minimax_m3_projector,
     write_whisper_projector,
 )
@@ -187,6 +188,11 @@ SHAPES = {
     # Ling 3 VL: Qwen3-VL's tower (fused qkv) with a norm-only merger; without the patch bias for one
     "ling3vl": ("ling3vl", dict(kind="ling3vl")),
     "ling3vl-nobias": ("ling3vl", dict(kind="ling3vl", patch_bias=False, n_layer=2, n_head=4)),
+    # Kimi K2.5: the warmup side from the file's pixel limits (a grid resized to it, or one of its size), or from
+    # --image-max-tokens without them
+    "kimik25": ("kimik25", dict()),
+    "kimik25-grid": ("kimik25", dict(max_pixels=16 * 16, n_layer=3, n_head=4)),
+    "kimik25-tokens": ("kimik25", dict(max_pixels=None, grid=16)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -195,6 +201,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
                 path, proj_type="qwen2a", vision_from=write_qwen2vl_projector(path.with_name("vision.gguf")), **kw),
             "gemma4a": write_gemma4a_projector, "gemma4ua": write_gemma4ua_projector, "glm4v": write_glm4v_projector,
             "minimax_m3": write_minimax_m3_projector, "ling3vl": write_qwen3vl_projector,
+            "kimik25": write_kimik25_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -202,7 +209,8 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
                 vision_from=write_qwen3vl_projector(path.with_name("vision.gguf")), **kw)}
 _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama",
          "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
-         "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3", "ling3vl": "bailingmoe3"}
+         "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3", "ling3vl": "bailingmoe3",
+         "kimik25": "deepseek2"}
 
 
 def _write(shape: str, path, tiny_models):
@@ -285,6 +293,10 @@ CASES = [
     ("ling3vl-cpu", "ling3vl", 0, ""),
     ("ling3vl-rpc1-fa-off", "ling3vl", 1, "-fa off"),
     ("ling3vl-rpc2-nobias", "ling3vl-nobias", 2, "-dev RPC1"),
+    ("kimik25-cpu", "kimik25", 0, ""),
+    ("kimik25-rpc1-fa-off", "kimik25", 1, "-fa off"),
+    ("kimik25-rpc1-grid", "kimik25-grid", 1, ""),
+    ("kimik25-rpc2-tokens", "kimik25-tokens", 2, "--image-max-tokens 256"),
 ]
 
 
@@ -365,6 +377,7 @@ VULKAN_CASES = [
     ("vulkan-glm4v", "glm4v", ""),
     ("vulkan-minimax_m3", "minimax_m3", ""),
     ("vulkan-ling3vl", "ling3vl", ""),
+    ("vulkan-kimik25", "kimik25", ""),
 ]
 
 

@@ -741,6 +741,44 @@ def patch_merge_permute(cur: T, e: int, width: int, height: int, sf: int) -> T:
     return cont(cur, cur.ne[0], cur.ne[1] * cur.ne[2], 1, 1)
 
 
+def build_kimik25(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_kimik25::build`` (Kimi K2.5's MoonViT, ``models/kimik25.cpp``): the patch conv, the learned
+    [C, W, H] grid resized to the image and added, a layer-norm ViT with 2D RoPE, the pixel unshuffle by
+    ``n_merge``, the projection layer norm over the unshuffled rows' ``n_embd`` pieces and the GELU MLP."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e = hp.n_embd
+    npx = size // hp.patch_size
+    pos_h = new("i32", (npx * npx,), NONE)
+    pos_h.flags = pos_h.fl0 = INPUT
+    pos_w = new("i32", (npx * npx,), NONE)
+    pos_w.flags = pos_w.fl0 = INPUT
+    pe = w("v.position_embd.weight")
+    if pe.ne[1] == npx and pe.ne[2] == npx:
+        pos = cont_any(pe, e, npx * npx, 1, 1)
+    else:
+        r = permute(wview(pe, pe.ne, "VIEW"), 2, 1, 0, 3)
+        r = new(wtype(pe), (npx, npx, e, 1), "UPSCALE", (r,))
+        pos = cont(permute(r, 2, 1, 0, 3), e, npx * npx, 1, 1)
+    _raw, inp, n_pos = build_inp(g, hp, w, size)
+    inp = binary("ADD", inp, pos)
+
+    def rope_2d(cur: T) -> T:
+        cur = new("f32", cur.ne, "ROPE", (cur, pos_w))
+        return new("f32", cur.ne, "ROPE", (cur, pos_h))
+
+    cur = build_vit(g, hp, w, inp, n_pos, False, None, fa, rope_2d)
+    sf = hp.n_merge
+    cur = patch_merge_permute(cur, e, npx, npx, sf)
+    dim, n_merged = cur.ne[0], cur.ne[1]
+    cur = view(cur, (e, n_merged * sf * sf), (row_size(cur.ty, e),))
+    cur = _norm(cur, w("mm.input_norm.weight"), w("mm.input_norm.bias"), False)
+    cur = view(cur, (dim, n_merged), (row_size(cur.ty, dim),))
+    cur = build_ffn(cur, w("mm.1.weight"), w("mm.1.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    g.expand(cur)
+    return g
+
+
 def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
     """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear) and ``lfm2`` (LFM2-VL:
     position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP)."""
@@ -1124,7 +1162,8 @@ GRAPHS = {
     "glm4v": build_glm4v,
     "glm5v": build_glm4v,
     "minimax_m3": build_minimax_m3,
-    "ling3vl": build_ling3vl,  # the same tower, its SwiGLU clamped (a GLU all the same)
+    "ling3vl": build_ling3vl,
+    "kimik25": build_kimik25,  # the same tower, its SwiGLU clamped (a GLU all the same)
     "pixtral": build_pixtral,
     "gemma4v": build_gemma4v,
     "internvl": build_internvl,
