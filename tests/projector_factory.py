@@ -841,3 +841,64 @@ def write_kimik25_projector(
     add("mm.2.weight", (4 * n_embd, n_embd_text), mt)
     add("mm.2.bias", (n_embd_text,))
     return _finish(w, path)
+
+
+def write_unshuffle_projector(
+    path: str | os.PathLike,
+    *,
+    kind: str = "kimivl",
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    patch_size: int = 4,
+    grid: int = 8,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A ViT with a pixel-unshuffle merger: ``kimivl`` (Kimi-VL), ``paddleocr`` (PaddleOCR-VL) or ``dots_ocr``
+    (dots.ocr: RMS norms, a gated FFN, no learned grid, ``mm.post_norm`` as the post norm): the patch conv with a
+    bias, a learned ``grid`` x ``grid`` table (not dots), biased q/k/v/out, the ``mm.input_norm`` and the MLP
+    (``mm.1``/``mm.2``, dots ``mm.0``/``mm.2``)."""
+    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-{kind}-mmproj", proj_type=kind, image_size=448,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-5)
+    w.add_bool("clip.use_gelu" if kind != "dots_ocr" else "clip.use_silu", True)
+    if kind != "paddleocr":
+        w.add_uint32("clip.vision.projector.scale_factor", 2)
+    if kind in ("paddleocr", "dots_ocr"):
+        w.add_uint32("clip.vision.image_min_pixels", 16 * 16)
+        w.add_uint32("clip.vision.image_max_pixels", 1024 * 1024)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    if kind != "dots_ocr":
+        add("v.position_embd.weight", (n_embd, grid * grid))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            if kind != "dots_ocr":
+                add(f"{p}.{n}.bias", (n_embd,))
+        if kind == "dots_ocr":
+            add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+    if kind == "dots_ocr":
+        add("mm.post_norm.weight", (n_embd,))
+    else:
+        add("v.post_ln.weight", (n_embd,))
+        add("v.post_ln.bias", (n_embd,))
+    add("mm.input_norm.weight", (n_embd,))
+    add("mm.input_norm.bias", (n_embd,))
+    up = "mm.0" if kind == "dots_ocr" else "mm.1"
+    add(f"{up}.weight", (4 * n_embd, 4 * n_embd), mt)
+    add(f"{up}.bias", (4 * n_embd,))
+    add("mm.2.weight", (4 * n_embd, n_embd_text), mt)
+    add("mm.2.bias", (n_embd_text,))
+    return _finish(w, path)

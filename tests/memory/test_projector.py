@@ -26,6 +26,7 @@ from tests.projector_factory import (
     write_glm4v_projector,
     write_kimik25_projector,
     write_minimax_m3_projector,
+    write_unshuffle_projector,
     write_whisper_projector,
 )
 
@@ -193,6 +194,10 @@ SHAPES = {
     "kimik25": ("kimik25", dict()),
     "kimik25-grid": ("kimik25", dict(max_pixels=16 * 16, n_layer=3, n_head=4)),
     "kimik25-tokens": ("kimik25", dict(max_pixels=None, grid=16)),
+    # pixel-unshuffle mergers: Kimi-VL (2D RoPE), PaddleOCR-VL and dots.ocr (M-RoPE; dots RMS and gated)
+    "kimivl": ("kimivl", dict(kind="kimivl")),
+    "paddleocr": ("unshuffle", dict(kind="paddleocr")),
+    "dots_ocr": ("unshuffle", dict(kind="dots_ocr", n_head=4)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -201,7 +206,8 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
                 path, proj_type="qwen2a", vision_from=write_qwen2vl_projector(path.with_name("vision.gguf")), **kw),
             "gemma4a": write_gemma4a_projector, "gemma4ua": write_gemma4ua_projector, "glm4v": write_glm4v_projector,
             "minimax_m3": write_minimax_m3_projector, "ling3vl": write_qwen3vl_projector,
-            "kimik25": write_kimik25_projector,
+            "kimik25": write_kimik25_projector, "kimivl": write_unshuffle_projector,
+            "unshuffle": write_unshuffle_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -210,7 +216,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
 _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama",
          "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
          "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3", "ling3vl": "bailingmoe3",
-         "kimik25": "deepseek2"}
+         "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama"}
 
 
 def _write(shape: str, path, tiny_models):
@@ -297,6 +303,11 @@ CASES = [
     ("kimik25-rpc1-fa-off", "kimik25", 1, "-fa off"),
     ("kimik25-rpc1-grid", "kimik25-grid", 1, ""),
     ("kimik25-rpc2-tokens", "kimik25-tokens", 2, "--image-max-tokens 256"),
+    ("kimivl-cpu", "kimivl", 0, ""),
+    ("kimivl-rpc1-fa-off", "kimivl", 1, "-fa off"),
+    ("paddleocr-rpc1", "paddleocr", 1, ""),
+    ("paddleocr-cpu-fa-off", "paddleocr", 0, "-fa off"),
+    ("dots_ocr-rpc2", "dots_ocr", 2, ""),
 ]
 
 
@@ -378,6 +389,7 @@ VULKAN_CASES = [
     ("vulkan-minimax_m3", "minimax_m3", ""),
     ("vulkan-ling3vl", "ling3vl", ""),
     ("vulkan-kimik25", "kimik25", ""),
+    ("vulkan-paddleocr", "paddleocr", ""),
 ]
 
 

@@ -779,6 +779,55 @@ def build_kimik25(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_unshuffle_vit(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
+    """The ViTs with a pixel-unshuffle merger: ``kimivl`` (Kimi-VL, ``models/kimivl.cpp``: the learned grid resized,
+    2D RoPE, layer norms, then the unshuffle, a norm over its ``n_embd`` pieces and a GELU MLP), ``paddleocr``
+    (``models/paddleocr.cpp``: the resized grid, M-RoPE, a norm before the unshuffle and the ``mm.1``/``mm.2``
+    MLP) and ``dots_ocr`` (``models/dotsocr.cpp``: no learned grid, M-RoPE, RMS norms with ``mm.post_norm`` as
+    the post norm, norm, unshuffle and the ``mm.0``/``mm.2`` erf-GELU MLP)."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e = hp.n_embd
+    npx = size // hp.patch_size
+    if kind == "dots_ocr":
+        inner = w
+        w = lambda name: inner("mm.post_norm.weight") if name == "v.post_ln.weight" else inner(name)  # noqa: E731
+    if kind == "kimivl":
+        pos_h = new("i32", (npx * npx,), NONE)
+        pos_h.flags = pos_h.fl0 = INPUT
+        pos_w = new("i32", (npx * npx,), NONE)
+        pos_w.flags = pos_w.fl0 = INPUT
+
+        def add_pos(cur: T) -> T:
+            cur = new("f32", cur.ne, "ROPE", (cur, pos_w))
+            return new("f32", cur.ne, "ROPE", (cur, pos_h))
+    else:
+        positions = new("i32", (npx * npx * 4,), NONE)
+        positions.flags = positions.fl0 = INPUT
+
+        def add_pos(cur: T) -> T:
+            return new("f32", cur.ne, "ROPE", (cur, positions))
+
+    pos = resize_position_embeddings(w, hp, npx, npx) if kind != "dots_ocr" else None
+    _raw, inp, n_pos = build_inp(g, hp, w, size)
+    cur = build_vit(g, hp, w, inp, n_pos, kind == "dots_ocr", pos, fa, add_pos)
+    sf = hp.n_merge
+    if kind == "kimivl":
+        cur = patch_merge_permute(cur, e, npx, npx, sf)
+        dim, n_merged = cur.ne[0], cur.ne[1]
+        cur = view(cur, (e, n_merged * sf * sf), (row_size(cur.ty, e),))
+        cur = _norm(cur, w("mm.input_norm.weight"), w("mm.input_norm.bias"), False)
+        cur = view(cur, (dim, n_merged), (row_size(cur.ty, dim),))
+        up, down, op = "mm.1", "mm.2", "gelu"
+    else:
+        cur = _norm(cur, w("mm.input_norm.weight"), w("mm.input_norm.bias"), False)
+        cur = patch_merge_permute(cur, e, npx, npx, sf)
+        up, down, op = ("mm.1", "mm.2", hp.ffn_op) if kind == "paddleocr" else ("mm.0", "mm.2", "gelu_erf")
+    cur = build_ffn(cur, w(up + ".weight"), w(up + ".bias"), None, None, w(down + ".weight"), w(down + ".bias"), op)
+    g.expand(cur)
+    return g
+
+
 def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
     """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear) and ``lfm2`` (LFM2-VL:
     position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP)."""
@@ -1163,7 +1212,12 @@ GRAPHS = {
     "glm5v": build_glm4v,
     "minimax_m3": build_minimax_m3,
     "ling3vl": build_ling3vl,
-    "kimik25": build_kimik25,  # the same tower, its SwiGLU clamped (a GLU all the same)
+    "kimik25": build_kimik25,
+    "kimivl": functools.partial(build_unshuffle_vit, kind="kimivl"),
+    "paddleocr": functools.partial(build_unshuffle_vit, kind="paddleocr"),
+    "dots_ocr": functools.partial(
+        build_unshuffle_vit, kind="dots_ocr"
+    ),  # the same tower, its SwiGLU clamped (a GLU all the same)
     "pixtral": build_pixtral,
     "gemma4v": build_gemma4v,
     "internvl": build_internvl,
