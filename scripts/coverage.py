@@ -147,8 +147,8 @@ FEATURE_NOTES = {
     "sm-none": "the whole model on --main-gpu",
     "mmproj": "the projector's device (-mmdev, the first of -dev, else the first GPU-type device, RPC included; "
     "--no-mmproj-offload: the CPU), its weights and every compute buffer against llama-server's load log (libmtmd's "
-    "lines); compute replayed for gemma3, qwen2vl/2.5vl/3vl, pixtral/mistral3, gemma4v, idefics3, lfm2, internvl and "
-    "glm4v/glm5v, "
+    "lines); compute replayed for gemma3, qwen2vl/2.5vl/3vl, pixtral/mistral3, gemma4v, idefics3, lfm2, internvl, "
+    "glm4v/glm5v, minimax_m3, ling3vl, kimik25, kimivl, paddleocr and dots_ocr, "
     "and for the audio encoders of Whisper (ultravox, qwen2a, voxtral, musicflamingo, meralion, glma), Qwen3-Omni "
     "(qwen3a) and Gemma 4 (gemma4a, the encoder-free gemma4ua); a file with both encoders (Qwen2.5-Omni's, Qwen3-Omni's, Gemma 4's) as its "
     "two contexts; approximate for other vision types and said so; other audio encoders (conformer, "
@@ -253,6 +253,9 @@ PROJECTORS_OF = {
     "gemma2": ("meralion",),
     "glm4": ("glm4v",),
     "glm4moe": ("glm4v",),
+    "minimax-m3": ("minimax_m3",),
+    "bailingmoe3": ("ling3vl",),
+    "deepseek2": ("kimik25", "kimivl", "deepseekocr (DeepSeek-OCR)"),
     "gemma3": ("gemma3",),
     "gemma4": ("gemma4v", "gemma4a", "gemma4-both", "gemma4ua"),
     "qwen2": ("qwen2a", "musicflamingo"),
@@ -264,7 +267,8 @@ PROJECTORS_OF = {
 }
 _PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "qwen2a", "mistral3", "pixtral", "gemma4v", "idefics3", "lfm2",
                     "internvl", "ultravox", "voxtral", "musicflamingo", "meralion", "qwen3a", "omni3", "omni",
-                    "gemma4a", "gemma4-both", "gemma4ua", "glma", "glm4v", "glm5v")
+                    "gemma4a", "gemma4-both", "gemma4ua", "glma", "glm4v", "glm5v", "minimax_m3", "ling3vl",
+                    "kimik25", "kimivl", "paddleocr", "dots_ocr")
 
 
 def _projector_type(case: str) -> str:
