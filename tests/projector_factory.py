@@ -902,3 +902,54 @@ def write_unshuffle_projector(
     add("mm.2.weight", (4 * n_embd, n_embd_text), mt)
     add("mm.2.bias", (n_embd_text,))
     return _finish(w, path)
+
+
+def write_llama4_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    image_size: int = 112,
+    patch_size: int = 14,
+    scale_factor: int = 2,
+    adapter: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Llama 4 projector (``llama4``, ``models/llama4.cpp``): the patch embedding stored 2-D (im2col + matmul),
+    a CLS row, learned positions for every patch and the CLS, layer-norm ViT blocks with biases and a GELU FFN,
+    the pixel shuffle by ``scale_factor``, the two-layer adapter MLP and ``mm.model.fc``."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-llama4-mmproj", proj_type="llama4", image_size=image_size,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-5)
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.projector.scale_factor", scale_factor)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    n_pos = (image_size // patch_size) ** 2 + 1
+    add("v.patch_embd.weight", (patch_size * patch_size * 3, n_embd), mt)
+    add("v.class_embd", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("v.pre_ln.weight", (n_embd,))
+    add("v.pre_ln.bias", (n_embd,))
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    add("mm.model.mlp.1.weight", (n_embd * scale_factor * scale_factor, adapter), mt)
+    add("mm.model.mlp.2.weight", (adapter, adapter), mt)
+    add("mm.model.fc.weight", (adapter, n_embd_text), mt)
+    return _finish(w, path)

@@ -25,6 +25,7 @@ from tests.projector_factory import (
     write_gemma4ua_projector,
     write_glm4v_projector,
     write_kimik25_projector,
+    write_llama4_projector,
     write_minimax_m3_projector,
     write_unshuffle_projector,
     write_whisper_projector,
@@ -198,6 +199,9 @@ SHAPES = {
     "kimivl": ("kimivl", dict(kind="kimivl")),
     "paddleocr": ("unshuffle", dict(kind="paddleocr")),
     "dots_ocr": ("unshuffle", dict(kind="dots_ocr", n_head=4)),
+    # Llama 4: the 2-D patch weight as im2col + matmul, the CLS row, pixel shuffle, adapter MLP; a 24x24 grid
+    "llama4": ("llama4", dict()),
+    "llama4-large": ("llama4", dict(image_size=336, n_embd=64, n_ff=128, n_head=4, n_layer=3)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -207,7 +211,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "gemma4a": write_gemma4a_projector, "gemma4ua": write_gemma4ua_projector, "glm4v": write_glm4v_projector,
             "minimax_m3": write_minimax_m3_projector, "ling3vl": write_qwen3vl_projector,
             "kimik25": write_kimik25_projector, "kimivl": write_unshuffle_projector,
-            "unshuffle": write_unshuffle_projector,
+            "unshuffle": write_unshuffle_projector, "llama4": write_llama4_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -216,7 +220,8 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
 _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v": "gemma4", "siglip": "llama", "internvl": "llama",
          "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
          "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3", "ling3vl": "bailingmoe3",
-         "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama"}
+         "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama",
+         "llama4": "llama4"}
 
 
 def _write(shape: str, path, tiny_models):
@@ -308,6 +313,9 @@ CASES = [
     ("paddleocr-rpc1", "paddleocr", 1, ""),
     ("paddleocr-cpu-fa-off", "paddleocr", 0, "-fa off"),
     ("dots_ocr-rpc2", "dots_ocr", 2, ""),
+    ("llama4-cpu", "llama4", 0, ""),
+    ("llama4-rpc1-fa-off", "llama4-large", 1, "-fa off"),
+    ("llama4-rpc2", "llama4-large", 2, "-mmdev RPC1"),
 ]
 
 
@@ -390,6 +398,7 @@ VULKAN_CASES = [
     ("vulkan-ling3vl", "ling3vl", ""),
     ("vulkan-kimik25", "kimik25", ""),
     ("vulkan-paddleocr", "paddleocr", ""),
+    ("vulkan-llama4", "llama4-large", ""),
 ]
 
 

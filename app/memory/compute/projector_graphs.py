@@ -828,6 +828,47 @@ def build_unshuffle_vit(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
     return g
 
 
+def build_llama4(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_llama4::build`` (``models/llama4.cpp``): the patch embedding as im2col (f32) and a matmul with
+    the 2-D weight, the CLS row appended, a layer-norm ViT with 2D RoPE and learned positions, the CLS row cut off,
+    the pixel shuffle, the two GELU adapter layers and the projection."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, p = hp.n_embd, hp.patch_size
+    npx = size // p
+    n_patches = npx * npx
+    n_pos = n_patches + 1
+    pos_h = new("i32", (n_pos,), NONE)
+    pos_h.flags = pos_h.fl0 = INPUT
+    pos_w = new("i32", (n_pos,), NONE)
+    pos_w.flags = pos_w.fl0 = INPUT
+    raw = new("f32", (size, size, 3, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    pw = w("v.patch_embd.weight")
+    kernel = wview(pw, (p, p, 3, e))
+    inp = new("f32", (3 * p * p, npx, npx, 1), "IM2COL", (kernel, raw))
+    inp = reshape(mul_mat(pw, inp), e, n_patches)
+    cls = w("v.class_embd")
+    inp = new(inp.ty, (e, n_patches + cls.ne[1], 1, 1), "CONCAT", (inp, cls))
+
+    def rope_2d(cur: T) -> T:
+        cur = new("f32", cur.ne, "ROPE", (cur, pos_w))
+        return new("f32", cur.ne, "ROPE", (cur, pos_h))
+
+    cur = build_vit(g, hp, w, inp, n_pos, False, w("v.position_embd.weight"), fa, rope_2d)
+    cur = view(cur, (e, n_patches), (row_size(cur.ty, e),))
+    sf = hp.n_merge
+    cur = permute(reshape(cur, e * sf, npx // sf, npx, 1), 0, 2, 1, 3)
+    cur = cont(cur, e * sf * sf, npx // sf, npx // sf, 1)
+    cur = cont(cur, e * sf * sf, n_patches // sf // sf, 1, 1)
+    cur = unary("UNARY", mul_mat(w("mm.model.mlp.1.weight"), cur))
+    cur = unary("UNARY", mul_mat(w("mm.model.mlp.2.weight"), cur))
+    cur = mul_mat(w("mm.model.fc.weight"), cur)
+    g.expand(cur)
+    return g
+
+
 def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
     """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear) and ``lfm2`` (LFM2-VL:
     position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP)."""
@@ -1213,6 +1254,7 @@ GRAPHS = {
     "minimax_m3": build_minimax_m3,
     "ling3vl": build_ling3vl,
     "kimik25": build_kimik25,
+    "llama4": build_llama4,
     "kimivl": functools.partial(build_unshuffle_vit, kind="kimivl"),
     "paddleocr": functools.partial(build_unshuffle_vit, kind="paddleocr"),
     "dots_ocr": functools.partial(
