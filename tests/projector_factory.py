@@ -953,3 +953,49 @@ def write_llama4_projector(
     add("mm.model.mlp.2.weight", (adapter, adapter), mt)
     add("mm.model.fc.weight", (adapter, n_embd_text), mt)
     return _finish(w, path)
+
+
+def write_deepseek4v_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    patch_size: int = 4,
+    scale_factor: int = 3,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A DeepSeek-V4 vision projector (``deepseek4v``, ``models/deepseek4v.cpp``): the patch conv with a bias, RMS
+    ViT blocks with a gated SiLU FFN, the ``scale_factor`` x ``scale_factor`` aligner MLP (``mm.1``/``mm.2``) and
+    the four sentinel embeddings."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-deepseek4v-mmproj", proj_type="deepseek4v",
+                        image_size=448, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
+    w.add_bool("clip.use_silu", True)
+    w.add_uint32("clip.vision.projector.scale_factor", scale_factor)
+    w.add_uint32("clip.vision.image_min_pixels", 32 * 32)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+        add(f"{p}.ln1.weight", (n_embd,))
+        add(f"{p}.ln2.weight", (n_embd,))
+        for t in ("ffn_gate", "ffn_up"):
+            add(f"{p}.{t}.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+    add("v.post_ln.weight", (n_embd,))
+    merged = n_embd * scale_factor * scale_factor
+    add("mm.1.weight", (merged, n_embd_text), mt)
+    add("mm.1.bias", (n_embd_text,))
+    add("mm.2.weight", (n_embd_text, n_embd_text), mt)
+    add("mm.2.bias", (n_embd_text,))
+    for name in ("v.image_newline", "v.token_embd.img_start", "v.token_embd.img_end", "v.token_embd.img_pad"):
+        add(name, (n_embd_text,))
+    return _finish(w, path)

@@ -222,6 +222,11 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         else:
             max_tokens = (settings.image_max_tokens if settings and settings.image_max_tokens else 0) or 4096
             warmup = math.isqrt(max_tokens * patch * patch * n_merge * n_merge)
+    elif proj.proj_type == "deepseek4v":
+        # the side of min(256, the block's token cap) merged tokens: the cap is 384, or --image-max-tokens (>= 16)
+        n_merge = int(hp("projector.scale_factor", 0) or 0) or 1
+        cap = max(settings.image_max_tokens, 16) if settings and settings.image_max_tokens else 384
+        warmup = math.isqrt(min(256, cap)) * patch * n_merge
     elif proj.proj_type in ("deepseekocr", "deepseekocr2"):
         n_merge = 1
         warmup = 1024

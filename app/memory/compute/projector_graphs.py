@@ -869,6 +869,48 @@ def build_llama4(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_deepseek4v(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_deepseek4v::build`` (DeepSeek-V4 vision, ``models/deepseek4v.cpp``): the patch conv, an
+    RMS-norm ViT with 2D M-RoPE and no learned positions, the aligner's n_merge x n_merge unfold (im2col of the
+    grid with a view of itself as the kernel, the grid zero-padded to the merge), the GELU MLP, the four sentinel
+    rows appended and the token block gathered by the ``layout_idx`` input (``dsv4_get_block_layout``)."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, m = hp.n_embd, hp.n_merge
+    npx = size // hp.patch_size
+    positions = new("i32", (npx * npx * 4,), NONE)
+    positions.flags = positions.fl0 = INPUT
+
+    def add_pos(cur: T) -> T:
+        return new("f32", cur.ne, "ROPE", (cur, positions))
+
+    _raw, inp, n_pos = build_inp(g, hp, w, size)
+    cur = build_vit(g, hp, w, inp, n_pos, True, None, fa, add_pos)
+    cur = cont(permute(reshape(cur, e, npx, npx), 2, 0, 1, 3))
+    pad = -npx % m
+    if pad:
+        cur = new(cur.ty, (npx + pad, npx + pad, e, 1), "PAD", (cur,))
+    side = cur.ne[0]
+    kernel = view(cur, (m, m, e), (0, 0))
+    cur = new("f32", (e * m * m, side // m, side // m, 1), "IM2COL", (kernel, cur))
+    cur = reshape(cur, cur.ne[0], cur.ne[1] * cur.ne[2])
+    cur = build_ffn(cur, w("mm.1.weight"), w("mm.1.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu_erf")
+    d_out, n_grid = cur.ne[0], cur.ne[1]
+    for name in ("v.token_embd.img_start", "v.token_embd.img_end", "v.image_newline", "v.token_embd.img_pad"):
+        cur = new(cur.ty, (d_out, cur.ne[1] + 1, 1, 1), "CONCAT", (cur, wview(w(name), (d_out, 1))))
+    n_llm = side // m
+    rows, row_len = n_llm + n_llm % 2, n_llm + 1
+    pad_last = (rows // 2 * row_len) % 2 * 2
+    n_out = 1 + rows * row_len + pad_last + 1  # no lead pads at warmup
+    assert n_grid == n_llm * n_llm
+    idx = new("i32", (n_out,), NONE)
+    idx.flags = idx.fl0 = INPUT
+    idx.name = "layout_idx"
+    cur = get_rows(cur, idx)
+    g.expand(cur)
+    return g
+
+
 def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
     """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear) and ``lfm2`` (LFM2-VL:
     position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP)."""
@@ -1255,6 +1297,7 @@ GRAPHS = {
     "ling3vl": build_ling3vl,
     "kimik25": build_kimik25,
     "llama4": build_llama4,
+    "deepseek4v": build_deepseek4v,
     "kimivl": functools.partial(build_unshuffle_vit, kind="kimivl"),
     "paddleocr": functools.partial(build_unshuffle_vit, kind="paddleocr"),
     "dots_ocr": functools.partial(
