@@ -999,3 +999,53 @@ def write_deepseek4v_projector(
     for name in ("v.image_newline", "v.token_embd.img_start", "v.token_embd.img_end", "v.token_embd.img_pad"):
         add(name, (n_embd_text,))
     return _finish(w, path)
+
+
+def write_hunyuanvl_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    patch_size: int = 4,
+    c1: int = 64,
+    c2: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A HunyuanVL projector (``hunyuanvl``, ``models/hunyuanvl.cpp``): the patch conv with a bias, layer-norm ViT
+    blocks with biases and a GELU FFN (positions come in as an input), the pre-norm, the 2x2 then 1x1 conv
+    merger (``mm.0``, ``mm.2``), the newline column, ``mm.model.fc``, begin/end rows and the post-norm."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-hunyuanvl-mmproj", proj_type="hunyuanvl",
+                        image_size=448, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-5)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("mm.pre_norm.weight", (n_embd,))
+    add("mm.0.weight", (2, 2, n_embd, c1), mt)
+    add("mm.0.bias", (c1,))
+    add("mm.2.weight", (1, 1, c1, c2), mt)
+    add("mm.2.bias", (c2,))
+    add("v.image_newline", (c2,))
+    add("mm.model.fc.weight", (c2, n_embd_text), mt)
+    add("mm.model.fc.bias", (n_embd_text,))
+    add("mm.image_begin", (n_embd_text,))
+    add("mm.image_end", (n_embd_text,))
+    add("mm.post_norm.weight", (n_embd_text,))
+    return _finish(w, path)

@@ -15,6 +15,7 @@ from app.memory.settings import LlamaSettings
 from app.model.projector import open_projector
 from tests.projector_factory import (
     write_deepseek4v_projector,
+    write_hunyuanvl_projector,
     write_gemma3_projector,
     write_gemma4v_projector,
     write_internvl_projector,
@@ -205,6 +206,8 @@ SHAPES = {
     "llama4-large": ("llama4", dict(image_size=336, n_embd=64, n_ff=128, n_head=4, n_layer=3)),
     # DeepSeek-V4 vision: the 3x3 unfold aligner, the sentinel rows and the layout gather
     "deepseek4v": ("deepseek4v", dict()),
+    # HunyuanVL: positions as an input, a conv merger, the newline column, begin/end rows
+    "hunyuanvl": ("hunyuanvl", dict()),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -215,7 +218,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "minimax_m3": write_minimax_m3_projector, "ling3vl": write_qwen3vl_projector,
             "kimik25": write_kimik25_projector, "kimivl": write_unshuffle_projector,
             "unshuffle": write_unshuffle_projector, "llama4": write_llama4_projector,
-            "deepseek4v": write_deepseek4v_projector,
+            "deepseek4v": write_deepseek4v_projector, "hunyuanvl": write_hunyuanvl_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -225,7 +228,7 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
          "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3", "ling3vl": "bailingmoe3",
          "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama",
-         "llama4": "llama4", "deepseek4v": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -323,6 +326,8 @@ CASES = [
     ("deepseek4v-cpu", "deepseek4v", 0, ""),
     ("deepseek4v-rpc1-fa-off", "deepseek4v", 1, "-fa off"),
     ("deepseek4v-rpc2-max-tokens", "deepseek4v", 2, "--image-max-tokens 100"),
+    ("hunyuanvl-cpu", "hunyuanvl", 0, ""),
+    ("hunyuanvl-rpc1-fa-off", "hunyuanvl", 1, "-fa off"),
 ]
 
 
@@ -407,6 +412,7 @@ VULKAN_CASES = [
     ("vulkan-paddleocr", "paddleocr", ""),
     ("vulkan-llama4", "llama4-large", ""),
     ("vulkan-deepseek4v", "deepseek4v", ""),
+    ("vulkan-hunyuanvl", "hunyuanvl", ""),
 ]
 
 

@@ -911,6 +911,43 @@ def build_deepseek4v(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_hunyuanvl(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_hunyuanvl::build`` (HunyuanVL, ``models/hunyuanvl.cpp``): the patch conv, a layer-norm ViT with
+    its positions as a graph input, the pre-norm, two conv layers (the merge, then 1x1) with GELU, a newline column
+    repeated per row and concatenated, the projection, begin/end rows and the post-norm."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, m = hp.n_embd, hp.n_merge
+    npx = size // hp.patch_size
+    pos = new("f32", (e, npx * npx), NONE)
+    pos.flags = pos.fl0 = INPUT
+    _raw, inp, n_pos = build_inp(g, hp, w, size)
+    cur = build_vit(g, hp, w, inp, n_pos, False, pos, fa)
+    cur = _norm(cur, w("mm.pre_norm.weight"), None, True)
+    cur = cont(permute(reshape(cur, e, npx, npx), 2, 0, 1, 3))
+    cur = conv_2d(g, w("mm.0.weight"), cur, m, m)
+    if w("mm.0.bias") is not None:
+        cur = binary("ADD", cur, wview(w("mm.0.bias"), (1, 1, w("mm.0.bias").ne[0])))
+    cur = unary("UNARY", cur)
+    cur = conv_2d(g, w("mm.2.weight"), cur, 1, 1)
+    if w("mm.2.bias") is not None:
+        cur = binary("ADD", cur, wview(w("mm.2.bias"), (1, 1, w("mm.2.bias").ne[0])))
+    ow, oh, idim = cur.ne[0], cur.ne[1], cur.ne[2]
+    nl = w("v.image_newline")
+    nl = new(wtype(nl), (1, oh, idim, 1), "REPEAT", (wview(nl, (1, 1, idim, 1)),))
+    cur = new(cur.ty, (ow + 1, oh, idim, 1), "CONCAT", (cur, nl))
+    cur = cont(permute(cur, 1, 2, 0, 3), idim, (ow + 1) * oh, 1, 1)
+    cur = mul_mat(w("mm.model.fc.weight"), cur)
+    if w("mm.model.fc.bias") is not None:
+        cur = binary("ADD", cur, w("mm.model.fc.bias"))
+    begin, end = w("mm.image_begin"), w("mm.image_end")
+    cur = new(wtype(begin), (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (wview(begin, (begin.ne[0], 1)), cur))
+    cur = new(cur.ty, (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (cur, wview(end, (end.ne[0], 1))))
+    cur = _norm(cur, w("mm.post_norm.weight"), None, True)
+    g.expand(cur)
+    return g
+
+
 def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
     """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear) and ``lfm2`` (LFM2-VL:
     position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP)."""
@@ -1298,6 +1335,7 @@ GRAPHS = {
     "kimik25": build_kimik25,
     "llama4": build_llama4,
     "deepseek4v": build_deepseek4v,
+    "hunyuanvl": build_hunyuanvl,
     "kimivl": functools.partial(build_unshuffle_vit, kind="kimivl"),
     "paddleocr": functools.partial(build_unshuffle_vit, kind="paddleocr"),
     "dots_ocr": functools.partial(
