@@ -1049,3 +1049,63 @@ def write_hunyuanvl_projector(
     add("mm.image_end", (n_embd_text,))
     add("mm.post_norm.weight", (n_embd_text,))
     return _finish(w, path)
+
+
+def write_llava_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 3,
+    n_head: int = 4,
+    image_size: int = 224,
+    patch_size: int = 14,
+    feature_layers: tuple[int, ...] | None = None,
+    yi: bool = False,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A LLaVA projector (``mlp``, ``models/llava.cpp``): a CLIP ViT (patch conv without bias, CLS, learned
+    positions, pre-norm, quick-GELU FFN, biases everywhere) and the ``mm.0``/``mm.2`` MLP; ``feature_layers``
+    (Granite Vision) stacks those layers' inputs (the MLP input grows by their count); ``yi`` writes the Yi-type
+    ``mm.0``/``mm.1``/``mm.3``/``mm.4`` (linear, norm, linear, norm)."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-llava-mmproj", proj_type="mlp", image_size=image_size,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-5)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    if feature_layers is not None:
+        w.add_array("clip.vision.feature_layer", list(feature_layers))
+    n_pos = (image_size // patch_size) ** 2 + 1
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.class_embd", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    add("v.pre_ln.weight", (n_embd,))
+    add("v.pre_ln.bias", (n_embd,))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    width = n_embd * (len(feature_layers) if feature_layers else 1)
+    add("mm.0.weight", (width, n_embd_text), mt)
+    add("mm.0.bias", (n_embd_text,))
+    if yi:
+        add("mm.1.weight", (n_embd_text,))
+        add("mm.1.bias", (n_embd_text,))
+        add("mm.3.weight", (n_embd_text, n_embd_text), mt)
+        add("mm.3.bias", (n_embd_text,))
+        add("mm.4.weight", (n_embd_text,))
+        add("mm.4.bias", (n_embd_text,))
+    else:
+        add("mm.2.weight", (n_embd_text, n_embd_text), mt)
+        add("mm.2.bias", (n_embd_text,))
+    return _finish(w, path)

@@ -179,6 +179,13 @@ def weights_bytes(proj: Projector, lane: Lane | None) -> int:
     return total
 
 
+def _feature_layers(value) -> tuple[int, ...]:
+    """``clip.vision.feature_layer`` (LLaVA / Granite Vision): the layer indices whose inputs are stacked."""
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(int(v) for v in value if isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+
+
 def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> ClipHParams:
     """``clip_model_loader::load_hparams`` for the vision encoder (the keys the graphs' shapes read)."""
     hp = proj.vision_hp
@@ -248,6 +255,7 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         n_merge=n_merge,
         ffn_op=ffn,
         n_wa_pattern=int(hp("n_wa_pattern", 0) or 0),
+        feature_layers=_feature_layers(hp("feature_layer", None)),
     )
 
 

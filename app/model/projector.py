@@ -141,6 +141,22 @@ def _check(name: str, header: GGUFHeader, prefix: str, extra, proj_type: str) ->
             "must be in range [1, 256]'.",
             key="clip.audio.num_mel_bins",
         )
+    feats = md.get(f"clip.{prefix}.feature_layer")
+    if feats is not None:
+        if not isinstance(feats, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in feats):
+            raise MetadataError(
+                f"{name}: clip.{prefix}.feature_layer is not a list of integers; llama.cpp aborts "
+                "reading it. Get the file again.",
+                key=f"clip.{prefix}.feature_layer",
+            )
+        for v in feats:
+            if v > values["block_count"]:
+                raise MetadataError(
+                    f"{name}: llama.cpp refuses this projector: 'feature layer index {v} is out of range (n_layer: "
+                    f"{values['block_count']})'.",
+                    key=f"clip.{prefix}.feature_layer",
+                    found=str(v),
+                )
     if proj_type in _NO_STANDARD_LAYERS:
         return
     have = {t.name for t in header.tensors}

@@ -28,6 +28,7 @@ from tests.projector_factory import (
     write_glm4v_projector,
     write_kimik25_projector,
     write_llama4_projector,
+    write_llava_projector,
     write_minimax_m3_projector,
     write_unshuffle_projector,
     write_whisper_projector,
@@ -208,6 +209,11 @@ SHAPES = {
     "deepseek4v": ("deepseek4v", dict()),
     # HunyuanVL: positions as an input, a conv merger, the newline column, begin/end rows
     "hunyuanvl": ("hunyuanvl", dict()),
+    # LLaVA (mlp): 576 patches + CLS as LLaVA 1.5's, up to the second-to-last layer; Granite Vision's stacked
+    # feature layers; Yi-type (mlp_norm)
+    "llava": ("llava", dict(image_size=336)),
+    "llava-granite": ("llava", dict(feature_layers=(0, 1, 3))),
+    "llava-yi": ("llava", dict(yi=True, n_layer=2)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -219,6 +225,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "kimik25": write_kimik25_projector, "kimivl": write_unshuffle_projector,
             "unshuffle": write_unshuffle_projector, "llama4": write_llama4_projector,
             "deepseek4v": write_deepseek4v_projector, "hunyuanvl": write_hunyuanvl_projector,
+            "llava": write_llava_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -228,7 +235,7 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
          "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3", "ling3vl": "bailingmoe3",
          "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama",
-         "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -328,6 +335,10 @@ CASES = [
     ("deepseek4v-rpc2-max-tokens", "deepseek4v", 2, "--image-max-tokens 100"),
     ("hunyuanvl-cpu", "hunyuanvl", 0, ""),
     ("hunyuanvl-rpc1-fa-off", "hunyuanvl", 1, "-fa off"),
+    ("llava-cpu", "llava", 0, ""),
+    ("llava-rpc1-fa-off", "llava", 1, "-fa off"),
+    ("llava-granite-rpc2", "llava-granite", 2, "-fa off"),
+    ("llava-yi-cpu", "llava-yi", 0, ""),
 ]
 
 
@@ -413,6 +424,7 @@ VULKAN_CASES = [
     ("vulkan-llama4", "llama4-large", ""),
     ("vulkan-deepseek4v", "deepseek4v", ""),
     ("vulkan-hunyuanvl", "hunyuanvl", ""),
+    ("vulkan-llava", "llava", ""),
 ]
 
 
@@ -455,6 +467,8 @@ def _mutated(path, tmp_path, mutations):
 
 #: (projector, mutation, what Layerdeck says, what llama-server says)
 REFUSALS = [
+    ("llava", ["meta", "clip.vision.feature_layer", 9, {"arr": 5, "values": [0, 9]}],
+     "feature layer index 9 is out of range (n_layer: 3)", "feature layer index 9 is out of range (n_layer: 3)"),
     ("ultravox", ["meta", "clip.audio.block_count", 4, 3], "unable to find tensor a.blk.2.attn_out.weight",
      "unable to find tensor a.blk.2.attn_out.weight"),
     ("ultravox", ["meta", "clip.audio.num_mel_bins", 4, 300], "n_mel_bins (300) must be in range [1, 256]",
@@ -465,11 +479,14 @@ REFUSALS = [
 ]
 
 
+_REFUSAL_BASES = {"ultravox": write_whisper_projector, "gemma3": write_gemma3_projector, "llava": write_llava_projector}
+
+
 @pytest.mark.parametrize("kind,mutation,ours,theirs", REFUSALS, ids=[r[2][:24] for r in REFUSALS])
 def test_a_projector_llama_cpp_refuses_is_refused_with_its_reason(kind, mutation, ours, theirs, tmp_path):
     from app.model.errors import MetadataError
 
-    base = (write_whisper_projector if kind == "ultravox" else write_gemma3_projector)(tmp_path / f"{kind}.gguf")
+    base = _REFUSAL_BASES[kind](tmp_path / f"{kind}.gguf")
     with pytest.raises(MetadataError, match=re.escape(ours)):
         open_projector(_mutated(base, tmp_path, [mutation]))
 
@@ -479,8 +496,8 @@ def test_a_projector_llama_cpp_refuses_is_refused_with_its_reason(kind, mutation
 def test_llama_server_refuses_the_same_projectors(kind, mutation, ours, theirs, llama_bin, tiny_models, tmp_path):
     from .accuracy import server_refusal
 
-    base = (write_whisper_projector if kind == "ultravox" else write_gemma3_projector)(tmp_path / f"{kind}.gguf")
-    text = server_refusal(llama_bin, tiny_models["llama" if kind == "ultravox" else "gemma3"],
+    base = _REFUSAL_BASES[kind](tmp_path / f"{kind}.gguf")
+    text = server_refusal(llama_bin, tiny_models["gemma3" if kind == "gemma3" else "llama"],
                           ["--mmproj", str(_mutated(base, tmp_path, [mutation]))])
     assert theirs in text, text[-2000:]
 

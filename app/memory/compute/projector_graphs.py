@@ -54,6 +54,7 @@ class ClipHParams:
     n_mel: int = 0  # audio: mel bins (the warmup's rows)
     warmup_frames: int = 0  # audio: the warmup's frames (clip_hparams::warmup_audio_size, 3000)
     stack_factor: int = 0  # audio: frames stacked into one token (clip.audio.projector.stack_factor)
+    feature_layers: tuple[int, ...] = ()  # clip.vision.feature_layer: the layers whose inputs LLaVA stacks
 
 
 def wview(w: T, ne, op: str = "RESHAPE") -> T:
@@ -948,6 +949,79 @@ def build_hunyuanvl(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_llava::build`` for the ``mlp`` projector (LLaVA 1.5/1.6, Granite Vision; ``models/llava.cpp``):
+    the patch conv, the CLS row, learned positions gathered by a ``positions`` input, the pre-norm, the layers up
+    to the second-to-last (or to the deepest ``feature_layers``, whose inputs are stacked), the ``patches`` gather
+    (the CLS dropped) and the GELU MLP ``mm.0``/``mm.2``; with ``mm.3`` the file is Yi-type (``mlp_norm``: two
+    linears each followed by a layer norm)."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, dh = hp.n_embd, hp.d_head
+    _raw, inp, n_patches = build_inp(g, hp, w, size)
+    cls = w("v.class_embd")
+    if cls is not None:
+        inp = new(inp.ty, (e, inp.ne[1] + 1, 1, 1), "CONCAT", (inp, cls))
+    n_pos = n_patches + (1 if cls is not None else 0)
+    positions = new("i32", (n_pos,), NONE)
+    positions.flags = positions.fl0 = INPUT
+    inp = binary("ADD", inp, get_rows(w("v.position_embd.weight"), positions))
+    inp_l = inp
+    if w("v.pre_ln.weight") is not None:
+        inp_l = _norm(inp_l, w("v.pre_ln.weight"), w("v.pre_ln.bias"), False)
+    feats = hp.feature_layers
+    last = max(feats) if feats else hp.n_layer - 1
+    stack = []
+    for il in range(last):
+        if il in feats:
+            stack.append(inp_l)
+        p = f"v.blk.{il}."
+        cur = _norm(inp_l, w(p + "ln1.weight"), w(p + "ln1.bias"), False)
+        q = reshape(_add_b(mul_mat(w(p + "attn_q.weight"), cur), w(p + "attn_q.bias")), dh, hp.n_head, n_pos)
+        k = reshape(_add_b(mul_mat(w(p + "attn_k.weight"), cur), w(p + "attn_k.bias")), dh, hp.n_head, n_pos)
+        v = reshape(_add_b(mul_mat(w(p + "attn_v.weight"), cur), w(p + "attn_v.bias")), dh, hp.n_head, n_pos)
+        cur = build_attn(g, hp, w(p + "attn_out.weight"), w(p + "attn_out.bias"), q, k, v, fa)
+        cur = binary("ADD", cur, inp_l)
+        inp_l = cur
+        cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
+        cur = build_ffn(
+            cur,
+            w(p + "ffn_up.weight"),
+            w(p + "ffn_up.bias"),
+            w(p + "ffn_gate.weight"),
+            w(p + "ffn_gate.bias"),
+            w(p + "ffn_down.weight"),
+            w(p + "ffn_down.bias"),
+            hp.ffn_op,
+        )
+        inp_l = binary("ADD", inp_l, cur)
+    if w("v.post_ln.weight") is not None:
+        inp_l = _norm(inp_l, w("v.post_ln.weight"), w("v.post_ln.bias"), False)
+    emb = inp_l
+    if last in feats:
+        stack.append(inp_l)
+    if stack:
+        emb = stack[0]
+        for t in stack[1:]:
+            emb = concat(emb, t, 0)
+    emb = reshape(emb, emb.ne[0], emb.ne[1])
+    patches = new("i32", (n_patches,), NONE)
+    patches.flags = patches.fl0 = INPUT
+    emb = get_rows(emb, patches)
+    emb = binary("ADD", mul_mat(w("mm.0.weight"), emb), w("mm.0.bias"))
+    if w("mm.3.weight") is not None:  # Yi-type: load_tensors turns the type into mlp_norm
+        emb = binary("ADD", binary("MUL", unary("NORM", emb), w("mm.1.weight")), w("mm.1.bias"))
+        emb = unary("UNARY", emb)
+        emb = binary("ADD", mul_mat(w("mm.3.weight"), emb), w("mm.3.bias"))
+        emb = binary("ADD", binary("MUL", unary("NORM", emb), w("mm.4.weight")), w("mm.4.bias"))
+    else:
+        emb = unary("UNARY", emb)
+        if w("mm.2.weight") is not None:
+            emb = binary("ADD", mul_mat(w("mm.2.weight"), emb), w("mm.2.bias"))
+    g.expand(emb)
+    return g
+
+
 def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
     """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear) and ``lfm2`` (LFM2-VL:
     position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP)."""
@@ -1336,6 +1410,7 @@ GRAPHS = {
     "llama4": build_llama4,
     "deepseek4v": build_deepseek4v,
     "hunyuanvl": build_hunyuanvl,
+    "mlp": build_llava,
     "kimivl": functools.partial(build_unshuffle_vit, kind="kimivl"),
     "paddleocr": functools.partial(build_unshuffle_vit, kind="paddleocr"),
     "dots_ocr": functools.partial(
