@@ -239,13 +239,17 @@ def write_pixtral_projector(
     n_head: int = 4,
     patch_size: int = 14,
     spatial_merge: int | None = 2,
+    kind: str = "pixtral",
+    img_break: bool = True,
     matrix_type: str = "f16",
     seed: int = 0,
 ) -> Path:
-    """A Pixtral / Mistral Small 3.1 projector (``pixtral``, ``models/pixtral.cpp``): RMS-norm ViT with 2D RoPE and
+    """``kind`` ``lightonocr``: LightOnOCR's (Pixtral's graph), usually without ``img_break``.
+
+    A Pixtral / Mistral Small 3.1 projector (``pixtral``, ``models/pixtral.cpp``): RMS-norm ViT with 2D RoPE and
     a SwiGLU FFN, no biases; with ``spatial_merge`` the Mistral 3 patch merger (``mm.input_norm``,
     ``mm.patch_merger``); the LLaVA MLP ``mm.1``/``mm.2`` and the [IMG_BREAK] embedding."""
-    w, add, mt = _start(path, seed, matrix_type, name="tiny-pixtral-mmproj", proj_type="pixtral", image_size=1540,
+    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-{kind}-mmproj", proj_type=kind, image_size=1540,
                         patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
                         n_head=n_head, eps=1e-5)
     w.add_bool("clip.use_silu", True)
@@ -273,7 +277,8 @@ def write_pixtral_projector(
     add("mm.1.bias", (n_embd_text,))
     add("mm.2.weight", (n_embd_text, n_embd_text), mt)
     add("mm.2.bias", (n_embd_text,))
-    add("v.token_embd.img_break", (n_embd_text,))
+    if img_break:
+        add("v.token_embd.img_break", (n_embd_text,))
     return _finish(w, path)
 
 
@@ -345,8 +350,8 @@ def write_siglip_projector(
     matrix_type: str = "f16",
     seed: int = 0,
 ) -> Path:
-    """A SigLIP projector of ``kind`` ``idefics3`` (SmolVLM: pixel shuffle by ``scale_factor``, ``mm.model.fc``)
-    or ``lfm2`` (LFM2-VL: a position grid of ``n_pos_train`` resized to the image, pixel shuffle, optional input
+    """A SigLIP projector of ``kind`` ``idefics3`` (SmolVLM: pixel shuffle by ``scale_factor``, ``mm.model.fc``),
+    ``phi4`` (a grid resized, pixel limits, the ``mm.0``/``mm.2`` MLP), ``janus_pro`` (``mm.0``/``mm.1``) or ``lfm2`` (LFM2-VL: a position grid of ``n_pos_train`` resized to the image, pixel shuffle, optional input
     layer norm, ``mm.1``/``mm.2`` MLP)."""
     w, add, mt = _start(path, seed, matrix_type, name=f"tiny-{kind}-mmproj", proj_type=kind, image_size=image_size,
                         patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
@@ -357,7 +362,10 @@ def write_siglip_projector(
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
 
 
-    n_pos = (image_size // patch_size) ** 2 if kind == "idefics3" else n_pos_train
+    if kind == "phi4":
+        w.add_uint32("clip.vision.image_min_pixels", 32 * 32)
+        w.add_uint32("clip.vision.image_max_pixels", 448 * 448)
+    n_pos = (image_size // patch_size) ** 2 if kind in ("idefics3", "janus_pro") else n_pos_train
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.bias", (n_embd,))
     add("v.position_embd.weight", (n_embd, n_pos))
@@ -376,7 +384,13 @@ def write_siglip_projector(
     add("v.post_ln.weight", (n_embd,))
     add("v.post_ln.bias", (n_embd,))
     merged = n_embd * scale_factor * scale_factor
-    if kind == "idefics3":
+    if kind in ("phi4", "janus_pro"):
+        second = "mm.2" if kind == "phi4" else "mm.1"
+        add("mm.0.weight", (n_embd, n_embd_text), mt)
+        add("mm.0.bias", (n_embd_text,))
+        add(f"{second}.weight", (n_embd_text, n_embd_text), mt)
+        add(f"{second}.bias", (n_embd_text,))
+    elif kind == "idefics3":
         add("mm.model.fc.weight", (merged, n_embd_text), mt)
     else:
         if input_norm:

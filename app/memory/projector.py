@@ -218,6 +218,8 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         n_merge = int(hp("spatial_merge_size", 0) or hp("projector.scale_factor", 0) or 0) or default_merge
         if proj.proj_type == "paddleocr":  # load_hparams sets 2 and reads no key
             n_merge = 2
+        elif proj.proj_type == "phi4":  # load_hparams sets 1
+            n_merge = 1
         warmup = math.isqrt(n_tok) * patch * n_merge
     elif proj.proj_type == "kimik25":
         # the file's pixel limits set the warmup side (sqrt of the largest); else set_limit_image_tokens(2, 4096):

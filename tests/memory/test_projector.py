@@ -214,6 +214,10 @@ SHAPES = {
     "llava": ("llava", dict(image_size=336)),
     "llava-granite": ("llava", dict(feature_layers=(0, 1, 3))),
     "llava-yi": ("llava", dict(yi=True, n_layer=2)),
+    # more SigLIP heads (Phi-4 multimodal: a resized grid, no merge; Janus-Pro) and LightOnOCR (Pixtral's graph)
+    "phi4": ("siglip", dict(kind="phi4", image_size=448, patch_size=14, n_pos_train=256)),
+    "janus_pro": ("siglip", dict(kind="janus_pro", image_size=384, patch_size=16)),
+    "lightonocr": ("pixtral", dict(kind="lightonocr", img_break=False)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -339,6 +343,9 @@ CASES = [
     ("llava-rpc1-fa-off", "llava", 1, "-fa off"),
     ("llava-granite-rpc2", "llava-granite", 2, "-fa off"),
     ("llava-yi-cpu", "llava-yi", 0, ""),
+    ("phi4-rpc1", "phi4", 1, ""),
+    ("janus_pro-cpu-fa-off", "janus_pro", 0, "-fa off"),
+    ("lightonocr-rpc2", "lightonocr", 2, ""),
 ]
 
 
@@ -425,6 +432,7 @@ VULKAN_CASES = [
     ("vulkan-deepseek4v", "deepseek4v", ""),
     ("vulkan-hunyuanvl", "hunyuanvl", ""),
     ("vulkan-llava", "llava", ""),
+    ("vulkan-lightonocr", "lightonocr", "-fa off"),
 ]
 
 

@@ -1023,16 +1023,31 @@ def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
 
 
 def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
-    """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear) and ``lfm2`` (LFM2-VL:
-    position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP)."""
+    """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear), ``lfm2`` (LFM2-VL:
+    position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP), ``phi4`` (Phi-4
+    multimodal: the grid resized, no merge, a GELU MLP) and ``janus_pro`` (Janus-Pro: an MLP on the patches)."""
     g = Graph()
     size = hp.warmup_image_size
     npx = size // hp.patch_size
     _raw, inp, n_patches = build_inp(g, hp, w, size)
     pos = w("v.position_embd.weight")
-    if kind == "lfm2" and pos is not None:
+    if kind in ("lfm2", "phi4") and pos is not None:
         pos = resize_position_embeddings(w, hp, npx, npx)
     cur = build_vit(g, hp, w, inp, n_patches, False, pos, fa)
+    if kind in ("phi4", "janus_pro"):  # no merge: a GELU MLP (janus: the file's FFN op) straight on the patches
+        up, down = ("mm.0", "mm.2") if kind == "phi4" else ("mm.0", "mm.1")
+        cur = build_ffn(
+            cur,
+            w(up + ".weight"),
+            w(up + ".bias"),
+            None,
+            None,
+            w(down + ".weight"),
+            w(down + ".bias"),
+            "gelu" if kind == "phi4" else hp.ffn_op,
+        )
+        g.expand(cur)
+        return g
     cur = patch_merge_permute(cur, hp.n_embd, npx, npx, hp.n_merge)
     if kind == "idefics3":
         cur = mul_mat(w("mm.model.fc.weight"), cur)
@@ -1411,6 +1426,9 @@ GRAPHS = {
     "deepseek4v": build_deepseek4v,
     "hunyuanvl": build_hunyuanvl,
     "mlp": build_llava,
+    "lightonocr": build_pixtral,  # Pixtral's graph (clip.cpp builds clip_graph_pixtral for both)
+    "phi4": functools.partial(build_siglip, kind="phi4"),
+    "janus_pro": functools.partial(build_siglip, kind="janus_pro"),
     "kimivl": functools.partial(build_unshuffle_vit, kind="kimivl"),
     "paddleocr": functools.partial(build_unshuffle_vit, kind="paddleocr"),
     "dots_ocr": functools.partial(
