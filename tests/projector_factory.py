@@ -1123,3 +1123,50 @@ def write_llava_projector(
         add("mm.2.weight", (n_embd_text, n_embd_text), mt)
         add("mm.2.bias", (n_embd_text,))
     return _finish(w, path)
+
+
+def write_nemotron_v2_vl_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    image_size: int = 256,
+    patch_size: int = 16,
+    n_registers: int = 8,
+    hidden: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Nemotron Nano V2 VL projector (``nemotron_v2_vl``, ``models/nemotron-v2-vl.cpp``): RADIO's patch conv,
+    positions for every patch, ``n_registers`` register rows (``v.class_embd``), layer-norm ViT blocks with biases
+    and a GELU FFN, the 2x2 unshuffle and the RMS-normed squared-ReLU MLP ``mm.model.mlp.0/1/3``."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-nemotron-v2-vl-mmproj", proj_type="nemotron_v2_vl",
+                        image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.projector.scale_factor", 2)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    n_patches = (image_size // patch_size) ** 2
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.position_embd.weight", (n_embd, n_patches))
+    add("v.class_embd", (n_embd, n_registers))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("mm.model.mlp.0.weight", (4 * n_embd,))
+    add("mm.model.mlp.1.weight", (4 * n_embd, hidden), mt)
+    add("mm.model.mlp.3.weight", (hidden, n_embd_text), mt)
+    return _finish(w, path)

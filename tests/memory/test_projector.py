@@ -30,6 +30,7 @@ from tests.projector_factory import (
     write_llama4_projector,
     write_llava_projector,
     write_minimax_m3_projector,
+    write_nemotron_v2_vl_projector,
     write_unshuffle_projector,
     write_whisper_projector,
 )
@@ -218,6 +219,8 @@ SHAPES = {
     "phi4": ("siglip", dict(kind="phi4", image_size=448, patch_size=14, n_pos_train=256)),
     "janus_pro": ("siglip", dict(kind="janus_pro", image_size=384, patch_size=16)),
     "lightonocr": ("pixtral", dict(kind="lightonocr", img_break=False)),
+    # Nemotron Nano V2 VL (RADIO: register rows, squared-ReLU MLP) at its fixed 512x512
+    "nemotron_v2_vl": ("nemotron_v2_vl", dict(image_size=512, n_embd=64, n_ff=128, n_head=4)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -229,7 +232,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "kimik25": write_kimik25_projector, "kimivl": write_unshuffle_projector,
             "unshuffle": write_unshuffle_projector, "llama4": write_llama4_projector,
             "deepseek4v": write_deepseek4v_projector, "hunyuanvl": write_hunyuanvl_projector,
-            "llava": write_llava_projector,
+            "llava": write_llava_projector, "nemotron_v2_vl": write_nemotron_v2_vl_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -239,7 +242,8 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "whisper": "llama", "omni": "qwen2vl", "omni3": "qwen3vl",
          "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3", "ling3vl": "bailingmoe3",
          "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama",
-         "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama",
+         "nemotron_v2_vl": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -346,6 +350,8 @@ CASES = [
     ("phi4-rpc1", "phi4", 1, ""),
     ("janus_pro-cpu-fa-off", "janus_pro", 0, "-fa off"),
     ("lightonocr-rpc2", "lightonocr", 2, ""),
+    ("nemotron_v2_vl-cpu", "nemotron_v2_vl", 0, ""),
+    ("nemotron_v2_vl-rpc1-fa-off", "nemotron_v2_vl", 1, "-fa off"),
 ]
 
 
@@ -433,6 +439,7 @@ VULKAN_CASES = [
     ("vulkan-hunyuanvl", "hunyuanvl", ""),
     ("vulkan-llava", "llava", ""),
     ("vulkan-lightonocr", "lightonocr", "-fa off"),
+    ("vulkan-nemotron_v2_vl", "nemotron_v2_vl", ""),
 ]
 
 

@@ -165,6 +165,8 @@ def build_ffn(cur: T, up, up_b, gate, gate_b, down, down_b, op: str, mm=None) ->
         cur = new(cur.ty, cur.ne, "GLU", (cur, tmp))
     else:
         cur = unary("UNARY", tmp)
+        if op == "relu_sqr":  # FFN_RELU_SQR: ggml_relu then ggml_sqr
+            cur = unary("SQR", cur)
     if down is not None:
         cur = mm(down, cur)
     return _add_b(cur, down_b)
@@ -1022,6 +1024,28 @@ def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_nemotron_v2_vl(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_nemotron_v2_vl::build`` (Nemotron Nano V2 VL's RADIO, ``models/nemotron-v2-vl.cpp``): the patch
+    conv, positions added as stored, the register rows in front, a layer-norm ViT, the registers cut off, the
+    pixel unshuffle, an RMS norm and the squared-ReLU MLP."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e = hp.n_embd
+    npx = size // hp.patch_size
+    _raw, inp, n_patches = build_inp(g, hp, w, size)
+    inp = binary("ADD", inp, w("v.position_embd.weight"))
+    cls = w("v.class_embd")
+    n_reg = cls.ne[1]
+    inp = new(wtype(cls), (e, n_reg + n_patches, 1, 1), "CONCAT", (cls, inp))
+    cur = build_vit(g, hp, w, inp, n_reg + n_patches, False, None, fa)
+    cur = view(cur, (e, n_patches), (row_size(cur.ty, e),))
+    cur = patch_merge_permute(cur, e, npx, npx, hp.n_merge)
+    cur = _norm(cur, w("mm.model.mlp.0.weight"), None, True)
+    cur = build_ffn(cur, w("mm.model.mlp.1.weight"), None, None, None, w("mm.model.mlp.3.weight"), None, "relu_sqr")
+    g.expand(cur)
+    return g
+
+
 def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
     """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear), ``lfm2`` (LFM2-VL:
     position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP), ``phi4`` (Phi-4
@@ -1429,6 +1453,7 @@ GRAPHS = {
     "lightonocr": build_pixtral,  # Pixtral's graph (clip.cpp builds clip_graph_pixtral for both)
     "phi4": functools.partial(build_siglip, kind="phi4"),
     "janus_pro": functools.partial(build_siglip, kind="janus_pro"),
+    "nemotron_v2_vl": build_nemotron_v2_vl,
     "kimivl": functools.partial(build_unshuffle_vit, kind="kimivl"),
     "paddleocr": functools.partial(build_unshuffle_vit, kind="paddleocr"),
     "dots_ocr": functools.partial(
