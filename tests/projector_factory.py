@@ -1170,3 +1170,35 @@ def write_nemotron_v2_vl_projector(
     add("mm.model.mlp.1.weight", (4 * n_embd, hidden), mt)
     add("mm.model.mlp.3.weight", (hidden, n_embd_text), mt)
     return _finish(w, path)
+
+
+def write_gemma4uv_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 128,
+    n_embd: int = 64,
+    patch_size: int = 8,
+    pos_size: int = 64,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """Gemma 4's encoder-free "unified" vision (``gemma4uv``, ``models/gemma4uv.cpp``): no blocks; the 3x3-merged
+    patch (``patch_size`` * 3 a side) layer-normed, projected by ``v.patch_embd`` (stored 2-D) with a bias,
+    normed, the x/y position tables (``pos_size`` rows each, stored as one table) and the embedder."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-gemma4uv-mmproj", proj_type="gemma4uv", image_size=768,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=0, n_layer=0, n_embd_text=n_embd_text, n_head=1,
+                        eps=1e-6)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    k = 3 * (patch_size * 3) ** 2
+    add("v.patch_norm.1.weight", (k,))
+    add("v.patch_norm.1.bias", (k,))
+    add("v.patch_embd.weight", (k, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.patch_norm.2.weight", (n_embd,))
+    add("v.patch_norm.2.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, pos_size, 2))
+    add("v.patch_norm.3.weight", (n_embd,))
+    add("v.patch_norm.3.bias", (n_embd,))
+    add("mm.input_projection.weight", (n_embd, n_embd_text), mt)
+    return _finish(w, path)

@@ -208,6 +208,10 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
     elif proj.proj_type == "gemma4v":  # pooling kernel 3 unless the file says; set_warmup_n_tokens(256)
         n_merge = int(hp("projector.scale_factor", 0) or 0) or 3
         warmup = 16 * patch * n_merge
+    elif proj.proj_type == "gemma4uv":  # the "unified" variant merges in its patch: patch * kernel, no merge after
+        patch *= int(hp("projector.scale_factor", 0) or 0) or 3
+        n_merge = 1
+        warmup = 16 * patch
     elif proj.proj_type == "lfm2":
         # set_limit_image_tokens(64, 256): the warmup is the side of the largest image, --image-max-tokens's
         n_merge = int(hp("projector.scale_factor", 0) or 0) or 1

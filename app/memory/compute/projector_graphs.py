@@ -1046,6 +1046,35 @@ def build_nemotron_v2_vl(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_gemma4uv(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_gemma4uv::build`` (Gemma 4's encoder-free "unified" vision, ``models/gemma4uv.cpp``): im2col
+    of the image with a kernel tensor of its own (a leaf the compute buffer holds), a layer norm, the patch
+    matmul and bias, a layer norm, x/y position tables, a layer norm, then RMS norm and the projection."""
+    g = Graph()
+    size, p, e = hp.warmup_image_size, hp.patch_size, hp.n_embd
+    npx = size // p
+    raw = new("f32", (size, size, 3, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    kernel = new("f32", (p, p, 3), NONE)  # ggml_new_tensor_3d: no data, only im2col's shape
+    cur = new("f32", (3 * p * p, npx, npx, 1), "IM2COL", (kernel, raw))
+    cur = reshape(cur, cur.ne[0], npx * npx)
+    cur = _norm(cur, w("v.patch_norm.1.weight"), w("v.patch_norm.1.bias"), False)
+    cur = binary("ADD", mul_mat(w("v.patch_embd.weight"), cur), w("v.patch_embd.bias"))
+    cur = _norm(cur, w("v.patch_norm.2.weight"), w("v.patch_norm.2.bias"), False)
+    pos_x = new("i32", (npx * npx,), NONE)
+    pos_x.flags = pos_x.fl0 = INPUT
+    pos_y = new("i32", (npx * npx,), NONE)
+    pos_y.flags = pos_y.fl0 = INPUT
+    pe = w("v.position_embd.weight")
+    cur = binary("ADD", cur, get_rows(wview(pe, (e, pe.ne[1]), "VIEW"), pos_x))
+    cur = binary("ADD", cur, get_rows(wview(pe, (e, pe.ne[1]), "VIEW"), pos_y))
+    cur = _norm(cur, w("v.patch_norm.3.weight"), w("v.patch_norm.3.bias"), False)
+    cur = mul_mat(w("mm.input_projection.weight"), unary("RMS_NORM", cur))
+    g.expand(cur)
+    return g
+
+
 def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
     """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear), ``lfm2`` (LFM2-VL:
     position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP), ``phi4`` (Phi-4
@@ -1454,6 +1483,7 @@ GRAPHS = {
     "phi4": functools.partial(build_siglip, kind="phi4"),
     "janus_pro": functools.partial(build_siglip, kind="janus_pro"),
     "nemotron_v2_vl": build_nemotron_v2_vl,
+    "gemma4uv": build_gemma4uv,
     "kimivl": functools.partial(build_unshuffle_vit, kind="kimivl"),
     "paddleocr": functools.partial(build_unshuffle_vit, kind="paddleocr"),
     "dots_ocr": functools.partial(
