@@ -1202,3 +1202,74 @@ def write_gemma4uv_projector(
     add("v.patch_norm.3.bias", (n_embd,))
     add("mm.input_projection.weight", (n_embd, n_embd_text), mt)
     return _finish(w, path)
+
+
+def write_lfm2a_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_mel: int = 128,
+    channels: int = 16,
+    hidden: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """An LFM2-Audio projector (``lfm2a``, ``models/conformer.cpp``): the FastConformer subsampling (a 3x3 conv,
+    two depthwise 3x3 + pointwise 1x1 pairs, ``channels`` wide), ``a.pre_encode.out``, conformer blocks (two
+    half-step FFNs, attention with ``pos_bias_u``/``v`` and a 512-wide ``linear_pos``, the conv module with a
+    9-tap depthwise kernel), every weight biased, and the ``mm.a.mlp.0/1/3`` adapter."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(Path(path)), "clip")
+    w.add_string("general.name", "tiny-lfm2a-mmproj")
+    w.add_bool("clip.has_vision_encoder", False)
+    w.add_bool("clip.has_audio_encoder", True)
+    w.add_string("clip.projector_type", "lfm2a")
+    for key, v in (("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
+                   ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head)):
+        w.add_uint32(f"clip.audio.{key}", v)
+    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    c = channels
+    for i, shape in ((0, (3, 3, 1, c)), (2, (3, 3, 1, c)), (3, (1, 1, c, c)), (5, (3, 3, 1, c)), (6, (1, 1, c, c))):
+        add(f"a.conv1d.{i}.weight", shape, np.float16 if i == 0 else np.float32)
+        add(f"a.conv1d.{i}.bias", (1, 1, c))
+    add("a.pre_encode.out.weight", ((n_mel // 8) * c, n_embd), mt)
+    add("a.pre_encode.out.bias", (n_embd,))
+    add("a.position_embd.weight", (n_embd, 1500))
+    dh = n_embd // n_head
+    for il in range(n_layer):
+        p = f"a.blk.{il}"
+        for n in ("ffn_norm", "ffn_norm_1", "ln1", "ln2", "norm_conv", "conv_norm"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        for n in ("ffn_up", "ffn_up_1"):
+            add(f"{p}.{n}.weight", (n_embd, n_ff), mt)
+            add(f"{p}.{n}.bias", (n_ff,))
+        for n in ("ffn_down", "ffn_down_1"):
+            add(f"{p}.{n}.weight", (n_ff, n_embd), mt)
+            add(f"{p}.{n}.bias", (n_embd,))
+        for n in ("attn_q", "attn_k", "attn_v", "attn_out", "conv_pw2"):
+            add(f"{p}.{n}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.pos_bias_u", (dh, n_head))
+        add(f"{p}.pos_bias_v", (dh, n_head))
+        add(f"{p}.linear_pos.weight", (512, n_embd), mt)
+        add(f"{p}.conv_pw1.weight", (n_embd, 2 * n_embd), mt)
+        add(f"{p}.conv_pw1.bias", (2 * n_embd,))
+        add(f"{p}.conv_dw.weight", (9, n_embd))
+        add(f"{p}.conv_dw.bias", (n_embd,))
+    add("mm.a.mlp.0.weight", (n_embd,))
+    add("mm.a.mlp.0.bias", (n_embd,))
+    add("mm.a.mlp.1.weight", (n_embd, hidden), mt)
+    add("mm.a.mlp.1.bias", (hidden,))
+    add("mm.a.mlp.3.weight", (hidden, n_embd_text), mt)
+    add("mm.a.mlp.3.bias", (n_embd_text,))
+    return _finish(w, path)

@@ -28,6 +28,7 @@ from tests.projector_factory import (
     write_gemma4uv_projector,
     write_glm4v_projector,
     write_kimik25_projector,
+    write_lfm2a_projector,
     write_llama4_projector,
     write_llava_projector,
     write_minimax_m3_projector,
@@ -224,6 +225,9 @@ SHAPES = {
     "nemotron_v2_vl": ("nemotron_v2_vl", dict(image_size=512, n_embd=64, n_ff=128, n_head=4)),
     # Gemma 4's encoder-free vision: the merge in the patch, an im2col kernel tensor the buffer holds
     "gemma4uv": ("gemma4uv", dict()),
+    # LFM2-Audio's FastConformer (depthwise/pointwise subsampling, relative-position attention, rolled conv)
+    "lfm2a": ("lfm2a", dict()),
+    "lfm2a-small": ("lfm2a", dict(n_mel=80, channels=8, n_layer=3, n_head=2)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -236,7 +240,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "unshuffle": write_unshuffle_projector, "llama4": write_llama4_projector,
             "deepseek4v": write_deepseek4v_projector, "hunyuanvl": write_hunyuanvl_projector,
             "llava": write_llava_projector, "nemotron_v2_vl": write_nemotron_v2_vl_projector,
-            "gemma4uv": write_gemma4uv_projector,
+            "gemma4uv": write_gemma4uv_projector, "lfm2a": write_lfm2a_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -247,7 +251,8 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "gemma4a": "gemma4", "gemma4-both": "gemma4", "gemma4ua": "gemma4", "glm4v": "glm4", "minimax_m3": "minimax-m3", "ling3vl": "bailingmoe3",
          "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama",
          "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama",
-         "nemotron_v2_vl": "llama", "gemma4uv": "gemma4"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
+         "lfm2a": "lfm2"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -358,6 +363,9 @@ CASES = [
     ("nemotron_v2_vl-rpc1-fa-off", "nemotron_v2_vl", 1, "-fa off"),
     ("gemma4uv-cpu", "gemma4uv", 0, ""),
     ("gemma4uv-rpc1", "gemma4uv", 1, ""),
+    ("lfm2a-cpu", "lfm2a", 0, ""),
+    ("lfm2a-rpc1", "lfm2a-small", 1, ""),
+    ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
 ]
 
 
@@ -447,6 +455,7 @@ VULKAN_CASES = [
     ("vulkan-lightonocr", "lightonocr", "-fa off"),
     ("vulkan-nemotron_v2_vl", "nemotron_v2_vl", ""),
     ("vulkan-gemma4uv", "gemma4uv", ""),
+    ("vulkan-lfm2a", "lfm2a", ""),
 ]
 
 

@@ -31,6 +31,7 @@ from .ggml import (
     transpose,
     unary,
     view,
+    view_tensor,
 )
 
 
@@ -1458,12 +1459,127 @@ def build_gemma4ua(hp: ClipHParams, w) -> Graph:
     return g
 
 
+def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_conformer::build`` (LFM2-Audio, ``lfm2a``; ``models/conformer.cpp``): the 512-wide relative
+    positions input first, then the subsampling (a conv, two depthwise + pointwise pairs, in-place ReLUs), the
+    output projection, and per block a half-step SiLU FFN, attention with u/v position biases and the relative
+    shift (PAD, reshape, view), the GLU + padded/rolled depthwise SSM_CONV module, a second half-step FFN and the
+    norm; then the adapter's norm and erf-GELU MLP."""
+    g = Graph()
+    nh, dh = hp.n_head, hp.d_head
+    n_frames = hp.warmup_frames
+    n_pos_embd = ((((n_frames + 1) // 2 + 1) // 2 + 1) // 2) * 2 - 1
+    pos_emb = new("f32", (512, n_pos_embd), NONE)
+    pos_emb.flags = pos_emb.fl0 = INPUT
+    pos_emb.name = "pos_emb"
+    g.expand(pos_emb)
+    raw = new("f32", (n_frames, hp.n_mel, 1, 1), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+
+    def relu_inplace(x: T) -> T:
+        return view_tensor(x, "UNARY", [x])
+
+    def dw(x: T, k: T, s_: int, p_: int) -> T:  # ggml_conv_2d_dw_direct
+        ne0 = (x.ne[0] + 2 * p_ - k.ne[0]) // s_ + 1
+        ne1 = (x.ne[1] + 2 * p_ - k.ne[1]) // s_ + 1
+        return new(x.ty, (ne0, ne1, x.ne[2], x.ne[3]), "CONV_2D_DW", (k, x))
+
+    def direct(x: T, k: T) -> T:  # ggml_conv_2d_direct, 1x1 without padding
+        return new(x.ty, (x.ne[0] - k.ne[0] + 1, x.ne[1] - k.ne[1] + 1, k.ne[3], x.ne[3]), "CONV_2D", (k, x))
+
+    cur = cont(transpose(raw))
+    cur = conv_2d(g, w("a.conv1d.0.weight"), cur, 2, 2, 1, 1)
+    cur = relu_inplace(binary("ADD", cur, w("a.conv1d.0.bias")))
+    cur = binary("ADD", dw(cur, w("a.conv1d.2.weight"), 2, 1), w("a.conv1d.2.bias"))
+    cur = relu_inplace(binary("ADD", direct(cur, w("a.conv1d.3.weight")), w("a.conv1d.3.bias")))
+    cur = binary("ADD", dw(cur, w("a.conv1d.5.weight"), 2, 1), w("a.conv1d.5.bias"))
+    cur = relu_inplace(binary("ADD", direct(cur, w("a.conv1d.6.weight")), w("a.conv1d.6.bias")))
+    cur = cont(permute(cur, 0, 2, 1, 3))
+    cur = reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2])
+    cur = binary("ADD", mul_mat(w("a.pre_encode.out.weight"), cur), w("a.pre_encode.out.bias"))
+
+    def ffn_half(residual: T, x: T, p: str, sfx: str) -> T:
+        x = _norm(x, w(f"{p}ffn_norm{sfx}.weight"), w(f"{p}ffn_norm{sfx}.bias"), False)
+        x = build_ffn(
+            x,
+            w(f"{p}ffn_up{sfx}.weight"),
+            w(f"{p}ffn_up{sfx}.bias"),
+            None,
+            None,
+            w(f"{p}ffn_down{sfx}.weight"),
+            w(f"{p}ffn_down{sfx}.bias"),
+            "silu",
+        )
+        return binary("ADD", residual, unary("SCALE", x))
+
+    for il in range(hp.n_layer):
+        p = f"a.blk.{il}."
+        residual = ffn_half(cur, cur, p, "")
+        x = _norm(residual, w(p + "ln1.weight"), w(p + "ln1.bias"), False)
+        q = binary("ADD", mul_mat(w(p + "attn_q.weight"), x), w(p + "attn_q.bias"))
+        q = reshape(q, dh, nh, q.ne[1])
+        qu = permute(binary("ADD", q, w(p + "pos_bias_u")), 0, 2, 1, 3)
+        qv = permute(binary("ADD", q, w(p + "pos_bias_v")), 0, 2, 1, 3)
+        k = binary("ADD", mul_mat(w(p + "attn_k.weight"), x), w(p + "attn_k.bias"))
+        k = cont(permute(reshape(k, dh, nh, k.ne[1]), 0, 2, 1, 3))
+        v = binary("ADD", mul_mat(w(p + "attn_v.weight"), x), w(p + "attn_v.bias"))
+        v = cont(permute(reshape(v, dh, nh, v.ne[1]), 1, 2, 0, 3))
+        ac = cont(permute(mul_mat(qu, k), 1, 0, 2, 3))
+        pe = mul_mat(w(p + "linear_pos.weight"), pos_emb)
+        pe = permute(reshape(pe, dh, nh, pe.ne[1]), 0, 2, 1, 3)
+        bd = cont(permute(mul_mat(qv, pe), 1, 0, 2, 3))
+        pos_len, q_len, h = bd.ne[0], bd.ne[1], bd.ne[2]
+        bd = new(bd.ty, (pos_len + 1, q_len, h, 1), "PAD", (bd,))
+        bd = reshape(bd, q_len, pos_len + 1, h)
+        bd = view(bd, (q_len, pos_len, h), (bd.nb[1], bd.nb[2]))
+        bd = cont(bd, pos_len, q_len, h, 1)
+        bd = view(bd, (ac.ne[0], bd.ne[1], bd.ne[2]), (bd.nb[1], bd.nb[2]))
+        scores = unary("SOFT_MAX", unary("SCALE", binary("ADD", ac, bd)))
+        x = permute(mul_mat(scores, v), 2, 0, 1, 3)
+        x = cont(x, x.ne[0] * x.ne[1], x.ne[2], 1, 1)
+        x = binary("ADD", mul_mat(w(p + "attn_out.weight"), x), w(p + "attn_out.bias"))
+        residual = binary("ADD", residual, x)
+        x = _norm(residual, w(p + "norm_conv.weight"), w(p + "norm_conv.bias"), False)
+        x = binary("ADD", mul_mat(w(p + "conv_pw1.weight"), x), w(p + "conv_pw1.bias"))
+        d = x.ne[0] // 2
+        gate = unary("UNARY", view(x, (d, x.ne[1]), (x.nb[1],)))  # sigmoid of the second half's view
+        x = binary("MUL", view(x, (d, x.ne[1]), (x.nb[1],)), gate)
+        x = cont(transpose(x))
+        x = new(x.ty, (x.ne[0] + 4, x.ne[1], 1, 1), "PAD", (x,))
+        x = new(x.ty, x.ne, "ROLL", (x,))
+        x = new(x.ty, (x.ne[0] + 4, x.ne[1], 1, 1), "PAD", (x,))
+        cw = w(p + "conv_dw.weight")
+        x = new("f32", (cw.ne[1], x.ne[0] - cw.ne[0] + 1, x.ne[2]), "SSM_CONV", (x, cw))
+        x = binary("ADD", x, w(p + "conv_dw.bias"))
+        x = binary("ADD", binary("MUL", x, w(p + "conv_norm.weight")), w(p + "conv_norm.bias"))
+        x = unary("UNARY", x)  # silu
+        x = binary("ADD", mul_mat(w(p + "conv_pw2.weight"), x), w(p + "conv_pw2.bias"))
+        residual = binary("ADD", residual, x)
+        residual = ffn_half(residual, residual, p, "_1")
+        cur = _norm(residual, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
+    cur = _norm(cur, w("mm.a.mlp.0.weight"), w("mm.a.mlp.0.bias"), False)
+    cur = build_ffn(
+        cur,
+        w("mm.a.mlp.1.weight"),
+        w("mm.a.mlp.1.bias"),
+        None,
+        None,
+        w("mm.a.mlp.3.weight"),
+        w("mm.a.mlp.3.bias"),
+        "gelu_erf",
+    )
+    g.expand(cur)
+    return g
+
+
 #: audio projector type -> graph builder (types not here are not counted, and the estimate says so)
 AUDIO_GRAPHS = {
     **{t: functools.partial(build_whisper, proj_type=t) for t in WHISPER_TYPES},
     "qwen3a": build_qwen3a,
     "gemma4a": build_gemma4a,
     "gemma4ua": lambda hp, w, fa: build_gemma4ua(hp, w),
+    "lfm2a": build_conformer,
 }
 
 
