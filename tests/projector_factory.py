@@ -18,9 +18,10 @@ from gguf import GGUFWriter
 
 
 def _start(path, seed: int, matrix_type: str, *, name: str, proj_type: str, image_size: int, patch_size: int,
-           n_embd: int, n_ff: int, n_layer: int, n_embd_text: int, n_head: int, eps: float):
-    """A vision projector's writer with the keys every type has, ``add(name, ne, dtype)`` writing random tensors
-    (``ne`` in ggml order), and the matrix dtype."""
+           n_embd: int, n_ff: int, n_layer: int, n_embd_text: int, n_head: int, eps: float, mean: float = 0.5,
+           std: float = 0.5):
+    """A vision projector's writer with the keys every type has (the image normalisation ``mean``/``std`` per
+    channel too), ``add(name, ne, dtype)`` writing random tensors (``ne`` in ggml order), and the matrix dtype."""
     rng = np.random.default_rng(seed)
     w = GGUFWriter(str(Path(path)), "clip")
     w.add_string("general.name", name)
@@ -35,6 +36,8 @@ def _start(path, seed: int, matrix_type: str, *, name: str, proj_type: str, imag
     w.add_uint32("clip.vision.projection_dim", n_embd_text)
     w.add_uint32("clip.vision.attention.head_count", n_head)
     w.add_float32("clip.vision.attention.layer_norm_epsilon", eps)
+    w.add_array("clip.vision.image_mean", [mean] * 3)
+    w.add_array("clip.vision.image_std", [std] * 3)
 
     def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
         # numpy shape is ggml's ne reversed
@@ -49,6 +52,30 @@ def _finish(w, path) -> Path:
     w.write_tensors_to_file()
     w.close()
     return Path(path)
+
+
+def _vit_blocks(add, mt, n_layer: int, n_embd: int, n_ff: int, *, prefix: str = "v", attn_bias: bool = True,
+                k_bias: bool = True, norm_bias: bool = True, ffn_bias: bool = True, gate: bool = False) -> None:
+    """The tensors of ``n_layer`` pre-norm ViT blocks (``{prefix}.blk.N``): q/k/v/out, ``ln1``/``ln2`` and an FFN
+    (``ffn_gate`` too with ``gate``), biases as asked."""
+    for il in range(n_layer):
+        p = f"{prefix}.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            if attn_bias and (k_bias or t != "attn_k"):
+                add(f"{p}.{t}.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            if norm_bias:
+                add(f"{p}.{n}.bias", (n_embd,))
+        if gate:
+            add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        if ffn_bias:
+            add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        if ffn_bias:
+            add(f"{p}.ffn_down.bias", (n_embd,))
 
 
 def write_gemma3_projector(
@@ -71,8 +98,6 @@ def write_gemma3_projector(
                         image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
                         n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     if n_merge is not None:
         w.add_uint32("clip.vision.projector.scale_factor", n_merge)
 
@@ -81,19 +106,7 @@ def write_gemma3_projector(
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.bias", (n_embd,))
     add("v.position_embd.weight", (n_embd, n_pos))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            add(f"{p}.{t}.bias", (n_embd,))
-        add(f"{p}.ln1.weight", (n_embd,))
-        add(f"{p}.ln1.bias", (n_embd,))
-        add(f"{p}.ln2.weight", (n_embd,))
-        add(f"{p}.ln2.bias", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
     add("v.post_ln.weight", (n_embd,))
     add("v.post_ln.bias", (n_embd,))
     add("mm.soft_emb_norm.weight", (n_embd,))
@@ -131,8 +144,6 @@ def write_qwen3vl_projector(
                         n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
     w.add_uint32("clip.vision.spatial_merge_size", 2)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     if kind != "ling3vl":
         w.add_array("clip.vision.is_deepstack_layers", [i in deepstack for i in range(n_layer)])
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
@@ -197,8 +208,6 @@ def write_qwen2vl_projector(
     if v25:
         w.add_bool("clip.use_silu", True)
         w.add_uint32("clip.vision.n_wa_pattern", n_wa_pattern)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
 
 
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
@@ -255,21 +264,11 @@ def write_pixtral_projector(
     w.add_bool("clip.use_silu", True)
     if spatial_merge:
         w.add_uint32("clip.vision.spatial_merge_size", spatial_merge)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
 
 
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.pre_ln.weight", (n_embd,))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-        add(f"{p}.ln1.weight", (n_embd,))
-        add(f"{p}.ln2.weight", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff, attn_bias=False, norm_bias=False, ffn_bias=False, gate=True)
     if spatial_merge:
         add("mm.input_norm.weight", (n_embd,))
         add("mm.patch_merger.weight", (n_embd * spatial_merge * spatial_merge, n_embd), mt)
@@ -303,10 +302,8 @@ def write_gemma4v_projector(
     (scalar tensors clip.cpp reads, not loads) on the first layer's q projection."""
     w, add, mt = _start(path, seed, matrix_type, name="tiny-gemma4v-mmproj", proj_type="gemma4v", image_size=768,
                         patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
-                        n_head=n_head, eps=1e-6)
+                        n_head=n_head, eps=1e-6, mean=0.0, std=1.0)
     w.add_bool("clip.use_gelu", True)
-    w.add_array("clip.vision.image_mean", [0.0, 0.0, 0.0])
-    w.add_array("clip.vision.image_std", [1.0, 1.0, 1.0])
     dh = n_embd // n_head
 
 
@@ -358,8 +355,6 @@ def write_siglip_projector(
                         n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
     w.add_uint32("clip.vision.projector.scale_factor", scale_factor)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
 
 
     if kind == "phi4":
@@ -369,18 +364,7 @@ def write_siglip_projector(
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.bias", (n_embd,))
     add("v.position_embd.weight", (n_embd, n_pos))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            add(f"{p}.{t}.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
     add("v.post_ln.weight", (n_embd,))
     add("v.post_ln.bias", (n_embd,))
     merged = n_embd * scale_factor * scale_factor
@@ -424,8 +408,6 @@ def write_internvl_projector(
                         n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
     w.add_uint32("clip.vision.projector.scale_factor", scale_factor)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
 
 
     n_pos = (image_size // patch_size) ** 2 + 1
@@ -547,19 +529,7 @@ def write_whisper_projector(
         add("a.conv1d.2.weight", (3, n_embd, n_embd), np.float16)
         add("a.conv1d.2.bias", (1, n_embd))
         add("a.position_embd.weight", (n_embd, n_pos))
-    for il in range(n_layer):
-        p = f"a.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            if t != "attn_k" or proj_type == "qwen3a":
-                add(f"{p}.{t}.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff, prefix="a", k_bias=proj_type == "qwen3a")  # Whisper: K unbiased
     add("a.post_ln.weight", (n_embd,))
     add("a.post_ln.bias", (n_embd,))
     stacked = n_embd * (stack_factor if proj_type in ("ultravox", "voxtral", "meralion", "glma") else 1)
@@ -720,8 +690,6 @@ def write_glm4v_projector(
                         patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
                         n_head=n_head, eps=1e-5)
     w.add_bool("clip.use_silu", True)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     if proj_type == "glm5v":
         w.add_float32("clip.vision.swiglu_clamp", 7.0)
         w.add_uint32("clip.vision.image_min_pixels", 64 * 64)
@@ -732,15 +700,7 @@ def write_glm4v_projector(
     if norm_embd:
         add("v.norm_embd.weight", (n_embd,))
     add("v.position_embd.weight", (n_embd, n_pos_train))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-        add(f"{p}.ln1.weight", (n_embd,))
-        add(f"{p}.ln2.weight", (n_embd,))
-        add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff, attn_bias=False, norm_bias=False, ffn_bias=False, gate=True)
     add("v.post_ln.weight", (n_embd,))
     add("mm.patch_merger.weight", (2, 2, n_embd, n_embd_text), mt)
     add("mm.patch_merger.bias", (n_embd_text,))
@@ -774,24 +734,9 @@ def write_minimax_m3_projector(
     w, add, mt = _start(path, seed, matrix_type, name="tiny-minimax-m3-mmproj", proj_type="minimax_m3",
                         image_size=448, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
                         n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.weight.1", (patch_size, patch_size, 3, n_embd), mt)
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            add(f"{p}.{t}.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
-        if gated:
-            add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff, gate=gated)
     add("mm.1.weight", (n_embd, proj), mt)
     add("mm.1.bias", (proj,))
     add("mm.2.weight", (proj, proj), mt)
@@ -829,23 +774,10 @@ def write_kimik25_projector(
     if max_pixels is not None:
         w.add_uint32("clip.vision.image_min_pixels", 16 * 16)
         w.add_uint32("clip.vision.image_max_pixels", max_pixels)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.bias", (n_embd,))
     add("v.position_embd.weight", (n_embd, grid, grid))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            add(f"{p}.{t}.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
     add("v.post_ln.weight", (n_embd,))
     add("v.post_ln.bias", (n_embd,))
     add("mm.input_norm.weight", (n_embd,))
@@ -884,25 +816,12 @@ def write_unshuffle_projector(
     if kind in ("paddleocr", "dots_ocr"):
         w.add_uint32("clip.vision.image_min_pixels", 16 * 16)
         w.add_uint32("clip.vision.image_max_pixels", 1024 * 1024)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.bias", (n_embd,))
     if kind != "dots_ocr":
         add("v.position_embd.weight", (n_embd, grid * grid))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            add(f"{p}.{t}.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            if kind != "dots_ocr":
-                add(f"{p}.{n}.bias", (n_embd,))
-        if kind == "dots_ocr":
-            add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+    dots = kind == "dots_ocr"
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff, norm_bias=not dots, ffn_bias=False, gate=dots)
     if kind == "dots_ocr":
         add("mm.post_norm.weight", (n_embd,))
     else:
@@ -941,24 +860,11 @@ def write_llama4_projector(
                         n_head=n_head, eps=1e-5)
     w.add_bool("clip.use_gelu", True)
     w.add_uint32("clip.vision.projector.scale_factor", scale_factor)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     n_pos = (image_size // patch_size) ** 2 + 1
     add("v.patch_embd.weight", (patch_size * patch_size * 3, n_embd), mt)
     add("v.class_embd", (n_embd,))
     add("v.position_embd.weight", (n_embd, n_pos))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            add(f"{p}.{t}.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
     add("v.pre_ln.weight", (n_embd,))
     add("v.pre_ln.bias", (n_embd,))
     add("v.post_ln.weight", (n_embd,))
@@ -991,19 +897,9 @@ def write_deepseek4v_projector(
     w.add_bool("clip.use_silu", True)
     w.add_uint32("clip.vision.projector.scale_factor", scale_factor)
     w.add_uint32("clip.vision.image_min_pixels", 32 * 32)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.bias", (n_embd,))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-        add(f"{p}.ln1.weight", (n_embd,))
-        add(f"{p}.ln2.weight", (n_embd,))
-        for t in ("ffn_gate", "ffn_up"):
-            add(f"{p}.{t}.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff, attn_bias=False, norm_bias=False, ffn_bias=False, gate=True)
     add("v.post_ln.weight", (n_embd,))
     merged = n_embd * scale_factor * scale_factor
     add("mm.1.weight", (merged, n_embd_text), mt)
@@ -1035,22 +931,9 @@ def write_hunyuanvl_projector(
     w, add, mt = _start(path, seed, matrix_type, name="tiny-hunyuanvl-mmproj", proj_type="hunyuanvl",
                         image_size=448, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
                         n_embd_text=n_embd_text, n_head=n_head, eps=1e-5)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.bias", (n_embd,))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            add(f"{p}.{t}.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
     add("mm.pre_norm.weight", (n_embd,))
     add("mm.0.weight", (2, 2, n_embd, c1), mt)
     add("mm.0.bias", (c1,))
@@ -1087,8 +970,6 @@ def write_llava_projector(
     w, add, mt = _start(path, seed, matrix_type, name="tiny-llava-mmproj", proj_type="mlp", image_size=image_size,
                         patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
                         n_head=n_head, eps=1e-5)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     if feature_layers is not None:
         w.add_array("clip.vision.feature_layer", list(feature_layers))
     n_pos = (image_size // patch_size) ** 2 + 1
@@ -1097,18 +978,7 @@ def write_llava_projector(
     add("v.position_embd.weight", (n_embd, n_pos))
     add("v.pre_ln.weight", (n_embd,))
     add("v.pre_ln.bias", (n_embd,))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            add(f"{p}.{t}.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
     width = n_embd * (len(feature_layers) if feature_layers else 1)
     add("mm.0.weight", (width, n_embd_text), mt)
     add("mm.0.bias", (n_embd_text,))
@@ -1148,24 +1018,11 @@ def write_nemotron_v2_vl_projector(
                         n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
     w.add_bool("clip.use_gelu", True)
     w.add_uint32("clip.vision.projector.scale_factor", 2)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     n_patches = (image_size // patch_size) ** 2
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.position_embd.weight", (n_embd, n_patches))
     add("v.class_embd", (n_embd, n_registers))
-    for il in range(n_layer):
-        p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            add(f"{p}.{t}.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
     add("mm.model.mlp.0.weight", (4 * n_embd,))
     add("mm.model.mlp.1.weight", (4 * n_embd, hidden), mt)
     add("mm.model.mlp.3.weight", (hidden, n_embd_text), mt)
@@ -1188,8 +1045,6 @@ def write_gemma4uv_projector(
     w, add, mt = _start(path, seed, matrix_type, name="tiny-gemma4uv-mmproj", proj_type="gemma4uv", image_size=768,
                         patch_size=patch_size, n_embd=n_embd, n_ff=0, n_layer=0, n_embd_text=n_embd_text, n_head=1,
                         eps=1e-6)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     k = 3 * (patch_size * 3) ** 2
     add("v.patch_norm.1.weight", (k,))
     add("v.patch_norm.1.bias", (k,))

@@ -344,6 +344,17 @@ head_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h
                                st.integers(0, len(HOSTILE) - 1))
 
 
+def cli_agrees(args: list[str], message: str) -> None:
+    """``estimate -- ARGS`` in-process: exit 0 or 2 within the budget, no traceback, and where the core refused
+    (``message``), exit 2 with the core's first line."""
+    code, out, err, seconds = run_cli(["estimate", "--", *args])
+    assert code in (0, 2), (code, err)
+    assert "Traceback" not in err + out, err
+    assert seconds <= TIME_BUDGET_S, f"estimate took {seconds:.1f} s"
+    if message:
+        assert code == 2 and message.splitlines()[0] in err, (err, message)
+
+
 @pytest.fixture(scope="module")
 def heads(tmp_path_factory) -> Bases:
     """A tiny llama target and unmutated draft heads for it: DFlash, DSpark (Markov and confidence heads), DFlash2
@@ -405,12 +416,7 @@ def test_hostile_draft_heads(head, mutations, heads, scratch):
             message = exc.message
             assert message.strip(), "a typed error without a message"
         assert time.perf_counter() - t0 <= TIME_BUDGET_S
-        code, out, err, seconds = run_cli(["estimate", "--", *args])
-        assert code in (0, 2), (code, err)
-        assert "Traceback" not in err + out, err
-        assert seconds <= TIME_BUDGET_S, f"estimate took {seconds:.1f} s"
-        if message:
-            assert code == 2 and message.splitlines()[0] in err, (err, message)
+        cli_agrees(args, message)
 
 
 @pytest.mark.parametrize("case", sorted(REGRESSIONS.glob("*.json")), ids=lambda p: p.stem)
@@ -722,9 +728,4 @@ def test_hostile_projectors(proj, mutations, projectors, scratch):
             message = exc.message
             assert message.strip(), "a typed error without a message"
         assert time.perf_counter() - t0 <= TIME_BUDGET_S
-        code, out, err, seconds = run_cli(["estimate", "--", *args])
-        assert code in (0, 2), (code, err)
-        assert "Traceback" not in err + out, err
-        assert seconds <= TIME_BUDGET_S, f"estimate took {seconds:.1f} s"
-        if message:
-            assert code == 2 and message.splitlines()[0] in err, (err, message)
+        cli_agrees(args, message)

@@ -86,6 +86,22 @@ def make_weight(name: str, shape, ty: str, nbytes: int) -> T:
     return t
 
 
+def inp_raw(ne) -> T:
+    """``clip_graph::build_inp_raw``: the warmup image or audio, an f32 graph input."""
+    raw = new("f32", ne4(ne), NONE)
+    raw.flags = raw.fl0 = INPUT
+    raw.name = "inp_raw"
+    return raw
+
+
+def dual_patch_conv(g: Graph, hp: ClipHParams, w, raw: T) -> T:
+    """The Qwen-VL family's two patch convolutions of a still image (the temporal pair), added."""
+    p = hp.patch_size
+    return binary(
+        "ADD", conv_2d(g, w("v.patch_embd.weight"), raw, p, p), conv_2d(g, w("v.patch_embd.weight.1"), raw, p, p)
+    )
+
+
 def cast(a: T, ty: str) -> T:
     """``ggml_cast``: a CPY whose second source is the result itself."""
     t = new(ty, a.ne, "CPY", (a,))
@@ -173,6 +189,27 @@ def build_ffn(cur: T, up, up_b, gate, gate_b, down, down_b, op: str, mm=None) ->
     return _add_b(cur, down_b)
 
 
+def layer_ffn(cur: T, w, p: str, op: str, mm=None) -> T:
+    """``build_ffn`` of a ViT block ``p``: its ``ffn_up``/``ffn_gate``/``ffn_down`` weights and biases, where
+    present."""
+    return build_ffn(
+        cur,
+        w(p + "ffn_up.weight"),
+        w(p + "ffn_up.bias"),
+        w(p + "ffn_gate.weight"),
+        w(p + "ffn_gate.bias"),
+        w(p + "ffn_down.weight"),
+        w(p + "ffn_down.bias"),
+        op,
+        mm,
+    )
+
+
+def mlp(w, cur: T, up: str, down: str, op: str) -> T:
+    """``build_ffn`` of a projector's two-layer MLP ``up``/``down`` (each weight with its bias where present)."""
+    return build_ffn(cur, w(up + ".weight"), w(up + ".bias"), None, None, w(down + ".weight"), w(down + ".bias"), op)
+
+
 def build_vit(
     g: Graph,
     hp: ClipHParams,
@@ -245,17 +282,7 @@ def build_vit(
         cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), rms)
         if w(p + "ffn_gate_exps.weight") is not None:
             raise NotImplementedError("MoE ffn")
-        cur = build_ffn(
-            cur,
-            w(p + "ffn_up.weight"),
-            w(p + "ffn_up.bias"),
-            w(p + "ffn_gate.weight"),
-            w(p + "ffn_gate.bias"),
-            w(p + "ffn_down.weight"),
-            w(p + "ffn_down.bias"),
-            hp.ffn_op,
-            mm,
-        )
+        cur = layer_ffn(cur, w, p, hp.ffn_op, mm)
         if w(p + "ffn_post_norm.weight") is not None:
             cur = _norm(cur, w(p + "ffn_post_norm.weight"), None, rms)
         if w(p + "ls2.weight") is not None:
@@ -277,9 +304,7 @@ def build_vit(
 def build_inp(g: Graph, hp: ClipHParams, w, size: int) -> tuple[T, T, int]:
     """``clip_graph::build_inp``: the raw image (an input), the patch embedding, its bias. Returns (raw input,
     patches [n_embd, n_patches], n_patches)."""
-    raw = new("f32", (size, size, 3, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
+    raw = inp_raw((size, size, 3, 1))
     npx = size // hp.patch_size
     n_patches = npx * npx
     inp = conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size)
@@ -358,14 +383,8 @@ def build_qwen3vl(hp: ClipHParams, w, fa: bool) -> Graph:
     e, dh = hp.n_embd, hp.d_head
     npx = size // hp.patch_size
     n_pos = npx * npx
-    raw = new("f32", (size, size, 3, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
-    inp = binary(
-        "ADD",
-        conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size),
-        conv_2d(g, w("v.patch_embd.weight.1"), raw, hp.patch_size, hp.patch_size),
-    )
+    raw = inp_raw((size, size, 3, 1))
+    inp = dual_patch_conv(g, hp, w, raw)
     inp = _merge_2x2(permute(inp, 1, 2, 0, 3), e, npx, npx)
     inp = binary("ADD", inp, w("v.patch_embd.bias"))
     pos = _merge_2x2(resize_position_embeddings(w, hp, npx, npx), e, npx, npx)
@@ -392,16 +411,7 @@ def build_qwen3vl(hp: ClipHParams, w, fa: bool) -> Graph:
         cur = binary("ADD", cur, inp_l)
         inp_l = cur
         cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
-        cur = build_ffn(
-            cur,
-            w(p + "ffn_up.weight"),
-            w(p + "ffn_up.bias"),
-            w(p + "ffn_gate.weight"),
-            w(p + "ffn_gate.bias"),
-            w(p + "ffn_down.weight"),
-            w(p + "ffn_down.bias"),
-            hp.ffn_op,
-        )
+        cur = layer_ffn(cur, w, p, hp.ffn_op)
         cur = binary("ADD", inp_l, cur)
         d = f"v.deepstack.{il}."
         if w(d + "fc1.weight") is not None:
@@ -416,7 +426,7 @@ def build_qwen3vl(hp: ClipHParams, w, fa: bool) -> Graph:
     if post_w is not None:
         inp_l = _norm(inp_l, post_w, w("v.post_ln.bias"), False)
     emb = reshape(inp_l, e * 4, n_pos // 4, 1)
-    emb = build_ffn(emb, w("mm.0.weight"), w("mm.0.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    emb = mlp(w, emb, "mm.0", "mm.2", "gelu")
     if deep is not None:
         emb = concat(emb, deep, 0)
     g.expand(emb)
@@ -432,14 +442,8 @@ def build_ling3vl(hp: ClipHParams, w, fa: bool) -> Graph:
     e = hp.n_embd
     npx = size // hp.patch_size
     n_pos = npx * npx
-    raw = new("f32", (size, size, 3, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
-    inp = binary(
-        "ADD",
-        conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size),
-        conv_2d(g, w("v.patch_embd.weight.1"), raw, hp.patch_size, hp.patch_size),
-    )
+    raw = inp_raw((size, size, 3, 1))
+    inp = dual_patch_conv(g, hp, w, raw)
     inp = _merge_2x2(permute(inp, 1, 2, 0, 3), e, npx, npx)
     if w("v.patch_embd.bias") is not None:
         inp = binary("ADD", inp, w("v.patch_embd.bias"))
@@ -453,7 +457,7 @@ def build_ling3vl(hp: ClipHParams, w, fa: bool) -> Graph:
     cur = build_vit(g, hp, w, inp, n_pos, False, pos, fa, add_pos)
     cur = _norm(cur, w("mm.input_norm.weight"), w("mm.input_norm.bias"), False)
     cur = reshape(cur, e * 4, n_pos // 4, 1)
-    cur = build_ffn(cur, w("mm.0.weight"), w("mm.0.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    cur = mlp(w, cur, "mm.0", "mm.2", "gelu")
     g.expand(cur)
     return g
 
@@ -466,14 +470,8 @@ def build_qwen2vl(hp: ClipHParams, w, fa: bool, rms: bool = False, n_wa_pattern:
     e, dh = hp.n_embd, hp.d_head
     npx = size // hp.patch_size
     n_pos = npx * npx
-    raw = new("f32", (size, size, 3, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
-    inp = binary(
-        "ADD",
-        conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size),
-        conv_2d(g, w("v.patch_embd.weight.1"), raw, hp.patch_size, hp.patch_size),
-    )
+    raw = inp_raw((size, size, 3, 1))
+    inp = dual_patch_conv(g, hp, w, raw)
     inp_l = _merge_2x2(permute(inp, 1, 2, 0, 3), e, npx, npx)
     positions = new("i32", (n_pos * 4,), NONE)
     positions.flags = positions.fl0 = INPUT
@@ -508,22 +506,13 @@ def build_qwen2vl(hp: ClipHParams, w, fa: bool, rms: bool = False, n_wa_pattern:
         cur = binary("ADD", cur, inp_l)
         inp_l = cur
         cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), rms)
-        cur = build_ffn(
-            cur,
-            w(p + "ffn_up.weight"),
-            w(p + "ffn_up.bias"),
-            w(p + "ffn_gate.weight"),
-            w(p + "ffn_gate.bias"),
-            w(p + "ffn_down.weight"),
-            w(p + "ffn_down.bias"),
-            hp.ffn_op,
-        )
+        cur = layer_ffn(cur, w, p, hp.ffn_op)
         inp_l = binary("ADD", inp_l, cur)
     post_w = w("v.post_ln.weight")
     if post_w is not None:
         inp_l = _norm(inp_l, post_w, w("v.post_ln.bias"), rms)
     emb = reshape(inp_l, e * 4, n_pos // 4, 1)
-    emb = build_ffn(emb, w("mm.0.weight"), w("mm.0.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    emb = mlp(w, emb, "mm.0", "mm.2", "gelu")
     if n_wa_pattern > 0:
         idx = new("i32", (n_pos // 4,), NONE)
         idx.flags = idx.fl0 = INPUT
@@ -544,9 +533,7 @@ def build_glm4v(hp: ClipHParams, w, fa: bool) -> Graph:
     e = hp.n_embd
     npx = size // hp.patch_size
     n_pos = npx * npx
-    raw = new("f32", (size, size, 3, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
+    raw = inp_raw((size, size, 3, 1))
     inp = conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size)
     positions = new("i32", (n_pos * 4,), NONE)
     positions.flags = positions.fl0 = INPUT
@@ -594,14 +581,8 @@ def build_minimax_m3(hp: ClipHParams, w, fa: bool) -> Graph:
     e, m = hp.n_embd, hp.n_merge
     npx = size // hp.patch_size
     n_pos = npx * npx
-    raw = new("f32", (size, size, 3, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
-    inp = binary(
-        "ADD",
-        conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size),
-        conv_2d(g, w("v.patch_embd.weight.1"), raw, hp.patch_size, hp.patch_size),
-    )
+    raw = inp_raw((size, size, 3, 1))
+    inp = dual_patch_conv(g, hp, w, raw)
     inp = cont_any(permute(inp, 1, 2, 0, 3), e * m, npx // m, npx, 1)
     inp = permute(reshape(inp, e * m, npx // m, m, npx // m), 0, 2, 1, 3)
     inp = cont_any(inp, e, n_pos, 1, 1)
@@ -616,18 +597,9 @@ def build_minimax_m3(hp: ClipHParams, w, fa: bool) -> Graph:
 
     hp_erf = ClipHParams(**{**hp.__dict__, "ffn_op": "gelu_erf"})
     cur = build_vit(g, hp_erf, w, inp, n_pos, False, None, fa, rope_2d)
-    cur = build_ffn(cur, w("mm.1.weight"), w("mm.1.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu_erf")
+    cur = mlp(w, cur, "mm.1", "mm.2", "gelu_erf")
     cur = reshape(cur, cur.ne[0] * m * m, n_pos // (m * m))
-    cur = build_ffn(
-        cur,
-        w("mm.merger.fc1.weight"),
-        w("mm.merger.fc1.bias"),
-        None,
-        None,
-        w("mm.merger.fc2.weight"),
-        w("mm.merger.fc2.bias"),
-        "gelu_erf",
-    )
+    cur = mlp(w, cur, "mm.merger.fc1", "mm.merger.fc2", "gelu_erf")
     g.expand(cur)
     return g
 
@@ -661,7 +633,7 @@ def build_pixtral(hp: ClipHParams, w, fa: bool) -> Graph:
         cur = new("f32", (cur.ne[2] * nm * nm, ow, ow, 1), "IM2COL", (kernel, cur))
         cur = reshape(cur, cur.ne[0], cur.ne[1] * cur.ne[2])
         cur = mul_mat(merger, cur)
-    cur = build_ffn(cur, w("mm.1.weight"), w("mm.1.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    cur = mlp(w, cur, "mm.1", "mm.2", "gelu")
     brk = w("v.token_embd.img_break")
     if brk is not None:
         p_y = p_x = npx // nm
@@ -690,9 +662,7 @@ def build_gemma4v(hp: ClipHParams, w, fa: bool) -> Graph:
     def mm(wt: T, x: T) -> T:
         return unary("CLAMP", mul_mat(wt, unary("CLAMP", x)))
 
-    raw = new("f32", (size, size, 3, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
+    raw = inp_raw((size, size, 3, 1))
     scaled = unary("SCALE", raw)
     inp = conv_2d(g, w("v.patch_embd.weight"), scaled, hp.patch_size, hp.patch_size)
     inp = reshape(inp, n_patches, e, 1)
@@ -778,7 +748,7 @@ def build_kimik25(hp: ClipHParams, w, fa: bool) -> Graph:
     cur = view(cur, (e, n_merged * sf * sf), (row_size(cur.ty, e),))
     cur = _norm(cur, w("mm.input_norm.weight"), w("mm.input_norm.bias"), False)
     cur = view(cur, (dim, n_merged), (row_size(cur.ty, dim),))
-    cur = build_ffn(cur, w("mm.1.weight"), w("mm.1.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+    cur = mlp(w, cur, "mm.1", "mm.2", "gelu")
     g.expand(cur)
     return g
 
@@ -827,7 +797,7 @@ def build_unshuffle_vit(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
         cur = _norm(cur, w("mm.input_norm.weight"), w("mm.input_norm.bias"), False)
         cur = patch_merge_permute(cur, e, npx, npx, sf)
         up, down, op = ("mm.1", "mm.2", hp.ffn_op) if kind == "paddleocr" else ("mm.0", "mm.2", "gelu_erf")
-    cur = build_ffn(cur, w(up + ".weight"), w(up + ".bias"), None, None, w(down + ".weight"), w(down + ".bias"), op)
+    cur = mlp(w, cur, up, down, op)
     g.expand(cur)
     return g
 
@@ -846,9 +816,7 @@ def build_llama4(hp: ClipHParams, w, fa: bool) -> Graph:
     pos_h.flags = pos_h.fl0 = INPUT
     pos_w = new("i32", (n_pos,), NONE)
     pos_w.flags = pos_w.fl0 = INPUT
-    raw = new("f32", (size, size, 3, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
+    raw = inp_raw((size, size, 3, 1))
     pw = w("v.patch_embd.weight")
     kernel = wview(pw, (p, p, 3, e))
     inp = new("f32", (3 * p * p, npx, npx, 1), "IM2COL", (kernel, raw))
@@ -898,7 +866,7 @@ def build_deepseek4v(hp: ClipHParams, w, fa: bool) -> Graph:
     kernel = view(cur, (m, m, e), (0, 0))
     cur = new("f32", (e * m * m, side // m, side // m, 1), "IM2COL", (kernel, cur))
     cur = reshape(cur, cur.ne[0], cur.ne[1] * cur.ne[2])
-    cur = build_ffn(cur, w("mm.1.weight"), w("mm.1.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu_erf")
+    cur = mlp(w, cur, "mm.1", "mm.2", "gelu_erf")
     d_out, n_grid = cur.ne[0], cur.ne[1]
     for name in ("v.token_embd.img_start", "v.token_embd.img_end", "v.image_newline", "v.token_embd.img_pad"):
         cur = new(cur.ty, (d_out, cur.ne[1] + 1, 1, 1), "CONCAT", (cur, wview(w(name), (d_out, 1))))
@@ -987,16 +955,7 @@ def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
         cur = binary("ADD", cur, inp_l)
         inp_l = cur
         cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
-        cur = build_ffn(
-            cur,
-            w(p + "ffn_up.weight"),
-            w(p + "ffn_up.bias"),
-            w(p + "ffn_gate.weight"),
-            w(p + "ffn_gate.bias"),
-            w(p + "ffn_down.weight"),
-            w(p + "ffn_down.bias"),
-            hp.ffn_op,
-        )
+        cur = layer_ffn(cur, w, p, hp.ffn_op)
         inp_l = binary("ADD", inp_l, cur)
     if w("v.post_ln.weight") is not None:
         inp_l = _norm(inp_l, w("v.post_ln.weight"), w("v.post_ln.bias"), False)
@@ -1054,9 +1013,7 @@ def build_gemma4uv(hp: ClipHParams, w, fa: bool) -> Graph:
     g = Graph()
     size, p, e = hp.warmup_image_size, hp.patch_size, hp.n_embd
     npx = size // p
-    raw = new("f32", (size, size, 3, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
+    raw = inp_raw((size, size, 3, 1))
     kernel = new("f32", (p, p, 3), NONE)  # ggml_new_tensor_3d: no data, only im2col's shape
     cur = new("f32", (3 * p * p, npx, npx, 1), "IM2COL", (kernel, raw))
     cur = reshape(cur, cur.ne[0], npx * npx)
@@ -1111,7 +1068,7 @@ def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
             cur = binary("MUL", unary("NORM", cur), nw)
         if nb is not None:
             cur = binary("ADD", cur, nb)
-        cur = build_ffn(cur, w("mm.1.weight"), w("mm.1.bias"), None, None, w("mm.2.weight"), w("mm.2.bias"), "gelu")
+        cur = mlp(w, cur, "mm.1", "mm.2", "gelu")
     g.expand(cur)
     return g
 
@@ -1137,16 +1094,7 @@ def build_internvl(hp: ClipHParams, w, fa: bool) -> Graph:
     cur = permute(cur, 0, 2, 1, 3)
     cur = cont(cur, e * sf * sf, cur.ne[1] * cur.ne[2], cur.ne[3], 1)
     cur = _norm(cur, w("mm.model.mlp.0.weight"), w("mm.model.mlp.0.bias"), False)
-    cur = build_ffn(
-        cur,
-        w("mm.model.mlp.1.weight"),
-        w("mm.model.mlp.1.bias"),
-        None,
-        None,
-        w("mm.model.mlp.3.weight"),
-        w("mm.model.mlp.3.bias"),
-        "gelu",
-    )
+    cur = mlp(w, cur, "mm.model.mlp.1", "mm.model.mlp.3", "gelu")
     g.expand(cur)
     return g
 
@@ -1174,9 +1122,7 @@ def build_whisper(hp: ClipHParams, w, fa: bool, proj_type: str) -> Graph:
     pool of Qwen2-Audio/Voxtral/Music Flamingo, frame stacking (Ultravox, Voxtral, MERaLiON), then the type's
     adapter."""
     g = Graph()
-    raw = new("f32", (hp.warmup_frames, hp.n_mel, 1, 1), NONE)  # build_inp_raw(1)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
+    raw = inp_raw((hp.warmup_frames, hp.n_mel, 1, 1))
     n_pos = hp.warmup_frames // 2
     cur = conv_1d_ph(w("a.conv1d.1.weight"), raw, 1)
     cur = unary("UNARY", binary("ADD", cur, w("a.conv1d.1.bias")))
@@ -1205,16 +1151,7 @@ def build_whisper(hp: ClipHParams, w, fa: bool, proj_type: str) -> Graph:
     if proj_type == "glma":  # norm, stack, GELU MLP, then the begin/end-of-audio rows around it
         cur = _norm(cur, w("mm.a.norm_pre.weight"), w("mm.a.norm_pre.bias"), False)
         cur = stack(cur)
-        cur = build_ffn(
-            cur,
-            w("mm.a.mlp.1.weight"),
-            w("mm.a.mlp.1.bias"),
-            None,
-            None,
-            w("mm.a.mlp.2.weight"),
-            w("mm.a.mlp.2.bias"),
-            "gelu_erf",
-        )
+        cur = mlp(w, cur, "mm.a.mlp.1", "mm.a.mlp.2", "gelu_erf")
         boi, eoi = w("v.boi"), w("v.eoi")
         cur = new(wtype(boi), (cur.ne[0], boi.ne[1] + cur.ne[1], 1, 1), "CONCAT", (boi, cur))
         cur = new(cur.ty, (cur.ne[0], cur.ne[1] + eoi.ne[1], 1, 1), "CONCAT", (cur, eoi))
@@ -1227,16 +1164,7 @@ def build_whisper(hp: ClipHParams, w, fa: bool, proj_type: str) -> Graph:
     elif proj_type == "qwen2a":
         cur = binary("ADD", mul_mat(w("mm.a.fc.weight"), cur), w("mm.a.fc.bias"))
     elif proj_type in ("voxtral", "musicflamingo"):
-        cur = build_ffn(
-            cur,
-            w("mm.a.mlp.1.weight"),
-            w("mm.a.mlp.1.bias"),
-            None,
-            None,
-            w("mm.a.mlp.2.weight"),
-            w("mm.a.mlp.2.bias"),
-            "gelu_erf",
-        )
+        cur = mlp(w, cur, "mm.a.mlp.1", "mm.a.mlp.2", "gelu_erf")
     elif proj_type == "meralion":
         cur = _norm(cur, w("mm.a.norm_pre.weight"), w("mm.a.norm_pre.bias"), False)
         cur = unary("UNARY", binary("ADD", mul_mat(w("mm.a.mlp.0.weight"), cur), w("mm.a.mlp.0.bias")))
@@ -1255,9 +1183,7 @@ def build_qwen3a(hp: ClipHParams, w, fa: bool) -> Graph:
     chunks of 100, three stride-2 3x3 convolutions with GELU, the flattened channels projected to the encoder
     width, 13 positions repeated per chunk, the transformer, a GELU MLP."""
     g = Graph()
-    raw = new("f32", (hp.warmup_frames, hp.n_mel, 1, 1), NONE)  # build_inp_raw(1)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
+    raw = inp_raw((hp.warmup_frames, hp.n_mel, 1, 1))
     chunk = 100
     n_chunks = hp.warmup_frames // chunk
     if hp.warmup_frames % chunk:
@@ -1282,16 +1208,7 @@ def build_qwen3a(hp: ClipHParams, w, fa: bool) -> Graph:
     pos = wview(pos, (pos.ne[0], n_pos // n_chunks), "VIEW")
     cur = binary("ADD", cur, new("f32", (pos.ne[0], n_pos, 1, 1), "REPEAT", (pos,)))
     cur = build_vit(g, hp, w, cur, n_pos, False, None, fa)
-    cur = build_ffn(
-        cur,
-        w("mm.a.mlp.1.weight"),
-        w("mm.a.mlp.1.bias"),
-        None,
-        None,
-        w("mm.a.mlp.2.weight"),
-        w("mm.a.mlp.2.bias"),
-        "gelu_erf",
-    )
+    cur = mlp(w, cur, "mm.a.mlp.1", "mm.a.mlp.2", "gelu_erf")
     g.expand(cur)
     return g
 
@@ -1316,9 +1233,7 @@ def build_gemma4a(hp: ClipHParams, w, fa: bool) -> Graph:
     def pad4(x: T, *ne) -> T:
         return new(x.ty, ne4(ne), "PAD", (x,))
 
-    raw = new("f32", (hp.warmup_frames, hp.n_mel, 1, 1), NONE)  # build_inp_raw(1)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
+    raw = inp_raw((hp.warmup_frames, hp.n_mel, 1, 1))
     cur = cont(transpose(raw))
     for i in (0, 1):
         cur = conv_2d(g, w(f"a.conv1d.{i}.weight"), cur, 2, 2, 1, 1)
@@ -1451,9 +1366,7 @@ def build_gemma4ua(hp: ClipHParams, w) -> Graph:
     """``clip_graph_gemma4ua::build`` (Gemma 4's encoder-free audio, ``models/gemma4ua.cpp``): the raw waveform in
     640-sample frames, transposed, RMS-normed and projected."""
     g = Graph()
-    raw = new("f32", (hp.warmup_frames, hp.n_mel, 1, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
+    raw = inp_raw((hp.warmup_frames, hp.n_mel, 1, 1))
     cur = unary("RMS_NORM", cont(permute(raw, 1, 0, 2, 3)))
     g.expand(mul_mat(w("mm.a.input_projection.weight"), cur))
     return g
@@ -1473,9 +1386,7 @@ def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
     pos_emb.flags = pos_emb.fl0 = INPUT
     pos_emb.name = "pos_emb"
     g.expand(pos_emb)
-    raw = new("f32", (n_frames, hp.n_mel, 1, 1), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
+    raw = inp_raw((n_frames, hp.n_mel, 1, 1))
 
     def relu_inplace(x: T) -> T:
         return view_tensor(x, "UNARY", [x])
@@ -1559,16 +1470,7 @@ def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
         residual = ffn_half(residual, residual, p, "_1")
         cur = _norm(residual, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
     cur = _norm(cur, w("mm.a.mlp.0.weight"), w("mm.a.mlp.0.bias"), False)
-    cur = build_ffn(
-        cur,
-        w("mm.a.mlp.1.weight"),
-        w("mm.a.mlp.1.bias"),
-        None,
-        None,
-        w("mm.a.mlp.3.weight"),
-        w("mm.a.mlp.3.bias"),
-        "gelu_erf",
-    )
+    cur = mlp(w, cur, "mm.a.mlp.1", "mm.a.mlp.3", "gelu_erf")
     g.expand(cur)
     return g
 
