@@ -1128,3 +1128,38 @@ def write_lfm2a_projector(
     add("mm.a.mlp.3.weight", (hidden, n_embd_text), mt)
     add("mm.a.mlp.3.bias", (n_embd_text,))
     return _finish(w, path)
+
+
+def write_step3vl_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    image_size: int = 224,
+    patch_size: int = 14,
+    grid: int = 8,
+    c1: int = 48,
+    c2: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Step3-VL projector (``step3vl``, ``models/step3vl.cpp``): the patch conv with a bias, a learned ``grid``^2
+    table, layer-norm ViT blocks with biases, two 3x3 stride-2 downsampling convs (``mm.0``, ``mm.1``) with
+    channel biases and ``mm.model.fc``."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-step3vl-mmproj", proj_type="step3vl",
+                        image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-5)
+    w.add_bool("clip.use_gelu", True)
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, grid * grid))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
+    add("mm.0.weight", (3, 3, n_embd, c1), mt)
+    add("mm.0.bias", (c1,))
+    add("mm.1.weight", (3, 3, c1, c2), mt)
+    add("mm.1.bias", (c2,))
+    add("mm.model.fc.weight", (c2, n_embd_text), mt)
+    return _finish(w, path)

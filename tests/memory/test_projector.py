@@ -22,6 +22,7 @@ from tests.projector_factory import (
     write_pixtral_projector,
     write_qwen2vl_projector,
     write_qwen3vl_projector,
+    write_step3vl_projector,
     write_siglip_projector,
     write_gemma4a_projector,
     write_gemma4ua_projector,
@@ -228,6 +229,8 @@ SHAPES = {
     # LFM2-Audio's FastConformer (depthwise/pointwise subsampling, relative-position attention, rolled conv)
     "lfm2a": ("lfm2a", dict()),
     "lfm2a-small": ("lfm2a", dict(n_mel=80, channels=8, n_layer=3, n_head=2)),
+    # Step3-VL: two stride-2 downsampling convs with biases added through transposed copies; a 32x32 grid
+    "step3vl": ("step3vl", dict(image_size=448, n_embd=64, n_ff=128, n_head=4)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -241,6 +244,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "deepseek4v": write_deepseek4v_projector, "hunyuanvl": write_hunyuanvl_projector,
             "llava": write_llava_projector, "nemotron_v2_vl": write_nemotron_v2_vl_projector,
             "gemma4uv": write_gemma4uv_projector, "lfm2a": write_lfm2a_projector,
+            "step3vl": write_step3vl_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -252,7 +256,7 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama",
          "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama",
          "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
-         "lfm2a": "lfm2"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "lfm2a": "lfm2", "step3vl": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -366,6 +370,8 @@ CASES = [
     ("lfm2a-cpu", "lfm2a", 0, ""),
     ("lfm2a-rpc1", "lfm2a-small", 1, ""),
     ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
+    ("step3vl-cpu", "step3vl", 0, ""),
+    ("step3vl-rpc1-fa-off", "step3vl", 1, "-fa off"),
 ]
 
 
@@ -456,6 +462,7 @@ VULKAN_CASES = [
     ("vulkan-nemotron_v2_vl", "nemotron_v2_vl", ""),
     ("vulkan-gemma4uv", "gemma4uv", ""),
     ("vulkan-lfm2a", "lfm2a", ""),
+    ("vulkan-step3vl", "step3vl", ""),
 ]
 
 

@@ -1033,6 +1033,43 @@ def build_gemma4uv(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_step3vl(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_step3vl::build`` (Step3-VL, ``models/step3vl.cpp``): the patch conv, the resized learned grid,
+    a layer-norm ViT with 2D RoPE, two stride-2 3x3 convolutions each with its channel bias added through a
+    transposed copy, the flatten and the projection."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e = hp.n_embd
+    npx = size // hp.patch_size
+    pos_h = new("i32", (npx * npx,), NONE)
+    pos_h.flags = pos_h.fl0 = INPUT
+    pos_w = new("i32", (npx * npx,), NONE)
+    pos_w.flags = pos_w.fl0 = INPUT
+    _raw, inp, n_pos = build_inp(g, hp, w, size)
+    pos = resize_position_embeddings(w, hp, npx, npx)
+
+    def rope_2d(cur: T) -> T:
+        cur = new("f32", cur.ne, "ROPE", (cur, pos_w))
+        return new("f32", cur.ne, "ROPE", (cur, pos_h))
+
+    def spatial_bias(cur: T, bias: T | None) -> T:
+        if bias is None:
+            return cur
+        wd, ht, ch = cur.ne[0], cur.ne[1], cur.ne[2]
+        cur = cont(transpose(reshape(cur, wd * ht, ch)))
+        cur = cont(transpose(binary("ADD", cur, bias)))
+        return reshape(cur, wd, ht, ch)
+
+    cur = build_vit(g, hp, w, inp, n_pos, False, pos, fa, rope_2d)
+    cur = cont(permute(cur, 1, 0, 2, 3), npx, npx, e, 1)
+    cur = spatial_bias(conv_2d(g, w("mm.0.weight"), cur, 2, 2, 1, 1), w("mm.0.bias"))
+    cur = spatial_bias(conv_2d(g, w("mm.1.weight"), cur, 2, 2, 1, 1), w("mm.1.bias"))
+    cur = cont(permute(reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2], cur.ne[3]), 1, 0, 2, 3))
+    cur = mul_mat(w("mm.model.fc.weight"), cur)
+    g.expand(cur)
+    return g
+
+
 def build_siglip(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
     """``clip_graph_siglip::build`` for ``idefics3`` (SmolVLM: pixel shuffle, one linear), ``lfm2`` (LFM2-VL:
     position grid resized to the image, pixel shuffle, optional layer norm, a GELU MLP), ``phi4`` (Phi-4
@@ -1502,6 +1539,7 @@ GRAPHS = {
     "janus_pro": functools.partial(build_siglip, kind="janus_pro"),
     "nemotron_v2_vl": build_nemotron_v2_vl,
     "gemma4uv": build_gemma4uv,
+    "step3vl": build_step3vl,
     "kimivl": functools.partial(build_unshuffle_vit, kind="kimivl"),
     "paddleocr": functools.partial(build_unshuffle_vit, kind="paddleocr"),
     "dots_ocr": functools.partial(
