@@ -193,30 +193,42 @@ def write_qwen2vl_projector(
     n_ff: int = 128,
     n_layer: int = 4,
     n_head: int = 2,
+    n_head_kv: int | None = None,
     patch_size: int = 4,
     n_wa_pattern: int = 2,
     matrix_type: str = "f16",
     seed: int = 0,
 ) -> Path:
     """A Qwen2-VL (``version`` "2": layer norms, GELU-quick FFN) or Qwen2.5-VL ("2.5": RMS norms, SwiGLU FFN,
-    window attention with full attention every ``n_wa_pattern`` layers) projector (``models/qwen2vl.cpp``)."""
-    v25 = version == "2.5"
-    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-qwen{version}vl-mmproj",
-                        proj_type="qwen2.5vl_merger" if v25 else "qwen2vl_merger", image_size=560,
-                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
-                        n_head=n_head, eps=1e-6)
+    window attention with full attention every ``n_wa_pattern`` layers) projector (``models/qwen2vl.cpp``); or
+    EXAONE 4.5's ("exaone4_5", ``models/exaone4_5.cpp``: Qwen2.5-VL's with a fused qkv of ``n_head_kv`` K/V heads,
+    no biases but the FFN's)."""
+    v25 = version in ("2.5", "exaone4_5")
+    exaone = version == "exaone4_5"
+    proj_type = "exaone4_5" if exaone else "qwen2.5vl_merger" if v25 else "qwen2vl_merger"
+    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-{proj_type}-mmproj", proj_type=proj_type,
+                        image_size=560, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
     if v25:
         w.add_bool("clip.use_silu", True)
         w.add_uint32("clip.vision.n_wa_pattern", n_wa_pattern)
-
-
+    if exaone:
+        n_kv = n_head_kv or n_head
+        w.add_uint32("clip.vision.attention.head_count_kv", n_kv)
+        w.add_uint32("clip.vision.image_min_pixels", 64 * 64)
+        w.add_uint32("clip.vision.image_max_pixels", 1024 * 1024)
     add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
     add("v.patch_embd.weight.1", (patch_size, patch_size, 3, n_embd), mt)
     for il in range(n_layer):
         p = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
-            add(f"{p}.{t}.bias", (n_embd,))
+        if exaone:
+            kv = n_embd // n_head * n_kv
+            add(f"{p}.attn_qkv.weight", (n_embd, n_embd + 2 * kv), mt)
+            add(f"{p}.attn_out.weight", (n_embd, n_embd), mt)
+        else:
+            for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+                add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+                add(f"{p}.{t}.bias", (n_embd,))
         for n in ("ln1", "ln2"):
             add(f"{p}.{n}.weight", (n_embd,))
             if not v25:

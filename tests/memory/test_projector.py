@@ -231,6 +231,8 @@ SHAPES = {
     "lfm2a-small": ("lfm2a", dict(n_mel=80, channels=8, n_layer=3, n_head=2)),
     # Step3-VL: two stride-2 downsampling convs with biases added through transposed copies; a 32x32 grid
     "step3vl": ("step3vl", dict(image_size=448, n_embd=64, n_ff=128, n_head=4)),
+    # EXAONE 4.5: Qwen2.5-VL's window attention with a fused qkv of 2 K/V heads for 4
+    "exaone4_5": ("qwen2vl", dict(version="exaone4_5", n_head=4, n_head_kv=2)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -372,6 +374,8 @@ CASES = [
     ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
     ("step3vl-cpu", "step3vl", 0, ""),
     ("step3vl-rpc1-fa-off", "step3vl", 1, "-fa off"),
+    ("exaone4_5-cpu", "exaone4_5", 0, ""),
+    ("exaone4_5-rpc1", "exaone4_5", 1, ""),
 ]
 
 

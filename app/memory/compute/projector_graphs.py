@@ -464,7 +464,8 @@ def build_ling3vl(hp: ClipHParams, w, fa: bool) -> Graph:
 
 def build_qwen2vl(hp: ClipHParams, w, fa: bool, rms: bool = False, n_wa_pattern: int = 0) -> Graph:
     """``clip_graph_qwen2vl::build`` (``models/qwen2vl.cpp``) for a still image: Qwen2-VL (layer norms) and
-    Qwen2.5-VL (RMS norms, window attention on all but every ``n_wa_pattern``-th layer)."""
+    Qwen2.5-VL (RMS norms, window attention on all but every ``n_wa_pattern``-th layer); also EXAONE 4.5's
+    (``models/exaone4_5.cpp``: the same with a fused, grouped-KV qkv)."""
     g = Graph()
     size = hp.warmup_image_size
     e, dh = hp.n_embd, hp.d_head
@@ -493,12 +494,19 @@ def build_qwen2vl(hp: ClipHParams, w, fa: bool, rms: bool = False, n_wa_pattern:
         p = f"v.blk.{il}."
         full = (il + 1) % n_wa_pattern == 0 if n_wa_pattern > 0 else True
         cur = _norm(inp_l, w(p + "ln1.weight"), w(p + "ln1.bias"), rms)
-        q = binary("ADD", mul_mat(w(p + "attn_q.weight"), cur), w(p + "attn_q.bias"))
-        k = binary("ADD", mul_mat(w(p + "attn_k.weight"), cur), w(p + "attn_k.bias"))
-        v = binary("ADD", mul_mat(w(p + "attn_v.weight"), cur), w(p + "attn_v.bias"))
-        q = reshape(q, dh, hp.n_head, n_pos)
-        k = reshape(k, dh, hp.n_head, n_pos)
-        v = reshape(v, dh, hp.n_head, n_pos)
+        if w(p + "attn_qkv.weight") is not None:  # EXAONE 4.5: fused qkv with grouped K/V heads, as views
+            cur = _add_b(mul_mat(w(p + "attn_qkv.weight"), cur), w(p + "attn_qkv.bias"))
+            row = row_size(cur.ty, dh)
+            q = view(cur, (dh, hp.n_head, n_pos), (row, cur.nb[1]))
+            k = view(cur, (dh, hp.n_head_kv, n_pos), (row, cur.nb[1]))
+            v = view(cur, (dh, hp.n_head_kv, n_pos), (row, cur.nb[1]))
+        else:
+            q = binary("ADD", mul_mat(w(p + "attn_q.weight"), cur), w(p + "attn_q.bias"))
+            k = binary("ADD", mul_mat(w(p + "attn_k.weight"), cur), w(p + "attn_k.bias"))
+            v = binary("ADD", mul_mat(w(p + "attn_v.weight"), cur), w(p + "attn_v.bias"))
+            q = reshape(q, dh, hp.n_head, n_pos)
+            k = reshape(k, dh, hp.n_head, n_pos)
+            v = reshape(v, dh, hp.n_head, n_pos)
         q = new("f32", q.ne, "ROPE", (q, positions))
         k = new("f32", k.ne, "ROPE", (k, positions))
         mask = None if full else window_mask
@@ -1540,6 +1548,7 @@ GRAPHS = {
     "nemotron_v2_vl": build_nemotron_v2_vl,
     "gemma4uv": build_gemma4uv,
     "step3vl": build_step3vl,
+    "exaone4_5": lambda hp, w, fa: build_qwen2vl(hp, w, fa, rms=True, n_wa_pattern=hp.n_wa_pattern),
     "kimivl": functools.partial(build_unshuffle_vit, kind="kimivl"),
     "paddleocr": functools.partial(build_unshuffle_vit, kind="paddleocr"),
     "dots_ocr": functools.partial(
