@@ -189,3 +189,31 @@ def test_estimate_counts_a_draft_model_and_a_projector(tmp_path):
     assert bad.returncode == 2 and "not a projector file" in bad.stderr and "Traceback" not in bad.stderr
     worse = layerdeck("estimate", "--acceptance", "1.5", *args)
     assert worse.returncode == 2 and "--acceptance 1.5" in worse.stderr
+
+
+def test_estimate_counts_both_encoders_of_a_projector_and_says_what_it_leaves_out(tmp_path):
+    """A projector with vision and audio encoders: both types in the text, each encoder's compute in the JSON;
+    an audio encoder Layerdeck does not replay is named as not counted in the text and the JSON notes."""
+    from tests.model.gguf_edit import apply
+    from tests.projector_factory import write_qwen2vl_projector, write_whisper_projector
+
+    main = write_tiny_model("qwen2vl", tmp_path / "q.gguf")
+    both = write_whisper_projector(tmp_path / "omni.gguf", proj_type="qwen2a",
+                                   vision_from=write_qwen2vl_projector(tmp_path / "v.gguf"))
+    args = ["--devices", "CUDA0=24576", "--", "-m", str(main), "--mmproj", str(both), "-c", "4096"]
+    r = layerdeck("estimate", *args)
+    assert r.returncode == 0, r.stderr
+    assert "projector omni.gguf (qwen2.5vl_merger + qwen2a, --mmproj) on CUDA0" in r.stdout
+    doc = json.loads(layerdeck("estimate", "--json", *args).stdout)
+    enc = doc["projector"]["encoders"]
+    assert [(e["kind"], e["type"]) for e in enc] == [("vision", "qwen2.5vl_merger"), ("audio", "qwen2a")]
+    assert doc["projector"]["exact"] and all(e["compute"]["CUDA0"] > 0 for e in enc)
+    assert doc["projector"]["compute"]["CUDA0"] == sum(e["compute"]["CUDA0"] for e in enc)
+    other = tmp_path / "other.gguf"
+    other.write_bytes(apply(both.read_bytes(), [["meta", "clip.audio.projector_type", 8, "granite_speech"]]))
+    args[args.index(str(both))] = str(other)
+    r = layerdeck("estimate", *args)
+    assert r.returncode == 0 and "'granite_speech' audio encoder's compute buffer is not counted" in r.stdout
+    doc = json.loads(layerdeck("estimate", "--json", *args).stdout)
+    assert not doc["projector"]["exact"] and doc["projector"]["encoders"][1]["compute"] == {}
+    assert any("granite_speech" in n and "not counted" in n for n in doc["notes"])

@@ -102,6 +102,11 @@ def to_json(est: Estimate, draft_path: str | None = None, projector_path: str | 
                 "weights": est.projector.weights,
                 "compute": {to_llama_name(k): v for k, v in est.projector.compute.items()},
                 "exact": est.projector.exact,
+                # one clip context per encoder: its projector type and compute buffers ({} where not counted)
+                "encoders": [
+                    {"kind": kind, "type": ptype, "compute": {to_llama_name(k): v for k, v in own.items()}}
+                    for kind, ptype, own in est.projector.encoders
+                ],
             }
             if est.projector is not None
             else None

@@ -455,7 +455,7 @@ def _projector(
         _slot(mem, devices, dev).projector += nbytes
     parts = ", ".join(f"{d} {n / 2**20:.0f} MiB" for d, n in pm.compute.items() if n)
     notes.append(
-        f"projector {proj.path.name} ({proj.proj_type}, --mmproj) on {pm.device}: weights "
+        f"projector {proj.path.name} ({proj.types}, --mmproj) on {pm.device}: weights "
         f"{pm.weights / 2**20:.0f} MiB, compute {parts or '0 MiB'}"
     )
     notes.extend(pm.notes)

@@ -57,10 +57,14 @@ class Projector:
     def title(self) -> str:
         name = self.header.metadata.get("general.name")
         kinds = "+".join(k for k, on in (("vision", self.vision), ("audio", self.audio)) if on) or "no encoder"
-        types = self.proj_type
+        return f"{name or self.path.name} ({self.types}, {kinds})"
+
+    @property
+    def types(self) -> str:
+        """The projector type, and the audio encoder's after a "+" where a file with both encoders differs."""
         if self.vision and self.audio and self.audio_type and self.audio_type != self.proj_type:
-            types += f" + {self.audio_type}"
-        return f"{name or self.path.name} ({types}, {kinds})"
+            return f"{self.proj_type} + {self.audio_type}"
+        return self.proj_type
 
 
 #: gguf type ids (gguf.h)
