@@ -451,14 +451,16 @@ def write_internvl_projector(
     return _finish(w, path)
 
 
-def _copy_vision(w: GGUFWriter, vision_from) -> None:
-    """Copy a vision projector file's clip keys (its projector type as ``clip.vision.projector_type``) and tensors
-    into ``w``: a file with both encoders."""
+def _copy_vision(w: GGUFWriter, vision_from, keep_type: bool = True) -> None:
+    """Copy a vision projector file's clip keys (its projector type as ``clip.vision.projector_type``, unless not
+    ``keep_type``) and tensors into ``w``: a file with both encoders."""
     from gguf import GGUFReader, GGUFValueType
 
     r = GGUFReader(str(vision_from))
     for f in r.fields.values():
         if not f.name.startswith("clip.") or f.name in ("clip.has_audio_encoder", "clip.has_vision_encoder"):
+            continue
+        if f.name == "clip.projector_type" and not keep_type:
             continue
         name = "clip.vision.projector_type" if f.name == "clip.projector_type" else f.name
         vt = f.types[0]
@@ -489,9 +491,13 @@ def write_whisper_projector(
     conv_channels: int = 16,
     matrix_type: str = "f16",
     vision_from: str | os.PathLike | None = None,
+    common_type: str | None = None,
     seed: int = 0,
 ) -> Path:
-    """An audio projector over a Whisper encoder (``models/whisper-enc.cpp``): two 1-D convolutions (f16 kernels,
+    """``common_type``: one ``clip.projector_type`` for both encoders instead of one each (Qwen2.5-Omni's legacy
+    ``qwen2.5o``, which clip.cpp turns into ``qwen2.5vl_merger`` and ``qwen2a``).
+
+    An audio projector over a Whisper encoder (``models/whisper-enc.cpp``): two 1-D convolutions (f16 kernels,
     as the converter writes them), ``n_pos`` learned positions (at least the warmup's 1500), pre-norm blocks with
     biased q/v/out and an unbiased k, GELU FFN, the post norm, then the ``proj_type`` adapter: ``ultravox``
     (stack by ``stack_factor``, RMS norm, SwiGLU MLP), ``qwen2a`` (one linear), ``voxtral`` (stack, GELU MLP
@@ -508,8 +514,8 @@ def write_whisper_projector(
     w.add_string("general.name", f"tiny-{proj_type}-mmproj")
     w.add_bool("clip.has_vision_encoder", vision_from is not None)
     w.add_bool("clip.has_audio_encoder", True)
-    if vision_from is None:
-        w.add_string("clip.projector_type", proj_type)
+    if vision_from is None or common_type:
+        w.add_string("clip.projector_type", common_type or proj_type)
     else:
         w.add_string("clip.audio.projector_type", proj_type)
     w.add_uint32("clip.audio.num_mel_bins", n_mel)
@@ -527,7 +533,7 @@ def write_whisper_projector(
         w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     if vision_from is not None:
-        _copy_vision(w, vision_from)
+        _copy_vision(w, vision_from, keep_type=not common_type)
 
     if proj_type == "qwen3a":  # three 3x3 stride-2 convolutions over 100-frame chunks, then a projection
         for i in (1, 2, 3):

@@ -189,6 +189,7 @@ def _feature_layers(value) -> tuple[int, ...]:
 def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> ClipHParams:
     """``clip_model_loader::load_hparams`` for the vision encoder (the keys the graphs' shapes read)."""
     hp = proj.vision_hp
+    ptype = _VISION_ALIAS.get(proj.proj_type, proj.proj_type)  # Qwen2.5-Omni's legacy "qwen2.5o" is Qwen2.5-VL's
     n_embd = int(hp("embedding_length", 0))
     n_head = int(hp("attention.head_count", 1)) or 1
     d_head = int(hp("attention.head_dim", 0) or 0) or n_embd // n_head
@@ -201,31 +202,31 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         ffn = "gelu_quick"
     patch = int(hp("patch_size", 1)) or 1
     warmup = image_size
-    if proj.proj_type in _QWEN_VL:
+    if ptype in _QWEN_VL:
         # n_merge 2 unless spatial_merge_size says; set_warmup_n_tokens(46*46), whatever --image-max-tokens says
         n_merge = int(hp("spatial_merge_size", 0) or 0) or 2
         warmup = 46 * patch * n_merge
-    elif proj.proj_type == "gemma4v":  # pooling kernel 3 unless the file says; set_warmup_n_tokens(256)
+    elif ptype == "gemma4v":  # pooling kernel 3 unless the file says; set_warmup_n_tokens(256)
         n_merge = int(hp("projector.scale_factor", 0) or 0) or 3
         warmup = 16 * patch * n_merge
-    elif proj.proj_type == "gemma4uv":  # the "unified" variant merges in its patch: patch * kernel, no merge after
+    elif ptype == "gemma4uv":  # the "unified" variant merges in its patch: patch * kernel, no merge after
         patch *= int(hp("projector.scale_factor", 0) or 0) or 3
         n_merge = 1
         warmup = 16 * patch
-    elif proj.proj_type == "lfm2":
+    elif ptype == "lfm2":
         # set_limit_image_tokens(64, 256): the warmup is the side of the largest image, --image-max-tokens's
         n_merge = int(hp("projector.scale_factor", 0) or 0) or 1
         max_tokens = (settings.image_max_tokens if settings and settings.image_max_tokens else 0) or 256
         warmup = math.isqrt(max_tokens * patch * patch * n_merge * n_merge)
-    elif proj.proj_type in _WARMUP_TOKENS:
-        n_tok, default_merge = _WARMUP_TOKENS[proj.proj_type]
+    elif ptype in _WARMUP_TOKENS:
+        n_tok, default_merge = _WARMUP_TOKENS[ptype]
         n_merge = int(hp("spatial_merge_size", 0) or hp("projector.scale_factor", 0) or 0) or default_merge
-        if proj.proj_type == "paddleocr":  # load_hparams sets 2 and reads no key
+        if ptype == "paddleocr":  # load_hparams sets 2 and reads no key
             n_merge = 2
-        elif proj.proj_type == "phi4":  # load_hparams sets 1
+        elif ptype == "phi4":  # load_hparams sets 1
             n_merge = 1
         warmup = math.isqrt(n_tok) * patch * n_merge
-    elif proj.proj_type == "kimik25":
+    elif ptype == "kimik25":
         # the file's pixel limits set the warmup side (sqrt of the largest); else set_limit_image_tokens(2, 4096):
         # the largest image of --image-max-tokens (or 4096) merged tokens
         n_merge = int(hp("projector.scale_factor", 0) or 0) or 1
@@ -235,19 +236,19 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         else:
             max_tokens = (settings.image_max_tokens if settings and settings.image_max_tokens else 0) or 4096
             warmup = math.isqrt(max_tokens * patch * patch * n_merge * n_merge)
-    elif proj.proj_type == "deepseek4v":
+    elif ptype == "deepseek4v":
         # the side of min(256, the block's token cap) merged tokens: the cap is 384, or --image-max-tokens (>= 16)
         n_merge = int(hp("projector.scale_factor", 0) or 0) or 1
         cap = max(settings.image_max_tokens, 16) if settings and settings.image_max_tokens else 384
         warmup = math.isqrt(min(256, cap)) * patch * n_merge
-    elif proj.proj_type in ("deepseekocr", "deepseekocr2"):
+    elif ptype in ("deepseekocr", "deepseekocr2"):
         n_merge = 1
         warmup = 1024
-    elif proj.proj_type == "pixtral":  # n_merge 1 unless spatial_merge_size; set_warmup_n_tokens(256)
+    elif ptype == "pixtral":  # n_merge 1 unless spatial_merge_size; set_warmup_n_tokens(256)
         n_merge = int(hp("spatial_merge_size", 0) or 0) or 1
         warmup = 16 * patch * n_merge
     else:
-        n_merge = int(hp("projector.scale_factor", 0) or 0) or (4 if proj.proj_type == "gemma3" else 1)
+        n_merge = int(hp("projector.scale_factor", 0) or 0) or (4 if ptype == "gemma3" else 1)
     return ClipHParams(
         n_embd=n_embd,
         n_head=n_head,

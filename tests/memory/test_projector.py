@@ -177,6 +177,8 @@ SHAPES = {
     # Qwen3-Omni: Qwen3-VL vision (its output 64 x 3 with deepstack) and the qwen3a audio encoder, whose context
     # loads the vision's deepstack tensors of its own layer indices again
     "omni3": ("omni3", dict()),
+    # the legacy single type for both encoders ("qwen2.5o": clip.cpp turns it into qwen2.5vl_merger and qwen2a)
+    "omni-legacy": ("omni", dict(common_type="qwen2.5o")),
     # Gemma 4's audio conformer (chunked local attention, relative positions, depthwise conv module): alone, plain
     # (no output projection, no clamp bounds, 3 layers, 2 heads), and in a file with Gemma 4's vision encoder
     "gemma4a": ("gemma4a", dict()),
@@ -320,6 +322,7 @@ CASES = [
     ("omni-cpu", "omni", 0, ""),
     ("omni-rpc1-fa-off", "omni", 1, "-fa off"),
     ("omni-rpc2", "omni", 2, "-ngl all"),
+    ("omni-legacy-rpc1", "omni-legacy", 1, ""),
     ("omni3-cpu-fa-off", "omni3", 0, "-fa off"),
     ("omni3-rpc1", "omni3", 1, ""),
     ("gemma4a-cpu", "gemma4a", 0, ""),
