@@ -87,6 +87,8 @@ _U32_VISION = (
     ("projector.scale_factor", False),
     ("spatial_merge_size", False),
     ("n_wa_pattern", False),
+    ("image_min_pixels", False),
+    ("image_max_pixels", False),
 )
 _U32_AUDIO = (("num_mel_bins", True), ("projector.stack_factor", False))
 #: vision types without the standard layers (clip.cpp ``has_standard_layers``)

@@ -665,7 +665,8 @@ PROJ_KEYS = [
     "clip.vision.spatial_merge_size", "clip.vision.n_wa_pattern", "clip.audio.num_mel_bins",
     "clip.audio.embedding_length", "clip.audio.feed_forward_length", "clip.audio.block_count",
     "clip.audio.attention.head_count", "clip.audio.attention.head_count_kv", "clip.audio.attention.head_dim",
-    "clip.audio.projector.stack_factor", "general.architecture",
+    "clip.audio.projector.stack_factor", "general.architecture", "clip.vision.feature_layer",
+    "clip.vision.image_min_pixels", "clip.vision.image_max_pixels",
 ]
 proj_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h][1]], st.sampled_from(PROJ_KEYS),
                                st.integers(0, len(HOSTILE) - 1))
@@ -673,10 +674,18 @@ proj_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h
 
 @pytest.fixture(scope="module")
 def projectors(tmp_path_factory) -> Bases:
-    """A tiny text model and unmutated projectors for it: gemma3 and Qwen2.5-VL vision, Ultravox and Voxtral audio,
-    and a file with both encoders."""
+    """A tiny text model and unmutated projectors for it: gemma3, Qwen2.5-VL, LLaVA with feature layers and Kimi
+    K2.5 vision, Ultravox, Voxtral, Gemma 4 and LFM2 audio, and a file with both encoders."""
     from tests import gguf_factory as gf
-    from tests.projector_factory import write_gemma3_projector, write_qwen2vl_projector, write_whisper_projector
+    from tests.projector_factory import (
+        write_gemma3_projector,
+        write_gemma4a_projector,
+        write_kimik25_projector,
+        write_lfm2a_projector,
+        write_llava_projector,
+        write_qwen2vl_projector,
+        write_whisper_projector,
+    )
 
     d = tmp_path_factory.mktemp("projectors")
     return Bases(
@@ -687,11 +696,15 @@ def projectors(tmp_path_factory) -> Bases:
         voxtral=write_whisper_projector(d / "voxtral.gguf", proj_type="voxtral", stack_factor=4).read_bytes(),
         omni=write_whisper_projector(d / "omni.gguf", proj_type="qwen2a",
                                      vision_from=write_qwen2vl_projector(d / "v.gguf")).read_bytes(),
+        gemma4a=write_gemma4a_projector(d / "gemma4a.gguf").read_bytes(),
+        lfm2a=write_lfm2a_projector(d / "lfm2a.gguf").read_bytes(),
+        llava=write_llava_projector(d / "llava.gguf", feature_layers=(0, 2)).read_bytes(),
+        kimik25=write_kimik25_projector(d / "kimik25.gguf").read_bytes(),
     )
 
 
 @given(
-    proj=st.sampled_from(["gemma3", "qwen25vl", "ultravox", "voxtral", "omni"]),
+    proj=st.sampled_from(["gemma3", "qwen25vl", "ultravox", "voxtral", "omni", "gemma4a", "lfm2a", "llava", "kimik25"]),
     mutations=st.lists(st.one_of(proj_meta_mutation, proj_meta_mutation, any_mutation), min_size=1, max_size=2),
 )
 @example(proj="ultravox", mutations=[["meta", "clip.audio.block_count", T_U32, (1 << 32) - 1]])
