@@ -297,7 +297,8 @@ def projector_cell(arch: str, rows: list[dict]) -> str:
     bad = [r for r in got if not _passed(r)]
     backends = ", ".join(sorted({b for r in got for b in r["backends"]}))
     head = "exact" if not approximate else f"exact: {', '.join(replayed)}"
-    return (f"✗ ({len(bad)} of {len(got)} off)" if bad else f"{head} ({len(got)} cases: {backends})") + tail
+    n = f"{len(got)} case{'' if len(got) == 1 else 's'}"
+    return (f"✗ ({len(bad)} of {len(got)} off)" if bad else f"{head} ({n}: {backends})") + tail
 
 
 def arch_table(src: Path) -> list[str]:
