@@ -150,9 +150,9 @@ FEATURE_NOTES = {
     "lines); compute replayed for gemma3, qwen2vl/2.5vl/3vl, pixtral/mistral3, gemma4v, idefics3, lfm2, internvl, "
     "glm4v/glm5v, minimax_m3, ling3vl, kimik25, kimivl, paddleocr, dots_ocr, llama4, deepseek4v, hunyuanvl, mlp (LLaVA 1.5/1.6, Granite Vision, Yi-type), phi4, janus_pro, lightonocr, nemotron_v2_vl, gemma4uv, step3vl and exaone4_5, "
     "and for the audio encoders of Whisper (ultravox, qwen2a, voxtral, musicflamingo, meralion, glma), Qwen3-Omni "
-    "(qwen3a), Gemma 4 (gemma4a, the encoder-free gemma4ua) and LFM2-Audio (lfm2a); a file with both encoders (Qwen2.5-Omni's, Qwen3-Omni's, Gemma 4's) as its "
+    "(qwen3a), Gemma 4 (gemma4a, the encoder-free gemma4ua), LFM2-Audio (lfm2a) and dots.3 note (dots3note_a); a file with both encoders (Qwen2.5-Omni's, Qwen3-Omni's, Gemma 4's) as its "
     "two contexts; approximate for other vision types and said so; other audio encoders (granite_speech, "
-    "parakeet, mimo_audio, ...) not counted, said so; a block of its own on its lane",
+    "parakeet, mimo_audio) not counted, said so; a block of its own on its lane",
     "draft": "the draft's weights, KV cache, compute and output buffers per device against llama-server's load "
     "log (the lines after 'loading draft model'), and the main context's extra output rows for the drafted tokens; "
     "its context has the target's cells, f16 caches unless -ctkd/-ctvd, one output row per slot; the board shows "
@@ -275,7 +275,7 @@ _PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "qwen2a", "mistral3", "pi
                     "internvl", "ultravox", "voxtral", "musicflamingo", "meralion", "qwen3a", "omni3", "omni",
                     "gemma4a", "gemma4-both", "gemma4ua", "glma", "glm4v", "glm5v", "minimax_m3", "ling3vl",
                     "kimik25", "kimivl", "paddleocr", "dots_ocr", "llama4", "deepseek4v", "hunyuanvl", "llava", "phi4", "janus_pro",
-                    "lightonocr", "nemotron_v2_vl", "gemma4uv", "lfm2a", "step3vl", "exaone4_5")
+                    "lightonocr", "nemotron_v2_vl", "gemma4uv", "lfm2a", "step3vl", "exaone4_5", "dots3note_a")
 
 
 def _projector_type(case: str) -> str:

@@ -1181,3 +1181,52 @@ def write_step3vl_projector(
     add("mm.1.bias", (c2,))
     add("mm.model.fc.weight", (c2, n_embd_text), mt)
     return _finish(w, path)
+
+
+def write_dots3note_a_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_mel: int = 128,
+    channels: int = 16,
+    hidden: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A dots.3 note audio projector (``dots3note_a``, ``models/dots3note.cpp``): three 3x3 stride-2 convolutions
+    of ``channels`` with biases, ``a.conv_out``, RMS-norm blocks without biases and a SiLU-gated FFN, the post
+    norm, and the ``mm.a.norm_pre`` + ``mm.a.mlp.1``/``mm.a.mlp.3`` adapter."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(Path(path)), "clip")
+    w.add_string("general.name", "tiny-dots3note-a-mmproj")
+    w.add_bool("clip.has_vision_encoder", False)
+    w.add_bool("clip.has_audio_encoder", True)
+    w.add_string("clip.projector_type", "dots3note_a")
+    w.add_bool("clip.use_silu", True)
+    for key, v in (("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
+                   ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head)):
+        w.add_uint32(f"clip.audio.{key}", v)
+    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-6)
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    for i in (1, 2, 3):
+        add(f"a.conv2d.{i}.weight", (3, 3, 1 if i == 1 else channels, channels), np.float16)
+        add(f"a.conv2d.{i}.bias", (channels,))
+    add("a.conv_out.weight", ((n_mel // 8) * channels, n_embd), mt)
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff, prefix="a", attn_bias=False, norm_bias=False, ffn_bias=False,
+                gate=True)
+    add("a.post_ln.weight", (n_embd,))
+    add("mm.a.norm_pre.weight", (n_embd,))
+    add("mm.a.norm_pre.bias", (n_embd,))
+    add("mm.a.mlp.1.weight", (n_embd, hidden), mt)
+    add("mm.a.mlp.1.bias", (hidden,))
+    add("mm.a.mlp.3.weight", (hidden, n_embd_text), mt)
+    add("mm.a.mlp.3.bias", (n_embd_text,))
+    return _finish(w, path)

@@ -15,6 +15,7 @@ from app.memory.settings import LlamaSettings
 from app.model.projector import open_projector
 from tests.projector_factory import (
     write_deepseek4v_projector,
+    write_dots3note_a_projector,
     write_hunyuanvl_projector,
     write_gemma3_projector,
     write_gemma4v_projector,
@@ -235,6 +236,8 @@ SHAPES = {
     "step3vl": ("step3vl", dict(image_size=448, n_embd=64, n_ff=128, n_head=4)),
     # EXAONE 4.5: Qwen2.5-VL's window attention with a fused qkv of 2 K/V heads for 4
     "exaone4_5": ("qwen2vl", dict(version="exaone4_5", n_head=4, n_head_kv=2)),
+    # dots.3 note's audio: a 2-D conv stem over the whole warmup, an RMS transformer with partial RoPE
+    "dots3note_a": ("dots3note_a", dict()),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -248,7 +251,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "deepseek4v": write_deepseek4v_projector, "hunyuanvl": write_hunyuanvl_projector,
             "llava": write_llava_projector, "nemotron_v2_vl": write_nemotron_v2_vl_projector,
             "gemma4uv": write_gemma4uv_projector, "lfm2a": write_lfm2a_projector,
-            "step3vl": write_step3vl_projector,
+            "step3vl": write_step3vl_projector, "dots3note_a": write_dots3note_a_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -260,7 +263,7 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama",
          "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama",
          "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
-         "lfm2a": "lfm2", "step3vl": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -379,6 +382,8 @@ CASES = [
     ("step3vl-rpc1-fa-off", "step3vl", 1, "-fa off"),
     ("exaone4_5-cpu", "exaone4_5", 0, ""),
     ("exaone4_5-rpc1", "exaone4_5", 1, ""),
+    ("dots3note_a-cpu", "dots3note_a", 0, ""),
+    ("dots3note_a-rpc1-fa-off", "dots3note_a", 1, "-fa off"),
 ]
 
 
@@ -470,6 +475,7 @@ VULKAN_CASES = [
     ("vulkan-gemma4uv", "gemma4uv", ""),
     ("vulkan-lfm2a", "lfm2a", ""),
     ("vulkan-step3vl", "step3vl", ""),
+    ("vulkan-dots3note_a", "dots3note_a", ""),
 ]
 
 

@@ -1520,6 +1520,32 @@ def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_dots3note_a(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_dots3note_a::build`` (dots.3 note's audio, ``models/dots3note.cpp``): three padded stride-2 3x3
+    convolutions with GELU over the whole warmup, the flattened channels projected, an RMS-norm transformer with
+    partial NeoX RoPE, then a layer norm and the erf-GELU adapter."""
+    g = Graph()
+    cur = inp_raw((hp.warmup_frames, hp.n_mel, 1, 1))
+    for i in (1, 2, 3):
+        cur = conv_2d(g, w(f"a.conv2d.{i}.weight"), cur, 2, 2, 1, 1)
+        cur = unary("UNARY", binary("ADD", cur, wview(w(f"a.conv2d.{i}.bias"), (1, 1, cur.ne[2], 1))))
+    cur = cont(permute(cur, 2, 0, 1, 3))
+    cur = reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2])
+    cur = mul_mat(w("a.conv_out.weight"), cur)
+    n_pos = cur.ne[1]
+    positions = new("i32", (n_pos,), NONE)
+    positions.flags = positions.fl0 = INPUT
+
+    def add_pos(t: T) -> T:
+        return new("f32", t.ne, "ROPE", (t, positions))
+
+    cur = build_vit(g, hp, w, cur, n_pos, True, None, fa, add_pos)
+    cur = _norm(cur, w("mm.a.norm_pre.weight"), w("mm.a.norm_pre.bias"), False)
+    cur = mlp(w, cur, "mm.a.mlp.1", "mm.a.mlp.3", "gelu_erf")
+    g.expand(cur)
+    return g
+
+
 #: audio projector type -> graph builder (types not here are not counted, and the estimate says so)
 AUDIO_GRAPHS = {
     **{t: functools.partial(build_whisper, proj_type=t) for t in WHISPER_TYPES},
@@ -1527,6 +1553,7 @@ AUDIO_GRAPHS = {
     "gemma4a": build_gemma4a,
     "gemma4ua": lambda hp, w, fa: build_gemma4ua(hp, w),
     "lfm2a": build_conformer,
+    "dots3note_a": build_dots3note_a,
 }
 
 
