@@ -121,6 +121,8 @@ class Estimator:
         #: finds it open again
         self._drafts: list[Estimator] = [self.draft] if self.draft is not None else []
         self._projectors: list[Projector] = [projector] if projector is not None else []
+        #: projector figures per (file, lanes, projector flags): see ``_projector``
+        self.projector_cache: dict[tuple, ProjectorMemory] = {}
 
     def use_draft(self, draft: Model | Estimator) -> Estimator:
         """Make ``draft`` (a model, or its estimator) the open draft model, keeping the ones opened before it
@@ -446,10 +448,28 @@ def _projector(
         return None
     from .projector import ProjectorDeviceError, projector_memory
 
-    try:
-        pm = projector_memory(proj, devices, settings)
-    except ProjectorDeviceError as exc:
-        raise PlacementError(str(exc)) from None
+    # the projector's figures depend on its file, the lanes and a few flags, not on where the model's blocks are:
+    # a drag (every preview an estimate) replays its graphs once, not on every move
+    key = (
+        id(proj),
+        tuple(devices),
+        settings.mmproj_offload,
+        settings.mmproj_device,
+        tuple(settings.devices or ()),
+        settings.flash_attn,
+        settings.image_max_tokens,
+    )
+    cache = estimator.projector_cache if estimator is not None else None
+    pm = cache.get(key) if cache is not None else None
+    if pm is None:
+        try:
+            pm = projector_memory(proj, devices, settings)
+        except ProjectorDeviceError as exc:
+            raise PlacementError(str(exc)) from None
+        if cache is not None:
+            if len(cache) >= 16:
+                cache.pop(next(iter(cache)))
+            cache[key] = pm
     _slot(mem, devices, pm.device).projector += pm.weights
     for dev, nbytes in pm.compute.items():
         _slot(mem, devices, dev).projector += nbytes

@@ -583,3 +583,28 @@ def test_both_encoders_count_both_buffers_and_the_patch_embeddings_twice(tmp_pat
     assert m.compute[CPU] == v.compute[CPU] + a.compute[CPU]
     patch = sum(t.nbytes for t in both.tensors if t.name.startswith("v.patch_embd"))
     assert patch > 0 and m.weights_raw == both.weight_bytes + patch
+
+
+def test_the_projector_is_replayed_once_per_file_lanes_and_flags_not_per_placement(tmp_path, monkeypatch):
+    """A drag re-estimates on every move; the projector's figures do not depend on the model's placement, so the
+    estimator keeps them per (file, lanes, projector flags) and replays again only when one of those changes."""
+    import app.memory.projector as pmod
+    from app.command.parse import settings_from_args
+    from app.memory.estimator import Estimator
+    from app.model import open_model
+    from tests import gguf_factory as gf
+
+    calls = []
+    real = pmod.projector_memory
+    monkeypatch.setattr(pmod, "projector_memory", lambda *a: calls.append(a) or real(*a))
+    proj = open_projector(write_whisper_projector(tmp_path / "a.gguf"))
+    est = Estimator(open_model(gf.write_tiny_model("llama", tmp_path / "m.gguf")), projector=proj)
+    lanes = [RPC0, RPC1]
+    base = ["--mmproj", str(proj.path), "-c", "4096"]
+    first = est.estimate(lanes, settings_from_args([*base, "-ngl", "all"], tool="server"))
+    again = est.estimate(lanes, settings_from_args([*base, "-ngl", "2"], tool="server"))
+    assert len(calls) == 1 and again.projector.compute == first.projector.compute
+    off = est.estimate(lanes, settings_from_args([*base, "-fa", "off"], tool="server"))
+    moved = est.estimate(lanes, settings_from_args([*base, "-mmdev", "RPC1"], tool="server"))
+    assert len(calls) == 3 and off.projector.compute["RPC0"] > first.projector.compute["RPC0"]
+    assert moved.projector.device == "RPC1"

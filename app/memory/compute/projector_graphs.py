@@ -86,12 +86,28 @@ def make_weight(name: str, shape, ty: str, nbytes: int) -> T:
     return t
 
 
+def graph_input(ty: str, ne, name: str = "") -> T:
+    """A tensor the graph reads as an input (``ggml_set_input``): positions, masks, indices, the raw image."""
+    t = new(ty, ne4(ne), NONE)
+    t.flags = t.fl0 = INPUT
+    t.name = name
+    return t
+
+
 def inp_raw(ne) -> T:
     """``clip_graph::build_inp_raw``: the warmup image or audio, an f32 graph input."""
-    raw = new("f32", ne4(ne), NONE)
-    raw.flags = raw.fl0 = INPUT
-    raw.name = "inp_raw"
-    return raw
+    return graph_input("f32", ne, "inp_raw")
+
+
+def ropes(*positions: T):
+    """The ``add_pos`` of a ViT: one ROPE per positions input (two for ``build_rope_2d``'s halves, one for M-RoPE)."""
+
+    def add_pos(cur: T) -> T:
+        for pos in positions:
+            cur = new("f32", cur.ne, "ROPE", (cur, pos))
+        return cur
+
+    return add_pos
 
 
 def dual_patch_conv(g: Graph, hp: ClipHParams, w, raw: T) -> T:
@@ -389,8 +405,7 @@ def build_qwen3vl(hp: ClipHParams, w, fa: bool) -> Graph:
     inp = binary("ADD", inp, w("v.patch_embd.bias"))
     pos = _merge_2x2(resize_position_embeddings(w, hp, npx, npx), e, npx, npx)
     inp = binary("ADD", inp, pos)
-    positions = new("i32", (n_pos * 4,), NONE)
-    positions.flags = positions.fl0 = INPUT
+    positions = graph_input("i32", (n_pos * 4,))
     inp_l = inp
     pre_w = w("v.pre_ln.weight")
     if pre_w is not None:
@@ -448,11 +463,9 @@ def build_ling3vl(hp: ClipHParams, w, fa: bool) -> Graph:
     if w("v.patch_embd.bias") is not None:
         inp = binary("ADD", inp, w("v.patch_embd.bias"))
     pos = _merge_2x2(resize_position_embeddings(w, hp, npx, npx), e, npx, npx)
-    positions = new("i32", (n_pos * 4,), NONE)
-    positions.flags = positions.fl0 = INPUT
+    positions = graph_input("i32", (n_pos * 4,))
 
-    def add_pos(t: T) -> T:
-        return new("f32", t.ne, "ROPE", (t, positions))
+    add_pos = ropes(positions)
 
     cur = build_vit(g, hp, w, inp, n_pos, False, pos, fa, add_pos)
     cur = _norm(cur, w("mm.input_norm.weight"), w("mm.input_norm.bias"), False)
@@ -474,17 +487,14 @@ def build_qwen2vl(hp: ClipHParams, w, fa: bool, rms: bool = False, n_wa_pattern:
     raw = inp_raw((size, size, 3, 1))
     inp = dual_patch_conv(g, hp, w, raw)
     inp_l = _merge_2x2(permute(inp, 1, 2, 0, 3), e, npx, npx)
-    positions = new("i32", (n_pos * 4,), NONE)
-    positions.flags = positions.fl0 = INPUT
+    positions = graph_input("i32", (n_pos * 4,))
     pre_w = w("v.pre_ln.weight")
     if pre_w is not None:
         inp_l = _norm(inp_l, pre_w, w("v.pre_ln.bias"), rms)
     window_mask = None
     if n_wa_pattern > 0:
-        inv_idx = new("i32", (n_pos // 4,), NONE)
-        inv_idx.flags = inv_idx.fl0 = INPUT
-        window_mask = new("f32", (n_pos, n_pos), NONE)
-        window_mask.flags = window_mask.fl0 = INPUT
+        inv_idx = graph_input("i32", (n_pos // 4,))
+        window_mask = graph_input("f32", (n_pos, n_pos))
         if fa:
             window_mask = cast(window_mask, "f16")
         inp_l = reshape(inp_l, e * 4, n_pos // 4)
@@ -522,8 +532,7 @@ def build_qwen2vl(hp: ClipHParams, w, fa: bool, rms: bool = False, n_wa_pattern:
     emb = reshape(inp_l, e * 4, n_pos // 4, 1)
     emb = mlp(w, emb, "mm.0", "mm.2", "gelu")
     if n_wa_pattern > 0:
-        idx = new("i32", (n_pos // 4,), NONE)
-        idx.flags = idx.fl0 = INPUT
+        idx = graph_input("i32", (n_pos // 4,))
         emb = reshape(emb, emb.ne[0], n_pos // 4)
         emb = get_rows(emb, idx)
         emb = reshape(emb, emb.ne[0], n_pos // 4, 1)
@@ -543,8 +552,7 @@ def build_glm4v(hp: ClipHParams, w, fa: bool) -> Graph:
     n_pos = npx * npx
     raw = inp_raw((size, size, 3, 1))
     inp = conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size)
-    positions = new("i32", (n_pos * 4,), NONE)
-    positions.flags = positions.fl0 = INPUT
+    positions = graph_input("i32", (n_pos * 4,))
     inp = binary("ADD", inp, conv_2d(g, w("v.patch_embd.weight.1"), raw, hp.patch_size, hp.patch_size))
     inp = _merge_2x2(permute(inp, 1, 2, 0, 3), e, npx, npx)
     inp = binary("ADD", inp, w("v.patch_embd.bias"))
@@ -554,8 +562,7 @@ def build_glm4v(hp: ClipHParams, w, fa: bool) -> Graph:
     if w("v.position_embd.weight") is not None:
         pos = _merge_2x2(resize_position_embeddings(w, hp, npx, npx), e, npx, npx)
 
-    def add_pos(t: T) -> T:
-        return new("f32", t.ne, "ROPE", (t, positions))
+    add_pos = ropes(positions)
 
     cur = build_vit(g, hp, w, inp, n_pos, True, pos, fa, add_pos)
     m = hp.n_merge
@@ -594,14 +601,10 @@ def build_minimax_m3(hp: ClipHParams, w, fa: bool) -> Graph:
     inp = cont_any(permute(inp, 1, 2, 0, 3), e * m, npx // m, npx, 1)
     inp = permute(reshape(inp, e * m, npx // m, m, npx // m), 0, 2, 1, 3)
     inp = cont_any(inp, e, n_pos, 1, 1)
-    pos_h = new("i32", (n_pos,), NONE)
-    pos_h.flags = pos_h.fl0 = INPUT
-    pos_w = new("i32", (n_pos,), NONE)
-    pos_w.flags = pos_w.fl0 = INPUT
+    pos_h = graph_input("i32", (n_pos,))
+    pos_w = graph_input("i32", (n_pos,))
 
-    def rope_2d(cur: T) -> T:
-        cur = new("f32", cur.ne, "ROPE", (cur, pos_h))
-        return new("f32", cur.ne, "ROPE", (cur, pos_w))
+    rope_2d = ropes(pos_h, pos_w)  # clip_graph::build_rope_2d: one rope a half
 
     hp_erf = ClipHParams(**{**hp.__dict__, "ffn_op": "gelu_erf"})
     cur = build_vit(g, hp_erf, w, inp, n_pos, False, None, fa, rope_2d)
@@ -620,14 +623,10 @@ def build_pixtral(hp: ClipHParams, w, fa: bool) -> Graph:
     e, nm = hp.n_embd, max(hp.n_merge, 1)
     npx = size // hp.patch_size
     n_patches = npx * npx
-    pos_h = new("i32", (n_patches,), NONE)
-    pos_h.flags = pos_h.fl0 = INPUT
-    pos_w = new("i32", (n_patches,), NONE)
-    pos_w.flags = pos_w.fl0 = INPUT
+    pos_h = graph_input("i32", (n_patches,))
+    pos_w = graph_input("i32", (n_patches,))
 
-    def rope_2d(cur: T) -> T:  # clip_graph::build_rope_2d: two ropes over the halves
-        cur = new("f32", cur.ne, "ROPE", (cur, pos_h))
-        return new("f32", cur.ne, "ROPE", (cur, pos_w))
+    rope_2d = ropes(pos_h, pos_w)  # clip_graph::build_rope_2d: one rope a half
 
     _raw, inp, _n = build_inp(g, hp, w, size)
     cur = build_vit(g, hp, w, inp, n_patches, True, None, fa, rope_2d)
@@ -675,19 +674,15 @@ def build_gemma4v(hp: ClipHParams, w, fa: bool) -> Graph:
     inp = conv_2d(g, w("v.patch_embd.weight"), scaled, hp.patch_size, hp.patch_size)
     inp = reshape(inp, n_patches, e, 1)
     inp = cont(transpose(inp))
-    pos_x = new("i32", (n_patches,), NONE)
-    pos_x.flags = pos_x.fl0 = INPUT
-    pos_y = new("i32", (n_patches,), NONE)
-    pos_y.flags = pos_y.fl0 = INPUT
+    pos_x = graph_input("i32", (n_patches,))
+    pos_y = graph_input("i32", (n_patches,))
     pe = w("v.position_embd.weight")
     tbl_x = wview(pe, (e, pe.ne[1]), "VIEW")
     tbl_y = wview(pe, (e, pe.ne[1]), "VIEW")
     inp = binary("ADD", inp, get_rows(tbl_x, pos_x))
     inp = binary("ADD", inp, get_rows(tbl_y, pos_y))
 
-    def rope_2d(cur: T) -> T:
-        cur = new("f32", cur.ne, "ROPE", (cur, pos_x))
-        return new("f32", cur.ne, "ROPE", (cur, pos_y))
+    rope_2d = ropes(pos_x, pos_y)  # clip_graph::build_rope_2d: one rope a half
 
     cur = build_vit(g, hp, w, inp, n_patches, True, None, fa, rope_2d, mm, v_norm=True)
     k = hp.n_merge
@@ -731,10 +726,8 @@ def build_kimik25(hp: ClipHParams, w, fa: bool) -> Graph:
     size = hp.warmup_image_size
     e = hp.n_embd
     npx = size // hp.patch_size
-    pos_h = new("i32", (npx * npx,), NONE)
-    pos_h.flags = pos_h.fl0 = INPUT
-    pos_w = new("i32", (npx * npx,), NONE)
-    pos_w.flags = pos_w.fl0 = INPUT
+    pos_h = graph_input("i32", (npx * npx,))
+    pos_w = graph_input("i32", (npx * npx,))
     pe = w("v.position_embd.weight")
     if pe.ne[1] == npx and pe.ne[2] == npx:
         pos = cont_any(pe, e, npx * npx, 1, 1)
@@ -745,9 +738,7 @@ def build_kimik25(hp: ClipHParams, w, fa: bool) -> Graph:
     _raw, inp, n_pos = build_inp(g, hp, w, size)
     inp = binary("ADD", inp, pos)
 
-    def rope_2d(cur: T) -> T:
-        cur = new("f32", cur.ne, "ROPE", (cur, pos_w))
-        return new("f32", cur.ne, "ROPE", (cur, pos_h))
+    rope_2d = ropes(pos_w, pos_h)  # clip_graph::build_rope_2d: one rope a half
 
     cur = build_vit(g, hp, w, inp, n_pos, False, None, fa, rope_2d)
     sf = hp.n_merge
@@ -775,20 +766,14 @@ def build_unshuffle_vit(hp: ClipHParams, w, fa: bool, kind: str) -> Graph:
         inner = w
         w = lambda name: inner("mm.post_norm.weight") if name == "v.post_ln.weight" else inner(name)  # noqa: E731
     if kind == "kimivl":
-        pos_h = new("i32", (npx * npx,), NONE)
-        pos_h.flags = pos_h.fl0 = INPUT
-        pos_w = new("i32", (npx * npx,), NONE)
-        pos_w.flags = pos_w.fl0 = INPUT
+        pos_h = graph_input("i32", (npx * npx,))
+        pos_w = graph_input("i32", (npx * npx,))
 
-        def add_pos(cur: T) -> T:
-            cur = new("f32", cur.ne, "ROPE", (cur, pos_w))
-            return new("f32", cur.ne, "ROPE", (cur, pos_h))
+        add_pos = ropes(pos_w, pos_h)  # clip_graph::build_rope_2d: one rope a half
     else:
-        positions = new("i32", (npx * npx * 4,), NONE)
-        positions.flags = positions.fl0 = INPUT
+        positions = graph_input("i32", (npx * npx * 4,))
 
-        def add_pos(cur: T) -> T:
-            return new("f32", cur.ne, "ROPE", (cur, positions))
+        add_pos = ropes(positions)
 
     pos = resize_position_embeddings(w, hp, npx, npx) if kind != "dots_ocr" else None
     _raw, inp, n_pos = build_inp(g, hp, w, size)
@@ -820,10 +805,8 @@ def build_llama4(hp: ClipHParams, w, fa: bool) -> Graph:
     npx = size // p
     n_patches = npx * npx
     n_pos = n_patches + 1
-    pos_h = new("i32", (n_pos,), NONE)
-    pos_h.flags = pos_h.fl0 = INPUT
-    pos_w = new("i32", (n_pos,), NONE)
-    pos_w.flags = pos_w.fl0 = INPUT
+    pos_h = graph_input("i32", (n_pos,))
+    pos_w = graph_input("i32", (n_pos,))
     raw = inp_raw((size, size, 3, 1))
     pw = w("v.patch_embd.weight")
     kernel = wview(pw, (p, p, 3, e))
@@ -832,9 +815,7 @@ def build_llama4(hp: ClipHParams, w, fa: bool) -> Graph:
     cls = w("v.class_embd")
     inp = new(inp.ty, (e, n_patches + cls.ne[1], 1, 1), "CONCAT", (inp, cls))
 
-    def rope_2d(cur: T) -> T:
-        cur = new("f32", cur.ne, "ROPE", (cur, pos_w))
-        return new("f32", cur.ne, "ROPE", (cur, pos_h))
+    rope_2d = ropes(pos_w, pos_h)  # clip_graph::build_rope_2d: one rope a half
 
     cur = build_vit(g, hp, w, inp, n_pos, False, w("v.position_embd.weight"), fa, rope_2d)
     cur = view(cur, (e, n_patches), (row_size(cur.ty, e),))
@@ -858,11 +839,9 @@ def build_deepseek4v(hp: ClipHParams, w, fa: bool) -> Graph:
     size = hp.warmup_image_size
     e, m = hp.n_embd, hp.n_merge
     npx = size // hp.patch_size
-    positions = new("i32", (npx * npx * 4,), NONE)
-    positions.flags = positions.fl0 = INPUT
+    positions = graph_input("i32", (npx * npx * 4,))
 
-    def add_pos(cur: T) -> T:
-        return new("f32", cur.ne, "ROPE", (cur, positions))
+    add_pos = ropes(positions)
 
     _raw, inp, n_pos = build_inp(g, hp, w, size)
     cur = build_vit(g, hp, w, inp, n_pos, True, None, fa, add_pos)
@@ -883,9 +862,7 @@ def build_deepseek4v(hp: ClipHParams, w, fa: bool) -> Graph:
     pad_last = (rows // 2 * row_len) % 2 * 2
     n_out = 1 + rows * row_len + pad_last + 1  # no lead pads at warmup
     assert n_grid == n_llm * n_llm
-    idx = new("i32", (n_out,), NONE)
-    idx.flags = idx.fl0 = INPUT
-    idx.name = "layout_idx"
+    idx = graph_input("i32", (n_out,), "layout_idx")
     cur = get_rows(cur, idx)
     g.expand(cur)
     return g
@@ -899,8 +876,7 @@ def build_hunyuanvl(hp: ClipHParams, w, fa: bool) -> Graph:
     size = hp.warmup_image_size
     e, m = hp.n_embd, hp.n_merge
     npx = size // hp.patch_size
-    pos = new("f32", (e, npx * npx), NONE)
-    pos.flags = pos.fl0 = INPUT
+    pos = graph_input("f32", (e, npx * npx))
     _raw, inp, n_pos = build_inp(g, hp, w, size)
     cur = build_vit(g, hp, w, inp, n_pos, False, pos, fa)
     cur = _norm(cur, w("mm.pre_norm.weight"), None, True)
@@ -942,8 +918,7 @@ def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
     if cls is not None:
         inp = new(inp.ty, (e, inp.ne[1] + 1, 1, 1), "CONCAT", (inp, cls))
     n_pos = n_patches + (1 if cls is not None else 0)
-    positions = new("i32", (n_pos,), NONE)
-    positions.flags = positions.fl0 = INPUT
+    positions = graph_input("i32", (n_pos,))
     inp = binary("ADD", inp, get_rows(w("v.position_embd.weight"), positions))
     inp_l = inp
     if w("v.pre_ln.weight") is not None:
@@ -975,8 +950,7 @@ def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
         for t in stack[1:]:
             emb = concat(emb, t, 0)
     emb = reshape(emb, emb.ne[0], emb.ne[1])
-    patches = new("i32", (n_patches,), NONE)
-    patches.flags = patches.fl0 = INPUT
+    patches = graph_input("i32", (n_patches,))
     emb = get_rows(emb, patches)
     emb = binary("ADD", mul_mat(w("mm.0.weight"), emb), w("mm.0.bias"))
     if w("mm.3.weight") is not None:  # Yi-type: load_tensors turns the type into mlp_norm
@@ -1028,10 +1002,8 @@ def build_gemma4uv(hp: ClipHParams, w, fa: bool) -> Graph:
     cur = _norm(cur, w("v.patch_norm.1.weight"), w("v.patch_norm.1.bias"), False)
     cur = binary("ADD", mul_mat(w("v.patch_embd.weight"), cur), w("v.patch_embd.bias"))
     cur = _norm(cur, w("v.patch_norm.2.weight"), w("v.patch_norm.2.bias"), False)
-    pos_x = new("i32", (npx * npx,), NONE)
-    pos_x.flags = pos_x.fl0 = INPUT
-    pos_y = new("i32", (npx * npx,), NONE)
-    pos_y.flags = pos_y.fl0 = INPUT
+    pos_x = graph_input("i32", (npx * npx,))
+    pos_y = graph_input("i32", (npx * npx,))
     pe = w("v.position_embd.weight")
     cur = binary("ADD", cur, get_rows(wview(pe, (e, pe.ne[1]), "VIEW"), pos_x))
     cur = binary("ADD", cur, get_rows(wview(pe, (e, pe.ne[1]), "VIEW"), pos_y))
@@ -1049,16 +1021,12 @@ def build_step3vl(hp: ClipHParams, w, fa: bool) -> Graph:
     size = hp.warmup_image_size
     e = hp.n_embd
     npx = size // hp.patch_size
-    pos_h = new("i32", (npx * npx,), NONE)
-    pos_h.flags = pos_h.fl0 = INPUT
-    pos_w = new("i32", (npx * npx,), NONE)
-    pos_w.flags = pos_w.fl0 = INPUT
+    pos_h = graph_input("i32", (npx * npx,))
+    pos_w = graph_input("i32", (npx * npx,))
     _raw, inp, n_pos = build_inp(g, hp, w, size)
     pos = resize_position_embeddings(w, hp, npx, npx)
 
-    def rope_2d(cur: T) -> T:
-        cur = new("f32", cur.ne, "ROPE", (cur, pos_w))
-        return new("f32", cur.ne, "ROPE", (cur, pos_h))
+    rope_2d = ropes(pos_w, pos_h)  # clip_graph::build_rope_2d: one rope a half
 
     def spatial_bias(cur: T, bias: T | None) -> T:
         if bias is None:
@@ -1300,12 +1268,8 @@ def build_gemma4a(hp: ClipHParams, w, fa: bool) -> Graph:
     S, R = C + P, P + 1
     B = (n_pos + C - 1) // C
     pad_seq = B * C - n_pos
-    pos_emb = new("f32", (nh * dh, R), NONE)
-    pos_emb.flags = pos_emb.fl0 = INPUT
-    pos_emb.name = "pos_emb"
-    kq_mask = new("f32", (S, C, B), NONE)
-    kq_mask.flags = kq_mask.fl0 = INPUT
-    kq_mask.name = "kq_mask"
+    pos_emb = graph_input("f32", (nh * dh, R), "pos_emb")
+    kq_mask = graph_input("f32", (S, C, B), "kq_mask")
 
     def half_ffn(residual: T, x: T, norm: str, up: str, down: str, post: str, p: str) -> T:
         x = rms(x, w(p + norm))
@@ -1427,9 +1391,7 @@ def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
     nh, dh = hp.n_head, hp.d_head
     n_frames = hp.warmup_frames
     n_pos_embd = ((((n_frames + 1) // 2 + 1) // 2 + 1) // 2) * 2 - 1
-    pos_emb = new("f32", (512, n_pos_embd), NONE)
-    pos_emb.flags = pos_emb.fl0 = INPUT
-    pos_emb.name = "pos_emb"
+    pos_emb = graph_input("f32", (512, n_pos_embd), "pos_emb")
     g.expand(pos_emb)
     raw = inp_raw((n_frames, hp.n_mel, 1, 1))
 
@@ -1533,11 +1495,9 @@ def build_dots3note_a(hp: ClipHParams, w, fa: bool) -> Graph:
     cur = reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2])
     cur = mul_mat(w("a.conv_out.weight"), cur)
     n_pos = cur.ne[1]
-    positions = new("i32", (n_pos,), NONE)
-    positions.flags = positions.fl0 = INPUT
+    positions = graph_input("i32", (n_pos,))
 
-    def add_pos(t: T) -> T:
-        return new("f32", t.ne, "ROPE", (t, positions))
+    add_pos = ropes(positions)
 
     cur = build_vit(g, hp, w, cur, n_pos, True, None, fa, add_pos)
     cur = _norm(cur, w("mm.a.norm_pre.weight"), w("mm.a.norm_pre.bias"), False)
