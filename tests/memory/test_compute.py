@@ -171,8 +171,8 @@ def test_the_scheduler_s_shortcuts_equal_its_four_expansion_sweeps(spec, tmp_pat
     real = sched.schedule
 
     def both_ways(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), backends_only=False,
-                  wanted=None):
-        out = real(nodes, leafs, cpu, offload_to, limits, users, forced, backends_only, wanted)
+                  wanted=None, pool=None, subs=None):
+        out = real(nodes, leafs, cpu, offload_to, limits, users, forced, backends_only, wanted, pool, subs)
         if limits is not None and not all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
             return out  # a device refuses ops: the four sweeps ran
         # the reference: the four expansion sweeps, which a size limit no tensor reaches keeps in use
@@ -184,7 +184,9 @@ def test_the_scheduler_s_shortcuts_equal_its_four_expansion_sweeps(spec, tmp_pat
             t.cs = t.src
         for t in leafs:
             t.be = -1
-        ref = real(nodes, leafs, cpu, offload_to, sweeps, users, forced, backends_only, None)
+        if subs is not None:
+            subs.clear()  # the copies of the run returned
+        ref = real(nodes, leafs, cpu, offload_to, sweeps, users, forced, backends_only, None, pool, subs)
         want = [t.be for t in (wanted[0] if wanted is not None else nodes)]
         compared.append(got == want)
         assert got == want, (got, want)

@@ -292,9 +292,9 @@ def test_moving_a_trunk_layer_does_not_replay_the_mtp_graph(tmp_path, monkeypatc
     runs: list[list[int]] = []
     real = core._run
 
-    def counting(model, b, layers, *rest):
+    def counting(model, b, layers, *rest, **kw):
         runs.append(list(layers))
-        return real(model, b, layers, *rest)
+        return real(model, b, layers, *rest, **kw)
 
     monkeypatch.setattr(core, "_run", counting)
     p = Placement.from_settings(m, devices, s)

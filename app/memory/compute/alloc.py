@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from .ggml import INPLACE, INPUT, NONE, OUTPUT, T
 
 
@@ -249,3 +251,379 @@ def allocate_graph(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size, max
                 allocs[p.abe].free(p.addr, p.asz)
                 p.addr = -1
     return [a.max_size for a in allocs]
+
+
+class Trace:
+    """What earlier allocations of one built graph (with one set of buffer alignments) left behind, so that a run
+    for a new placement replays only the layers that differ (:func:`allocate_traced`).
+
+    A run is cut at checkpoints, one where each kept layer's nodes begin. At each, a record keeps the allocator's
+    state (every backend's free blocks, and each tensor still allocated: offset, backend, bytes, views not done
+    with, whether a later node reads it) and each segment's high-water mark per backend. A new run then
+
+    - starts at the last checkpoint up to which it is the same run as a recorded one (same nodes and copies, same
+      backends, same layers bound, same tensors read after it), from that run's state there;
+    - stops at the first checkpoint from which it is the same run as a recorded one and reaches the same state:
+      the rest would repeat that run's allocations, so its high-water marks are the rest's.
+
+    Both are exact: the allocator (``ggml_gallocr_alloc_graph_impl``) is a function of the node sequence, its
+    sources and sizes and its state, and nothing else. During a drag the moved block changes one or two layers,
+    so a replay runs those and the layer or two the state takes to come back to the recorded one."""
+
+    __slots__ = ("records", "deps")
+
+    def __init__(self):
+        self.records: list[_Record] = []  # newest first
+        self.deps: dict = {}  # copy -> its input_dep node, kept so that runs compare by identity
+
+    #: runs kept per built graph: a drag compares with the placements just before it
+    KEEP = 6
+
+
+class _Record:
+    __slots__ = ("gn", "nbe", "lbe", "subs", "sub_at", "fp", "ck", "marks", "snaps", "seg")
+
+
+def _prefix_len(a, b, hi):
+    """The largest k <= hi with a[:k] == b[:k] (``a``, ``b`` sequences compared in C, in log steps)."""
+    if a[:hi] == b[:hi]:
+        return hi
+    lo = 0  # a[:lo] == b[:lo] holds, a[:hi] == b[:hi] does not
+    while hi - lo > 1:
+        m = (lo + hi) // 2
+        if a[:m] == b[:m]:
+            lo = m
+        else:
+            hi = m
+    return lo
+
+
+def _same_prefix(r, x, k) -> bool:
+    """Runs ``r`` and ``x`` are one run before checkpoint ``k`` (the tensors read after it aside)."""
+    o = x.marks[k]
+    return (
+        r.ck[k] == x.ck[k]
+        and r.fp[:k] == x.fp[:k]
+        and r.nbe[:o] == x.nbe[:o]
+        and r.subs[: r.sub_at[k]] == x.subs[: x.sub_at[k]]
+        and r.gn[: x.ck[k]] == x.gn[: x.ck[k]]
+    )
+
+
+def _same_suffix(r, x, k) -> bool:
+    """Runs ``r`` and ``x`` are one run from checkpoint ``k`` on, given the same state there."""
+    o = x.marks[k]
+    return (
+        r.fp[k:] == x.fp[k:]
+        and r.nbe[o:] == x.nbe[o:]
+        and r.subs[r.sub_at[k] :] == x.subs[x.sub_at[k] :]
+        and r.gn[r.ck[k] :] == x.gn[x.ck[k] :]
+    )
+
+
+class _Run:
+    __slots__ = ("gn", "nbe", "lbe", "subs", "sub_at", "fp", "ck", "marks")
+
+
+def _last_true(pred, lo, hi):
+    """The largest k in [lo, hi] with ``pred(k)``, where ``pred`` holds up to some k and fails after it; lo - 1
+    when it fails at ``lo``."""
+    if lo > hi or not pred(lo):
+        return lo - 1
+    if pred(hi):
+        return hi
+    while hi - lo > 1:  # holds at lo, fails at hi
+        m = (lo + hi) // 2
+        if pred(m):
+            lo = m
+        else:
+            hi = m
+    return lo
+
+
+def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trace, marks, fp, subs):
+    """:func:`allocate_graph` (one input copy, unchunked buffers, no allocation dependencies) that reuses the
+    recorded runs of ``trace``: see :class:`Trace`. ``marks``: per kept layer, the index in ``nodes`` of its first
+    node; ``shared``: the leafs no kept layer owns (inputs, global weights; the layers' weights are in ``fp``); ``fp``:
+    per kept layer, what its binding depends on (signature, weight types); ``subs``: the scheduler's
+    copies (:func:`app.memory.compute.schedule.schedule`'s ``subs``). Returns the same peaks as
+    :func:`allocate_graph` (tests/memory/test_alloc_trace.py holds it to that on random placements)."""
+    allocs = [_Alloc(aligns[b]) for b in range(n_be)]
+    K = len(marks)
+    gn: list = []
+    ck: list[int] = []
+    deps = trace.deps
+    mi = 0
+    for _sbe, i0, i1, inputs in splits:
+        while mi < K and marks[mi] < i1:
+            o = marks[mi]
+            ck.append(len(gn) if o == i0 else len(gn) + 2 * len(inputs) + o - i0)
+            mi += 1
+        for s, cp in inputs:
+            dep = deps.get(cp)
+            if dep is None:
+                dep = deps[cp] = T(s.ty, s.ne, s.nb, NONE, [s], s.vs if s.vs is not None else s)
+            else:
+                dep.src = dep.cs = [s]
+                dep.vs = s.vs if s.vs is not None else s
+                dep.nch = dep.nvw = 0
+                dep.addr = -1
+            dep.be = s.be
+            gn.append(dep)
+            gn.append(cp)
+        gn.extend(nodes[i0:i1])
+    x = _Run()
+    x.gn, x.ck, x.marks, x.fp, x.subs = gn, ck, marks, fp, subs
+    x.nbe = bytes([t.be + 1 for t in nodes])
+    x.lbe = bytes([t.be + 1 for t in shared])
+    sub_is = [i for i, _, _ in subs]
+    x.sub_at = [bisect_left(sub_is, o) for o in marks]
+    records = [r for r in trace.records if r.lbe == x.lbe and r.marks == marks]
+
+    # where to start: the recorded run with the longest common prefix (whose later reads match, _restore)
+    start, src = -1, None
+    for r in records:
+        k = _last_true(lambda m, r=r: _same_prefix(r, x, m), max(start + 1, 1), K - 1)
+        if k > start:
+            start, src = k, r
+    live: dict = {}
+    seg: list = [None] * (K + 1)  # seg[0]: before checkpoint 0; seg[k]: between checkpoints k - 1 and k
+    snaps: list = [None] * K
+    if src is not None and not _restore(src, x, start, leafs, allocs, live):
+        src = None
+        for t in gn:  # undo the counts _restore made
+            t.nch = t.nvw = 0
+        for t in leafs:
+            t.nch = t.nvw = 0
+    if src is not None:
+        seg[: start + 1] = src.seg[: start + 1]
+        snaps[: start + 1] = src.snaps[: start + 1]
+        k = start
+    else:
+        for t in leafs:
+            if t.wbe == -1 and t.vs is None and t.addr == -1:
+                _place(t, t.be, allocs, alloc_size, aligns, live)
+        _count(gn, 0)
+        _walk(gn, 0, ck[0], allocs, alloc_size, aligns, live)
+        k = 0
+    # where to stop: per recorded run, the first checkpoint from which the two are one run
+    tails = []
+    for r in records:
+        m = _last_true(lambda m, r=r: _same_suffix(r, x, K - 1 - m), 0, K - 1)  # holds from K - 1 - m on
+        if m >= 0:
+            tails.append((K - 1 - m, r))
+    end = None
+    have = k if src is not None else -1  # the checkpoint whose snapshot came with the state
+    while k < K:
+        if k != have:
+            seg[k] = [a.max_size for a in allocs]
+            for a in allocs:
+                a.max_size = 0
+            snaps[k] = (tuple(tuple(tuple(b) for b in a.blocks) for a in allocs), _state(live))
+        for first, r in tails:
+            if k >= first and r.snaps[k] == snaps[k]:
+                end = r
+                break
+        if end is not None:
+            break
+        # a recorded run in this state here, whose next layers are these: take its state where they end
+        k2 = k
+        for r in records:
+            if r.snaps[k] is snaps[k] or r.snaps[k] != snaps[k]:
+                continue
+            m = _last_true(lambda m, r=r, k=k: _same_range(r, x, k, m), k + 1, K - 1)
+            if m > k + 1 and _jump(r, x, k, m, allocs, live):
+                seg[k + 1 : m + 1] = r.seg[k + 1 : m + 1]
+                snaps[k + 1 : m + 1] = r.snaps[k + 1 : m + 1]
+                k2 = m
+                break
+        if k2 != k:
+            k = have = k2
+            continue
+        _walk(gn, ck[k], ck[k + 1] if k + 1 < K else len(gn), allocs, alloc_size, aligns, live)
+        k += 1
+    if end is not None:
+        seg[k + 1 :] = end.seg[k + 1 :]
+        snaps[k + 1 :] = end.snaps[k + 1 :]
+    else:
+        seg[K] = [a.max_size for a in allocs]
+    rec = _Record()
+    rec.gn, rec.nbe, rec.lbe, rec.subs, rec.sub_at, rec.fp, rec.ck = gn, x.nbe, x.lbe, subs, x.sub_at, fp, ck
+    rec.marks, rec.snaps, rec.seg = marks, snaps, seg
+    trace.records.insert(0, rec)
+    del trace.records[Trace.KEEP :]
+    return [max(sg[b] for sg in seg) for b in range(n_be)]
+
+
+def _same_range(r, x, k, m) -> bool:
+    """Runs ``r`` and ``x`` have the same nodes between checkpoints ``k`` and ``m``."""
+    o, o2 = x.marks[k], x.marks[m]
+    c, c2, rc, rc2 = x.ck[k], x.ck[m], r.ck[k], r.ck[m]
+    return (
+        c2 - c == rc2 - rc
+        and r.fp[k:m] == x.fp[k:m]
+        and r.nbe[o:o2] == x.nbe[o:o2]
+        and r.subs[r.sub_at[k] : r.sub_at[m]] == x.subs[x.sub_at[k] : x.sub_at[m]]
+        and r.gn[rc:rc2] == x.gn[c:c2]
+    )
+
+
+def _jump(r, x, k, m, allocs, live) -> bool:
+    """Run ``x`` is in ``r``'s state at checkpoint ``k`` and has its nodes up to checkpoint ``m``: take ``r``'s state
+    at ``m`` where the nodes between read what ``r``'s did after them (each tensor alive there is read after ``m``
+    in both or in neither, with the same views not done with), and count the nodes between as walked. False
+    (nothing changed) otherwise."""
+    c, c2 = x.ck[k], x.ck[m]
+    dec: dict = {}
+    for t in x.gn[c:c2]:
+        for p in t.cs:
+            dec[p] = dec.get(p, 0) + 1
+    rel: dict = {}  # views done with between: their sources' counts
+    for p, d in dec.items():
+        vs = p.vs
+        if vs is not None and p.nch == d and p.nvw == 0:
+            rel[vs] = rel.get(vs, 0) + 1
+    blocks, state = r.snaps[m]
+    for t in (*live, *x.gn[c:c2]):
+        if t.wbe != -1 or (t.vs is not None and t.vs.wbe != -1):
+            continue
+        nch, nvw = t.nch - dec.get(t, 0), t.nvw - rel.get(t, 0)
+        v = state.get(t)
+        if v is None:
+            if nch > 0 or nvw > 0:
+                return False
+        elif v[4] != (nch > 0) or v[3] != nvw:
+            return False
+    for t in state:
+        if t not in live and t not in dec and t.addr == -1 and not _made_in(t, x.gn, c, c2):
+            return False
+    for p, d in dec.items():
+        p.nch -= d
+    for vs, d in rel.items():
+        vs.nvw -= d
+    for t in live:
+        t.addr = -1
+    live.clear()
+    for a, b in zip(allocs, blocks):
+        a.blocks = [list(x) for x in b]
+        a.max_size = 0
+    for t, v in state.items():
+        t.addr, t.abe, t.asz = v[0], v[1], v[2]
+        live[t] = None
+    return True
+
+
+def _made_in(t, gn, c, c2) -> bool:
+    """``t`` is one of ``gn[c:c2]`` (rare: a tensor alive after a segment that no node of it reads)."""
+    return any(u is t for u in gn[c:c2])
+
+
+def _state(live):
+    """Each allocated tensor's allocation, views not done with, and whether a later node reads it."""
+    return {t: (t.addr, t.abe, t.asz, t.nvw, t.nch > 0) for t in live}
+
+
+def _restore(r, x, k, leafs, allocs, live) -> bool:
+    """Put the allocator in the state run ``r`` had at checkpoint ``k``, for run ``x`` whose nodes before it are
+    ``r``'s: False (nothing changed that matters) where ``x`` reads after ``k`` another set of the tensors made
+    before it than ``r`` did (a tensor ``r`` freed before ``k`` would be held in ``x``), or where a view of one
+    was not done with (its count depends on what comes after)."""
+    gn, c = x.gn, x.ck[k]
+    blocks, state = r.snaps[k]
+    if any(v[3] for v in state.values()):
+        return False
+    _count(gn, c)  # from here on: what each tensor made before c is read by after it
+    for t in gn[:c]:
+        if t.nch and not _read_before(t, state):
+            return False
+    for t in leafs:
+        if t.nch and not _read_before(t, state):
+            return False
+    for t, v in state.items():
+        if v[4] and not t.nch:
+            return False
+    for a, b in zip(allocs, blocks):
+        a.blocks = [list(x) for x in b]
+        a.max_size = 0
+    for t, v in state.items():
+        t.addr, t.abe, t.asz = v[0], v[1], v[2]
+        live[t] = None
+    return True
+
+
+def _read_before(t, state) -> bool:
+    """A tensor made before the checkpoint and read after it: fine where the recorded run read it after it too
+    (weights and views of them take no compute memory either way; another view is not taken)."""
+    if t.wbe != -1 or (t.vs is not None and t.vs.wbe != -1):
+        return True
+    v = state.get(t)
+    return v is not None and v[4]
+
+
+def _count(gn, c):
+    """The allocator's first pass over ``gn[c:]``: children and views of every tensor."""
+    for t in gn[c:] if c else gn:
+        if t.vs is not None and t.op != NONE:
+            t.vs.nvw += 1
+        for s in t.cs:
+            s.nch += 1
+
+
+def _place(t, be, allocs, alloc_size, aligns, live):
+    """``ggml_gallocr_allocate_node`` (:func:`allocate_graph`'s ``allocate``), keeping ``live`` up to date."""
+    if t.op in INPLACE:
+        for p in t.cs:
+            if (
+                p.addr != -1
+                and p.nch == 1
+                and p.nvw == 0
+                and not p.flags & OUTPUT
+                and p.ty == t.ty
+                and p.ne == t.ne
+                and p.nb == t.nb
+            ):
+                pbe = p.abe
+                al = aligns[pbe]
+                ps = (p.asz + al - 1) // al * al
+                tsize = alloc_size(t, pbe)
+                ts_ = (tsize + al - 1) // al * al
+                if ps > ts_:
+                    allocs[pbe].free(p.addr + ts_, ps - ts_)
+                t.addr, t.abe, t.asz = p.addr, pbe, tsize
+                p.addr = -1
+                del live[p]
+                live[t] = None
+                return
+    size = alloc_size(t, be)
+    t.addr = allocs[be].alloc(size)
+    t.abe = be
+    t.asz = size
+    live[t] = None
+
+
+def _walk(gn, i0, i1, allocs, alloc_size, aligns, live):
+    """:func:`allocate_graph`'s second pass over ``gn[i0:i1]``, keeping ``live`` up to date."""
+    for i in range(i0, i1):
+        t = gn[i]
+        src = t.cs
+        for p in src:
+            if p.addr == -1 and p.wbe == -1 and p.vs is None:
+                _place(p, t.be, allocs, alloc_size, aligns, live)
+        if t.vs is None and t.addr == -1 and t.wbe == -1:
+            _place(t, t.be, allocs, alloc_size, aligns, live)
+        for p in src:
+            n = p.nch - 1
+            p.nch = n
+            if n or p.nvw:
+                continue
+            vs = p.vs
+            if vs is not None:
+                vs.nvw -= 1
+                if vs.nvw == 0 and vs.nch == 0 and not vs.flags & OUTPUT and vs.addr != -1:
+                    allocs[vs.abe].free(vs.addr, vs.asz)
+                    vs.addr = -1
+                    del live[vs]
+            elif not p.flags & OUTPUT and p.addr != -1:
+                allocs[p.abe].free(p.addr, p.asz)
+                p.addr = -1
+                del live[p]

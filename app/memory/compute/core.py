@@ -15,12 +15,12 @@ from ..backends import BackendAbort, alignment_of, backend_of, cuda_like, host_b
 from ..kv import CACHE_TYPE_BLOCKS, ENCODER_DECODER_ARCHS, ContextShape
 from ..layout import WeightPlacement
 from ..settings import NGL_ALL, NGL_AUTO, LlamaSettings
-from .alloc import allocate_graph
+from .alloc import Trace, allocate_graph, allocate_traced
 from .approx import approx_peaks, approximate_note
 from .builder import Builder
 from .compress import compress, pad_layers
 from .context import Ctx
-from .ggml import OUTPUT, nbytes, ne4, nelements
+from .ggml import INPUT, OUTPUT, nbytes, ne4, nelements
 from .models import family_of
 from .mtp import add_sampling
 from .schedule import schedule, supports_op, weight_users
@@ -264,6 +264,7 @@ def compute_buffers(
         if family.build_mtp is None:
             raise ValueError(f"no MTP graph is replayed for {p.arch}")
         layers, build = list(range(n_main, p.n_layer)), family.build_mtp
+        fp = None  # the NextN layers have no signature: no trace
         # the MTP draft context's graph reads the NextN layers only: key on where their tensors and caches are
         nextn = facts.get("nextn_getter")
         if nextn is None:
@@ -277,6 +278,10 @@ def compute_buffers(
         # layer and cache live), so placements that differ only in layers the compression drops give the same
         # figures: one cache entry (layer_be too, for the approximation's per-layer sums)
         key += (tuple([sigs[il] for il in layers]), tuple(layer_be))
+        # what binding a kept layer depends on, for the allocator's trace (alloc.Trace): its signature and the
+        # types of its weights (the signature holds them only where a device limits tensor sizes)
+        types = facts["types"]
+        fp = [(sigs[il], types[il]) for il in layers]
     results = facts["results"]
     hit = results.get(key)
     if hit is not None:
@@ -355,7 +360,7 @@ def compute_buffers(
             while True:
                 vkey = gkey + (unfused, sampling)
                 b = graph(vkey, unfused, sampling)
-                got = _run(model, b, layers, *run)
+                got = _run(model, b, layers, *run, fp=fp)
                 # the probe graph's backends: its pins (and -nkvo's), and no GPU op offload below 32 tokens; an
                 # encoder-decoder's probe is a graph of its own, where each op's batch decides (T5's cross K/V
                 # project n_ctx_train encoder rows whatever the tokens: offloaded, they move its cross attention's
@@ -440,6 +445,7 @@ def _run(
     lent,
     schedule_only=False,
     bind=False,
+    fp=None,
 ):
     """Bind a built graph to this placement, then schedule and allocate it (``schedule_only``: the backends of
     resolve_fused_ops' probe, no allocation; the graph was bound to the same placement by the run before it, so
@@ -479,7 +485,11 @@ def _run(
             of = set(fused_t)
             index = {t: i for i, t in enumerate(g.nodes) if t in of}
             wanted = b.__dict__["fused_wanted"] = (fused_t, index)
-    splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced, schedule_only, wanted)
+    pool = b.__dict__.get("copy_pool")
+    if pool is None:
+        pool = b.__dict__["copy_pool"] = {}
+    subs: list | None = [] if fp is not None else None
+    splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced, schedule_only, wanted, pool, subs)
     if schedule_only:
         return []
     host_align, host_max = host_buffer_of(devs)
@@ -503,7 +513,51 @@ def _run(
     vulkan = [backend_of(d) == "vulkan" for d in devs] + [False]  # a Vulkan device behind RPC is an RPC backend
     if any(vulkan):
         nodes, deps = _vk_reorder(b, model, splits, vulkan)
+    elif subs is not None and not pipeline and not any(max_sizes):
+        marks = _marks(b)
+        if marks is not None:
+            traces = b.__dict__.setdefault("traces", {})
+            tkey = (tuple(aligns), tuple(cuda), tuple(sorted(lent.items())))
+            trace = traces.get(tkey)
+            if trace is None:
+                trace = traces[tkey] = Trace()
+            shared = b.__dict__["shared_leafs"]
+            return allocate_traced(nodes, g.leafs, shared, splits, n_be, aligns, alloc_size, trace, marks, fp, subs)
     return allocate_graph(nodes, g.leafs, splits, 4 if pipeline else 1, n_be, aligns, alloc_size, max_sizes, deps)
+
+
+def _marks(b):
+    """Per kept layer, the index of its first node: the first that is or reads one of the layer's weights, caches or
+    pinned norms (:class:`app.memory.compute.alloc.Trace`'s checkpoints). None where they do not follow the layer
+    order or a layer reads another's cache (gemma3n's shared KV: what it reads is not in its signature)."""
+    got = b.__dict__.get("marks", 0)
+    if got != 0:
+        return got
+    marks = None
+    if not b.__dict__.get("layer_crefs") and not any(t.fl0 & INPUT for t in b.g.nodes):
+        pos = {}
+        for t, k, _ in b.wrefs:
+            if k >= 0:
+                pos[t] = k
+        for t, k, _, _ in b.pwrefs:
+            pos[t] = k
+        for t, k, _ in b.__dict__.get("drefs", ()):
+            pos.setdefault(t, k)
+        for t, k in b.crefs + b.pins:
+            pos.setdefault(t, k)
+        first: dict[int, int] = {}
+        for i, t in enumerate(b.g.nodes):
+            for s in (t, *t.src):
+                k = pos.get(s)
+                if k is not None and k not in first:
+                    first[k] = i
+        got = [first.get(k, -1) for k in range(len(b.layers))]
+        if got and got[0] >= 0 and all(x < y for x, y in zip(got, got[1:])):
+            marks = got
+        # the leafs no kept layer owns (inputs, global weights): their backends are compared apart
+        b.__dict__["shared_leafs"] = [t for t in b.g.leafs if t not in pos]
+    b.__dict__["marks"] = marks
+    return marks
 
 
 def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights, lent):

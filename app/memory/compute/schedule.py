@@ -66,7 +66,19 @@ def weight_users(nodes):
     ]
 
 
-def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), backends_only=False, wanted=None):
+def schedule(
+    nodes,
+    leafs,
+    cpu,
+    offload_to,
+    limits=None,
+    users=None,
+    forced=(),
+    backends_only=False,
+    wanted=None,
+    pool=None,
+    subs=None,
+):
     """Backend per node and the splits with their inputs (``ggml_backend_sched_split_graph`` passes 1-5).
 
     ``offload_to``: backends whose ``offload_op`` accepts ops on host weights (CUDA-like GPUs), in priority order.
@@ -78,6 +90,10 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), 
     stop after pass 4 (every node's backend, no splits: resolve_fused_ops' probe reads no more). ``wanted``:
     with ``backends_only``, (the nodes whose backend is read, each node's index in ``nodes``): where no backend
     refuses an op, passes 2-4 are not run, only their result for these nodes (:func:`_expanded`).
+    ``pool``: the input copies of earlier calls on the same graph, by key: a copy is taken from it (its per-run
+    state reset) rather than made anew, so two runs that copy the same tensor to the same backend hold the same
+    object (:class:`app.memory.compute.alloc.Trace` compares runs by identity). ``subs``: a list that gets
+    (node index, source index, copy) for each source the scheduler replaced by a copy, in node order.
     """
     if limits is not None and all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
         limits = None
@@ -184,16 +200,26 @@ def schedule(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), 
                     key = (getattr(s, "name", s), s.wbe, cur_be)
                 cp = copies.get(key)
                 if cp is None:
-                    # ggml_dup_tensor_layout: same shape and strides, so a strided view costs its whole span
-                    cp = T(s.ty, s.ne, s.nb, NONE, [])
+                    cp = pool.get(key) if pool is not None else None
+                    if cp is None:
+                        # ggml_dup_tensor_layout: same shape and strides, so a strided view costs its whole span
+                        cp = T(s.ty, s.ne, s.nb, NONE, [])
+                        cp.name = "copy:" + s.name
+                        if pool is not None:
+                            pool[key] = cp
+                    else:
+                        cp.nch = cp.nvw = 0
+                        cp.addr = -1
+                        cp.flags = 0
                     cp.size = _tensor_bytes(s)
                     cp.be = cur_be
-                    cp.name = "copy:" + s.name
                     copies[key] = cp
                     inputs.append((s, cp))
                 if t.cs is src:
                     t.cs = list(src)
                 t.cs[j] = cp
+                if subs is not None:
+                    subs.append((i, j, cp))
     if cur_be is not None:
         splits.append((cur_be, start, len(nodes), inputs))
     return splits
