@@ -966,6 +966,54 @@ def write_hunyuanvl_projector(
     return _finish(w, path)
 
 
+def write_minicpmv_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 256,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 2,
+    n_head: int = 4,
+    image_size: int = 224,
+    patch_size: int = 14,
+    version: int | None = 4,
+    query_num: int | None = None,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A MiniCPM-V projector (``resampler``, ``models/minicpmv.cpp``): a SigLIP-style ViT (patch conv with a bias,
+    learned positions, biases everywhere, post-norm) and the resampler: learned queries (``clip.minicpmv_query_num``
+    of them, else as ``clip.minicpmv_version`` says: 64 for 3-6, 96 for 2), the ``kv`` projection, q/kv/post
+    layer norms, an attention of 128-wide heads (``n_embd_text`` / 128 of them) and the projection."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-minicpmv-mmproj", proj_type="resampler",
+                        image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
+    if version is not None:
+        w.add_int32("clip.minicpmv_version", version)
+    if query_num is not None:
+        w.add_uint32("clip.minicpmv_query_num", query_num)
+    n_query = query_num or (64 if version in (3, 4, 5, 6, 100045) else 96)
+    n_pos = (image_size // patch_size) ** 2
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    e = n_embd_text
+    add("resampler.pos_embed_k", (e, n_pos))
+    add("resampler.query", (e, n_query))
+    add("resampler.proj.weight", (e, e), mt)
+    add("resampler.kv.weight", (n_embd, e), mt)
+    for t in ("q", "k", "v", "out"):
+        add(f"resampler.attn.{t}.weight", (e, e), mt)
+        add(f"resampler.attn.{t}.bias", (e,))
+    for t in ("q", "kv", "post"):
+        add(f"resampler.ln_{t}.weight", (e,))
+        add(f"resampler.ln_{t}.bias", (e,))
+    return _finish(w, path)
+
+
 def write_llava_projector(
     path: str | os.PathLike,
     *,

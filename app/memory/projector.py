@@ -263,7 +263,18 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         ffn_op=ffn,
         n_wa_pattern=int(hp("n_wa_pattern", 0) or 0),
         feature_layers=_feature_layers(hp("feature_layer", None)),
+        query_num=_minicpmv_query_num(proj) if ptype == "resampler" else 0,
     )
+
+
+def _minicpmv_query_num(proj: Projector) -> int:
+    """``load_hparams``: ``clip.minicpmv_query_num``, else 64 for versions 3-6 and 100045 (4.5), 96 for the others
+    (version 2, the default)."""
+    n = proj.get("clip.minicpmv_query_num")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        return n
+    version = proj.get("clip.minicpmv_version")
+    return 64 if version in (3, 4, 5, 6, 100045) else 96
 
 
 def _fa_supported(lane: Lane | None, hp: ClipHParams) -> bool:

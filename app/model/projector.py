@@ -68,7 +68,7 @@ class Projector:
 
 
 #: gguf type ids (gguf.h)
-_UINT32, _FLOAT32, _BOOL, _STRING = 4, 6, 7, 8
+_INT32, _UINT32, _FLOAT32, _BOOL, _STRING = 5, 4, 6, 7, 8
 _INT32_MAX = (1 << 31) - 1
 #: keys clip_model_loader::load_hparams reads with get_u32 (``gguf_get_val_u32``, which aborts on another type),
 #: per encoder prefix; (key, required)
@@ -178,6 +178,43 @@ def _check(name: str, header: GGUFHeader, prefix: str, extra, proj_type: str) ->
             )
 
 
+def _check_resampler(name: str, header: GGUFHeader) -> None:
+    """MiniCPM-V's resampler (``models/minicpmv.cpp``): its query count comes from ``clip.minicpmv_query_num`` (a
+    u32), else from ``clip.minicpmv_version`` (an i32: 64 queries for 3-6 and 100045, else 96), and the graph
+    reshapes the learned queries to it in heads of 128: a file whose ``resampler.query`` has another count, or whose
+    projection width is not a multiple of 128, stops llama.cpp on a failed assertion in ``ggml_reshape_3d``."""
+    md, types = header.metadata, header.metadata_types
+    for key, ty, what in (("clip.minicpmv_query_num", _UINT32, "uint32"), ("clip.minicpmv_version", _INT32, "int32")):
+        if key in md and types.get(key) != ty:
+            raise MetadataError(
+                f"{name}: {key} is a {type(md[key]).__name__} ({md[key]!r:.40}), but llama.cpp reads it as {what} "
+                "and aborts on anything else. The file is damaged or was written by a broken converter: get it again.",
+                key=key,
+                wanted=what,
+            )
+    shapes = {t.name: t.shape for t in header.tensors}
+    for tensor in ("resampler.query", "resampler.proj.weight"):
+        if tensor not in shapes:
+            raise MetadataError(
+                f"{name}: llama.cpp refuses this projector: 'unable to find tensor {tensor}'. The file is damaged: "
+                "get it again.",
+                key=tensor,
+            )
+    n = md.get("clip.minicpmv_query_num") or (64 if md.get("clip.minicpmv_version") in (3, 4, 5, 6, 100045) else 96)
+    query, proj = shapes["resampler.query"], shapes["resampler.proj.weight"]
+    rows = query[1] if len(query) > 1 else 1
+    if rows != n or proj[0] % 128:
+        raise MetadataError(
+            f"{name}: llama.cpp would stop on this projector (a failed assertion in ggml_reshape_3d): its resampler "
+            f"has {rows} learned queries {query[0]} wide, where the file's minicpmv keys say {n} queries and the "
+            f"projection is {proj[0]} wide (heads of 128). The file is damaged or was written by a broken converter: "
+            "get it again.",
+            key="clip.minicpmv_query_num",
+            found=str(rows),
+            wanted=str(n),
+        )
+
+
 def open_projector(path: str | os.PathLike) -> Projector:
     """Read the projector file at ``path``. Raises :class:`~app.model.errors.GGUFError` for a file that is not a
     readable GGUF, :class:`NotAProjectorError` for a GGUF that is not a projector (a model given as --mmproj)."""
@@ -216,6 +253,8 @@ def open_projector(path: str | os.PathLike) -> Projector:
         )
     if vision:
         _check(name, header, "vision", _U32_VISION, v_type if isinstance(v_type, str) else "")
+    if vision and v_type == "resampler":
+        _check_resampler(name, header)
     if audio and not (vision and v_type == "gemma3nv"):  # clip_init skips Gemma 3n's audio encoder
         _check(name, header, "audio", _U32_AUDIO, a_type if isinstance(a_type, str) else "")
     return Projector(Path(os.fspath(path)), header, proj, a_type if isinstance(a_type, str) else None, vision, audio)

@@ -674,8 +674,8 @@ proj_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h
 
 @pytest.fixture(scope="module")
 def projectors(tmp_path_factory) -> Bases:
-    """A tiny text model and unmutated projectors for it: gemma3, Qwen2.5-VL, LLaVA with feature layers and Kimi
-    K2.5 vision, Ultravox, Voxtral, Gemma 4 and LFM2 audio, and a file with both encoders."""
+    """A tiny text model and unmutated projectors for it: gemma3, Qwen2.5-VL, LLaVA with feature layers, Kimi
+    K2.5 and MiniCPM-V vision, Ultravox, Voxtral, Gemma 4 and LFM2 audio, and a file with both encoders."""
     from tests import gguf_factory as gf
     from tests.projector_factory import (
         write_gemma3_projector,
@@ -683,6 +683,7 @@ def projectors(tmp_path_factory) -> Bases:
         write_kimik25_projector,
         write_lfm2a_projector,
         write_llava_projector,
+        write_minicpmv_projector,
         write_qwen2vl_projector,
         write_whisper_projector,
     )
@@ -700,11 +701,14 @@ def projectors(tmp_path_factory) -> Bases:
         lfm2a=write_lfm2a_projector(d / "lfm2a.gguf").read_bytes(),
         llava=write_llava_projector(d / "llava.gguf", feature_layers=(0, 2)).read_bytes(),
         kimik25=write_kimik25_projector(d / "kimik25.gguf").read_bytes(),
+        minicpmv=write_minicpmv_projector(d / "minicpmv.gguf", n_embd_text=128).read_bytes(),
     )
 
 
 @given(
-    proj=st.sampled_from(["gemma3", "qwen25vl", "ultravox", "voxtral", "omni", "gemma4a", "lfm2a", "llava", "kimik25"]),
+    proj=st.sampled_from(
+        ["gemma3", "qwen25vl", "ultravox", "voxtral", "omni", "gemma4a", "lfm2a", "llava", "kimik25", "minicpmv"]
+    ),
     mutations=st.lists(st.one_of(proj_meta_mutation, proj_meta_mutation, any_mutation), min_size=1, max_size=2),
 )
 @example(proj="ultravox", mutations=[["meta", "clip.audio.block_count", T_U32, (1 << 32) - 1]])
@@ -714,6 +718,8 @@ def projectors(tmp_path_factory) -> Bases:
 @example(proj="ultravox", mutations=[["meta", "clip.audio.embedding_length", T_STR, "4"]])
 @example(proj="omni", mutations=[["meta", "clip.audio.attention.head_count", T_U32, 0]])
 @example(proj="gemma3", mutations=[["meta", "clip.vision.image_size", T_U32, (1 << 32) - 1]])
+@example(proj="minicpmv", mutations=[["meta", "clip.minicpmv_query_num", T_U32, (1 << 32) - 1]])
+@example(proj="minicpmv", mutations=[["meta", "clip.minicpmv_version", T_STR, "4"]])
 def test_hostile_projectors(proj, mutations, projectors, scratch):
     """A mutated projector given with --mmproj, through the core (open, its memory on the CPU and on a planned
     GPU) and the CLI: a result or a typed error, within the budgets; what the core refuses the CLI refuses with

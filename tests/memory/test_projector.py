@@ -17,6 +17,7 @@ from tests.projector_factory import (
     write_deepseek4v_projector,
     write_dots3note_a_projector,
     write_hunyuanvl_projector,
+    write_minicpmv_projector,
     write_gemma3_projector,
     write_gemma4v_projector,
     write_internvl_projector,
@@ -238,6 +239,11 @@ SHAPES = {
     "exaone4_5": ("qwen2vl", dict(version="exaone4_5", n_head=4, n_head_kv=2)),
     # dots.3 note's audio: a 2-D conv stem over the whole warmup, an RMS transformer with partial RoPE
     "dots3note_a": ("dots3note_a", dict()),
+    # MiniCPM-V: the resampler's 64 queries (version 4) over 256 patches, two 128-wide heads; version 2's 96
+    # queries over a 20x20 grid; the query count from its own key
+    "minicpmv": ("minicpmv", dict()),
+    "minicpmv-v2": ("minicpmv", dict(version=2, n_layer=3, image_size=280)),
+    "minicpmv-queries": ("minicpmv", dict(version=None, query_num=32, n_embd_text=128)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -252,6 +258,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "llava": write_llava_projector, "nemotron_v2_vl": write_nemotron_v2_vl_projector,
             "gemma4uv": write_gemma4uv_projector, "lfm2a": write_lfm2a_projector,
             "step3vl": write_step3vl_projector, "dots3note_a": write_dots3note_a_projector,
+            "minicpmv": write_minicpmv_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -271,6 +278,10 @@ def _write(shape: str, path, tiny_models):
     the one-deepstack projector gets a text model of 48 x 2."""
     kind, kw = SHAPES[shape]
     proj = _WRITERS[kind](path, **kw)
+    if kind == "minicpmv":  # the resampler's heads are 128 wide: a text model of 256 (or 128) rows
+        from tests import gguf_factory as gf
+
+        return proj, gf.write_tiny_model("llama", path.parent / "text.gguf", n_embd=kw.get("n_embd_text", 256))
     if kind in _TEXT:
         return proj, tiny_models[_TEXT[kind]]
     if kw.get("n_embd_text", 64) == 64:
@@ -375,6 +386,10 @@ CASES = [
     ("nemotron_v2_vl-rpc1-fa-off", "nemotron_v2_vl", 1, "-fa off"),
     ("gemma4uv-cpu", "gemma4uv", 0, ""),
     ("gemma4uv-rpc1", "gemma4uv", 1, ""),
+    ("minicpmv-cpu", "minicpmv", 0, ""),
+    ("minicpmv-rpc1-fa-off", "minicpmv", 1, "-fa off"),
+    ("minicpmv-v2-rpc2-mmdev", "minicpmv-v2", 2, "-mmdev RPC1"),
+    ("minicpmv-queries-cpu-fa-off", "minicpmv-queries", 0, "-fa off"),
     ("lfm2a-cpu", "lfm2a", 0, ""),
     ("lfm2a-rpc1", "lfm2a-small", 1, ""),
     ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
@@ -476,6 +491,8 @@ VULKAN_CASES = [
     ("vulkan-lfm2a", "lfm2a", ""),
     ("vulkan-step3vl", "step3vl", ""),
     ("vulkan-dots3note_a", "dots3note_a", ""),
+    ("vulkan-minicpmv", "minicpmv", ""),
+    ("vulkan-minicpmv-v2-fa-off", "minicpmv-v2", "-fa off"),
 ]
 
 
@@ -527,10 +544,14 @@ REFUSALS = [
     ("gemma3", ["meta", "clip.vision.block_count", 4, 1 << 31], "exceeds INT32_MAX", "exceeds INT32_MAX"),
     ("gemma3", ["del", "clip.vision.projection_dim"], "Key not found: clip.vision.projection_dim",
      "Key not found: clip.vision.projection_dim"),
+    # MiniCPM-V: 32 learned queries where the key says 48; llama.cpp asserts reshaping them
+    ("minicpmv", ["meta", "clip.minicpmv_query_num", 4, 48], "has 32 learned queries 128 wide, where the file's "
+     "minicpmv keys say 48", "GGML_ASSERT(ggml_nelements(a) == ne0*ne1*ne2) failed"),
 ]
 
 
-_REFUSAL_BASES = {"ultravox": write_whisper_projector, "gemma3": write_gemma3_projector, "llava": write_llava_projector}
+_REFUSAL_BASES = {"ultravox": write_whisper_projector, "gemma3": write_gemma3_projector, "llava": write_llava_projector,
+                  "minicpmv": lambda path: write_minicpmv_projector(path, version=None, query_num=32, n_embd_text=128)}
 
 
 @pytest.mark.parametrize("kind,mutation,ours,theirs", REFUSALS, ids=[r[2][:24] for r in REFUSALS])
@@ -548,8 +569,13 @@ def test_llama_server_refuses_the_same_projectors(kind, mutation, ours, theirs, 
     from .accuracy import server_refusal
 
     base = _REFUSAL_BASES[kind](tmp_path / f"{kind}.gguf")
-    text = server_refusal(llama_bin, tiny_models["gemma3" if kind == "gemma3" else "llama"],
-                          ["--mmproj", str(_mutated(base, tmp_path, [mutation]))])
+    if kind == "minicpmv":  # a text model as wide as the resampler's projection
+        from tests import gguf_factory as gf
+
+        target = gf.write_tiny_model("llama", tmp_path / "text.gguf", n_embd=128)
+    else:
+        target = tiny_models["gemma3" if kind == "gemma3" else "llama"]
+    text = server_refusal(llama_bin, target, ["--mmproj", str(_mutated(base, tmp_path, [mutation]))])
     assert theirs in text, text[-2000:]
 
 

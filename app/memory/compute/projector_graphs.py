@@ -56,6 +56,7 @@ class ClipHParams:
     warmup_frames: int = 0  # audio: the warmup's frames (clip_hparams::warmup_audio_size, 3000)
     stack_factor: int = 0  # audio: frames stacked into one token (clip.audio.projector.stack_factor)
     feature_layers: tuple[int, ...] = ()  # clip.vision.feature_layer: the layers whose inputs LLaVA stacks
+    query_num: int = 0  # MiniCPM-V: the resampler's learned queries (clip.minicpmv_query_num, else by version)
 
 
 def wview(w: T, ne, op: str = "RESHAPE") -> T:
@@ -966,6 +967,49 @@ def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_minicpmv(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_minicpmv::build`` (MiniCPM-V 2.x-4.5, ``models/minicpmv.cpp``): the patch conv, a layer-norm
+    ViT with learned positions gathered by a ``positions`` input, then the resampler: the learned queries and the
+    ``kv`` projection of the patches, each layer-normed, 2-D sin/cos position embeddings from the ``omega`` and
+    ``pos_h``/``pos_w`` inputs added to K, one attention of ``query_num`` queries over the patches with 128-wide
+    heads, the post norm and the projection."""
+    g = Graph()
+    size = hp.warmup_image_size
+    _raw, inp, n_pos = build_inp(g, hp, w, size)
+    proj = w("resampler.proj.weight")
+    e_proj = proj.ne[0]
+    omega = graph_input("f32", (e_proj // 4,))
+    pos_h = graph_input("f32", (1, n_pos))
+    pos_w = graph_input("f32", (1, n_pos))
+    positions = graph_input("i32", (n_pos,))
+    learned = get_rows(w("v.position_embd.weight"), positions)
+    emb = build_vit(g, hp, w, inp, n_pos, False, learned, fa)
+    query = w("resampler.query")
+    q = new("f32", query.ne, "NORM", (query,))  # build_norm of the learned queries (a weight)
+    q = binary("ADD", binary("MUL", q, w("resampler.ln_q.weight")), w("resampler.ln_q.bias"))
+    v = mul_mat(w("resampler.kv.weight"), emb)
+    v = _norm(v, w("resampler.ln_kv.weight"), w("resampler.ln_kv.bias"), False)
+    omega_b = new("f32", (omega.ne[0], n_pos, 1, 1), "REPEAT", (omega,))
+
+    def sincos(pos: T) -> T:
+        theta = binary("MUL", omega_b, pos)
+        return concat(new("f32", theta.ne, "SIN", (theta,)), new("f32", theta.ne, "COS", (theta,)), 0)
+
+    pos_embed = concat(sincos(pos_w), sincos(pos_h), 0)
+    k = binary("ADD", v, pos_embed)
+    d_head, n_head, n_query = 128, e_proj // 128, hp.query_num
+    q = binary("ADD", mul_mat(w("resampler.attn.q.weight"), q), w("resampler.attn.q.bias"))
+    k = binary("ADD", mul_mat(w("resampler.attn.k.weight"), k), w("resampler.attn.k.bias"))
+    v = binary("ADD", mul_mat(w("resampler.attn.v.weight"), v), w("resampler.attn.v.bias"))
+    q = reshape(q, d_head, n_head, n_query)
+    k = reshape(k, d_head, n_head, n_pos)
+    v = reshape(v, d_head, n_head, n_pos)
+    emb = build_attn(g, hp, w("resampler.attn.out.weight"), w("resampler.attn.out.bias"), q, k, v, fa)
+    emb = _norm(emb, w("resampler.ln_post.weight"), w("resampler.ln_post.bias"), False)
+    g.expand(mul_mat(proj, emb))
+    return g
+
+
 def build_nemotron_v2_vl(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_nemotron_v2_vl::build`` (Nemotron Nano V2 VL's RADIO, ``models/nemotron-v2-vl.cpp``): the patch
     conv, positions added as stored, the register rows in front, a layer-norm ViT, the registers cut off, the
@@ -1533,6 +1577,7 @@ GRAPHS = {
     "phi4": functools.partial(build_siglip, kind="phi4"),
     "janus_pro": functools.partial(build_siglip, kind="janus_pro"),
     "nemotron_v2_vl": build_nemotron_v2_vl,
+    "resampler": build_minicpmv,  # MiniCPM-V (clip-impl.h names PROJECTOR_TYPE_MINICPMV "resampler")
     "gemma4uv": build_gemma4uv,
     "step3vl": build_step3vl,
     "exaone4_5": lambda hp, w, fa: build_qwen2vl(hp, w, fa, rms=True, n_wa_pattern=hp.n_wa_pattern),
