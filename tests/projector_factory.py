@@ -1014,6 +1014,57 @@ def write_minicpmv_projector(
     return _finish(w, path)
 
 
+def write_cogvlm_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 2,
+    n_head: int = 4,
+    image_size: int = 224,
+    patch_size: int = 14,
+    hidden: int = 96,
+    n_ff_proj: int = 160,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A CogVLM projector (``cogvlm``, ``models/cogvlm.cpp``): an EVA-CLIP ViT (patch conv with a bias, CLS, learned
+    positions, fused qkv with a bias, post-norm layers with a GELU FFN) and the adapter: ``mm.model.fc``, the post
+    FC norm, the SwiGLU MLP ``mm.up``/``mm.gate``/``mm.down`` and the begin/end rows ``v.boi``/``v.eoi``."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-cogvlm-mmproj", proj_type="cogvlm", image_size=image_size,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-6)
+    w.add_bool("clip.use_gelu", True)
+    n_pos = (image_size // patch_size) ** 2 + 1
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.class_embd", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    for il in range(n_layer):
+        p = f"v.blk.{il}"
+        add(f"{p}.attn_qkv.weight", (n_embd, 3 * n_embd), mt)
+        add(f"{p}.attn_qkv.bias", (3 * n_embd,))
+        add(f"{p}.attn_out.weight", (n_embd, n_embd), mt)
+        add(f"{p}.attn_out.bias", (n_embd,))
+        for n in ("ln1", "ln2"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("mm.model.fc.weight", (n_embd, hidden), mt)
+    add("mm.post_fc_norm.weight", (hidden,))
+    add("mm.post_fc_norm.bias", (hidden,))
+    add("mm.up.weight", (hidden, n_ff_proj), mt)
+    add("mm.gate.weight", (hidden, n_ff_proj), mt)
+    add("mm.down.weight", (n_ff_proj, n_embd_text), mt)
+    add("v.boi", (n_embd_text,))
+    add("v.eoi", (n_embd_text,))
+    return _finish(w, path)
+
+
 def write_llava_projector(
     path: str | os.PathLike,
     *,

@@ -16,6 +16,7 @@ from app.model.projector import open_projector
 from tests.projector_factory import (
     write_deepseek4v_projector,
     write_dots3note_a_projector,
+    write_cogvlm_projector,
     write_hunyuanvl_projector,
     write_minicpmv_projector,
     write_gemma3_projector,
@@ -244,6 +245,9 @@ SHAPES = {
     "minicpmv": ("minicpmv", dict()),
     "minicpmv-v2": ("minicpmv", dict(version=2, n_layer=3, image_size=280)),
     "minicpmv-queries": ("minicpmv", dict(version=None, query_num=32, n_embd_text=128)),
+    # CogVLM: EVA-CLIP post-norm layers with a fused qkv, the SwiGLU adapter and begin/end rows; a 24x24 grid
+    "cogvlm": ("cogvlm", dict()),
+    "cogvlm-336": ("cogvlm", dict(n_layer=3, image_size=336)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -258,7 +262,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "llava": write_llava_projector, "nemotron_v2_vl": write_nemotron_v2_vl_projector,
             "gemma4uv": write_gemma4uv_projector, "lfm2a": write_lfm2a_projector,
             "step3vl": write_step3vl_projector, "dots3note_a": write_dots3note_a_projector,
-            "minicpmv": write_minicpmv_projector,
+            "minicpmv": write_minicpmv_projector, "cogvlm": write_cogvlm_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -270,7 +274,7 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama",
          "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama",
          "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
-         "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama", "cogvlm": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -390,6 +394,9 @@ CASES = [
     ("minicpmv-rpc1-fa-off", "minicpmv", 1, "-fa off"),
     ("minicpmv-v2-rpc2-mmdev", "minicpmv-v2", 2, "-mmdev RPC1"),
     ("minicpmv-queries-cpu-fa-off", "minicpmv-queries", 0, "-fa off"),
+    ("cogvlm-cpu", "cogvlm", 0, ""),
+    ("cogvlm-rpc1-fa-off", "cogvlm-336", 1, "-fa off"),
+    ("cogvlm-rpc2-mmdev", "cogvlm", 2, "-mmdev RPC1"),
     ("lfm2a-cpu", "lfm2a", 0, ""),
     ("lfm2a-rpc1", "lfm2a-small", 1, ""),
     ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
@@ -493,6 +500,7 @@ VULKAN_CASES = [
     ("vulkan-dots3note_a", "dots3note_a", ""),
     ("vulkan-minicpmv", "minicpmv", ""),
     ("vulkan-minicpmv-v2-fa-off", "minicpmv-v2", "-fa off"),
+    ("vulkan-cogvlm", "cogvlm-336", ""),
 ]
 
 

@@ -1010,6 +1010,42 @@ def build_minicpmv(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_cogvlm(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_cogvlm::build`` (CogVLM's EVA-CLIP, ``models/cogvlm.cpp``): the patch conv, the CLS row and the
+    learned positions, post-norm layers (fused qkv as views, attention, layer norm, residual; FFN, layer norm,
+    residual), the CLS cut off, the projection, a layer norm, GELU in place, the SwiGLU MLP (``mm.up``/``mm.gate``/
+    ``mm.down``) and the begin/end rows."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, dh = hp.n_embd, hp.d_head
+    _raw, inp, n_patches = build_inp(g, hp, w, size)
+    inp = concat(inp, w("v.class_embd"), 1)
+    n_pos = n_patches + 1
+    inp_l = binary("ADD", inp, w("v.position_embd.weight"))
+    for il in range(hp.n_layer):
+        p = f"v.blk.{il}."
+        cur = binary("ADD", mul_mat(w(p + "attn_qkv.weight"), inp_l), w(p + "attn_qkv.bias"))
+        q, k, v = (view(cur, (dh, hp.n_head, n_pos, 1), (dh * 4, cur.nb[1], cur.nb[1] * n_pos)) for _ in range(3))
+        cur = build_attn(g, hp, w(p + "attn_out.weight"), w(p + "attn_out.bias"), q, k, v, fa)
+        cur = _norm(cur, w(p + "ln1.weight"), w(p + "ln1.bias"), False)
+        inp_l = binary("ADD", cur, inp_l)
+        cur = layer_ffn(inp_l, w, p, hp.ffn_op)
+        cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
+        inp_l = binary("ADD", cur, inp_l)
+    cur = view(inp_l, (e, n_patches, 1, 1), (inp_l.nb[1], inp_l.nb[1] * n_patches, inp_l.nb[1] * n_patches))
+    cur = mul_mat(w("mm.model.fc.weight"), cur)
+    cur = _norm(cur, w("mm.post_fc_norm.weight"), w("mm.post_fc_norm.bias"), False)
+    cur = view_tensor(cur, "UNARY", [cur])  # ggml_gelu_inplace
+    h_to_4h = mul_mat(w("mm.up.weight"), cur)
+    gate = mul_mat(w("mm.gate.weight"), cur)
+    cur = mul_mat(w("mm.down.weight"), new(gate.ty, gate.ne, "GLU", (gate, h_to_4h)))
+    boi, eoi = w("v.boi"), w("v.eoi")
+    cur = new(wtype(boi), (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (boi, cur))
+    cur = new(cur.ty, (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (cur, eoi))
+    g.expand(cur)
+    return g
+
+
 def build_nemotron_v2_vl(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_nemotron_v2_vl::build`` (Nemotron Nano V2 VL's RADIO, ``models/nemotron-v2-vl.cpp``): the patch
     conv, positions added as stored, the register rows in front, a layer-norm ViT, the registers cut off, the
@@ -1577,7 +1613,8 @@ GRAPHS = {
     "phi4": functools.partial(build_siglip, kind="phi4"),
     "janus_pro": functools.partial(build_siglip, kind="janus_pro"),
     "nemotron_v2_vl": build_nemotron_v2_vl,
-    "resampler": build_minicpmv,  # MiniCPM-V (clip-impl.h names PROJECTOR_TYPE_MINICPMV "resampler")
+    "resampler": build_minicpmv,
+    "cogvlm": build_cogvlm,  # MiniCPM-V (clip-impl.h names PROJECTOR_TYPE_MINICPMV "resampler")
     "gemma4uv": build_gemma4uv,
     "step3vl": build_step3vl,
     "exaone4_5": lambda hp, w, fa: build_qwen2vl(hp, w, fa, rms=True, n_wa_pattern=hp.n_wa_pattern),
