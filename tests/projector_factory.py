@@ -1065,6 +1065,85 @@ def write_cogvlm_projector(
     return _finish(w, path)
 
 
+def write_mobilevlm_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 3,
+    n_head: int = 4,
+    peg_f32: bool = False,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A MobileVLM V2 projector (``ldpv2``, ``models/llava.cpp``): LLaVA's CLIP ViT at 336 / 14 (the 24x24 grid
+    llava.cpp assumes) and the LDPv2 head: a GELU MLP ``mm.model.mlp.0``/``.2``, the 2x2 pool and the depthwise
+    3x3 ``mm.model.peg.0``."""
+    image_size, patch_size = 336, 14
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-mobilevlm-mmproj", proj_type="ldpv2",
+                        image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-5)
+    n_pos = (image_size // patch_size) ** 2 + 1
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.class_embd", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    add("v.pre_ln.weight", (n_embd,))
+    add("v.pre_ln.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
+    e = n_embd_text
+    add("mm.model.mlp.0.weight", (n_embd, e), mt)
+    add("mm.model.mlp.0.bias", (e,))
+    add("mm.model.mlp.2.weight", (e, e), mt)
+    add("mm.model.mlp.2.bias", (e,))
+    # f16 (``peg_f32``: f32, which llama.cpp's CPU backend cannot multiply by the f16 im2col)
+    add("mm.model.peg.0.weight", (3, 3, 1, e), np.float32 if peg_f32 else mt)
+    add("mm.model.peg.0.bias", (e,))
+    return _finish(w, path)
+
+
+def write_glm_edge_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 2,
+    n_head: int = 4,
+    image_size: int = 224,
+    patch_size: int = 14,
+    hidden: int = 96,
+    n_ff_proj: int = 160,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A GLM-Edge-V projector (``adapter``, ``models/llava.cpp``): a SigLIP-style ViT without CLS (every layer
+    run) and the adapter: a stride-2 2x2 conv, ``adapter.linear.linear``, ``norm1``, the SwiGLU MLP
+    (``gate``/``dense_h_to_4h``/``dense_4h_to_h``) and the ``adapter.boi``/``eoi`` rows."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-glm-edge-mmproj", proj_type="adapter",
+                        image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
+    w.add_bool("clip.use_gelu", True)
+    n_pos = (image_size // patch_size) ** 2
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    add("adapter.conv.weight", (2, 2, n_embd, hidden), mt)
+    add("adapter.conv.bias", (hidden,))
+    add("adapter.linear.linear.weight", (hidden, hidden), mt)
+    add("adapter.linear.norm1.weight", (hidden,))
+    add("adapter.linear.norm1.bias", (hidden,))
+    add("adapter.linear.gate.weight", (hidden, n_ff_proj), mt)
+    add("adapter.linear.dense_h_to_4h.weight", (hidden, n_ff_proj), mt)
+    add("adapter.linear.dense_4h_to_h.weight", (n_ff_proj, n_embd_text), mt)
+    add("adapter.boi", (n_embd_text,))
+    add("adapter.eoi", (n_embd_text,))
+    return _finish(w, path)
+
+
 def write_llava_projector(
     path: str | os.PathLike,
     *,

@@ -422,6 +422,15 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
                 f"{v_type!r} projector's graph yet. Verify measures them with the real llama-server."
             )
         add("vision", v_type, peaks)
+        if v_type == "ldpv2" and lane is None:
+            peg = next((t for t in proj.tensors if t.name == "mm.model.peg.0.weight"), None)
+            if peg is not None and peg.type_name.lower() not in ("f16", "bf16"):
+                notes.append(
+                    f"llama.cpp stops on this projector on the CPU: its depthwise PEG kernel is "
+                    f"{peg.type_name.upper()}, and the CPU backend has no matrix product of that type by the f16 "
+                    "im2col ggml_conv_2d_dw makes, so clip's scheduler aborts (GGML_ASSERT(*cur_backend_id != -1), "
+                    "seen with llama-server). Offload the projector to a GPU or use a file with an F16 kernel."
+                )
     a_type = proj.audio_type or (proj.proj_type if not proj.vision else None)
     a_type = _AUDIO_ALIAS.get(a_type, a_type) if proj.audio and a_type else None
     if a_type is not None and v_type not in _SKIPS_AUDIO:

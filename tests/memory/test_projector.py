@@ -17,8 +17,10 @@ from tests.projector_factory import (
     write_deepseek4v_projector,
     write_dots3note_a_projector,
     write_cogvlm_projector,
+    write_glm_edge_projector,
     write_hunyuanvl_projector,
     write_minicpmv_projector,
+    write_mobilevlm_projector,
     write_gemma3_projector,
     write_gemma4v_projector,
     write_internvl_projector,
@@ -248,6 +250,11 @@ SHAPES = {
     # CogVLM: EVA-CLIP post-norm layers with a fused qkv, the SwiGLU adapter and begin/end rows; a 24x24 grid
     "cogvlm": ("cogvlm", dict()),
     "cogvlm-336": ("cogvlm", dict(n_layer=3, image_size=336)),
+    # MobileVLM V2 (ldpv2): LLaVA's ViT on the 24x24 grid, a GELU MLP, the 2x2 pool and the depthwise PEG conv
+    "ldpv2": ("ldpv2", dict()),
+    # GLM-Edge-V (adapter): every layer, a stride-2 conv, SwiGLU, begin/end rows
+    "adapter": ("adapter", dict()),
+    "adapter-336": ("adapter", dict(image_size=336, n_layer=3)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -263,6 +270,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "gemma4uv": write_gemma4uv_projector, "lfm2a": write_lfm2a_projector,
             "step3vl": write_step3vl_projector, "dots3note_a": write_dots3note_a_projector,
             "minicpmv": write_minicpmv_projector, "cogvlm": write_cogvlm_projector,
+            "ldpv2": write_mobilevlm_projector, "adapter": write_glm_edge_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -274,7 +282,8 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama",
          "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama",
          "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
-         "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama", "cogvlm": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama", "cogvlm": "llama",
+         "ldpv2": "llama", "adapter": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -397,6 +406,11 @@ CASES = [
     ("cogvlm-cpu", "cogvlm", 0, ""),
     ("cogvlm-rpc1-fa-off", "cogvlm-336", 1, "-fa off"),
     ("cogvlm-rpc2-mmdev", "cogvlm", 2, "-mmdev RPC1"),
+    ("ldpv2-cpu", "ldpv2", 0, ""),
+    ("ldpv2-rpc1-fa-off", "ldpv2", 1, "-fa off"),
+    ("adapter-cpu", "adapter", 0, ""),
+    ("adapter-rpc1-fa-off", "adapter-336", 1, "-fa off"),
+    ("adapter-rpc2-mmdev", "adapter", 2, "-mmdev RPC1"),
     ("lfm2a-cpu", "lfm2a", 0, ""),
     ("lfm2a-rpc1", "lfm2a-small", 1, ""),
     ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
@@ -501,6 +515,8 @@ VULKAN_CASES = [
     ("vulkan-minicpmv", "minicpmv", ""),
     ("vulkan-minicpmv-v2-fa-off", "minicpmv-v2", "-fa off"),
     ("vulkan-cogvlm", "cogvlm-336", ""),
+    ("vulkan-ldpv2", "ldpv2", ""),
+    ("vulkan-adapter", "adapter-336", ""),
 ]
 
 
@@ -585,6 +601,25 @@ def test_llama_server_refuses_the_same_projectors(kind, mutation, ours, theirs, 
         target = tiny_models["gemma3" if kind == "gemma3" else "llama"]
     text = server_refusal(llama_bin, target, ["--mmproj", str(_mutated(base, tmp_path, [mutation]))])
     assert theirs in text, text[-2000:]
+
+
+def test_a_mobilevlm_f32_kernel_on_the_cpu_is_said_to_stop_llama_cpp(tmp_path):
+    from app.memory.projector import projector_memory
+
+    path = write_mobilevlm_projector(tmp_path / "mvlm.gguf", peg_f32=True)
+    notes = projector_memory(open_projector(path), [], LlamaSettings()).notes
+    assert any("llama.cpp stops on this projector on the CPU" in n and "F32" in n for n in notes), notes
+    good = write_mobilevlm_projector(tmp_path / "mvlm16.gguf")
+    assert projector_memory(open_projector(good), [], LlamaSettings()).notes == []
+
+
+@pytest.mark.llama
+def test_llama_server_stops_on_a_mobilevlm_f32_kernel_on_the_cpu(llama_bin, tiny_models, tmp_path):
+    from .accuracy import server_refusal
+
+    path = write_mobilevlm_projector(tmp_path / "mvlm.gguf", peg_f32=True)
+    text = server_refusal(llama_bin, tiny_models["llama"], ["--mmproj", str(path)])
+    assert "GGML_ASSERT(*cur_backend_id != -1) failed" in text, text[-2000:]
 
 
 def test_wrong_key_types_and_zero_divisors_are_refused(tmp_path):

@@ -11,6 +11,7 @@ transposes its projection).
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from .ggml import (
@@ -905,12 +906,17 @@ def build_hunyuanvl(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
-def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
-    """``clip_graph_llava::build`` for the ``mlp`` projector (LLaVA 1.5/1.6, Granite Vision; ``models/llava.cpp``):
-    the patch conv, the CLS row, learned positions gathered by a ``positions`` input, the pre-norm, the layers up
-    to the second-to-last (or to the deepest ``feature_layers``, whose inputs are stacked), the ``patches`` gather
-    (the CLS dropped) and the GELU MLP ``mm.0``/``mm.2``; with ``mm.3`` the file is Yi-type (``mlp_norm``: two
-    linears each followed by a layer norm)."""
+def build_llava(hp: ClipHParams, w, fa: bool, kind: str = "mlp") -> Graph:
+    """``clip_graph_llava::build`` (``models/llava.cpp``): the patch conv, the CLS row, learned positions gathered
+    by a ``positions`` input, the pre-norm, the layers up to the second-to-last (or to the deepest
+    ``feature_layers``, whose inputs are stacked; every layer for GLM-Edge), then per projector ``kind``:
+
+    - ``mlp`` (LLaVA 1.5/1.6, Granite Vision): the ``patches`` gather (the CLS dropped) and the GELU MLP
+      ``mm.0``/``mm.2``; with ``mm.3`` the file is Yi-type (``mlp_norm``: two linears each followed by a layer norm);
+    - ``ldpv2`` (MobileVLM V2): the gather, a GELU MLP, a 2x2 average pool over the 24x24 grid and the depthwise
+      3x3 position-encoding conv (``ggml_conv_2d_dw``: im2col and a batched matmul) added to it;
+    - ``adapter`` (GLM-Edge): no gather; a stride-2 2x2 conv, a linear, layer norm, GELU in place, SwiGLU and the
+      begin/end rows."""
     g = Graph()
     size = hp.warmup_image_size
     e, dh = hp.n_embd, hp.d_head
@@ -925,7 +931,7 @@ def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
     if w("v.pre_ln.weight") is not None:
         inp_l = _norm(inp_l, w("v.pre_ln.weight"), w("v.pre_ln.bias"), False)
     feats = hp.feature_layers
-    last = max(feats) if feats else hp.n_layer - 1
+    last = max(feats) if feats else hp.n_layer - (0 if kind == "adapter" else 1)
     stack = []
     for il in range(last):
         if il in feats:
@@ -950,9 +956,15 @@ def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
         emb = stack[0]
         for t in stack[1:]:
             emb = concat(emb, t, 0)
+    if kind == "adapter":
+        g.expand(_glm_edge_adapter(g, w, emb))
+        return g
     emb = reshape(emb, emb.ne[0], emb.ne[1])
     patches = graph_input("i32", (n_patches,))
     emb = get_rows(emb, patches)
+    if kind == "ldpv2":
+        g.expand(_ldpv2(g, w, emb))
+        return g
     emb = binary("ADD", mul_mat(w("mm.0.weight"), emb), w("mm.0.bias"))
     if w("mm.3.weight") is not None:  # Yi-type: load_tensors turns the type into mlp_norm
         emb = binary("ADD", binary("MUL", unary("NORM", emb), w("mm.1.weight")), w("mm.1.bias"))
@@ -965,6 +977,50 @@ def build_llava(hp: ClipHParams, w, fa: bool) -> Graph:
             emb = binary("ADD", mul_mat(w("mm.2.weight"), emb), w("mm.2.bias"))
     g.expand(emb)
     return g
+
+
+def _ldpv2(g: Graph, w, emb: T) -> T:
+    """MobileVLM V2's projector (``PROJECTOR_TYPE_LDPV2`` in ``models/llava.cpp``) on the gathered patches."""
+    n_patch = 24  # llava.cpp's constant: the 336 / 14 grid
+    mlp_0 = unary("UNARY", binary("ADD", mul_mat(w("mm.model.mlp.0.weight"), emb), w("mm.model.mlp.0.bias")))
+    mlp_2 = binary("ADD", mul_mat(w("mm.model.mlp.2.weight"), mlp_0), w("mm.model.mlp.2.bias"))
+    mlp_2 = cont(permute(mlp_2, 1, 0, 2, 3), n_patch, n_patch, mlp_2.ne[0], mlp_2.ne[2])
+    mlp_2 = new("f32", ((n_patch - 2) // 2 + 1, (n_patch - 2) // 2 + 1, mlp_2.ne[2], mlp_2.ne[3]), "POOL_2D", (mlp_2,))
+    # ggml_conv_2d_dw: the kernel as [KW, KH, 1, C], im2col of the input as C images of one channel, a batched matmul
+    kernel = w("mm.model.peg.0.weight")
+    kw, kh = kernel.ne[0], kernel.ne[1]
+    channels = kernel.ne[2] * kernel.ne[3]
+    new_a = wview(kernel, (kw, kh, 1, channels))
+    b = reshape(mlp_2, mlp_2.ne[0], mlp_2.ne[1], 1, mlp_2.ne[2] * mlp_2.ne[3])
+    col_ty = "f32" if wtype(kernel) == "bf16" else "f16"
+    ow, oh = mlp_2.ne[0], mlp_2.ne[1]  # stride 1, padding 1, a 3x3 kernel
+    im2col = new(col_ty, (kw * kh, ow, oh, b.ne[3]), "IM2COL", (new_a, b))
+    new_b = reshape(im2col, im2col.ne[0], im2col.ne[2] * im2col.ne[1], mlp_2.ne[2], mlp_2.ne[3])
+    a2 = wview(kernel, (kw * kh, 1, channels, 1))
+    peg = reshape(mul_mat(a2, new_b), ow, oh, mlp_2.ne[2], mlp_2.ne[3])
+    peg = cont(permute(peg, 1, 2, 0, 3))  # [C, W, H]
+    peg = binary("ADD", peg, w("mm.model.peg.0.bias"))
+    peg = binary("ADD", peg, cont(permute(mlp_2, 1, 2, 0, 3)))
+    return reshape(peg, peg.ne[0], peg.ne[1] * peg.ne[2], peg.ne[3])
+
+
+def _glm_edge_adapter(g: Graph, w, emb: T) -> T:
+    """GLM-Edge's adapter (``PROJECTOR_TYPE_GLM_EDGE`` in ``models/llava.cpp``) on the encoder's output."""
+    grid = math.isqrt(emb.ne[1])
+    cur = cont(permute(emb, 1, 0, 2, 3), grid, grid, emb.ne[0])
+    cur = conv_2d(g, w("adapter.conv.weight"), cur, 2, 2)
+    cur = reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2], 1)
+    cur = cont(permute(cur, 1, 0, 2, 3))
+    cur = binary("ADD", cur, w("adapter.conv.bias"))
+    cur = mul_mat(w("adapter.linear.linear.weight"), cur)
+    cur = _norm(cur, w("adapter.linear.norm1.weight"), w("adapter.linear.norm1.bias"), False)
+    cur = view_tensor(cur, "UNARY", [cur])  # ggml_gelu_inplace
+    gate = mul_mat(w("adapter.linear.gate.weight"), cur)
+    x = mul_mat(w("adapter.linear.dense_h_to_4h.weight"), cur)
+    cur = mul_mat(w("adapter.linear.dense_4h_to_h.weight"), new(gate.ty, gate.ne, "GLU", (gate, x)))
+    boi, eoi = w("adapter.boi"), w("adapter.eoi")
+    cur = new(wtype(boi), (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (boi, cur))
+    return new(cur.ty, (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (cur, eoi))
 
 
 def build_minicpmv(hp: ClipHParams, w, fa: bool) -> Graph:
@@ -1613,8 +1669,10 @@ GRAPHS = {
     "phi4": functools.partial(build_siglip, kind="phi4"),
     "janus_pro": functools.partial(build_siglip, kind="janus_pro"),
     "nemotron_v2_vl": build_nemotron_v2_vl,
-    "resampler": build_minicpmv,
-    "cogvlm": build_cogvlm,  # MiniCPM-V (clip-impl.h names PROJECTOR_TYPE_MINICPMV "resampler")
+    "resampler": build_minicpmv,  # MiniCPM-V (clip-impl.h names PROJECTOR_TYPE_MINICPMV "resampler")
+    "cogvlm": build_cogvlm,
+    "ldpv2": functools.partial(build_llava, kind="ldpv2"),
+    "adapter": functools.partial(build_llava, kind="adapter"),  # GLM-Edge-V
     "gemma4uv": build_gemma4uv,
     "step3vl": build_step3vl,
     "exaone4_5": lambda hp, w, fa: build_qwen2vl(hp, w, fa, rms=True, n_wa_pattern=hp.n_wa_pattern),
