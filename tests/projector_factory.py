@@ -1144,6 +1144,45 @@ def write_glm_edge_projector(
     return _finish(w, path)
 
 
+def write_youtuvl_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 3,
+    n_head: int = 2,
+    patch_size: int = 8,
+    wa_layers: tuple[int, ...] = (1,),
+    n_ff_proj: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Youtu-VL projector (``youtuvl``, ``models/youtuvl.cpp``): the patch embedding as a 2-D matrix over
+    3 x patch x patch pixels with a bias, layer-norm ViT blocks with biases and a GELU FFN, window attention but on
+    the ``wa_layers`` (``clip.vision.wa_layer_indexes``; empty: every layer full), pre- and post-norms, the merger's
+    RMS norm ``mm.input_norm`` and the GELU MLP ``mm.0``/``mm.2`` over 2x2 merged patches."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-youtuvl-mmproj", proj_type="youtuvl", image_size=512,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-6)
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.window_size", 4 * patch_size * 2)
+    w.add_array("clip.vision.wa_layer_indexes", list(wa_layers))
+    add("v.patch_embd.weight", (3 * patch_size * patch_size, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.pre_ln.weight", (n_embd,))
+    add("v.pre_ln.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    add("mm.input_norm.weight", (n_embd,))
+    add("mm.0.weight", (4 * n_embd, n_ff_proj), mt)
+    add("mm.0.bias", (n_ff_proj,))
+    add("mm.2.weight", (n_ff_proj, n_embd_text), mt)
+    add("mm.2.bias", (n_embd_text,))
+    return _finish(w, path)
+
+
 def write_llava_projector(
     path: str | os.PathLike,
     *,

@@ -264,6 +264,7 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         n_wa_pattern=int(hp("n_wa_pattern", 0) or 0),
         feature_layers=_feature_layers(hp("feature_layer", None)),
         query_num=_minicpmv_query_num(proj) if ptype == "resampler" else 0,
+        wa_layers=_feature_layers(hp("wa_layer_indexes", None)) if ptype == "youtuvl" else (),
     )
 
 

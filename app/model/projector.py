@@ -255,6 +255,14 @@ def open_projector(path: str | os.PathLike) -> Projector:
         _check(name, header, "vision", _U32_VISION, v_type if isinstance(v_type, str) else "")
     if vision and v_type == "resampler":
         _check_resampler(name, header)
+    if vision and v_type == "youtuvl":  # load_hparams reads both as required
+        for key in ("clip.vision.window_size", "clip.vision.wa_layer_indexes"):
+            if not md.get(key) and md.get(key) != 0:
+                raise MetadataError(
+                    f"{name}: llama.cpp refuses this projector: 'Key not found: {key}'. Get the file again (it was "
+                    "cut or written by a broken converter).",
+                    key=key,
+                )
     if audio and not (vision and v_type == "gemma3nv"):  # clip_init skips Gemma 3n's audio encoder
         _check(name, header, "audio", _U32_AUDIO, a_type if isinstance(a_type, str) else "")
     return Projector(Path(os.fspath(path)), header, proj, a_type if isinstance(a_type, str) else None, vision, audio)

@@ -41,6 +41,7 @@ from tests.projector_factory import (
     write_nemotron_v2_vl_projector,
     write_unshuffle_projector,
     write_whisper_projector,
+    write_youtuvl_projector,
 )
 
 from .accuracy import MiB, list_rpc_devices, record
@@ -255,6 +256,9 @@ SHAPES = {
     # GLM-Edge-V (adapter): every layer, a stride-2 conv, SwiGLU, begin/end rows
     "adapter": ("adapter", dict()),
     "adapter-336": ("adapter", dict(image_size=336, n_layer=3)),
+    # Youtu-VL: the patches cut by permuted copies, window attention with one full layer; 14-pixel patches, two full
+    "youtuvl": ("youtuvl", dict()),
+    "youtuvl-p14": ("youtuvl", dict(patch_size=14, n_layer=2, wa_layers=(0, 1))),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -271,6 +275,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "step3vl": write_step3vl_projector, "dots3note_a": write_dots3note_a_projector,
             "minicpmv": write_minicpmv_projector, "cogvlm": write_cogvlm_projector,
             "ldpv2": write_mobilevlm_projector, "adapter": write_glm_edge_projector,
+            "youtuvl": write_youtuvl_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -283,7 +288,7 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama",
          "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
          "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama", "cogvlm": "llama",
-         "ldpv2": "llama", "adapter": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "ldpv2": "llama", "adapter": "llama", "youtuvl": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -411,6 +416,9 @@ CASES = [
     ("adapter-cpu", "adapter", 0, ""),
     ("adapter-rpc1-fa-off", "adapter-336", 1, "-fa off"),
     ("adapter-rpc2-mmdev", "adapter", 2, "-mmdev RPC1"),
+    ("youtuvl-cpu", "youtuvl", 0, ""),
+    ("youtuvl-rpc1-fa-off", "youtuvl", 1, "-fa off"),
+    ("youtuvl-p14-rpc2-mmdev", "youtuvl-p14", 2, "-mmdev RPC1"),
     ("lfm2a-cpu", "lfm2a", 0, ""),
     ("lfm2a-rpc1", "lfm2a-small", 1, ""),
     ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
@@ -517,6 +525,7 @@ VULKAN_CASES = [
     ("vulkan-cogvlm", "cogvlm-336", ""),
     ("vulkan-ldpv2", "ldpv2", ""),
     ("vulkan-adapter", "adapter-336", ""),
+    ("vulkan-youtuvl", "youtuvl", ""),
 ]
 
 
@@ -568,6 +577,9 @@ REFUSALS = [
     ("gemma3", ["meta", "clip.vision.block_count", 4, 1 << 31], "exceeds INT32_MAX", "exceeds INT32_MAX"),
     ("gemma3", ["del", "clip.vision.projection_dim"], "Key not found: clip.vision.projection_dim",
      "Key not found: clip.vision.projection_dim"),
+    # Youtu-VL without its full-attention layers' key
+    ("youtuvl", ["del", "clip.vision.wa_layer_indexes"], "Key not found: clip.vision.wa_layer_indexes",
+     "Key not found: clip.vision.wa_layer_indexes"),
     # MiniCPM-V: 32 learned queries where the key says 48; llama.cpp asserts reshaping them
     ("minicpmv", ["meta", "clip.minicpmv_query_num", 4, 48], "has 32 learned queries 128 wide, where the file's "
      "minicpmv keys say 48", "GGML_ASSERT(ggml_nelements(a) == ne0*ne1*ne2) failed"),
@@ -575,7 +587,8 @@ REFUSALS = [
 
 
 _REFUSAL_BASES = {"ultravox": write_whisper_projector, "gemma3": write_gemma3_projector, "llava": write_llava_projector,
-                  "minicpmv": lambda path: write_minicpmv_projector(path, version=None, query_num=32, n_embd_text=128)}
+                  "minicpmv": lambda path: write_minicpmv_projector(path, version=None, query_num=32, n_embd_text=128),
+                  "youtuvl": write_youtuvl_projector}
 
 
 @pytest.mark.parametrize("kind,mutation,ours,theirs", REFUSALS, ids=[r[2][:24] for r in REFUSALS])

@@ -57,6 +57,7 @@ class ClipHParams:
     warmup_frames: int = 0  # audio: the warmup's frames (clip_hparams::warmup_audio_size, 3000)
     stack_factor: int = 0  # audio: frames stacked into one token (clip.audio.projector.stack_factor)
     feature_layers: tuple[int, ...] = ()  # clip.vision.feature_layer: the layers whose inputs LLaVA stacks
+    wa_layers: tuple[int, ...] = ()  # Youtu-VL: clip.vision.wa_layer_indexes, its full-attention layers
     query_num: int = 0  # MiniCPM-V: the resampler's learned queries (clip.minicpmv_query_num, else by version)
 
 
@@ -1102,6 +1103,63 @@ def build_cogvlm(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_youtuvl(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_youtuvl::build`` (Youtu-VL, ``models/youtuvl.cpp``): the raw image cut into 2x2 groups of
+    patches by four permuted copies, the patch matmul, a layer-norm ViT with M-RoPE (window attention with an
+    ``n_pos^2`` mask except on the ``wa_layer_indexes`` layers, the patches reordered into windows and back), the
+    post-norm, the merger's RMS norm and the 2x2-merge GELU MLP ``mm.0``/``mm.2``."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, dh, p = hp.n_embd, hp.d_head, hp.patch_size
+    npx = size // p
+    n_pos = npx * npx
+    m, hm = 2, npx // 2
+    raw = inp_raw((size, size, 3, 1))
+    inp = cont(permute(reshape(raw, hm * m * p, m * p, hm, 3), 1, 2, 3, 0), m * p * 3, hm, m * p, hm)
+    inp = cont(permute(inp, 0, 2, 1, 3), m * p * 3, p, m, hm * hm)
+    inp = cont(permute(inp, 1, 0, 2, 3), p, 3, p, hm * hm * m * m)
+    inp = cont(permute(inp, 2, 0, 1, 3), 3 * p * p, hm * hm * m * m, 1)
+    inp = _add_b(mul_mat(w("v.patch_embd.weight"), inp), w("v.patch_embd.bias"))
+    inp_l = reshape(inp, e, n_pos)
+    positions = graph_input("i32", (n_pos * 4,))
+    if w("v.pre_ln.weight") is not None:
+        inp_l = _norm(inp_l, w("v.pre_ln.weight"), w("v.pre_ln.bias"), False)
+    window = bool(hp.wa_layers)
+    mask = None
+    if window:
+        inv_idx = graph_input("i32", (n_pos // 4,))
+        mask = graph_input("f32", (n_pos, n_pos))
+        if fa:
+            mask = cast(mask, "f16")
+        inp_l = reshape(get_rows(reshape(inp_l, e * 4, n_pos // 4), inv_idx), e, n_pos, 1)
+    for il in range(hp.n_layer):
+        pre = f"v.blk.{il}."
+        cur = _norm(inp_l, w(pre + "ln1.weight"), w(pre + "ln1.bias"), False)
+        q = reshape(binary("ADD", mul_mat(w(pre + "attn_q.weight"), cur), w(pre + "attn_q.bias")), dh, hp.n_head, n_pos)
+        k = reshape(binary("ADD", mul_mat(w(pre + "attn_k.weight"), cur), w(pre + "attn_k.bias")), dh, hp.n_head, n_pos)
+        v = reshape(binary("ADD", mul_mat(w(pre + "attn_v.weight"), cur), w(pre + "attn_v.bias")), dh, hp.n_head, n_pos)
+        q = new("f32", q.ne, "ROPE", (q, positions))
+        k = new("f32", k.ne, "ROPE", (k, positions))
+        full = il in hp.wa_layers if window else True
+        cur = build_attn(
+            g, hp, w(pre + "attn_out.weight"), w(pre + "attn_out.bias"), q, k, v, fa, None if full else mask
+        )
+        inp_l = binary("ADD", cur, inp_l)
+        cur = _norm(inp_l, w(pre + "ln2.weight"), w(pre + "ln2.bias"), False)
+        cur = layer_ffn(cur, w, pre, hp.ffn_op)
+        inp_l = binary("ADD", inp_l, cur)
+    emb = inp_l
+    if window:
+        idx = graph_input("i32", (n_pos // 4,))
+        emb = reshape(get_rows(reshape(emb, e * 4, n_pos // 4), idx), e, n_pos, 1)
+    if w("v.post_ln.weight") is not None:
+        emb = _norm(emb, w("v.post_ln.weight"), w("v.post_ln.bias"), False)
+    emb = _norm(emb, w("mm.input_norm.weight"), None, True)
+    emb = reshape(emb, e * 4, n_pos // 4, 1)
+    g.expand(mlp(w, emb, "mm.0", "mm.2", "gelu"))
+    return g
+
+
 def build_nemotron_v2_vl(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_nemotron_v2_vl::build`` (Nemotron Nano V2 VL's RADIO, ``models/nemotron-v2-vl.cpp``): the patch
     conv, positions added as stored, the register rows in front, a layer-norm ViT, the registers cut off, the
@@ -1671,6 +1729,7 @@ GRAPHS = {
     "nemotron_v2_vl": build_nemotron_v2_vl,
     "resampler": build_minicpmv,  # MiniCPM-V (clip-impl.h names PROJECTOR_TYPE_MINICPMV "resampler")
     "cogvlm": build_cogvlm,
+    "youtuvl": build_youtuvl,
     "ldpv2": functools.partial(build_llava, kind="ldpv2"),
     "adapter": functools.partial(build_llava, kind="adapter"),  # GLM-Edge-V
     "gemma4uv": build_gemma4uv,
