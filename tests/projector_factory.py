@@ -1183,6 +1183,41 @@ def write_youtuvl_projector(
     return _finish(w, path)
 
 
+def write_muse_glimmer_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_layer: int = 5,
+    n_head: int = 2,
+    patch_size: int = 4,
+    n_side: int = 16,
+    hidden: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A MuseGlimmer projector (``muse-glimmer``, ``models/muse-glimmer.cpp``): the patch conv with a bias, a learned
+    ``n_side`` x ``n_side`` grid (resized to the 64x64 warmup grid), pre-/post-norms and layer-norm ViT blocks
+    (every 4th and the last global, the others sparse), the 2x2 pixel shuffle and the three adapter matmuls
+    ``mm.0``/``mm.1``/``mm.2``."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-muse-glimmer-mmproj", proj_type="muse-glimmer",
+                        image_size=512, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_side * n_side))
+    add("v.pre_ln.weight", (n_embd,))
+    add("v.pre_ln.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    add("mm.0.weight", (4 * n_embd, hidden), mt)
+    add("mm.1.weight", (hidden, hidden), mt)
+    add("mm.2.weight", (hidden, n_embd_text), mt)
+    return _finish(w, path)
+
+
 def write_llava_projector(
     path: str | os.PathLike,
     *,

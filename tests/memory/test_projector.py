@@ -21,6 +21,7 @@ from tests.projector_factory import (
     write_hunyuanvl_projector,
     write_minicpmv_projector,
     write_mobilevlm_projector,
+    write_muse_glimmer_projector,
     write_gemma3_projector,
     write_gemma4v_projector,
     write_internvl_projector,
@@ -259,6 +260,10 @@ SHAPES = {
     # Youtu-VL: the patches cut by permuted copies, window attention with one full layer; 14-pixel patches, two full
     "youtuvl": ("youtuvl", dict()),
     "youtuvl-p14": ("youtuvl", dict(patch_size=14, n_layer=2, wa_layers=(0, 1))),
+    # MuseGlimmer: a 16x16 learned grid resized to the 64x64 warmup grid, sparse (block-masked) and global layers;
+    # a grid of the warmup's size (not resized)
+    "muse-glimmer": ("muse-glimmer", dict()),
+    "muse-glimmer-grid": ("muse-glimmer", dict(n_side=64, n_layer=4, patch_size=2)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -275,7 +280,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "step3vl": write_step3vl_projector, "dots3note_a": write_dots3note_a_projector,
             "minicpmv": write_minicpmv_projector, "cogvlm": write_cogvlm_projector,
             "ldpv2": write_mobilevlm_projector, "adapter": write_glm_edge_projector,
-            "youtuvl": write_youtuvl_projector,
+            "youtuvl": write_youtuvl_projector, "muse-glimmer": write_muse_glimmer_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -288,7 +293,8 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama",
          "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
          "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama", "cogvlm": "llama",
-         "ldpv2": "llama", "adapter": "llama", "youtuvl": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "ldpv2": "llama", "adapter": "llama", "youtuvl": "llama",
+         "muse-glimmer": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -419,6 +425,8 @@ CASES = [
     ("youtuvl-cpu", "youtuvl", 0, ""),
     ("youtuvl-rpc1-fa-off", "youtuvl", 1, "-fa off"),
     ("youtuvl-p14-rpc2-mmdev", "youtuvl-p14", 2, "-mmdev RPC1"),
+    ("muse-glimmer-cpu", "muse-glimmer", 0, ""),
+    ("muse-glimmer-rpc1-fa-off", "muse-glimmer-grid", 1, "-fa off"),
     ("lfm2a-cpu", "lfm2a", 0, ""),
     ("lfm2a-rpc1", "lfm2a-small", 1, ""),
     ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
@@ -526,6 +534,7 @@ VULKAN_CASES = [
     ("vulkan-ldpv2", "ldpv2", ""),
     ("vulkan-adapter", "adapter-336", ""),
     ("vulkan-youtuvl", "youtuvl", ""),
+    ("vulkan-muse-glimmer", "muse-glimmer", ""),
 ]
 
 

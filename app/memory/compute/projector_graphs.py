@@ -242,11 +242,13 @@ def build_vit(
     mm=None,
     v_norm: bool = False,
     avgpool: bool = False,
+    masks: list | None = None,
 ) -> T:
     """``clip_graph::build_vit`` for separate q/k/v (with or without biases and q/k norms), an optional
     ``add_pos`` on Q and K (RoPE), layer scales and post norms, no masks. ``mm``: the graph's ``build_mm``
     (Gemma 4 clamps around every matmul); ``v_norm``: Gemma 4's RMS norm of V; ``avgpool``: the audio
-    encoders' pool of 2 before the post norm (``clip_model::audio_has_avgpool``)."""
+    encoders' pool of 2 before the post norm (``clip_model::audio_has_avgpool``); ``masks``: per layer, the
+    attention mask or None (``build_vit_opts::attn_mask_layers``)."""
     mm = mm or mul_mat
     if pos_embd is not None:
         inp = binary("ADD", inp, pos_embd)
@@ -291,7 +293,8 @@ def build_vit(
             k = add_pos(k)
         if v_norm:
             v = unary("RMS_NORM", v)
-        cur = build_attn(g, hp, w(p + "attn_out.weight"), w(p + "attn_out.bias"), q, k, v, fa, None, mm)
+        mask = masks[il] if masks is not None and il < len(masks) else None
+        cur = build_attn(g, hp, w(p + "attn_out.weight"), w(p + "attn_out.bias"), q, k, v, fa, mask, mm)
         if w(p + "ls1.weight") is not None:
             cur = binary("MUL", cur, w(p + "ls1.weight"))
         if w(p + "attn_post_norm.weight") is not None:
@@ -1160,6 +1163,35 @@ def build_youtuvl(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_muse_glimmer(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_muse_glimmer::build`` (``models/muse-glimmer.cpp``): the patch conv, the learned grid resized
+    (bilinear), the patches gathered into windows, a layer-norm ViT with 2D RoPE whose sparse layers (all but every
+    4th and the last) attend through an ``n_tok^2`` block mask, the patches gathered back and pixel-shuffled by
+    ``n_merge``, then three matmuls with exact GELU between."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e, ds, sf = hp.n_embd, hp.n_merge, 4
+    npx = size // hp.patch_size
+    n_out = (npx // ds) * (npx // ds)
+    pos_w, pos_h = graph_input("i32", (npx * npx,)), graph_input("i32", (npx * npx,))
+    sp_perm, inv_perm, ds_perm = (graph_input("i32", (npx * npx,)) for _ in range(3))
+    sp_mask = graph_input("f32", (npx * npx, npx * npx))
+    _raw, x, n_tok = build_inp(g, hp, w, size)
+    x = binary("ADD", x, resize_position_embeddings(w, hp, npx, npx))
+    x = get_rows(x, sp_perm)
+    masks = [None if il == hp.n_layer - 1 or (il + 1) % sf == 0 else sp_mask for il in range(hp.n_layer)]
+    hp_erf = ClipHParams(**{**hp.__dict__, "ffn_op": "gelu_erf"})
+    x = build_vit(g, hp_erf, w, x, n_tok, False, None, fa, ropes(pos_w, pos_h), masks=masks)
+    x = get_rows(x, inv_perm)
+    x = get_rows(x, ds_perm)
+    x = cont(permute(reshape(x, e, ds * ds, n_out), 1, 0, 2, 3))
+    x = reshape(x, e * ds * ds, n_out)
+    x = unary("UNARY", mul_mat(w("mm.0.weight"), x))
+    x = unary("UNARY", mul_mat(w("mm.1.weight"), x))
+    g.expand(mul_mat(w("mm.2.weight"), x))
+    return g
+
+
 def build_nemotron_v2_vl(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_nemotron_v2_vl::build`` (Nemotron Nano V2 VL's RADIO, ``models/nemotron-v2-vl.cpp``): the patch
     conv, positions added as stored, the register rows in front, a layer-norm ViT, the registers cut off, the
@@ -1730,6 +1762,7 @@ GRAPHS = {
     "resampler": build_minicpmv,  # MiniCPM-V (clip-impl.h names PROJECTOR_TYPE_MINICPMV "resampler")
     "cogvlm": build_cogvlm,
     "youtuvl": build_youtuvl,
+    "muse-glimmer": build_muse_glimmer,
     "ldpv2": functools.partial(build_llava, kind="ldpv2"),
     "adapter": functools.partial(build_llava, kind="adapter"),  # GLM-Edge-V
     "gemma4uv": build_gemma4uv,
