@@ -1218,6 +1218,60 @@ def write_muse_glimmer_projector(
     return _finish(w, path)
 
 
+def write_mimovl_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_head: int = 2,
+    n_head_kv: int = 1,
+    head_dim: int = 16,
+    patch_size: int = 4,
+    modes: tuple[int, ...] = (0, 1, 1, -1),
+    n_ff_proj: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A MiMo-VL projector (``mimovl``, MiMo-V2.5, ``models/mimovl.cpp``): two patch convs, RMS-norm blocks with a
+    fused grouped-KV qkv of ``head_dim``-wide heads (not ``n_embd / n_head``), biases and a SwiGLU FFN, per-head
+    sinks on the windowed layers, one layer per ``modes`` entry (``clip.vision.wa_pattern_mode``: -1 full, 0 row
+    window, 1 column window), the post layer norm and the ``mm.0``/``mm.2`` GELU MLP."""
+    n_layer = len(modes)
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-mimovl-mmproj", proj_type="mimovl", image_size=512,
+                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-6)
+    w.add_bool("clip.use_silu", True)
+    w.add_uint32("clip.vision.attention.head_count_kv", n_head_kv)
+    w.add_uint32("clip.vision.window_size", 64)
+    w.add_array("clip.vision.wa_pattern_mode", list(modes))
+    w.add_uint32("clip.vision.image_min_pixels", 64 * 64)
+    w.add_uint32("clip.vision.image_max_pixels", 1024 * 1024)
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.weight.1", (patch_size, patch_size, 3, n_embd), mt)
+    rows = (n_head + 2 * n_head_kv) * head_dim
+    for il, mode in enumerate(modes):
+        p = f"v.blk.{il}"
+        add(f"{p}.attn_qkv.weight", (n_embd, rows), mt)
+        add(f"{p}.attn_qkv.bias", (rows,))
+        add(f"{p}.attn_out.weight", (n_head * head_dim, n_embd), mt)
+        add(f"{p}.attn_out.bias", (n_embd,))
+        if mode != -1:
+            add(f"{p}.attn_sinks", (n_head,))
+        add(f"{p}.ln1.weight", (n_embd,))
+        add(f"{p}.ln2.weight", (n_embd,))
+        for t in ("ffn_gate", "ffn_up"):
+            add(f"{p}.{t}.weight", (n_embd, n_ff), mt)
+            add(f"{p}.{t}.bias", (n_ff,))
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    add("mm.0.weight", (4 * n_embd, n_ff_proj), mt)
+    add("mm.2.weight", (n_ff_proj, n_embd_text), mt)
+    return _finish(w, path)
+
+
 def write_llava_projector(
     path: str | os.PathLike,
     *,

@@ -193,6 +193,11 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
     n_embd = int(hp("embedding_length", 0))
     n_head = int(hp("attention.head_count", 1)) or 1
     d_head = int(hp("attention.head_dim", 0) or 0) or n_embd // n_head
+    if ptype == "mimovl":  # clip_graph_mimovl: the head width from the fused qkv's rows
+        qkv = next((t for t in proj.tensors if t.name == "v.blk.0.attn_qkv.weight"), None)
+        n_kv = int(hp("attention.head_count_kv", n_head) or n_head)
+        if qkv is not None and len(qkv.shape) > 1 and n_head + 2 * n_kv > 0:
+            d_head = qkv.shape[1] // (n_head + 2 * n_kv) or d_head
     image_size = int(hp("image_size", 0))
     if proj.get("clip.use_gelu"):
         ffn = "gelu"
@@ -265,6 +270,7 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         feature_layers=_feature_layers(hp("feature_layer", None)),
         query_num=_minicpmv_query_num(proj) if ptype == "resampler" else 0,
         wa_layers=_feature_layers(hp("wa_layer_indexes", None)) if ptype == "youtuvl" else (),
+        wa_modes=_int_list(hp("wa_pattern_mode", None)) if ptype == "mimovl" else (),
     )
 
 
@@ -276,6 +282,13 @@ def _minicpmv_query_num(proj: Projector) -> int:
         return n
     version = proj.get("clip.minicpmv_version")
     return 64 if version in (3, 4, 5, 6, 100045) else 96
+
+
+def _int_list(value) -> tuple[int, ...]:
+    """An integer array key (negative values kept), or () for anything else."""
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(int(v) for v in value if isinstance(v, int) and not isinstance(v, bool))
 
 
 def _fa_supported(lane: Lane | None, hp: ClipHParams) -> bool:

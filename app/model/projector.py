@@ -178,6 +178,19 @@ def _check(name: str, header: GGUFHeader, prefix: str, extra, proj_type: str) ->
             )
 
 
+#: per vision projector type, the keys clip.cpp's load_hparams reads as required beyond every type's
+_REQUIRED_BY_TYPE = {
+    "youtuvl": ("clip.vision.window_size", "clip.vision.wa_layer_indexes"),
+    "mimovl": (
+        "clip.vision.attention.head_count_kv",
+        "clip.vision.window_size",
+        "clip.vision.wa_pattern_mode",
+        "clip.vision.image_min_pixels",
+        "clip.vision.image_max_pixels",
+    ),
+}
+
+
 def _check_resampler(name: str, header: GGUFHeader) -> None:
     """MiniCPM-V's resampler (``models/minicpmv.cpp``): its query count comes from ``clip.minicpmv_query_num`` (a
     u32), else from ``clip.minicpmv_version`` (an i32: 64 queries for 3-6 and 100045, else 96), and the graph
@@ -255,14 +268,22 @@ def open_projector(path: str | os.PathLike) -> Projector:
         _check(name, header, "vision", _U32_VISION, v_type if isinstance(v_type, str) else "")
     if vision and v_type == "resampler":
         _check_resampler(name, header)
-    if vision and v_type == "youtuvl":  # load_hparams reads both as required
-        for key in ("clip.vision.window_size", "clip.vision.wa_layer_indexes"):
-            if not md.get(key) and md.get(key) != 0:
-                raise MetadataError(
-                    f"{name}: llama.cpp refuses this projector: 'Key not found: {key}'. Get the file again (it was "
-                    "cut or written by a broken converter).",
-                    key=key,
-                )
+    for key in _REQUIRED_BY_TYPE.get(v_type if vision and isinstance(v_type, str) else "", ()):  # required keys
+        if not md.get(key) and md.get(key) != 0:
+            raise MetadataError(
+                f"{name}: llama.cpp refuses this projector: 'Key not found: {key}'. Get the file again (it was "
+                "cut or written by a broken converter).",
+                key=key,
+            )
+    if vision and v_type == "mimovl":
+        modes, n_layer = md.get("clip.vision.wa_pattern_mode"), md.get("clip.vision.block_count")
+        if not isinstance(modes, list) or len(modes) != n_layer:
+            raise MetadataError(
+                f"{name}: llama.cpp would stop on this projector (GGML_ASSERT 'mimovl wa_pattern_mode length must "
+                f"equal n_layer'): clip.vision.wa_pattern_mode has "
+                f"{len(modes) if isinstance(modes, list) else 'no'} entries for {n_layer} layers. Get the file again.",
+                key="clip.vision.wa_pattern_mode",
+            )
     if audio and not (vision and v_type == "gemma3nv"):  # clip_init skips Gemma 3n's audio encoder
         _check(name, header, "audio", _U32_AUDIO, a_type if isinstance(a_type, str) else "")
     return Projector(Path(os.fspath(path)), header, proj, a_type if isinstance(a_type, str) else None, vision, audio)

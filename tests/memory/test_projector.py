@@ -19,6 +19,7 @@ from tests.projector_factory import (
     write_cogvlm_projector,
     write_glm_edge_projector,
     write_hunyuanvl_projector,
+    write_mimovl_projector,
     write_minicpmv_projector,
     write_mobilevlm_projector,
     write_muse_glimmer_projector,
@@ -264,6 +265,9 @@ SHAPES = {
     # a grid of the warmup's size (not resized)
     "muse-glimmer": ("muse-glimmer", dict()),
     "muse-glimmer-grid": ("muse-glimmer", dict(n_side=64, n_layer=4, patch_size=2)),
+    # MiMo-VL: row and column window layers with sinks around a full one (the column runs reordered); another mix
+    "mimovl": ("mimovl", dict()),
+    "mimovl-mix": ("mimovl", dict(modes=(1, -1, 0), patch_size=8)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -281,6 +285,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "minicpmv": write_minicpmv_projector, "cogvlm": write_cogvlm_projector,
             "ldpv2": write_mobilevlm_projector, "adapter": write_glm_edge_projector,
             "youtuvl": write_youtuvl_projector, "muse-glimmer": write_muse_glimmer_projector,
+            "mimovl": write_mimovl_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -294,7 +299,7 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
          "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama", "cogvlm": "llama",
          "ldpv2": "llama", "adapter": "llama", "youtuvl": "llama",
-         "muse-glimmer": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "muse-glimmer": "llama", "mimovl": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -427,6 +432,8 @@ CASES = [
     ("youtuvl-p14-rpc2-mmdev", "youtuvl-p14", 2, "-mmdev RPC1"),
     ("muse-glimmer-cpu", "muse-glimmer", 0, ""),
     ("muse-glimmer-rpc1-fa-off", "muse-glimmer-grid", 1, "-fa off"),
+    ("mimovl-cpu", "mimovl", 0, ""),
+    ("mimovl-mix-rpc1", "mimovl-mix", 1, ""),
     ("lfm2a-cpu", "lfm2a", 0, ""),
     ("lfm2a-rpc1", "lfm2a-small", 1, ""),
     ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
@@ -589,6 +596,9 @@ REFUSALS = [
     # Youtu-VL without its full-attention layers' key
     ("youtuvl", ["del", "clip.vision.wa_layer_indexes"], "Key not found: clip.vision.wa_layer_indexes",
      "Key not found: clip.vision.wa_layer_indexes"),
+    # MiMo-VL: a window mode per layer, one short
+    ("mimovl", ["meta", "clip.vision.wa_pattern_mode", 9, {"arr": 5, "values": [0, 1, -1]}],
+     "wa_pattern_mode length must equal n_layer", "mimovl wa_pattern_mode length must equal n_layer"),
     # MiniCPM-V: 32 learned queries where the key says 48; llama.cpp asserts reshaping them
     ("minicpmv", ["meta", "clip.minicpmv_query_num", 4, 48], "has 32 learned queries 128 wide, where the file's "
      "minicpmv keys say 48", "GGML_ASSERT(ggml_nelements(a) == ne0*ne1*ne2) failed"),
@@ -597,7 +607,7 @@ REFUSALS = [
 
 _REFUSAL_BASES = {"ultravox": write_whisper_projector, "gemma3": write_gemma3_projector, "llava": write_llava_projector,
                   "minicpmv": lambda path: write_minicpmv_projector(path, version=None, query_num=32, n_embd_text=128),
-                  "youtuvl": write_youtuvl_projector}
+                  "youtuvl": write_youtuvl_projector, "mimovl": write_mimovl_projector}
 
 
 @pytest.mark.parametrize("kind,mutation,ours,theirs", REFUSALS, ids=[r[2][:24] for r in REFUSALS])

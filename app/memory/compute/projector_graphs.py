@@ -57,6 +57,7 @@ class ClipHParams:
     warmup_frames: int = 0  # audio: the warmup's frames (clip_hparams::warmup_audio_size, 3000)
     stack_factor: int = 0  # audio: frames stacked into one token (clip.audio.projector.stack_factor)
     feature_layers: tuple[int, ...] = ()  # clip.vision.feature_layer: the layers whose inputs LLaVA stacks
+    wa_modes: tuple[int, ...] = ()  # MiMo-VL: clip.vision.wa_pattern_mode per layer (-1 full, 0 row, 1 column)
     wa_layers: tuple[int, ...] = ()  # Youtu-VL: clip.vision.wa_layer_indexes, its full-attention layers
     query_num: int = 0  # MiniCPM-V: the resampler's learned queries (clip.minicpmv_query_num, else by version)
 
@@ -164,8 +165,11 @@ def flash_attn(q: T, k: T, v: T, mask: T | None = None) -> T:
     return new("f32", (v.ne[0], q.ne[2], q.ne[1], q.ne[3]), "FLASH_ATTN_EXT", src)
 
 
-def build_attn(g: Graph, hp: ClipHParams, wo, wo_b, q_cur, k_cur, v_cur, fa: bool, mask: T | None = None, mm=None) -> T:
-    """``clip_graph::build_attn`` (no sinks)."""
+def build_attn(
+    g: Graph, hp: ClipHParams, wo, wo_b, q_cur, k_cur, v_cur, fa: bool, mask: T | None = None, mm=None, sinks=None
+) -> T:
+    """``clip_graph::build_attn``; ``sinks``: per-head attention sinks (a weight the flash attention or the softmax
+    reads as one more source, with a mask)."""
     mm = mm or mul_mat
     g.expand(q_cur)  # ggml_build_forward_order: these nodes first, in this order
     g.expand(k_cur)
@@ -179,11 +183,15 @@ def build_attn(g: Graph, hp: ClipHParams, wo, wo_b, q_cur, k_cur, v_cur, fa: boo
         if mask is not None:
             mask = cast(mask, "f16")
         cur = flash_attn(q, k, v, mask)
+        if sinks is not None and mask is not None:  # ggml_flash_attn_ext_add_sinks: src[4]
+            cur.src = cur.cs = [*cur.src, sinks]
         cur = reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
     else:
         v = cont(permute(v_cur, 1, 2, 0, 3))
         kq = mul_mat(k, q)
         kq = unary("SOFT_MAX", kq) if mask is None else binary("SOFT_MAX", kq, mask)
+        if sinks is not None and mask is not None:  # ggml_soft_max_add_sinks: src[2]
+            kq.src = kq.cs = [*kq.src, sinks]
         kqv = mul_mat(v, kq)
         cur = permute(kqv, 0, 2, 1, 3)
         cur = cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3], 1, 1)
@@ -1192,6 +1200,78 @@ def build_muse_glimmer(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_mimovl(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_mimovl::build`` (MiMo-V2.5's vision, ``models/mimovl.cpp``): two patch convs merged 2x2 as in
+    Qwen2-VL, an RMS-norm ViT with a fused grouped-KV qkv (the head width from its rows), M-RoPE from row or column
+    positions, full layers and row/column window layers (``wa_pattern_mode``: a banded ``n_pos^2`` mask and
+    per-head sinks; the merge units reordered column-major on entering a column run and back on leaving it, the
+    inverse order an ARGSORT of the ``idx_col`` input), the post layer norm and the 2x2-merge GELU MLP."""
+    g = Graph()
+    size = hp.warmup_image_size
+    e = hp.n_embd
+    npx = size // hp.patch_size
+    n_pos = npx * npx
+    unit = hp.n_merge * hp.n_merge
+    n_units = n_pos // unit
+    n_kv = hp.n_head_kv
+    raw = inp_raw((size, size, 3, 1))
+    inp = dual_patch_conv(g, hp, w, raw)
+    inp_l = _merge_2x2(permute(inp, 1, 2, 0, 3), e, npx, npx)
+    pos_row = graph_input("i32", (n_pos * 4,))
+    pos_col = graph_input("i32", (n_pos * 4,))
+    idx_f = graph_input("f32", (n_units,))
+    idx_col = cast(idx_f, "i32")
+    idx_inv = new("i32", idx_f.ne, "ARGSORT", (idx_f,))
+    window_mask = graph_input("f32", (n_pos, n_pos))
+    mask_attn = cast(window_mask, "f16") if fa else window_mask
+
+    def reorder(x: T, idx: T) -> T:
+        return reshape(get_rows(reshape(x, e * unit, n_units), idx), e, n_pos, 1)
+
+    rows = w("v.blk.0.attn_qkv.weight").ne[1]
+    dh = rows // (hp.n_head + 2 * n_kv)
+    prev = -1
+    for il in range(hp.n_layer):
+        p = f"v.blk.{il}."
+        mode = hp.wa_modes[il] if il < len(hp.wa_modes) else -1
+        if mode == 1 and prev != 1:
+            inp_l = reorder(inp_l, idx_col)
+        elif mode != 1 and prev == 1:
+            inp_l = reorder(inp_l, idx_inv)
+        cur = _norm(inp_l, w(p + "ln1.weight"), w(p + "ln1.bias"), True)
+        qkv = binary("ADD", mul_mat(w(p + "attn_qkv.weight"), cur), w(p + "attn_qkv.bias"))
+        row = row_size(qkv.ty, dh)
+        q = view(qkv, (dh, hp.n_head, n_pos), (row, qkv.nb[1]))
+        k = view(qkv, (dh, n_kv, n_pos), (row, qkv.nb[1]))
+        v = view(qkv, (dh, n_kv, n_pos), (row, qkv.nb[1]))
+        pos = pos_col if mode == 1 else pos_row
+        q = new("f32", q.ne, "ROPE", (q, pos))
+        k = new("f32", k.ne, "ROPE", (k, pos))
+        full = mode == -1
+        cur = build_attn(
+            g,
+            hp,
+            w(p + "attn_out.weight"),
+            w(p + "attn_out.bias"),
+            q,
+            k,
+            v,
+            fa,
+            None if full else mask_attn,
+            sinks=None if full else w(p + "attn_sinks"),
+        )
+        inp_l = binary("ADD", cur, inp_l)
+        cur = _norm(inp_l, w(p + "ln2.weight"), w(p + "ln2.bias"), True)
+        inp_l = binary("ADD", inp_l, layer_ffn(cur, w, p, hp.ffn_op))
+        prev = mode
+    if prev == 1:
+        inp_l = reorder(inp_l, idx_inv)
+    inp_l = _norm(inp_l, w("v.post_ln.weight"), w("v.post_ln.bias"), False)
+    emb = reshape(inp_l, e * unit, n_units, 1)
+    g.expand(mlp(w, emb, "mm.0", "mm.2", "gelu"))
+    return g
+
+
 def build_nemotron_v2_vl(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_nemotron_v2_vl::build`` (Nemotron Nano V2 VL's RADIO, ``models/nemotron-v2-vl.cpp``): the patch
     conv, positions added as stored, the register rows in front, a layer-norm ViT, the registers cut off, the
@@ -1763,6 +1843,7 @@ GRAPHS = {
     "cogvlm": build_cogvlm,
     "youtuvl": build_youtuvl,
     "muse-glimmer": build_muse_glimmer,
+    "mimovl": build_mimovl,
     "ldpv2": functools.partial(build_llava, kind="ldpv2"),
     "adapter": functools.partial(build_llava, kind="adapter"),  # GLM-Edge-V
     "gemma4uv": build_gemma4uv,
