@@ -1272,6 +1272,60 @@ def write_mimovl_projector(
     return _finish(w, path)
 
 
+def write_yasa2_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    channels: tuple[int, ...] = (16, 32),
+    blocks: tuple[int, ...] = (2, 1),
+    image_size: int = 256,
+    patch_size: int = 4,
+    pos_embed: bool = True,
+    hidden: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Yasa2 projector (``yasa2``, Reka's ConvNeXt-V2, ``models/yasa2.cpp``): the patch conv and its channel norm,
+    one stage per ``channels`` entry (the later ones open with a norm and a stride-2 conv) of ``blocks`` ConvNeXt
+    blocks (7x7 depthwise conv in f16, channel norm, pointwise matmuls around GRN), the position embedding over the
+    last stage's tokens (``pos_embed``), and the ``mm.0``/``mm.2`` MLP. No ViT layers (block count 0)."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-yasa2-mmproj", proj_type="yasa2", image_size=image_size,
+                        patch_size=patch_size, n_embd=channels[0], n_ff=4 * channels[0], n_layer=0,
+                        n_embd_text=n_embd_text, n_head=1, eps=1e-6)
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, channels[0]), mt)
+    add("v.patch_embd.bias", (channels[0],))
+    add("v.patch_ln.weight", (channels[0],))
+    add("v.patch_ln.bias", (channels[0],))
+    side = image_size // patch_size
+    for st, (c, n) in enumerate(zip(channels, blocks)):
+        pre = f"v.stage.{st}"
+        if st:
+            add(f"{pre}.down.ln.weight", (channels[st - 1],))
+            add(f"{pre}.down.ln.bias", (channels[st - 1],))
+            add(f"{pre}.down.conv.weight", (2, 2, channels[st - 1], c), mt)
+            add(f"{pre}.down.conv.bias", (c,))
+            side //= 2
+        for bi in range(n):
+            bp = f"{pre}.blk.{bi}"
+            add(f"{bp}.dw.weight", (7, 7, 1, c), mt)
+            add(f"{bp}.dw.bias", (c,))
+            add(f"{bp}.ln.weight", (c,))
+            add(f"{bp}.ln.bias", (c,))
+            add(f"{bp}.pw1.weight", (c, 4 * c), mt)
+            add(f"{bp}.pw1.bias", (4 * c,))
+            add(f"{bp}.grn.weight", (4 * c,))
+            add(f"{bp}.grn.bias", (4 * c,))
+            add(f"{bp}.pw2.weight", (4 * c, c), mt)
+            add(f"{bp}.pw2.bias", (c,))
+    if pos_embed:
+        add("v.vision_pos_embed", (channels[-1], side * side))
+    add("mm.0.weight", (channels[-1], hidden), mt)
+    add("mm.0.bias", (hidden,))
+    add("mm.2.weight", (hidden, n_embd_text), mt)
+    add("mm.2.bias", (n_embd_text,))
+    return _finish(w, path)
+
+
 def write_llava_projector(
     path: str | os.PathLike,
     *,

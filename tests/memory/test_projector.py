@@ -43,6 +43,7 @@ from tests.projector_factory import (
     write_nemotron_v2_vl_projector,
     write_unshuffle_projector,
     write_whisper_projector,
+    write_yasa2_projector,
     write_youtuvl_projector,
 )
 
@@ -268,6 +269,9 @@ SHAPES = {
     # MiMo-VL: row and column window layers with sinks around a full one (the column runs reordered); another mix
     "mimovl": ("mimovl", dict()),
     "mimovl-mix": ("mimovl", dict(modes=(1, -1, 0), patch_size=8)),
+    # Yasa2 (Reka's ConvNeXt-V2): two stages with a position embedding; three stages without
+    "yasa2": ("yasa2", dict()),
+    "yasa2-3stage": ("yasa2", dict(channels=(8, 16, 32), blocks=(1, 1, 2), image_size=224, pos_embed=False)),
 }
 _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector, "qwen2vl": write_qwen2vl_projector,
             "pixtral": write_pixtral_projector, "gemma4v": write_gemma4v_projector, "siglip": write_siglip_projector,
@@ -285,7 +289,7 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "minicpmv": write_minicpmv_projector, "cogvlm": write_cogvlm_projector,
             "ldpv2": write_mobilevlm_projector, "adapter": write_glm_edge_projector,
             "youtuvl": write_youtuvl_projector, "muse-glimmer": write_muse_glimmer_projector,
-            "mimovl": write_mimovl_projector,
+            "mimovl": write_mimovl_projector, "yasa2": write_yasa2_projector,
             "gemma4-both": lambda path, **kw: write_gemma4a_projector(
                 path, vision_from=write_gemma4v_projector(path.with_name("vision.gguf")), **kw),
             "omni3": lambda path, **kw: write_whisper_projector(
@@ -299,7 +303,7 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
          "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama", "cogvlm": "llama",
          "ldpv2": "llama", "adapter": "llama", "youtuvl": "llama",
-         "muse-glimmer": "llama", "mimovl": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "muse-glimmer": "llama", "mimovl": "llama", "yasa2": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -434,6 +438,9 @@ CASES = [
     ("muse-glimmer-rpc1-fa-off", "muse-glimmer-grid", 1, "-fa off"),
     ("mimovl-cpu", "mimovl", 0, ""),
     ("mimovl-mix-rpc1", "mimovl-mix", 1, ""),
+    ("yasa2-cpu", "yasa2", 0, ""),
+    ("yasa2-3stage-rpc1", "yasa2-3stage", 1, ""),
+    ("yasa2-rpc2-mmdev", "yasa2", 2, "-mmdev RPC1"),
     ("lfm2a-cpu", "lfm2a", 0, ""),
     ("lfm2a-rpc1", "lfm2a-small", 1, ""),
     ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
@@ -542,6 +549,7 @@ VULKAN_CASES = [
     ("vulkan-adapter", "adapter-336", ""),
     ("vulkan-youtuvl", "youtuvl", ""),
     ("vulkan-muse-glimmer", "muse-glimmer", ""),
+    ("vulkan-yasa2", "yasa2", ""),
 ]
 
 

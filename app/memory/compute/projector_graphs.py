@@ -29,6 +29,7 @@ from .ggml import (
     permute,
     reshape,
     row_size,
+    sum_rows,
     transpose,
     unary,
     view,
@@ -144,6 +145,22 @@ def conv_2d(g: Graph, kernel: T, inp: T, s0: int, s1: int, p0: int = 0, p1: int 
     r = mul_mat(a, b)
     r = reshape(r, im2col.ne[1], im2col.ne[2], im2col.ne[3], oc)
     return cont(permute(r, 0, 1, 3, 2))
+
+
+def conv_2d_dw(kernel: T, inp: T, s: int, p: int) -> T:
+    """``ggml_conv_2d_dw`` (no dilation): the kernel as [KW, KH, 1, C], im2col (f16, f32 for a bf16 kernel) of the
+    input as C images of one channel, a batched matmul, the result [OW, OH, C, N]."""
+    kw, kh = kernel.ne[0], kernel.ne[1]
+    channels = kernel.ne[2] * kernel.ne[3]
+    new_a = wview(kernel, (kw, kh, 1, channels))
+    b = reshape(inp, inp.ne[0], inp.ne[1], 1, inp.ne[2] * inp.ne[3])
+    ow = (inp.ne[0] + 2 * p - kw) // s + 1
+    oh = (inp.ne[1] + 2 * p - kh) // s + 1
+    col_ty = "f32" if wtype(kernel) == "bf16" else "f16"
+    im2col = new(col_ty, (kw * kh, ow, oh, b.ne[3]), "IM2COL", (new_a, b))
+    new_b = reshape(im2col, im2col.ne[0], im2col.ne[2] * im2col.ne[1], inp.ne[2], inp.ne[3])
+    a2 = wview(kernel, (kw * kh, 1, channels, 1))
+    return reshape(mul_mat(a2, new_b), ow, oh, inp.ne[2], inp.ne[3])
 
 
 def _norm(cur: T, w: T | None, b: T | None, rms: bool) -> T:
@@ -998,18 +1015,7 @@ def _ldpv2(g: Graph, w, emb: T) -> T:
     mlp_2 = binary("ADD", mul_mat(w("mm.model.mlp.2.weight"), mlp_0), w("mm.model.mlp.2.bias"))
     mlp_2 = cont(permute(mlp_2, 1, 0, 2, 3), n_patch, n_patch, mlp_2.ne[0], mlp_2.ne[2])
     mlp_2 = new("f32", ((n_patch - 2) // 2 + 1, (n_patch - 2) // 2 + 1, mlp_2.ne[2], mlp_2.ne[3]), "POOL_2D", (mlp_2,))
-    # ggml_conv_2d_dw: the kernel as [KW, KH, 1, C], im2col of the input as C images of one channel, a batched matmul
-    kernel = w("mm.model.peg.0.weight")
-    kw, kh = kernel.ne[0], kernel.ne[1]
-    channels = kernel.ne[2] * kernel.ne[3]
-    new_a = wview(kernel, (kw, kh, 1, channels))
-    b = reshape(mlp_2, mlp_2.ne[0], mlp_2.ne[1], 1, mlp_2.ne[2] * mlp_2.ne[3])
-    col_ty = "f32" if wtype(kernel) == "bf16" else "f16"
-    ow, oh = mlp_2.ne[0], mlp_2.ne[1]  # stride 1, padding 1, a 3x3 kernel
-    im2col = new(col_ty, (kw * kh, ow, oh, b.ne[3]), "IM2COL", (new_a, b))
-    new_b = reshape(im2col, im2col.ne[0], im2col.ne[2] * im2col.ne[1], mlp_2.ne[2], mlp_2.ne[3])
-    a2 = wview(kernel, (kw * kh, 1, channels, 1))
-    peg = reshape(mul_mat(a2, new_b), ow, oh, mlp_2.ne[2], mlp_2.ne[3])
+    peg = conv_2d_dw(w("mm.model.peg.0.weight"), mlp_2, 1, 1)
     peg = cont(permute(peg, 1, 2, 0, 3))  # [C, W, H]
     peg = binary("ADD", peg, w("mm.model.peg.0.bias"))
     peg = binary("ADD", peg, cont(permute(mlp_2, 1, 2, 0, 3)))
@@ -1269,6 +1275,88 @@ def build_mimovl(hp: ClipHParams, w, fa: bool) -> Graph:
     inp_l = _norm(inp_l, w("v.post_ln.weight"), w("v.post_ln.bias"), False)
     emb = reshape(inp_l, e * unit, n_units, 1)
     g.expand(mlp(w, emb, "mm.0", "mm.2", "gelu"))
+    return g
+
+
+def _channel(op: str, x: T, v: T | None) -> T:
+    """``add_channel_bias``/``mul_channel_weight`` of ``models/yasa2.cpp``: a per-channel weight as [1, 1, C, 1]."""
+    return x if v is None else binary(op, x, wview(v, (1, 1, v.ne[0], 1)))
+
+
+def _ln_channels(x: T, w_: T | None, b: T | None) -> T:
+    """``clip_graph_yasa2::layer_norm_channels``: a ConvNeXt channels-first layer norm spelled out (mean, centre,
+    variance, clamp, sqrt, divide) over a [C, H, W] copy."""
+    cur = cont(permute(x, 2, 1, 0, 3))
+    u = new("f32", (1, cur.ne[1], cur.ne[2], cur.ne[3]), "MEAN", (cur,))
+    xm = binary("SUB", cur, u)
+    var = new("f32", (1, cur.ne[1], cur.ne[2], cur.ne[3]), "MEAN", (binary("MUL", xm, xm),))
+    var = unary("SQRT", unary("CLAMP", var))
+    xhat = cont(permute(binary("DIV", xm, var), 2, 1, 0, 3))
+    return _channel("ADD", _channel("MUL", xhat, w_), b)
+
+
+def _grn(x: T, w_: T | None, b: T | None) -> T:
+    """``clip_graph_yasa2::convnext_grn``: ConvNeXt-V2's global response norm."""
+    wd, hd, cd, bd = x.ne
+    gx = unary("SQRT", sum_rows(reshape(binary("MUL", x, x), wd * hd, cd, 1, bd)))
+    gxc = cont(permute(gx, 1, 0, 2, 3))
+    mean = unary("CLAMP", new("f32", (1, gxc.ne[1], gxc.ne[2], gxc.ne[3]), "MEAN", (gxc,)))
+    nx = cont(permute(binary("DIV", gx, mean), 0, 2, 1, 3))
+    xnx = _channel("ADD", _channel("MUL", binary("MUL", x, nx), w_), b)
+    return binary("ADD", x, xnx)
+
+
+def _pointwise(x: T, weight: T, bias: T | None) -> T:
+    """A ConvNeXt pointwise conv as yasa2.cpp runs it: the [W, H, C] map as tokens, a matmul, back to [W, H, C']."""
+    wd, hd, bd = x.ne[0], x.ne[1], x.ne[3]
+    tok = mul_mat(weight, cont(permute(reshape(x, wd * hd, x.ne[2], bd), 1, 0, 2, 3)))
+    if bias is not None:
+        tok = binary("ADD", tok, wview(bias, (bias.ne[0], 1, 1)))
+    return reshape(cont(permute(tok, 1, 0, 2, 3)), wd, hd, tok.ne[0], bd)
+
+
+def build_yasa2(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_yasa2::build`` (Reka's ConvNeXt-V2, ``models/yasa2.cpp``): the patch conv and its channel norm,
+    then each stage (``v.stage.S``: an optional norm and stride-2 downsampling conv, blocks of a 7x7 depthwise
+    conv, channel norm, pointwise matmuls around exact GELU and GRN, the residual), the position embedding where
+    its token count matches, an average pool to at most 8x8 and the GELU MLP ``mm.0``/``mm.2``."""
+    g = Graph()
+    size = hp.warmup_image_size
+    raw = inp_raw((size, size, 3, 1))
+    cur = conv_2d(g, w("v.patch_embd.weight"), raw, hp.patch_size, hp.patch_size)
+    cur = _channel("ADD", cur, w("v.patch_embd.bias"))
+    cur = _ln_channels(cur, w("v.patch_ln.weight"), w("v.patch_ln.bias"))
+    stage = 0
+    while True:
+        pre = f"v.stage.{stage}."
+        down = w(pre + "down.conv.weight")
+        if down is None and w(pre + "blk.0.dw.weight") is None:
+            break
+        if down is not None:
+            cur = _ln_channels(cur, w(pre + "down.ln.weight"), w(pre + "down.ln.bias"))
+            cur = _channel("ADD", conv_2d(g, down, cur, 2, 2), w(pre + "down.conv.bias"))
+        blk = 0
+        while w(f"{pre}blk.{blk}.dw.weight") is not None:
+            bp = f"{pre}blk.{blk}."
+            res = cur
+            x = _channel("ADD", conv_2d_dw(w(bp + "dw.weight"), cur, 1, 3), w(bp + "dw.bias"))
+            x = _ln_channels(x, w(bp + "ln.weight"), w(bp + "ln.bias"))
+            x = unary("UNARY", _pointwise(x, w(bp + "pw1.weight"), w(bp + "pw1.bias")))
+            x = _grn(x, w(bp + "grn.weight"), w(bp + "grn.bias"))
+            cur = binary("ADD", res, _pointwise(x, w(bp + "pw2.weight"), w(bp + "pw2.bias")))
+            blk += 1
+        stage += 1
+    pw, ph = cur.ne[0], cur.ne[1]
+    tok = cont(permute(reshape(cur, pw * ph, cur.ne[2], cur.ne[3]), 1, 0, 2, 3))
+    pos = w("v.vision_pos_embed")
+    if pos is not None and tok.ne[1] == pos.ne[1]:
+        tok = binary("ADD", tok, wview(pos, (pos.ne[0], pos.ne[1], 1)))
+    cur = reshape(cont(permute(tok, 1, 0, 2, 3)), pw, ph, tok.ne[0], tok.ne[2])
+    kw = max(1, pw // min(8, pw))
+    kh = max(1, ph // min(8, ph))
+    cur = new("f32", ((pw - kw) // kw + 1, (ph - kh) // kh + 1, cur.ne[2], cur.ne[3]), "POOL_2D", (cur,))
+    tok = cont(permute(reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2], cur.ne[3]), 1, 0, 2, 3))
+    g.expand(mlp(w, tok, "mm.0", "mm.2", "gelu_erf"))
     return g
 
 
@@ -1844,6 +1932,7 @@ GRAPHS = {
     "youtuvl": build_youtuvl,
     "muse-glimmer": build_muse_glimmer,
     "mimovl": build_mimovl,
+    "yasa2": build_yasa2,
     "ldpv2": functools.partial(build_llava, kind="ldpv2"),
     "adapter": functools.partial(build_llava, kind="adapter"),  # GLM-Edge-V
     "gemma4uv": build_gemma4uv,
