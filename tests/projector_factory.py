@@ -1074,14 +1074,16 @@ def write_mobilevlm_projector(
     n_layer: int = 3,
     n_head: int = 4,
     peg_f32: bool = False,
+    v1: bool = False,
     matrix_type: str = "f16",
     seed: int = 0,
 ) -> Path:
     """A MobileVLM V2 projector (``ldpv2``, ``models/llava.cpp``): LLaVA's CLIP ViT at 336 / 14 (the 24x24 grid
     llava.cpp assumes) and the LDPv2 head: a GELU MLP ``mm.model.mlp.0``/``.2``, the 2x2 pool and the depthwise
-    3x3 ``mm.model.peg.0``."""
+    3x3 ``mm.model.peg.0``; ``v1``: MobileVLM's LDP (``ldp``) head instead, ``mm.model.mlp.1``/``.3`` and two
+    MobileNet blocks ``mm.model.mb_block.1``/``.2``."""
     image_size, patch_size = 336, 14
-    w, add, mt = _start(path, seed, matrix_type, name="tiny-mobilevlm-mmproj", proj_type="ldpv2",
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-mobilevlm-mmproj", proj_type="ldp" if v1 else "ldpv2",
                         image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
                         n_embd_text=n_embd_text, n_head=n_head, eps=1e-5)
     n_pos = (image_size // patch_size) ** 2 + 1
@@ -1092,6 +1094,23 @@ def write_mobilevlm_projector(
     add("v.pre_ln.bias", (n_embd,))
     _vit_blocks(add, mt, n_layer, n_embd, n_ff)
     e = n_embd_text
+    if v1:  # LDP: mlp.1/mlp.3, then two MobileNet blocks (depthwise kernels f16, squeeze-excite to e / 4)
+        add("mm.model.mlp.1.weight", (n_embd, e), mt)
+        add("mm.model.mlp.1.bias", (e,))
+        add("mm.model.mlp.3.weight", (e, e), mt)
+        add("mm.model.mlp.3.bias", (e,))
+        for n in (1, 2):
+            pre = f"mm.model.mb_block.{n}.block."
+            add(pre + "0.0.weight", (3, 3, 1, e), mt)
+            for t in ("0.1", "2.1"):
+                add(f"{pre}{t}.weight", (e,))
+                add(f"{pre}{t}.bias", (e,))
+            add(pre + "1.fc1.weight", (e, e // 4), mt)
+            add(pre + "1.fc1.bias", (e // 4,))
+            add(pre + "1.fc2.weight", (e // 4, e), mt)
+            add(pre + "1.fc2.bias", (e,))
+            add(pre + "2.0.weight", (e, e), mt)
+        return _finish(w, path)
     add("mm.model.mlp.0.weight", (n_embd, e), mt)
     add("mm.model.mlp.0.bias", (e,))
     add("mm.model.mlp.2.weight", (e, e), mt)

@@ -256,6 +256,10 @@ SHAPES = {
     "cogvlm-336": ("cogvlm", dict(n_layer=3, image_size=336)),
     # MobileVLM V2 (ldpv2): LLaVA's ViT on the 24x24 grid, a GELU MLP, the 2x2 pool and the depthwise PEG conv
     "ldpv2": ("ldpv2", dict()),
+    # MobileVLM (ldp): two MobileNet blocks after the MLP; both heads 512 wide, where they outweigh the ViT
+    "ldp": ("ldpv2", dict(v1=True)),
+    "ldp-wide": ("ldpv2", dict(v1=True, n_embd_text=512)),
+    "ldpv2-wide": ("ldpv2", dict(n_embd_text=512)),
     # GLM-Edge-V (adapter): every layer, a stride-2 conv, SwiGLU, begin/end rows
     "adapter": ("adapter", dict()),
     "adapter-336": ("adapter", dict(image_size=336, n_layer=3)),
@@ -311,7 +315,8 @@ def _write(shape: str, path, tiny_models):
     the one-deepstack projector gets a text model of 48 x 2."""
     kind, kw = SHAPES[shape]
     proj = _WRITERS[kind](path, **kw)
-    if kind == "minicpmv":  # the resampler's heads are 128 wide: a text model of 256 (or 128) rows
+    if kind == "minicpmv" or (kind in ("ldpv2", "cogvlm") and "n_embd_text" in kw):
+        # a llama text model as wide as the projector's output (MiniCPM-V's heads are 128 wide: 256 by default)
         from tests import gguf_factory as gf
 
         return proj, gf.write_tiny_model("llama", path.parent / "text.gguf", n_embd=kw.get("n_embd_text", 256))
@@ -428,6 +433,10 @@ CASES = [
     ("cogvlm-rpc2-mmdev", "cogvlm", 2, "-mmdev RPC1"),
     ("ldpv2-cpu", "ldpv2", 0, ""),
     ("ldpv2-rpc1-fa-off", "ldpv2", 1, "-fa off"),
+    ("ldpv2-wide-rpc2-mmdev", "ldpv2-wide", 2, "-mmdev RPC1"),
+    ("ldp-cpu", "ldp", 0, ""),
+    ("ldp-wide-rpc1", "ldp-wide", 1, ""),
+    ("ldp-wide-cpu-fa-off", "ldp-wide", 0, "-fa off"),
     ("adapter-cpu", "adapter", 0, ""),
     ("adapter-rpc1-fa-off", "adapter-336", 1, "-fa off"),
     ("adapter-rpc2-mmdev", "adapter", 2, "-mmdev RPC1"),
@@ -546,6 +555,7 @@ VULKAN_CASES = [
     ("vulkan-minicpmv-v2-fa-off", "minicpmv-v2", "-fa off"),
     ("vulkan-cogvlm", "cogvlm-336", ""),
     ("vulkan-ldpv2", "ldpv2", ""),
+    ("vulkan-ldp-wide", "ldp-wide", ""),
     ("vulkan-adapter", "adapter-336", ""),
     ("vulkan-youtuvl", "youtuvl", ""),
     ("vulkan-muse-glimmer", "muse-glimmer", ""),

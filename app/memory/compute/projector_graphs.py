@@ -942,6 +942,7 @@ def build_llava(hp: ClipHParams, w, fa: bool, kind: str = "mlp") -> Graph:
 
     - ``mlp`` (LLaVA 1.5/1.6, Granite Vision): the ``patches`` gather (the CLS dropped) and the GELU MLP
       ``mm.0``/``mm.2``; with ``mm.3`` the file is Yi-type (``mlp_norm``: two linears each followed by a layer norm);
+    - ``ldp`` (MobileVLM): the gather, a GELU MLP and two MobileNet blocks (:func:`_ldp`);
     - ``ldpv2`` (MobileVLM V2): the gather, a GELU MLP, a 2x2 average pool over the 24x24 grid and the depthwise
       3x3 position-encoding conv (``ggml_conv_2d_dw``: im2col and a batched matmul) added to it;
     - ``adapter`` (GLM-Edge): no gather; a stride-2 2x2 conv, a linear, layer norm, GELU in place, SwiGLU and the
@@ -994,6 +995,9 @@ def build_llava(hp: ClipHParams, w, fa: bool, kind: str = "mlp") -> Graph:
     if kind == "ldpv2":
         g.expand(_ldpv2(g, w, emb))
         return g
+    if kind == "ldp":
+        g.expand(_ldp(w, emb))
+        return g
     emb = binary("ADD", mul_mat(w("mm.0.weight"), emb), w("mm.0.bias"))
     if w("mm.3.weight") is not None:  # Yi-type: load_tensors turns the type into mlp_norm
         emb = binary("ADD", binary("MUL", unary("NORM", emb), w("mm.1.weight")), w("mm.1.bias"))
@@ -1020,6 +1024,38 @@ def _ldpv2(g: Graph, w, emb: T) -> T:
     peg = binary("ADD", peg, w("mm.model.peg.0.bias"))
     peg = binary("ADD", peg, cont(permute(mlp_2, 1, 2, 0, 3)))
     return reshape(peg, peg.ne[0], peg.ne[1] * peg.ne[2], peg.ne[3])
+
+
+def _ldp(w, emb: T) -> T:
+    """MobileVLM's LDP projector (``PROJECTOR_TYPE_LDP`` in ``models/llava.cpp``) on the gathered patches: a GELU MLP
+    on the 24x24 grid, then two MobileNet blocks (depthwise 3x3 conv, stride 1 then 2; channel layer norm;
+    hardswish; a squeeze-excite of average pool, ReLU and hardsigmoid; a pointwise matmul and layer norm; block 1
+    with its residual)."""
+    n_patch = 24  # llava.cpp's constant: the 336 / 14 grid
+    mlp_1 = unary("UNARY", binary("ADD", mul_mat(w("mm.model.mlp.1.weight"), emb), w("mm.model.mlp.1.bias")))
+    mlp_3 = binary("ADD", mul_mat(w("mm.model.mlp.3.weight"), mlp_1), w("mm.model.mlp.3.bias"))
+    mlp_3 = cont(permute(mlp_3, 1, 0, 2, 3), n_patch, n_patch, mlp_3.ne[0], mlp_3.ne[2])
+
+    def block(x: T, n: int, stride: int) -> T:
+        pre = f"mm.model.mb_block.{n}.block."
+        cur = conv_2d_dw(w(pre + "0.0.weight"), x, stride, 1)
+        cur = cont(permute(cur, 1, 2, 0, 3))
+        cur = binary("ADD", binary("MUL", unary("NORM", cur), w(pre + "0.1.weight")), w(pre + "0.1.bias"))
+        hw = unary("UNARY", cont(permute(cur, 2, 0, 1, 3)))  # hardswish
+        se = new("f32", (1, 1, hw.ne[2], hw.ne[3]), "POOL_2D", (hw,))
+        se = reshape(se, se.ne[0] * se.ne[1] * se.ne[2], se.ne[3])
+        se = unary("UNARY", binary("ADD", mul_mat(w(pre + "1.fc1.weight"), se), w(pre + "1.fc1.bias")))  # relu
+        se = unary("UNARY", binary("ADD", mul_mat(w(pre + "1.fc2.weight"), se), w(pre + "1.fc2.bias")))
+        cur = binary("MUL", hw, reshape(se, 1, 1, se.ne[0], se.ne[1]))
+        wd, hd = cur.ne[0], cur.ne[1]
+        cur = cont(permute(reshape(cur, wd * hd, cur.ne[2], cur.ne[3]), 1, 0, 2, 3))
+        cur = mul_mat(w(pre + "2.0.weight"), cur)
+        cur = reshape(cur, cur.ne[0], wd, hd, cur.ne[3])
+        return binary("ADD", binary("MUL", unary("NORM", cur), w(pre + "2.1.weight")), w(pre + "2.1.bias"))
+
+    b1 = binary("ADD", mlp_3, cont(permute(block(mlp_3, 1, 1), 2, 0, 1, 3)))
+    b2 = block(b1, 2, 2)
+    return reshape(b2, b2.ne[0], b2.ne[1] * b2.ne[2], b2.ne[3])
 
 
 def _glm_edge_adapter(g: Graph, w, emb: T) -> T:
@@ -1934,6 +1970,7 @@ GRAPHS = {
     "mimovl": build_mimovl,
     "yasa2": build_yasa2,
     "ldpv2": functools.partial(build_llava, kind="ldpv2"),
+    "ldp": functools.partial(build_llava, kind="ldp"),
     "adapter": functools.partial(build_llava, kind="adapter"),  # GLM-Edge-V
     "gemma4uv": build_gemma4uv,
     "step3vl": build_step3vl,
