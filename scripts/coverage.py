@@ -148,7 +148,7 @@ FEATURE_NOTES = {
     "mmproj": "the projector's device (-mmdev, the first of -dev, else the first GPU-type device, RPC included; "
     "--no-mmproj-offload: the CPU), its weights and every compute buffer against llama-server's load log (libmtmd's "
     "lines); compute replayed for gemma3, qwen2vl/2.5vl/3vl, pixtral/mistral3, gemma4v, idefics3, lfm2, internvl, "
-    "glm4v/glm5v, minimax_m3, ling3vl, kimik25, kimivl, paddleocr, dots_ocr, llama4, deepseek4v, hunyuanvl, mlp (LLaVA 1.5/1.6, Granite Vision, Yi-type), phi4, janus_pro, lightonocr, nemotron_v2_vl, gemma4uv, step3vl, exaone4_5, resampler (MiniCPM-V), cogvlm, ldp/ldpv2 (MobileVLM V1/V2), adapter (GLM-Edge), youtuvl, muse-glimmer, mimovl and yasa2, "
+    "glm4v/glm5v, minimax_m3, ling3vl, kimik25, kimivl, paddleocr, dots_ocr, llama4, deepseek4v, hunyuanvl, mlp (LLaVA 1.5/1.6, Granite Vision, Yi-type), phi4, janus_pro, lightonocr, nemotron_v2_vl, gemma4uv, step3vl, exaone4_5, resampler (MiniCPM-V), cogvlm, ldp/ldpv2 (MobileVLM V1/V2), adapter (GLM-Edge), youtuvl, muse-glimmer, mimovl, yasa2 and dots3note_v, "
     "and for the audio encoders of Whisper (ultravox, qwen2a, voxtral, musicflamingo, meralion, glma), Qwen3-Omni "
     "(qwen3a), Gemma 4 (gemma4a, the encoder-free gemma4ua), LFM2-Audio (lfm2a) and dots.3 note (dots3note_a); a file with both encoders (Qwen2.5-Omni's, Qwen3-Omni's, Gemma 4's) as its "
     "two contexts; approximate for other vision types and said so; other audio encoders (granite_speech, "
@@ -280,7 +280,7 @@ _PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "qwen2a", "mistral3", "pi
                     "gemma4a", "gemma4-both", "gemma4ua", "glma", "glm4v", "glm5v", "minimax_m3", "ling3vl",
                     "kimik25", "kimivl", "paddleocr", "dots_ocr", "llama4", "deepseek4v", "hunyuanvl", "llava", "phi4", "janus_pro",
                     "lightonocr", "nemotron_v2_vl", "gemma4uv", "lfm2a", "step3vl", "exaone4_5", "dots3note_a",
-                    "minicpmv", "cogvlm", "ldpv2", "ldp", "adapter", "youtuvl", "muse-glimmer", "mimovl", "yasa2")
+                    "minicpmv", "cogvlm", "ldpv2", "ldp", "adapter", "youtuvl", "muse-glimmer", "mimovl", "yasa2", "dots3note_v")
 
 
 def _projector_type(case: str) -> str:

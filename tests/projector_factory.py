@@ -55,9 +55,10 @@ def _finish(w, path) -> Path:
 
 
 def _vit_blocks(add, mt, n_layer: int, n_embd: int, n_ff: int, *, prefix: str = "v", attn_bias: bool = True,
-                k_bias: bool = True, norm_bias: bool = True, ffn_bias: bool = True, gate: bool = False) -> None:
+                k_bias: bool = True, norm_bias: bool = True, ffn_bias: bool = True, gate: bool = False,
+                skip_ffn: tuple[int, ...] = ()) -> None:
     """The tensors of ``n_layer`` pre-norm ViT blocks (``{prefix}.blk.N``): q/k/v/out, ``ln1``/``ln2`` and an FFN
-    (``ffn_gate`` too with ``gate``), biases as asked."""
+    (``ffn_gate`` too with ``gate``; none on the ``skip_ffn`` layers), biases as asked."""
     for il in range(n_layer):
         p = f"{prefix}.blk.{il}"
         for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
@@ -68,6 +69,8 @@ def _vit_blocks(add, mt, n_layer: int, n_embd: int, n_ff: int, *, prefix: str = 
             add(f"{p}.{n}.weight", (n_embd,))
             if norm_bias:
                 add(f"{p}.{n}.bias", (n_embd,))
+        if il in skip_ffn:
+            continue
         if gate:
             add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
         add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
@@ -818,17 +821,29 @@ def write_unshuffle_projector(
     n_head: int = 2,
     patch_size: int = 4,
     grid: int = 8,
+    moe_layers: tuple[int, ...] = (),
+    n_expert: int = 4,
+    n_expert_used: int = 2,
+    probs_bias: bool = True,
     matrix_type: str = "f16",
     seed: int = 0,
 ) -> Path:
-    """A ViT with a pixel-unshuffle merger: ``kimivl`` (Kimi-VL), ``paddleocr`` (PaddleOCR-VL) or ``dots_ocr``
-    (dots.ocr: RMS norms, a gated FFN, no learned grid, ``mm.post_norm`` as the post norm): the patch conv with a
-    bias, a learned ``grid`` x ``grid`` table (not dots), biased q/k/v/out, the ``mm.input_norm`` and the MLP
-    (``mm.1``/``mm.2``, dots ``mm.0``/``mm.2``)."""
-    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-{kind}-mmproj", proj_type=kind, image_size=448,
-                        patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
-                        n_head=n_head, eps=1e-5)
+    """A ViT with a pixel-unshuffle merger: ``kimivl`` (Kimi-VL), ``paddleocr`` (PaddleOCR-VL), ``dots_ocr``
+    (dots.ocr: RMS norms, a gated FFN, no learned grid, ``mm.post_norm`` as the post norm) or ``dots3note_v``
+    (dots.3 note's vision: dots.ocr's with MoE FFNs on ``moe_layers``: a router, ``n_expert`` gated experts of
+    which ``n_expert_used`` run, a selection bias with ``probs_bias``): the patch conv with a bias, a learned
+    ``grid`` x ``grid`` table (not dots), biased q/k/v/out, the ``mm.input_norm`` and the MLP (``mm.1``/``mm.2``,
+    dots ``mm.0``/``mm.2``)."""
+    dots3 = kind == "dots3note_v"
+    if dots3:
+        kind = "dots_ocr"
+    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-{kind}-mmproj",
+                        proj_type="dots3note_v" if dots3 else kind, image_size=448, patch_size=patch_size,
+                        n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text, n_head=n_head, eps=1e-5)
     w.add_bool("clip.use_gelu" if kind != "dots_ocr" else "clip.use_silu", True)
+    if dots3:
+        w.add_uint32("clip.vision.spatial_merge_size", 2)
+        w.add_uint32("clip.vision.expert_used_count", n_expert_used)
     if kind != "paddleocr":
         w.add_uint32("clip.vision.projector.scale_factor", 2)
     if kind in ("paddleocr", "dots_ocr"):
@@ -839,7 +854,15 @@ def write_unshuffle_projector(
     if kind != "dots_ocr":
         add("v.position_embd.weight", (n_embd, grid * grid))
     dots = kind == "dots_ocr"
-    _vit_blocks(add, mt, n_layer, n_embd, n_ff, norm_bias=not dots, ffn_bias=False, gate=dots)
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff, norm_bias=not dots, ffn_bias=False, gate=dots, skip_ffn=moe_layers)
+    for il in moe_layers:
+        p = f"v.blk.{il}"
+        add(f"{p}.ffn_gate_inp.weight", (n_embd, n_expert), mt)
+        if probs_bias:
+            add(f"{p}.exp_probs_b.weight", (n_expert,))
+        add(f"{p}.ffn_gate_exps.weight", (n_embd, n_ff, n_expert), mt)
+        add(f"{p}.ffn_up_exps.weight", (n_embd, n_ff, n_expert), mt)
+        add(f"{p}.ffn_down_exps.weight", (n_ff, n_embd, n_expert), mt)
     if kind == "dots_ocr":
         add("mm.post_norm.weight", (n_embd,))
     else:

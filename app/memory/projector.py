@@ -271,6 +271,7 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         query_num=_minicpmv_query_num(proj) if ptype == "resampler" else 0,
         wa_layers=_feature_layers(hp("wa_layer_indexes", None)) if ptype == "youtuvl" else (),
         wa_modes=_int_list(hp("wa_pattern_mode", None)) if ptype == "mimovl" else (),
+        n_expert_used=int(hp("expert_used_count", 0) or 0),
     )
 
 

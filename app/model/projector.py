@@ -181,6 +181,12 @@ def _check(name: str, header: GGUFHeader, prefix: str, extra, proj_type: str) ->
 #: per vision projector type, the keys clip.cpp's load_hparams reads as required beyond every type's
 _REQUIRED_BY_TYPE = {
     "youtuvl": ("clip.vision.window_size", "clip.vision.wa_layer_indexes"),
+    "dots3note_v": (
+        "clip.vision.spatial_merge_size",
+        "clip.vision.image_min_pixels",
+        "clip.vision.image_max_pixels",
+        "clip.vision.expert_used_count",
+    ),
     "mimovl": (
         "clip.vision.attention.head_count_kv",
         "clip.vision.window_size",

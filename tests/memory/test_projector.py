@@ -217,6 +217,10 @@ SHAPES = {
     "kimivl": ("kimivl", dict(kind="kimivl")),
     "paddleocr": ("unshuffle", dict(kind="paddleocr")),
     "dots_ocr": ("unshuffle", dict(kind="dots_ocr", n_head=4)),
+    # dots.3 note's vision: dots.ocr's ViT with a MoE FFN (2 of 4 experts, a selection bias); 1 of 8 on two layers
+    "dots3note_v": ("unshuffle", dict(kind="dots3note_v", moe_layers=(1,), n_head=4)),
+    "dots3note_v-1of8": ("unshuffle", dict(kind="dots3note_v", moe_layers=(0, 2), n_layer=3, n_expert=8,
+                                           n_expert_used=1, probs_bias=False, n_head=4)),
     # Llama 4: the 2-D patch weight as im2col + matmul, the CLS row, pixel shuffle, adapter MLP; a 24x24 grid
     "llama4": ("llama4", dict()),
     "llama4-large": ("llama4", dict(image_size=336, n_embd=64, n_ff=128, n_head=4, n_layer=3)),
@@ -450,6 +454,8 @@ CASES = [
     ("yasa2-cpu", "yasa2", 0, ""),
     ("yasa2-3stage-rpc1", "yasa2-3stage", 1, ""),
     ("yasa2-rpc2-mmdev", "yasa2", 2, "-mmdev RPC1"),
+    ("dots3note_v-cpu", "dots3note_v", 0, ""),
+    ("dots3note_v-1of8-rpc1", "dots3note_v-1of8", 1, ""),
     ("lfm2a-cpu", "lfm2a", 0, ""),
     ("lfm2a-rpc1", "lfm2a-small", 1, ""),
     ("lfm2a-rpc2-mmdev", "lfm2a", 2, "-mmdev RPC1 -fa off"),
@@ -560,6 +566,7 @@ VULKAN_CASES = [
     ("vulkan-youtuvl", "youtuvl", ""),
     ("vulkan-muse-glimmer", "muse-glimmer", ""),
     ("vulkan-yasa2", "yasa2", ""),
+    ("vulkan-dots3note_v", "dots3note_v", ""),
 ]
 
 

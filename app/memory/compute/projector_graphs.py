@@ -24,6 +24,7 @@ from .ggml import (
     cont,
     get_rows,
     mul_mat,
+    mul_mat_id,
     ne4,
     new,
     permute,
@@ -60,6 +61,7 @@ class ClipHParams:
     feature_layers: tuple[int, ...] = ()  # clip.vision.feature_layer: the layers whose inputs LLaVA stacks
     wa_modes: tuple[int, ...] = ()  # MiMo-VL: clip.vision.wa_pattern_mode per layer (-1 full, 0 row, 1 column)
     wa_layers: tuple[int, ...] = ()  # Youtu-VL: clip.vision.wa_layer_indexes, its full-attention layers
+    n_expert_used: int = 0  # dots.3 note's vision MoE: clip.vision.expert_used_count
     query_num: int = 0  # MiniCPM-V: the resampler's learned queries (clip.minicpmv_query_num, else by version)
 
 
@@ -233,6 +235,34 @@ def build_ffn(cur: T, up, up_b, gate, gate_b, down, down_b, op: str, mm=None) ->
     return _add_b(cur, down_b)
 
 
+def _moe_ffn(cur: T, w, p: str, hp: ClipHParams) -> T:
+    """``clip_graph::build_moe_ffn`` (dots.3 note's pyramid blocks): a sigmoid router (plus its selection bias),
+    the top ``n_expert_used`` experts, their weights normalised, gated SiLU experts through MUL_MAT_ID, each
+    token's expert outputs summed as views (one expert: a copy)."""
+    n_tokens = cur.ne[1]
+    gate_exps = w(p + "ffn_gate_exps.weight")
+    n_expert = gate_exps.ne[2]
+    n_used = min(hp.n_expert_used, n_expert)
+    if n_used <= 0:
+        raise ValueError("no experts used (clip.vision.expert_used_count)")
+    probs = unary("UNARY", mul_mat(w(p + "ffn_gate_inp.weight"), cur))
+    bias = w(p + "exp_probs_b.weight")
+    sel = binary("ADD", probs, bias) if bias is not None else probs
+    selected = new("i32", (n_used, sel.ne[1], sel.ne[2], sel.ne[3]), "TOP_K", (sel,))  # ggml_top_k: an op of its own
+    weights = reshape(get_rows(reshape(probs, 1, n_expert, n_tokens), selected), n_used, n_tokens)
+    weights = reshape(binary("DIV", weights, sum_rows(weights)), 1, n_used, n_tokens)
+    x = reshape(cur, cur.ne[0], 1, n_tokens)
+    gate = mul_mat_id(gate_exps, x, selected)
+    up = mul_mat_id(w(p + "ffn_up_exps.weight"), x, selected)
+    out = mul_mat_id(w(p + "ffn_down_exps.weight"), binary("MUL", unary("UNARY", gate), up), selected)
+    out = binary("MUL", out, weights)
+    strides = (out.nb[2], out.nb[2] * n_tokens, out.nb[2] * n_tokens)
+    total = view(out, (out.ne[0], n_tokens, 1, 1), strides)
+    for _ in range(1, n_used):
+        total = binary("ADD", total, view(out, (out.ne[0], n_tokens, 1, 1), strides))
+    return cont(total) if n_used == 1 else total
+
+
 def layer_ffn(cur: T, w, p: str, op: str, mm=None) -> T:
     """``build_ffn`` of a ViT block ``p``: its ``ffn_up``/``ffn_gate``/``ffn_down`` weights and biases, where
     present."""
@@ -328,8 +358,9 @@ def build_vit(
         inp_l = cur
         cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), rms)
         if w(p + "ffn_gate_exps.weight") is not None:
-            raise NotImplementedError("MoE ffn")
-        cur = layer_ffn(cur, w, p, hp.ffn_op, mm)
+            cur = _moe_ffn(cur, w, p, hp)
+        else:
+            cur = layer_ffn(cur, w, p, hp.ffn_op, mm)
         if w(p + "ffn_post_norm.weight") is not None:
             cur = _norm(cur, w(p + "ffn_post_norm.weight"), None, rms)
         if w(p + "ls2.weight") is not None:
@@ -1969,6 +2000,7 @@ GRAPHS = {
     "muse-glimmer": build_muse_glimmer,
     "mimovl": build_mimovl,
     "yasa2": build_yasa2,
+    "dots3note_v": functools.partial(build_unshuffle_vit, kind="dots_ocr"),  # dots.ocr's graph, MoE in build_vit
     "ldpv2": functools.partial(build_llava, kind="ldpv2"),
     "ldp": functools.partial(build_llava, kind="ldp"),
     "adapter": functools.partial(build_llava, kind="adapter"),  # GLM-Edge-V
