@@ -156,17 +156,7 @@ def write_qwen3vl_projector(
     add("v.position_embd.weight", (n_embd, n_pos_train))
     for il in range(n_layer):
         p = f"v.blk.{il}"
-        add(f"{p}.attn_qkv.weight", (n_embd, 3 * n_embd), mt)
-        add(f"{p}.attn_qkv.bias", (3 * n_embd,))
-        add(f"{p}.attn_out.weight", (n_embd, n_embd), mt)
-        add(f"{p}.attn_out.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+        _fused_block(add, mt, p, n_embd, n_ff)
         if il in deepstack:
             d = f"v.deepstack.{il}"
             add(f"{d}.norm.weight", (4 * n_embd,))
@@ -452,6 +442,22 @@ def write_internvl_projector(
     add("mm.model.mlp.3.weight", (n_embd_text, n_embd_text), mt)
     add("mm.model.mlp.3.bias", (n_embd_text,))
     return _finish(w, path)
+
+
+def _fused_block(add, mt, p: str, n_embd: int, n_ff: int) -> None:
+    """One ViT block ``p`` with a fused qkv: ``attn_qkv``/``attn_out``, ``ln1``/``ln2`` and an ungated FFN, biases
+    everywhere."""
+    add(f"{p}.attn_qkv.weight", (n_embd, 3 * n_embd), mt)
+    add(f"{p}.attn_qkv.bias", (3 * n_embd,))
+    add(f"{p}.attn_out.weight", (n_embd, n_embd), mt)
+    add(f"{p}.attn_out.bias", (n_embd,))
+    for n in ("ln1", "ln2"):
+        add(f"{p}.{n}.weight", (n_embd,))
+        add(f"{p}.{n}.bias", (n_embd,))
+    add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+    add(f"{p}.ffn_up.bias", (n_ff,))
+    add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+    add(f"{p}.ffn_down.bias", (n_embd,))
 
 
 def _copy_vision(w: GGUFWriter, vision_from, keep_type: bool = True) -> None:
@@ -1066,17 +1072,7 @@ def write_cogvlm_projector(
     add("v.position_embd.weight", (n_embd, n_pos))
     for il in range(n_layer):
         p = f"v.blk.{il}"
-        add(f"{p}.attn_qkv.weight", (n_embd, 3 * n_embd), mt)
-        add(f"{p}.attn_qkv.bias", (3 * n_embd,))
-        add(f"{p}.attn_out.weight", (n_embd, n_embd), mt)
-        add(f"{p}.attn_out.bias", (n_embd,))
-        for n in ("ln1", "ln2"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
-        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-        add(f"{p}.ffn_up.bias", (n_ff,))
-        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-        add(f"{p}.ffn_down.bias", (n_embd,))
+        _fused_block(add, mt, p, n_embd, n_ff)
     add("mm.model.fc.weight", (n_embd, hidden), mt)
     add("mm.post_fc_norm.weight", (hidden,))
     add("mm.post_fc_norm.bias", (hidden,))

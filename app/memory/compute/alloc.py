@@ -185,35 +185,13 @@ def allocate_graph(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size, max
                     gleafs.append(extra)
     gleafs.extend(leafs)
 
+    live: dict = {}  # _place keeps it; nothing here reads it
+
     def allocate(t, be):
         # ggml_gallocr_allocate_node
         if t.wbe != -1 or t.vs is not None or t.addr != -1:
             return
-        if t.op in INPLACE:
-            for p in t.cs:
-                if (
-                    p.addr != -1
-                    and p.nch == 1
-                    and p.nvw == 0
-                    and not p.flags & OUTPUT
-                    and p.ty == t.ty
-                    and p.ne == t.ne
-                    and p.nb == t.nb
-                ):
-                    pbe = p.abe
-                    al = aligns[pbe]
-                    ps = (p.asz + al - 1) // al * al
-                    tsize = alloc_size(t, pbe)
-                    ts_ = (tsize + al - 1) // al * al
-                    if ps > ts_:
-                        allocs[pbe].free(p.addr + ts_, ps - ts_)
-                    t.addr, t.abe, t.asz = p.addr, pbe, tsize
-                    p.addr = -1
-                    return
-        size = alloc_size(t, be)
-        t.addr = allocs[be].alloc(size)
-        t.abe = be
-        t.asz = size
+        _place(t, be, allocs, alloc_size, aligns, live)
 
     for t in gleafs:
         if t.wbe == -1 and t.vs is None and t.addr == -1:  # weights and views take no compute memory

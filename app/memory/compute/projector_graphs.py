@@ -1100,12 +1100,26 @@ def _glm_edge_adapter(g: Graph, w, emb: T) -> T:
     cur = mul_mat(w("adapter.linear.linear.weight"), cur)
     cur = _norm(cur, w("adapter.linear.norm1.weight"), w("adapter.linear.norm1.bias"), False)
     cur = view_tensor(cur, "UNARY", [cur])  # ggml_gelu_inplace
-    gate = mul_mat(w("adapter.linear.gate.weight"), cur)
-    x = mul_mat(w("adapter.linear.dense_h_to_4h.weight"), cur)
-    cur = mul_mat(w("adapter.linear.dense_4h_to_h.weight"), new(gate.ty, gate.ne, "GLU", (gate, x)))
-    boi, eoi = w("adapter.boi"), w("adapter.eoi")
-    cur = new(wtype(boi), (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (boi, cur))
-    return new(cur.ty, (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (cur, eoi))
+    return _swiglu_rows(
+        w,
+        cur,
+        "adapter.linear.gate",
+        "adapter.linear.dense_h_to_4h",
+        "adapter.linear.dense_4h_to_h",
+        "adapter.boi",
+        "adapter.eoi",
+    )
+
+
+def _swiglu_rows(w, cur: T, gate: str, up: str, down: str, boi: str, eoi: str) -> T:
+    """The SwiGLU MLP (``ggml_swiglu_split`` of the gate and up matmuls, the down matmul) and the begin/end rows
+    concatenated around its output (CogVLM's and GLM-Edge's adapters)."""
+    g_ = mul_mat(w(gate + ".weight"), cur)
+    u = mul_mat(w(up + ".weight"), cur)
+    cur = mul_mat(w(down + ".weight"), new(g_.ty, g_.ne, "GLU", (g_, u)))
+    b, e = w(boi), w(eoi)
+    cur = new(wtype(b), (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (b, cur))
+    return new(cur.ty, (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (cur, e))
 
 
 def build_minicpmv(hp: ClipHParams, w, fa: bool) -> Graph:
@@ -1177,13 +1191,7 @@ def build_cogvlm(hp: ClipHParams, w, fa: bool) -> Graph:
     cur = mul_mat(w("mm.model.fc.weight"), cur)
     cur = _norm(cur, w("mm.post_fc_norm.weight"), w("mm.post_fc_norm.bias"), False)
     cur = view_tensor(cur, "UNARY", [cur])  # ggml_gelu_inplace
-    h_to_4h = mul_mat(w("mm.up.weight"), cur)
-    gate = mul_mat(w("mm.gate.weight"), cur)
-    cur = mul_mat(w("mm.down.weight"), new(gate.ty, gate.ne, "GLU", (gate, h_to_4h)))
-    boi, eoi = w("v.boi"), w("v.eoi")
-    cur = new(wtype(boi), (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (boi, cur))
-    cur = new(cur.ty, (cur.ne[0], cur.ne[1] + 1, 1, 1), "CONCAT", (cur, eoi))
-    g.expand(cur)
+    g.expand(_swiglu_rows(w, cur, "mm.gate", "mm.up", "mm.down", "v.boi", "v.eoi"))
     return g
 
 
