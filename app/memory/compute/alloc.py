@@ -185,7 +185,7 @@ def allocate_graph(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size, max
                     gleafs.append(extra)
     gleafs.extend(leafs)
 
-    live: dict = {}  # _place keeps it; nothing here reads it
+    live: dict = {}  # what _place and _walk keep; nothing here reads it
 
     def allocate(t, be):
         # ggml_gallocr_allocate_node
@@ -205,29 +205,7 @@ def allocate_graph(nodes, leafs, splits, n_copies, n_be, aligns, alloc_size, max
             s.nch += 1
             if s.flags & INPUT:
                 allocate(s, t.be)
-    # the checks ``allocate`` starts with, inlined for the sources and nodes it would return on at once
-    # (weights, views, what is already placed): most sources of a node are one of those
-    for t in gnodes:
-        src = t.cs
-        for p in src:
-            if p.addr == -1 and p.wbe == -1 and p.vs is None:
-                allocate(p, t.be)
-        if t.vs is None and t.addr == -1 and t.wbe == -1:  # views first out: 4 of 10 nodes
-            allocate(t, t.be)
-        for p in src:
-            n = p.nch - 1
-            p.nch = n
-            if n or p.nvw:
-                continue
-            vs = p.vs
-            if vs is not None:
-                vs.nvw -= 1
-                if vs.nvw == 0 and vs.nch == 0 and not vs.flags & OUTPUT and vs.addr != -1:
-                    allocs[vs.abe].free(vs.addr, vs.asz)
-                    vs.addr = -1
-            elif not p.flags & OUTPUT and p.addr != -1:
-                allocs[p.abe].free(p.addr, p.asz)
-                p.addr = -1
+    _walk(gnodes, 0, len(gnodes), allocs, alloc_size, aligns, live)
     return [a.max_size for a in allocs]
 
 
