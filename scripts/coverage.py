@@ -151,7 +151,8 @@ FEATURE_NOTES = {
     "glm4v/glm5v, minimax_m3, ling3vl, kimik25, kimivl, paddleocr, dots_ocr, llama4, deepseek4v, hunyuanvl, mlp (LLaVA 1.5/1.6, Granite Vision, Yi-type), phi4, janus_pro, lightonocr, nemotron_v2_vl, gemma4uv, step3vl, exaone4_5, resampler (MiniCPM-V), cogvlm, ldp/ldpv2 (MobileVLM V1/V2), adapter (GLM-Edge), youtuvl, muse-glimmer, mimovl, yasa2 and dots3note_v, "
     "and for the audio encoders of Whisper (ultravox, qwen2a, voxtral, musicflamingo, meralion, glma), Qwen3-Omni "
     "(qwen3a), Gemma 4 (gemma4a, the encoder-free gemma4ua), LFM2-Audio (lfm2a) and dots.3 note (dots3note_a); a file with both encoders (Qwen2.5-Omni's, Qwen3-Omni's, Gemma 4's) as its "
-    "two contexts; approximate for other vision types and said so; other audio encoders (granite_speech, "
+    "two contexts; approximate for the other vision types (minicpmv4_6, gemma3nv, deepseekocr/deepseekocr2, "
+    "granite4_vision) and said so; other audio encoders (granite_speech, "
     "parakeet, mimo_audio) not counted, said so; a block of its own on its lane",
     "draft": "the draft's weights, KV cache, compute and output buffers per device against llama-server's load "
     "log (the lines after 'loading draft model'), and the main context's extra output rows for the drafted tokens; "
