@@ -460,13 +460,18 @@ def _jump(r, x, k, m, allocs, live) -> bool:
     for t in live:
         t.addr = -1
     live.clear()
+    _load(blocks, state, allocs, live)
+    return True
+
+
+def _load(blocks, state, allocs, live) -> None:
+    """Give the allocators a snapshot's free blocks (high-water marks from zero) and its tensors their places."""
     for a, b in zip(allocs, blocks):
         a.blocks = [list(x) for x in b]
         a.max_size = 0
     for t, v in state.items():
         t.addr, t.abe, t.asz = v[0], v[1], v[2]
         live[t] = None
-    return True
 
 
 def _made_in(t, gn, c, c2) -> bool:
@@ -498,12 +503,7 @@ def _restore(r, x, k, leafs, allocs, live) -> bool:
     for t, v in state.items():
         if v[4] and not t.nch:
             return False
-    for a, b in zip(allocs, blocks):
-        a.blocks = [list(x) for x in b]
-        a.max_size = 0
-    for t, v in state.items():
-        t.addr, t.abe, t.asz = v[0], v[1], v[2]
-        live[t] = None
+    _load(blocks, state, allocs, live)
     return True
 
 
