@@ -219,10 +219,13 @@ class Trace:
 
     - starts at the last checkpoint up to which it is the same run as a recorded one (same nodes and copies, same
       backends, same layers bound, same tensors read after it), from that run's state there;
+    - jumps, where it reaches a recorded run's state at a checkpoint, over the layers it shares with that run from
+      there, to that run's state where they end (when the tensors alive in between are read after them in both
+      runs or in neither);
     - stops at the first checkpoint from which it is the same run as a recorded one and reaches the same state:
       the rest would repeat that run's allocations, so its high-water marks are the rest's.
 
-    Both are exact: the allocator (``ggml_gallocr_alloc_graph_impl``) is a function of the node sequence, its
+    All three are exact: the allocator (``ggml_gallocr_alloc_graph_impl``) is a function of the node sequence, its
     sources and sizes and its state, and nothing else. During a drag the moved block changes one or two layers,
     so a replay runs those and the layer or two the state takes to come back to the recorded one."""
 
@@ -238,20 +241,6 @@ class Trace:
 
 class _Record:
     __slots__ = ("gn", "nbe", "lbe", "subs", "sub_at", "fp", "ck", "marks", "snaps", "seg")
-
-
-def _prefix_len(a, b, hi):
-    """The largest k <= hi with a[:k] == b[:k] (``a``, ``b`` sequences compared in C, in log steps)."""
-    if a[:hi] == b[:hi]:
-        return hi
-    lo = 0  # a[:lo] == b[:lo] holds, a[:hi] == b[:hi] does not
-    while hi - lo > 1:
-        m = (lo + hi) // 2
-        if a[:m] == b[:m]:
-            lo = m
-        else:
-            hi = m
-    return lo
 
 
 def _same_prefix(r, x, k) -> bool:
@@ -382,7 +371,8 @@ def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trac
                 break
         if end is not None:
             break
-        # a recorded run in this state here, whose next layers are these: take its state where they end
+        # a recorded run in this state here, whose next layers are these: take its state where they end (not the
+        # run this state came from: it differs from here on, or the start or the jump would have gone further)
         k2 = k
         for r in records:
             if r.snaps[k] is snaps[k] or r.snaps[k] != snaps[k]:
