@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..lanes import CPU, DeviceKind, Lane
-from ..model.projector import Projector
+from ..model.projector import Projector, minicpmv_query_num
 from .backends import CPU_ALIGNMENT, alignment_of, backend_of, cuda_like
 from .compute.alloc import allocate_graph
 from .compute.projector_graphs import AUDIO_GRAPHS, GRAPHS, ClipHParams, make_weight
@@ -268,21 +268,11 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         ffn_op=ffn,
         n_wa_pattern=int(hp("n_wa_pattern", 0) or 0),
         feature_layers=_feature_layers(hp("feature_layer", None)),
-        query_num=_minicpmv_query_num(proj) if ptype == "resampler" else 0,
+        query_num=minicpmv_query_num(proj.header.metadata) if ptype == "resampler" else 0,
         wa_layers=_feature_layers(hp("wa_layer_indexes", None)) if ptype == "youtuvl" else (),
         wa_modes=_int_list(hp("wa_pattern_mode", None)) if ptype == "mimovl" else (),
         n_expert_used=int(hp("expert_used_count", 0) or 0),
     )
-
-
-def _minicpmv_query_num(proj: Projector) -> int:
-    """``load_hparams``: ``clip.minicpmv_query_num``, else 64 for versions 3-6 and 100045 (4.5), 96 for the others
-    (version 2, the default)."""
-    n = proj.get("clip.minicpmv_query_num")
-    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
-        return n
-    version = proj.get("clip.minicpmv_version")
-    return 64 if version in (3, 4, 5, 6, 100045) else 96
 
 
 def _int_list(value) -> tuple[int, ...]:

@@ -197,6 +197,15 @@ _REQUIRED_BY_TYPE = {
 }
 
 
+def minicpmv_query_num(md: dict) -> int:
+    """MiniCPM-V's resampler queries as ``load_hparams`` reads them: ``clip.minicpmv_query_num``, else 64 for
+    versions 3-6 and 100045 (4.5), 96 for the others (version 2, the default)."""
+    n = md.get("clip.minicpmv_query_num")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        return n
+    return 64 if md.get("clip.minicpmv_version") in (3, 4, 5, 6, 100045) else 96
+
+
 def _check_resampler(name: str, header: GGUFHeader) -> None:
     """MiniCPM-V's resampler (``models/minicpmv.cpp``): its query count comes from ``clip.minicpmv_query_num`` (a
     u32), else from ``clip.minicpmv_version`` (an i32: 64 queries for 3-6 and 100045, else 96), and the graph
@@ -219,7 +228,7 @@ def _check_resampler(name: str, header: GGUFHeader) -> None:
                 "get it again.",
                 key=tensor,
             )
-    n = md.get("clip.minicpmv_query_num") or (64 if md.get("clip.minicpmv_version") in (3, 4, 5, 6, 100045) else 96)
+    n = minicpmv_query_num(md)
     query, proj = shapes["resampler.query"], shapes["resampler.proj.weight"]
     rows = query[1] if len(query) > 1 else 1
     if rows != n or proj[0] % 128:

@@ -264,7 +264,6 @@ def compute_buffers(
         if family.build_mtp is None:
             raise ValueError(f"no MTP graph is replayed for {p.arch}")
         layers, build = list(range(n_main, p.n_layer)), family.build_mtp
-        fp = None  # the NextN layers have no signature: no trace
         # the MTP draft context's graph reads the NextN layers only: key on where their tensors and caches are
         nextn = facts.get("nextn_getter")
         if nextn is None:
@@ -278,10 +277,6 @@ def compute_buffers(
         # layer and cache live), so placements that differ only in layers the compression drops give the same
         # figures: one cache entry (layer_be too, for the approximation's per-layer sums)
         key += (tuple([sigs[il] for il in layers]), tuple(layer_be))
-        # what binding a kept layer depends on, for the allocator's trace (alloc.Trace): its signature and the
-        # types of its weights (the signature holds them only where a device limits tensor sizes)
-        types = facts["types"]
-        fp = [(sigs[il], types[il]) for il in layers]
     results = facts["results"]
     hit = results.get(key)
     if hit is not None:
@@ -290,6 +285,11 @@ def compute_buffers(
         if cached_note and notes is not None:
             notes.append(cached_note)
         return dict(cached)
+    # what binding a kept layer depends on, for the allocator's trace (alloc.Trace): its signature and the types of
+    # its weights (the signature holds them only where a device limits tensor sizes); the NextN layers of the MTP
+    # draft context have no signature: not traced
+    types = facts["types"]
+    fp = None if shape.mtp else [(sigs[il], types[il]) for il in layers]
     gkey = (
         shape,
         settings.type_k,
