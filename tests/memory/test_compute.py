@@ -157,7 +157,7 @@ def test_a_reused_cut_graph_resolves_fa_auto_for_its_own_layers(tmp_path):
 def test_the_scheduler_s_shortcuts_equal_its_four_expansion_sweeps(spec, tmp_path, monkeypatch):
     """Where no device refuses an op, schedule() gives the backends of the four expansion sweeps without running
     them: one sweep over the graph (schedule._expand_all), and for resolve_fused_ops' probe only its fused nodes'
-    (schedule._expanded). Every schedule here is run both ways, the shortcut and the four sweeps from the same
+    (schedule._probed, from the pins and weights alone). Every schedule here is run both ways, the shortcut and the four sweeps from the same
     pass 1 (every node's backend and the splits compared), on placements that put some layers' attention weights on
     the CPU (the flash attention of such a layer lands off its device), with CUDA-like op offload, -nkvo and
     partial -ngl."""
@@ -171,8 +171,8 @@ def test_the_scheduler_s_shortcuts_equal_its_four_expansion_sweeps(spec, tmp_pat
     real = sched.schedule
 
     def both_ways(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), backends_only=False,
-                  wanted=None, pool=None, subs=None):
-        out = real(nodes, leafs, cpu, offload_to, limits, users, forced, backends_only, wanted, pool, subs)
+                  wanted=None, pool=None, subs=None, kept=None):
+        out = real(nodes, leafs, cpu, offload_to, limits, users, forced, backends_only, wanted, pool, subs, kept)
         if limits is not None and not all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
             return out  # a device refuses ops: the four sweeps ran
         # the reference: the four expansion sweeps, which a size limit no tensor reaches keeps in use
@@ -186,7 +186,7 @@ def test_the_scheduler_s_shortcuts_equal_its_four_expansion_sweeps(spec, tmp_pat
             t.be = -1
         if subs is not None:
             subs.clear()  # the copies of the run returned
-        ref = real(nodes, leafs, cpu, offload_to, sweeps, users, forced, backends_only, None, pool, subs)
+        ref = real(nodes, leafs, cpu, offload_to, sweeps, users, forced, backends_only, None, pool, subs, kept)
         want = [t.be for t in (wanted[0] if wanted is not None else nodes)]
         compared.append(got == want)
         assert got == want, (got, want)

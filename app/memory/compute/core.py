@@ -20,7 +20,7 @@ from .approx import approx_peaks, approximate_note
 from .builder import Builder
 from .compress import compress, pad_layers
 from .context import Ctx
-from .ggml import INPUT, OUTPUT, nbytes, ne4, nelements
+from .ggml import INPUT, OUTPUT, VIEW_OPS, nbytes, ne4, nelements
 from .models import family_of
 from .mtp import add_sampling
 from .schedule import schedule, supports_op, weight_users
@@ -450,13 +450,20 @@ def _run(
     """Bind a built graph to this placement, then schedule and allocate it (``schedule_only``: the backends of
     resolve_fused_ops' probe, no allocation; the graph was bound to the same placement by the run before it, so
     only the backends are reset; ``bind``: bind it first all the same, a graph of its own)."""
+    limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", ())]
     if schedule_only and not bind:
-        for t in b.all:
-            t.be = t.force = -1
-            t.flags = t.fl0
+        if all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
+            # schedule() works the probe's backends out from the pins and the bound weights alone (_probed)
+            for t, _ in b.pins:
+                t.force = -1
+            for t in b.cpu_pins:
+                t.force = -1
+        else:
+            for t in b.all:
+                t.be = t.force = -1
+                t.flags = t.fl0
     else:
         _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights, lent)
-    limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", ())]
     if not schedule_only and any(lim is not None for lim, _, _ in limits):
         _check_caches(b, layers, kv_be, cpu, devs, limits)
     pinned = []
@@ -489,7 +496,10 @@ def _run(
     if pool is None:
         pool = b.__dict__["copy_pool"] = {}
     subs: list | None = [] if fp is not None else None
-    splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced, schedule_only, wanted, pool, subs)
+    real = b.__dict__.get("real")
+    if real is None:
+        real = b.__dict__["real"] = [t for t in g.nodes if t.op not in VIEW_OPS]
+    splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced, schedule_only, wanted, pool, subs, real)
     if schedule_only:
         return []
     host_align, host_max = host_buffer_of(devs)

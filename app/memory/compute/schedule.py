@@ -78,6 +78,7 @@ def schedule(
     wanted=None,
     pool=None,
     subs=None,
+    real=None,
 ):
     """Backend per node and the splits with their inputs (``ggml_backend_sched_split_graph`` passes 1-5).
 
@@ -89,14 +90,19 @@ def schedule(
     ``be`` and, where a source lives on another backend, ``cs`` with the copy in its place. ``backends_only``:
     stop after pass 4 (every node's backend, no splits: resolve_fused_ops' probe reads no more). ``wanted``:
     with ``backends_only``, (the nodes whose backend is read, each node's index in ``nodes``): where no backend
-    refuses an op, passes 2-4 are not run, only their result for these nodes (:func:`_expanded`).
+    refuses an op, the passes are not run, only their result for these nodes (:func:`_probed`: it reads the nodes'
+    pins and bound weights, not what an earlier run left in them).
     ``pool``: the input copies of earlier calls on the same graph, by key: a copy is taken from it (its per-run
     state reset) rather than made anew, so two runs that copy the same tensor to the same backend hold the same
     object (:class:`app.memory.compute.alloc.Trace` compares runs by identity). ``subs``: a list that gets
-    (node index, source index, copy) for each source the scheduler replaced by a copy, in node order.
+    (node index, source index, copy) for each source the scheduler replaced by a copy, in node order. ``real``:
+    the nodes that are not views (:data:`VIEW_OPS`), when the caller keeps them.
     """
     if limits is not None and all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
         limits = None
+    if backends_only and wanted is not None and limits is None:
+        _probed(nodes, cpu, offload_to, users, *wanted)
+        return []
     # pass 1: pre-allocated tensors, graph inputs, ops on weights
     for t in leafs:
         if t.be == -1:
@@ -108,15 +114,13 @@ def schedule(
             t.be = _be_from_cur(t, cpu, offload_to, limits)
     for t in forced:
         t.be = t.force
-    if backends_only and wanted is not None and limits is None:
-        _expanded(nodes, cpu, *wanted)
-        return []
     # pass 2: expand gpu down, gpu up, rest down, rest up; an op the backend does not support stays unassigned
     # (ggml_backend_sched_set_if_supported)
-    if limits is None:
-        _expand_all(nodes, cpu)
-    else:
+    if real is None:
         real = [t for t in nodes if t.op not in VIEW_OPS]
+    if limits is None:
+        _expand_all(real, cpu)
+    else:
         cur = -1
         for t in real:
             if t.be != -1:
@@ -152,18 +156,9 @@ def schedule(
                     n = sum(1 for s in t.src if s is not None and _in_buffer_of(s, b, cpu))
                     if n > best:
                         best, t.be = n, b
-    # pass 4: views follow their source, sources without a backend follow their user
-    for t in nodes:
-        if t.vs is not None and t.be == -1:
-            t.be = t.vs.be
-        for s in t.src:
-            if s.be == -1:
-                s.be = s.vs.be if s.vs is not None else t.be
-        if t.be == -1:
-            t.be = cpu if limits is None else next(b for b in range(cpu + 1) if supports_op(t, b, limits))
-    if backends_only:
-        return []
-    # pass 5: splits and the copies of inputs that live on another backend
+    # pass 4 (views follow their source, sources without a backend follow their user) and, node by node after it,
+    # pass 5 (splits and the copies of inputs that live on another backend): pass 4 gives a node and its sources
+    # their last backends at the node (sources come before their users), and pass 5 reads no later node
     splits = []
     copies = {}  # (src, backend) -> copy tensor (tensor_id_copy: one per backend for the whole graph)
     cur_be = None
@@ -171,8 +166,18 @@ def schedule(
     start = 0
     for i, t in enumerate(nodes):
         be = t.be
+        src = t.src
+        if be == -1 and t.vs is not None:
+            be = t.be = t.vs.be
+        for s in src:
+            if s.be == -1:
+                s.be = s.vs.be if s.vs is not None else be
+        if be == -1:
+            be = t.be = cpu if limits is None else next(b for b in range(cpu + 1) if supports_op(t, b, limits))
+        if backends_only:
+            continue
         if be == cur_be:  # most nodes: the split's backend, every source already on it (nothing below applies)
-            for s in t.src:
+            for s in src:
                 if s.be != be:
                     break
             else:
@@ -190,7 +195,6 @@ def schedule(
         if be != cur_be or need_new:
             splits.append((cur_be, start, i, inputs))
             cur_be, inputs, start = be, [], i
-        src = t.src
         for j, s in enumerate(src):
             if s.be != cur_be:
                 key = (s, cur_be)
@@ -220,24 +224,22 @@ def schedule(
                 t.cs[j] = cp
                 if subs is not None:
                     subs.append((i, j, cp))
-    if cur_be is not None:
+    if cur_be is not None and not backends_only:
         splits.append((cur_be, start, len(nodes), inputs))
     return splits
 
 
-def _expand_all(nodes, cpu):
+def _expand_all(real, cpu):
     """Pass 2's four expansions in one sweep where every backend supports every op: each run of unassigned
-    non-view nodes between two assigned ones (``before``, ``after``) takes what the sweeps would give it, as
-    :func:`_between` gives it; a run with no assigned node at all stays unassigned (pass 4: the CPU)."""
+    nodes between two assigned ones (``before``, ``after``) takes what the sweeps would give it, as
+    :func:`_between` gives it; a run with no assigned node at all stays unassigned (pass 4: the CPU). ``real``: the
+    graph's nodes that are not views (the sweeps pass over views)."""
     before = -1
     run = []
-    for t in nodes:
+    for t in real:
         be = t.be
         if be == -1:
-            if t.op not in VIEW_OPS:
-                run.append(t)
-            continue
-        if t.op in VIEW_OPS:
+            run.append(t)
             continue
         if run:
             v = _between(before, be, cpu)
@@ -261,39 +263,59 @@ def _between(before, after, cpu):
     return before if before != -1 else after
 
 
-def _expanded(nodes, cpu, wanted, index):
-    """The backends passes 2-4 give the ``wanted`` nodes after pass 1, where every backend supports every op.
+def _probed(nodes, cpu, offload_to, users, wanted, index):
+    """The backends passes 1-4 give the ``wanted`` nodes, where every backend supports every op.
 
-    Each of the four expansions carries the backend of the last assigned non-view node it passed, so an unassigned
-    node ends with what :func:`_between` gives its nearest pass-1-assigned neighbours (the CPU if it has none:
-    pass 4). Nodes between the two neighbours are unassigned too, so none of them carries anything else. A replay
-    of resolve_fused_ops' probe reads only its fused nodes' backends: this is that result without sweeping the
-    whole graph (the drag preview's probe, 0.6 -> 0.2 ms for a 26-layer cut of a 94-layer model);
-    tests/memory/test_compute.py holds it to the four sweeps."""
+    Pass 1 gives a node a backend from the node alone (its pin, its weights, the buffer it views: :func:`_be_from_cur`),
+    so it is worked out only for the nodes read here. Each of the four expansions carries the backend of the last
+    assigned non-view node it passed, so an unassigned node ends with what :func:`_between` gives its nearest
+    pass-1-assigned neighbours (the CPU if it has none: pass 4); nodes between the two are unassigned too, so none
+    of them carries anything else. A replay of resolve_fused_ops' probe reads only its fused nodes' backends: this is
+    that result without sweeping the graph, and without the per-run state of the run before it (it reads the
+    nodes' pins, ``force``, and nothing a run leaves behind), so the probe resets only the pins (0.6 -> 0.2 ms for a
+    26-layer cut of a 94-layer model, and its full pass 1 and reset after that: tests/memory/test_compute.py holds
+    it to the four sweeps)."""
     n = len(nodes)
+    members = set(users) if users is not None else None
+    first: dict = {}
+
+    def p1(t):
+        be = first.get(t)
+        if be is None:
+            if t.force != -1:
+                be = t.force
+            elif members is None or t in members:
+                be = _be_from_cur(t, cpu, offload_to)
+            else:
+                be = -1
+            first[t] = be
+        return be
+
     got = []
     for t in wanted:
-        if t.be != -1:
-            continue
-        i = index[t]
-        before = after = -1
-        j = i - 1
-        while j >= 0:
-            s = nodes[j]
-            if s.be != -1 and s.op not in VIEW_OPS:
-                before = s.be
-                break
-            j -= 1
-        j = i + 1
-        while j < n:
-            s = nodes[j]
-            if s.be != -1 and s.op not in VIEW_OPS:
-                after = s.be
-                break
-            j += 1
-        be = _between(before, after, cpu)
-        got.append((t, be if be != -1 else cpu))  # pass 4: an op with no assigned neighbour runs on the CPU
-    for t, be in got:  # after the scan: each node's neighbours are the pass-1 ones
+        be = p1(t)
+        if be == -1:
+            i = index[t]
+            before = after = -1
+            j = i - 1
+            while j >= 0:
+                s = nodes[j]
+                if s.op not in VIEW_OPS and p1(s) != -1:
+                    before = first[s]
+                    break
+                j -= 1
+            j = i + 1
+            while j < n:
+                s = nodes[j]
+                if s.op not in VIEW_OPS and p1(s) != -1:
+                    after = first[s]
+                    break
+                j += 1
+            be = _between(before, after, cpu)
+            if be == -1:
+                be = cpu  # pass 4: an op with no assigned neighbour runs on the CPU
+        got.append((t, be))
+    for t, be in got:
         t.be = be
 
 
