@@ -148,11 +148,11 @@ FEATURE_NOTES = {
     "mmproj": "the projector's device (-mmdev, the first of -dev, else the first GPU-type device, RPC included; "
     "--no-mmproj-offload: the CPU), its weights and every compute buffer against llama-server's load log (libmtmd's "
     "lines); compute replayed for gemma3, qwen2vl/2.5vl/3vl, pixtral/mistral3, gemma4v, idefics3, lfm2, internvl, "
-    "glm4v/glm5v, minimax_m3, ling3vl, kimik25, kimivl, paddleocr, dots_ocr, llama4, deepseek4v, hunyuanvl, mlp (LLaVA 1.5/1.6, Granite Vision, Yi-type), phi4, janus_pro, lightonocr, nemotron_v2_vl, gemma4uv, step3vl, exaone4_5, resampler (MiniCPM-V), cogvlm, ldp/ldpv2 (MobileVLM V1/V2), adapter (GLM-Edge), youtuvl, muse-glimmer, mimovl, yasa2 and dots3note_v, "
+    "glm4v/glm5v, minimax_m3, ling3vl, kimik25, kimivl, paddleocr, dots_ocr, llama4, deepseek4v, hunyuanvl, mlp (LLaVA 1.5/1.6, Granite Vision, Yi-type), phi4, janus_pro, lightonocr, nemotron_v2_vl, gemma4uv, step3vl, exaone4_5, resampler (MiniCPM-V), minicpmv4_6 (MiniCPM-V 4.6), granite4_vision (Granite Vision 4.1), cogvlm, ldp/ldpv2 (MobileVLM V1/V2), adapter (GLM-Edge), youtuvl, muse-glimmer, mimovl, yasa2 and dots3note_v, "
     "and for the audio encoders of Whisper (ultravox, qwen2a, voxtral, musicflamingo, meralion, glma), Qwen3-Omni "
     "(qwen3a), Gemma 4 (gemma4a, the encoder-free gemma4ua), LFM2-Audio (lfm2a) and dots.3 note (dots3note_a); a file with both encoders (Qwen2.5-Omni's, Qwen3-Omni's, Gemma 4's) as its "
-    "two contexts; approximate for the other vision types (minicpmv4_6, gemma3nv, deepseekocr/deepseekocr2, "
-    "granite4_vision) and said so; other audio encoders (granite_speech, "
+    "two contexts; approximate for the other vision types (gemma3nv, deepseekocr/deepseekocr2) "
+    "and said so; other audio encoders (granite_speech, "
     "parakeet, mimo_audio) not counted, said so; a block of its own on its lane",
     "draft": "the draft's weights, KV cache, compute and output buffers per device against llama-server's load "
     "log (the lines after 'loading draft model'), and the main context's extra output rows for the drafted tokens; "
@@ -268,7 +268,9 @@ PROJECTORS_OF = {
     "gemma4": ("gemma4v", "gemma4a", "gemma4-both", "gemma4ua", "gemma4uv"),
     "qwen2": ("qwen2a", "musicflamingo", "minicpmv"),  # MiniCPM-V 2.6's text is Qwen2
     "qwen3": ("minicpmv",),  # MiniCPM-V 4.5's text is Qwen3
+    "qwen35": ("qwen3vl", "minicpmv4_6"),  # Qwen3.5's vision is Qwen3-VL's; MiniCPM-V 4.6's text is Qwen3.5
     "cogvlm": ("cogvlm",),
+    "granite": ("llava", "granite4_vision"),  # Granite Vision 3.x (LLaVA's mlp) and 4.1's text is granite
     "mimo2": ("mimovl",),  # MiMo-V2.5 (MiMoV2ForCausalLM: text mimo2, vision mimovl)
     "qwen2vl": ("qwen2vl", "qwen2.5vl", "omni"),
     "qwen3vl": ("qwen3vl", "qwen3a"),
@@ -281,7 +283,7 @@ _PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "qwen2a", "mistral3", "pi
                     "gemma4a", "gemma4-both", "gemma4ua", "glma", "glm4v", "glm5v", "minimax_m3", "ling3vl",
                     "kimik25", "kimivl", "paddleocr", "dots_ocr", "llama4", "deepseek4v", "hunyuanvl", "llava", "phi4", "janus_pro",
                     "lightonocr", "nemotron_v2_vl", "gemma4uv", "lfm2a", "step3vl", "exaone4_5", "dots3note_a",
-                    "minicpmv", "cogvlm", "ldpv2", "ldp", "adapter", "youtuvl", "muse-glimmer", "mimovl", "yasa2", "dots3note_v")
+                    "minicpmv4_6", "minicpmv", "granite4_vision", "cogvlm", "ldpv2", "ldp", "adapter", "youtuvl", "muse-glimmer", "mimovl", "yasa2", "dots3note_v")
 
 
 def _projector_type(case: str) -> str:

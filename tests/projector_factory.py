@@ -1043,6 +1043,129 @@ def write_minicpmv_projector(
     return _finish(w, path)
 
 
+def write_minicpmv4_6_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 3,
+    n_head: int = 4,
+    image_size: int = 448,
+    patch_size: int = 14,
+    n_merge: int | None = None,
+    insert_layer: int | None = 1,
+    pre_ln: bool = False,
+    merger_bias: bool = True,
+    n_ff_merger: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A MiniCPM-V 4.6 projector (``minicpmv4_6``, ``models/minicpmv.cpp``): a SigLIP-style ViT (patch conv with a
+    bias, learned positions, biased q/k/v/out, GELU FFN, post norm; a pre norm with ``pre_ln``), with ``n_merge``
+    None or 4 (``clip.vision.projector.scale_factor``; None leaves it out, llama.cpp's default 4) the ViT merger
+    (``v.vit_merger.*``: a window attention, biased with ``merger_bias``, and a 2x2 downsample MLP) after layer
+    ``insert_layer`` (``clip.vision.wa_layer_indexes``; None leaves it out: layer 0), and the final merger's
+    ``mm.input_norm`` and ``mm.up``/``mm.down`` MLP to ``n_embd_text``."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-minicpmv4_6-mmproj", proj_type="minicpmv4_6",
+                        image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=n_embd_text, n_head=n_head, eps=1e-6)
+    w.add_bool("clip.use_gelu", True)
+    if n_merge is not None:
+        w.add_uint32("clip.vision.projector.scale_factor", n_merge)
+    if insert_layer is not None:
+        w.add_array("clip.vision.wa_layer_indexes", [insert_layer])
+    n_pos = (image_size // patch_size) ** 2
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    if pre_ln:
+        add("v.pre_ln.weight", (n_embd,))
+        add("v.pre_ln.bias", (n_embd,))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
+    add("v.post_ln.weight", (n_embd,))
+    add("v.post_ln.bias", (n_embd,))
+    if n_merge in (None, 4):
+        m = "v.vit_merger"
+        for t in ("ln1", "ds_ln"):
+            add(f"{m}.{t}.weight", (n_embd if t == "ln1" else 4 * n_embd,))
+            add(f"{m}.{t}.bias", (n_embd if t == "ln1" else 4 * n_embd,))
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{m}.{t}.weight", (n_embd, n_embd), mt)
+            if merger_bias:
+                add(f"{m}.{t}.bias", (n_embd,))
+        add(f"{m}.ds_ffn_up.weight", (4 * n_embd, n_ff_merger), mt)
+        add(f"{m}.ds_ffn_down.weight", (n_ff_merger, n_embd), mt)
+        if merger_bias:
+            add(f"{m}.ds_ffn_up.bias", (n_ff_merger,))
+            add(f"{m}.ds_ffn_down.bias", (n_embd,))
+    add("mm.input_norm.weight", (4 * n_embd,))
+    add("mm.input_norm.bias", (4 * n_embd,))
+    add("mm.up.weight", (4 * n_embd, n_ff_merger), mt)
+    add("mm.up.bias", (n_ff_merger,))
+    add("mm.down.weight", (n_ff_merger, n_embd_text), mt)
+    add("mm.down.bias", (n_embd_text,))
+    return _finish(w, path)
+
+
+def write_granite4_vision_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd: int = 128,
+    n_ff: int = 192,
+    n_layer: int = 3,
+    n_head: int = 2,
+    image_size: int = 384,
+    patch_size: int = 16,
+    feature_layers: tuple[int, ...] = (1, 2),
+    spatial_offsets: tuple[int, ...] = (-1, 0),
+    projection_dim: int = 32,
+    query_side: int = 4,
+    window_side: int = 8,
+    n_ff_qformer: int = 160,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Granite Vision 4.1 projector (``granite4_vision``, ``models/granite4-vision.cpp``): a SigLIP ViT (patch
+    conv with a bias, learned positions, biased q/k/v/out, GELU FFN) and one WindowQFormer block per feature layer
+    (``clip.vision.feature_layer``; ``clip.vision.projector.spatial_offsets`` -1 pools the block's queries, another
+    gathers them), each ``v.proj_blk.N.*``: norms, learned queries and image positions, one QFormer layer of 64-wide
+    heads (self- and cross-attention, FFN, biased, each post-normed) and the linear to ``projection_dim``; the
+    text model takes ``projection_dim`` x the blocks."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-granite4-vision-mmproj", proj_type="granite4_vision",
+                        image_size=image_size, patch_size=patch_size, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer,
+                        n_embd_text=projection_dim, n_head=n_head, eps=1e-6)
+    w.add_bool("clip.use_gelu", True)
+    w.add_array("clip.vision.feature_layer", list(feature_layers))
+    w.add_array("clip.vision.projector.spatial_offsets", list(spatial_offsets))
+    w.add_uint32("clip.vision.projector.query_side", query_side)
+    w.add_uint32("clip.vision.projector.window_side", window_side)
+    n_pos = (image_size // patch_size) ** 2
+    add("v.patch_embd.weight", (patch_size, patch_size, 3, n_embd), mt)
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.position_embd.weight", (n_embd, n_pos))
+    _vit_blocks(add, mt, n_layer, n_embd, n_ff)
+    add("v.image_newline", (projection_dim,))
+    for bid in range(len(feature_layers)):
+        p = f"v.proj_blk.{bid}"
+        add(f"{p}.img_pos", (n_embd, window_side * window_side))
+        add(f"{p}.query", (n_embd, query_side * query_side))
+        add(f"{p}.linear.weight", (n_embd, projection_dim), mt)
+        add(f"{p}.linear.bias", (projection_dim,))
+        for t in ("norm", "post_norm", "self_attn_norm", "cross_attn_norm", "ffn_norm"):
+            add(f"{p}.{t}.weight", (n_embd,))
+            add(f"{p}.{t}.bias", (n_embd,))
+        for t in ("self_attn_q", "self_attn_k", "self_attn_v", "self_attn_out", "cross_attn_q", "cross_attn_k",
+                  "cross_attn_v", "cross_attn_out"):
+            add(f"{p}.{t}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{t}.bias", (n_embd,))
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff_qformer), mt)
+        add(f"{p}.ffn_up.bias", (n_ff_qformer,))
+        add(f"{p}.ffn_down.weight", (n_ff_qformer, n_embd), mt)
+        add(f"{p}.ffn_down.bias", (n_embd,))
+    return _finish(w, path)
+
+
 def write_cogvlm_projector(
     path: str | os.PathLike,
     *,

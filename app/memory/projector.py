@@ -252,8 +252,9 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
     elif ptype == "pixtral":  # n_merge 1 unless spatial_merge_size; set_warmup_n_tokens(256)
         n_merge = int(hp("spatial_merge_size", 0) or 0) or 1
         warmup = 16 * patch * n_merge
-    else:
-        n_merge = int(hp("projector.scale_factor", 0) or 0) or (4 if ptype == "gemma3" else 1)
+    else:  # MiniCPM-V 4.6: 4 (its ViT merger and final merger, 2x2 each) unless the file says 2
+        n_merge = int(hp("projector.scale_factor", 0) or 0) or (4 if ptype in ("gemma3", "minicpmv4_6") else 1)
+    granite = ptype == "granite4_vision"  # open_projector checked its keys
     return ClipHParams(
         n_embd=n_embd,
         n_head=n_head,
@@ -269,9 +270,13 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         n_wa_pattern=int(hp("n_wa_pattern", 0) or 0),
         feature_layers=_feature_layers(hp("feature_layer", None)),
         query_num=minicpmv_query_num(proj.header.metadata) if ptype == "resampler" else 0,
-        wa_layers=_feature_layers(hp("wa_layer_indexes", None)) if ptype == "youtuvl" else (),
+        # Youtu-VL's full-attention layers; MiniCPM-V 4.6 borrows the key for its ViT merger's layer (the first)
+        wa_layers=_feature_layers(hp("wa_layer_indexes", None)) if ptype in ("youtuvl", "minicpmv4_6") else (),
         wa_modes=_int_list(hp("wa_pattern_mode", None)) if ptype == "mimovl" else (),
         n_expert_used=int(hp("expert_used_count", 0) or 0),
+        spatial_offsets=_int_list(hp("projector.spatial_offsets", None)) if granite else (),
+        query_side=int(hp("projector.query_side", 0)) if granite else 0,
+        window_side=int(hp("projector.window_side", 0)) if granite else 0,
     )
 
 

@@ -68,7 +68,7 @@ class Projector:
 
 
 #: gguf type ids (gguf.h)
-_INT32, _UINT32, _FLOAT32, _BOOL, _STRING = 5, 4, 6, 7, 8
+_INT32, _UINT32, _FLOAT32, _BOOL, _STRING, _ARRAY = 5, 4, 6, 7, 8, 9
 _INT32_MAX = (1 << 31) - 1
 #: keys clip_model_loader::load_hparams reads with get_u32 (``gguf_get_val_u32``, which aborts on another type),
 #: per encoder prefix; (key, required)
@@ -90,6 +90,8 @@ _U32_VISION = (
     ("image_min_pixels", False),
     ("image_max_pixels", False),
 )
+#: per vision projector type, the get_u32 keys its load_hparams reads beyond every type's; (key, required)
+_U32_VISION_BY_TYPE = {"granite4_vision": (("projector.query_side", True), ("projector.window_side", True))}
 _U32_AUDIO = (("num_mel_bins", True), ("projector.stack_factor", False))
 #: vision types without the standard layers (clip.cpp ``has_standard_layers``)
 _NO_STANDARD_LAYERS = ("gemma3nv", "qwen3tts_spkenc", "pockettts_gen")
@@ -187,6 +189,7 @@ _REQUIRED_BY_TYPE = {
         "clip.vision.image_max_pixels",
         "clip.vision.expert_used_count",
     ),
+    "granite4_vision": ("clip.vision.projector.spatial_offsets",),
     "mimovl": (
         "clip.vision.attention.head_count_kv",
         "clip.vision.window_size",
@@ -243,6 +246,86 @@ def _check_resampler(name: str, header: GGUFHeader) -> None:
         )
 
 
+def _int_array(name: str, header: GGUFHeader, key: str) -> list[int] | None:
+    """``clip_model_loader::get_arr_int``: an array of int32, or None where the key is absent; another type is
+    refused as llama.cpp refuses it."""
+    md = header.metadata
+    if key not in md:
+        return None
+    if header.metadata_types.get(key) != _ARRAY or header.array_types.get(key) != _INT32:
+        raise MetadataError(
+            f"{name}: llama.cpp refuses this projector: {key} is not an array of int32 (get_arr_int). Get the file "
+            "again.",
+            key=key,
+            wanted="int32 array",
+        )
+    return md[key]
+
+
+def _check_minicpmv4_6(name: str, header: GGUFHeader) -> None:
+    """MiniCPM-V 4.6 (``load_hparams``): ``clip.vision.projector.scale_factor`` (4 by default) must be 2 or 4
+    (a GGML_ASSERT), and the first of ``clip.vision.wa_layer_indexes``, where present, names the layer its ViT
+    merger follows: one past the layers is refused."""
+    md = header.metadata
+    n_merge = md.get("clip.vision.projector.scale_factor", 4)
+    if n_merge not in (2, 4):
+        raise MetadataError(
+            f"{name}: llama.cpp would stop on this projector (GGML_ASSERT(hparams.n_merge == 2 || hparams.n_merge == "
+            f"4)): clip.vision.projector.scale_factor is {n_merge}. Get the file again.",
+            key="clip.vision.projector.scale_factor",
+            found=str(n_merge),
+            wanted="2 or 4",
+        )
+    layers, n_layer = _int_array(name, header, "clip.vision.wa_layer_indexes"), md["clip.vision.block_count"]
+    if layers and not 0 <= layers[0] < n_layer:
+        raise MetadataError(
+            f"{name}: llama.cpp refuses this projector: 'layer index {layers[0]} is out of range (n_layer: "
+            f"{n_layer})' (clip.vision.wa_layer_indexes). Get the file again.",
+            key="clip.vision.wa_layer_indexes",
+            found=str(layers[0]),
+        )
+
+
+def _check_granite4_vision(name: str, header: GGUFHeader) -> None:
+    """Granite Vision 4.1 (``load_hparams`` and ``models/granite4-vision.cpp``): a spatial offset per feature layer
+    (it throws where the counts differ, through a broken format string), each feature layer one of the ViT's (a
+    GGML_ASSERT in the graph), and a tile of whole windows: the warmup's patch grid (``image_size / patch_size`` a
+    side) cut into ``window_side`` windows and, for a pooling block (offset -1), average-pooled to ``side /
+    window_side * query_side`` a side; otherwise the graph divides by zero or fails an assertion in a reshape."""
+    md = header.metadata
+    layers = _int_array(name, header, "clip.vision.feature_layer") or []
+    offsets = _int_array(name, header, "clip.vision.projector.spatial_offsets")
+    if offsets is None or len(offsets) != len(layers):
+        raise MetadataError(
+            f"{name}: llama.cpp refuses this projector: clip.vision.projector.spatial_offsets has "
+            f"{len(offsets) if offsets is not None else 'no'} entries for {len(layers)} feature layers "
+            "(clip.vision.feature_layer). Get the file again.",
+            key="clip.vision.projector.spatial_offsets",
+        )
+    n_layer = md["clip.vision.block_count"]
+    for layer in layers:
+        if not 0 <= layer < n_layer:
+            raise MetadataError(
+                f"{name}: llama.cpp would stop on this projector (GGML_ASSERT(vlayer >= 0 && vlayer < n_layer)): "
+                f"feature layer {layer} of {n_layer} layers. Get the file again.",
+                key="clip.vision.feature_layer",
+                found=str(layer),
+            )
+    side = md["clip.vision.image_size"] // md["clip.vision.patch_size"]  # _check: both present, the patch not 0
+    window, query = md.get("clip.vision.projector.window_side"), md.get("clip.vision.projector.query_side")
+    new_side = side // window * query if window else 0
+    kernel = side // new_side if new_side else 0
+    pooled = any(o < 0 for o in offsets)
+    if not window or not query or side % window or (pooled and (not kernel or side // kernel != new_side)):
+        raise MetadataError(
+            f"{name}: llama.cpp would stop on this projector (a division by zero or a failed assertion in the "
+            f"graph): its {side}x{side}-patch tile does not make whole windows of {window} (query side {query}"
+            f"{', pooled' if pooled else ''}). Get the file again.",
+            key="clip.vision.projector.window_side",
+            found=str(window),
+        )
+
+
 def open_projector(path: str | os.PathLike) -> Projector:
     """Read the projector file at ``path``. Raises :class:`~app.model.errors.GGUFError` for a file that is not a
     readable GGUF, :class:`NotAProjectorError` for a GGUF that is not a projector (a model given as --mmproj)."""
@@ -280,9 +363,12 @@ def open_projector(path: str | os.PathLike) -> Projector:
             f"{name} names no projector type (clip.projector_type): llama.cpp refuses it; get the file again."
         )
     if vision:
-        _check(name, header, "vision", _U32_VISION, v_type if isinstance(v_type, str) else "")
+        v_name = v_type if isinstance(v_type, str) else ""
+        _check(name, header, "vision", _U32_VISION + _U32_VISION_BY_TYPE.get(v_name, ()), v_name)
     if vision and v_type == "resampler":
         _check_resampler(name, header)
+    if vision and v_type == "minicpmv4_6":
+        _check_minicpmv4_6(name, header)
     for key in _REQUIRED_BY_TYPE.get(v_type if vision and isinstance(v_type, str) else "", ()):  # required keys
         if not md.get(key) and md.get(key) != 0:
             raise MetadataError(
@@ -299,6 +385,8 @@ def open_projector(path: str | os.PathLike) -> Projector:
                 f"{len(modes) if isinstance(modes, list) else 'no'} entries for {n_layer} layers. Get the file again.",
                 key="clip.vision.wa_pattern_mode",
             )
+    if vision and v_type == "granite4_vision":
+        _check_granite4_vision(name, header)
     if audio and not (vision and v_type == "gemma3nv"):  # clip_init skips Gemma 3n's audio encoder
         _check(name, header, "audio", _U32_AUDIO, a_type if isinstance(a_type, str) else "")
     return Projector(Path(os.fspath(path)), header, proj, a_type if isinstance(a_type, str) else None, vision, audio)

@@ -666,7 +666,8 @@ PROJ_KEYS = [
     "clip.audio.embedding_length", "clip.audio.feed_forward_length", "clip.audio.block_count",
     "clip.audio.attention.head_count", "clip.audio.attention.head_count_kv", "clip.audio.attention.head_dim",
     "clip.audio.projector.stack_factor", "general.architecture", "clip.vision.feature_layer",
-    "clip.vision.image_min_pixels", "clip.vision.image_max_pixels",
+    "clip.vision.image_min_pixels", "clip.vision.image_max_pixels", "clip.vision.wa_layer_indexes",
+    "clip.vision.projector.spatial_offsets", "clip.vision.projector.window_side", "clip.vision.projector.query_side",
 ]
 proj_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h][1]], st.sampled_from(PROJ_KEYS),
                                st.integers(0, len(HOSTILE) - 1))
@@ -675,14 +676,16 @@ proj_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h
 @pytest.fixture(scope="module")
 def projectors(tmp_path_factory) -> Bases:
     """A tiny text model and unmutated projectors for it: gemma3, Qwen2.5-VL, LLaVA with feature layers, Kimi
-    K2.5 and MiniCPM-V vision, Ultravox, Voxtral, Gemma 4 and LFM2 audio, and a file with both encoders."""
+    K2.5, MiniCPM-V, MiniCPM-V 4.6 and Granite Vision 4.1 vision, Ultravox, Voxtral, Gemma 4 and LFM2 audio, and a file with both encoders."""
     from tests import gguf_factory as gf
     from tests.projector_factory import (
         write_gemma3_projector,
         write_gemma4a_projector,
+        write_granite4_vision_projector,
         write_kimik25_projector,
         write_lfm2a_projector,
         write_llava_projector,
+        write_minicpmv4_6_projector,
         write_minicpmv_projector,
         write_qwen2vl_projector,
         write_whisper_projector,
@@ -702,12 +705,15 @@ def projectors(tmp_path_factory) -> Bases:
         llava=write_llava_projector(d / "llava.gguf", feature_layers=(0, 2)).read_bytes(),
         kimik25=write_kimik25_projector(d / "kimik25.gguf").read_bytes(),
         minicpmv=write_minicpmv_projector(d / "minicpmv.gguf", n_embd_text=128).read_bytes(),
+        minicpmv4_6=write_minicpmv4_6_projector(d / "minicpmv4_6.gguf").read_bytes(),
+        granite4_vision=write_granite4_vision_projector(d / "granite4_vision.gguf").read_bytes(),
     )
 
 
 @given(
     proj=st.sampled_from(
-        ["gemma3", "qwen25vl", "ultravox", "voxtral", "omni", "gemma4a", "lfm2a", "llava", "kimik25", "minicpmv"]
+        ["gemma3", "qwen25vl", "ultravox", "voxtral", "omni", "gemma4a", "lfm2a", "llava", "kimik25", "minicpmv",
+         "minicpmv4_6", "granite4_vision"]
     ),
     mutations=st.lists(st.one_of(proj_meta_mutation, proj_meta_mutation, any_mutation), min_size=1, max_size=2),
 )
@@ -720,6 +726,8 @@ def projectors(tmp_path_factory) -> Bases:
 @example(proj="gemma3", mutations=[["meta", "clip.vision.image_size", T_U32, (1 << 32) - 1]])
 @example(proj="minicpmv", mutations=[["meta", "clip.minicpmv_query_num", T_U32, (1 << 32) - 1]])
 @example(proj="minicpmv", mutations=[["meta", "clip.minicpmv_version", T_STR, "4"]])
+@example(proj="minicpmv4_6", mutations=[["meta", "clip.vision.wa_layer_indexes", T_STR, "1"]])
+@example(proj="granite4_vision", mutations=[["meta", "clip.vision.projector.window_side", T_U32, 5]])
 def test_hostile_projectors(proj, mutations, projectors, scratch):
     """A mutated projector given with --mmproj, through the core (open, its memory on the CPU and on a planned
     GPU) and the CLI: a result or a typed error, within the budgets; what the core refuses the CLI refuses with

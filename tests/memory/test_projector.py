@@ -18,8 +18,10 @@ from tests.projector_factory import (
     write_dots3note_a_projector,
     write_cogvlm_projector,
     write_glm_edge_projector,
+    write_granite4_vision_projector,
     write_hunyuanvl_projector,
     write_mimovl_projector,
+    write_minicpmv4_6_projector,
     write_minicpmv_projector,
     write_mobilevlm_projector,
     write_muse_glimmer_projector,
@@ -255,6 +257,18 @@ SHAPES = {
     "minicpmv": ("minicpmv", dict()),
     "minicpmv-v2": ("minicpmv", dict(version=2, n_layer=3, image_size=280)),
     "minicpmv-queries": ("minicpmv", dict(version=None, query_num=32, n_embd_text=128)),
+    # MiniCPM-V 4.6: the ViT merger (window attention, 2x2 downsample) after layer 1 of 3 on a 32x32 grid, then the
+    # final 2x2 merger; without the scale-factor key, its window layer key (layer 0) and the merger's biases, with a
+    # pre norm; scale factor 2 (no ViT merger)
+    "minicpmv4_6": ("minicpmv4_6", dict()),
+    "minicpmv4_6-bare": ("minicpmv4_6", dict(n_merge=None, insert_layer=None, merger_bias=False, pre_ln=True,
+                                             image_size=224)),
+    "minicpmv4_6-2x": ("minicpmv4_6", dict(n_merge=2, n_layer=2, image_size=224)),
+    # Granite Vision 4.1: a SigLIP ViT and WindowQFormer blocks on a 24x24 grid of 8x8 windows, one pooling its
+    # queries (layer 1), one gathering them (layer 2); a single pooling block on layer 0 of 2
+    "granite4_vision": ("granite4_vision", dict()),
+    "granite4_vision-pool": ("granite4_vision", dict(feature_layers=(0,), spatial_offsets=(-1,), projection_dim=64,
+                                                     n_layer=2)),
     # CogVLM: EVA-CLIP post-norm layers with a fused qkv, the SwiGLU adapter and begin/end rows; a 24x24 grid
     "cogvlm": ("cogvlm", dict()),
     "cogvlm-336": ("cogvlm", dict(n_layer=3, image_size=336)),
@@ -294,7 +308,8 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "llava": write_llava_projector, "nemotron_v2_vl": write_nemotron_v2_vl_projector,
             "gemma4uv": write_gemma4uv_projector, "lfm2a": write_lfm2a_projector,
             "step3vl": write_step3vl_projector, "dots3note_a": write_dots3note_a_projector,
-            "minicpmv": write_minicpmv_projector, "cogvlm": write_cogvlm_projector,
+            "minicpmv": write_minicpmv_projector, "minicpmv4_6": write_minicpmv4_6_projector,
+            "cogvlm": write_cogvlm_projector, "granite4_vision": write_granite4_vision_projector,
             "ldpv2": write_mobilevlm_projector, "adapter": write_glm_edge_projector,
             "youtuvl": write_youtuvl_projector, "muse-glimmer": write_muse_glimmer_projector,
             "mimovl": write_mimovl_projector, "yasa2": write_yasa2_projector,
@@ -311,7 +326,8 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
          "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama", "cogvlm": "llama",
          "ldpv2": "llama", "adapter": "llama", "youtuvl": "llama",
-         "muse-glimmer": "llama", "mimovl": "llama", "yasa2": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "muse-glimmer": "llama", "mimovl": "llama", "yasa2": "llama", "minicpmv4_6": "llama",
+         "granite4_vision": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -432,6 +448,13 @@ CASES = [
     ("minicpmv-rpc1-fa-off", "minicpmv", 1, "-fa off"),
     ("minicpmv-v2-rpc2-mmdev", "minicpmv-v2", 2, "-mmdev RPC1"),
     ("minicpmv-queries-cpu-fa-off", "minicpmv-queries", 0, "-fa off"),
+    ("minicpmv4_6-cpu", "minicpmv4_6", 0, ""),
+    ("minicpmv4_6-rpc1-fa-off", "minicpmv4_6", 1, "-fa off"),
+    ("minicpmv4_6-bare-cpu-fa-off", "minicpmv4_6-bare", 0, "-fa off"),
+    ("minicpmv4_6-2x-rpc2-mmdev", "minicpmv4_6-2x", 2, "-mmdev RPC1"),
+    ("granite4_vision-cpu", "granite4_vision", 0, ""),
+    ("granite4_vision-rpc1-fa-off", "granite4_vision", 1, "-fa off"),
+    ("granite4_vision-pool-rpc2-mmdev", "granite4_vision-pool", 2, "-mmdev RPC1"),
     ("cogvlm-cpu", "cogvlm", 0, ""),
     ("cogvlm-rpc1-fa-off", "cogvlm-336", 1, "-fa off"),
     ("cogvlm-rpc2-mmdev", "cogvlm", 2, "-mmdev RPC1"),
@@ -559,6 +582,9 @@ VULKAN_CASES = [
     ("vulkan-dots3note_a", "dots3note_a", ""),
     ("vulkan-minicpmv", "minicpmv", ""),
     ("vulkan-minicpmv-v2-fa-off", "minicpmv-v2", "-fa off"),
+    ("vulkan-minicpmv4_6", "minicpmv4_6", ""),
+    ("vulkan-minicpmv4_6-2x-fa-off", "minicpmv4_6-2x", "-fa off"),
+    ("vulkan-granite4_vision", "granite4_vision", ""),
     ("vulkan-cogvlm", "cogvlm-336", ""),
     ("vulkan-ldpv2", "ldpv2", ""),
     ("vulkan-ldp-wide", "ldp-wide", ""),
@@ -624,6 +650,19 @@ REFUSALS = [
     # MiMo-VL: a window mode per layer, one short
     ("mimovl", ["meta", "clip.vision.wa_pattern_mode", 9, {"arr": 5, "values": [0, 1, -1]}],
      "wa_pattern_mode length must equal n_layer", "mimovl wa_pattern_mode length must equal n_layer"),
+    # MiniCPM-V 4.6: a scale factor other than 2 or 4; its ViT merger after a layer past the last
+    ("minicpmv4_6", ["meta", "clip.vision.projector.scale_factor", 4, 3], "GGML_ASSERT(hparams.n_merge == 2 || "
+     "hparams.n_merge == 4)", "GGML_ASSERT(hparams.n_merge == 2 || hparams.n_merge == 4) failed"),
+    ("minicpmv4_6", ["meta", "clip.vision.wa_layer_indexes", 9, {"arr": 5, "values": [3]}],
+     "layer index 3 is out of range (n_layer: 3)", "layer index 3 is out of range (n_layer: 3)"),
+    # Granite Vision 4.1 without its window side
+    ("granite4_vision", ["del", "clip.vision.projector.window_side"],
+     "Key not found: clip.vision.projector.window_side", "Key not found: clip.vision.projector.window_side"),
+    # ... with windows of 7 on its 24x24 grid; with a feature layer past the ViT's 3
+    ("granite4_vision", ["meta", "clip.vision.projector.window_side", 4, 7], "does not make whole windows of 7",
+     "GGML_ASSERT(ggml_nelements(a) == ne0*ne1*ne2) failed"),
+    ("granite4_vision", ["meta", "clip.vision.feature_layer", 9, {"arr": 5, "values": [1, 3]}],
+     "GGML_ASSERT(vlayer >= 0 && vlayer < n_layer)", "GGML_ASSERT(vlayer >= 0 && vlayer < n_layer) failed"),
     # MiniCPM-V: 32 learned queries where the key says 48; llama.cpp asserts reshaping them
     ("minicpmv", ["meta", "clip.minicpmv_query_num", 4, 48], "has 32 learned queries 128 wide, where the file's "
      "minicpmv keys say 48", "GGML_ASSERT(ggml_nelements(a) == ne0*ne1*ne2) failed"),
@@ -632,7 +671,8 @@ REFUSALS = [
 
 _REFUSAL_BASES = {"ultravox": write_whisper_projector, "gemma3": write_gemma3_projector, "llava": write_llava_projector,
                   "minicpmv": lambda path: write_minicpmv_projector(path, version=None, query_num=32, n_embd_text=128),
-                  "youtuvl": write_youtuvl_projector, "mimovl": write_mimovl_projector}
+                  "youtuvl": write_youtuvl_projector, "mimovl": write_mimovl_projector,
+                  "minicpmv4_6": write_minicpmv4_6_projector, "granite4_vision": write_granite4_vision_projector}
 
 
 @pytest.mark.parametrize("kind,mutation,ours,theirs", REFUSALS, ids=[r[2][:24] for r in REFUSALS])
@@ -689,6 +729,21 @@ def test_wrong_key_types_and_zero_divisors_are_refused(tmp_path):
         open_projector(_mutated(base, tmp_path, [["meta", "clip.audio.attention.head_count", 4, 0]]))
     with pytest.raises(MetadataError, match="clip.has_audio_encoder is not a boolean"):
         open_projector(_mutated(base, tmp_path, [["meta", "clip.has_audio_encoder", 4, 1]]))
+
+
+def test_granite4_vision_needs_an_offset_per_feature_layer_and_whole_windows(tmp_path):
+    """load_hparams throws where the counts differ (its message's format string is broken, so no text to compare);
+    the graph divides the patch grid by the window side and pools it to the query grid (the REFUSALS compare a
+    window side that does not divide it with llama-server)."""
+    from app.model.errors import MetadataError
+
+    base = write_granite4_vision_projector(tmp_path / "g.gguf")
+    offsets = ["meta", "clip.vision.projector.spatial_offsets", 9, {"arr": 5, "values": [-1]}]
+    with pytest.raises(MetadataError, match="spatial_offsets has 1 entries for 2 feature layers"):
+        open_projector(_mutated(base, tmp_path, [offsets]))
+    for key, value in (("window_side", 0), ("query_side", 0), ("query_side", 5)):  # 5: pooled to 15 of 24
+        with pytest.raises(MetadataError, match="does not make whole windows"):
+            open_projector(_mutated(base, tmp_path, [["meta", f"clip.vision.projector.{key}", 4, value]]))
 
 
 def test_an_audio_encoder_without_a_replayed_graph_is_not_counted_and_says_so(tmp_path):

@@ -60,8 +60,13 @@ class ClipHParams:
     stack_factor: int = 0  # audio: frames stacked into one token (clip.audio.projector.stack_factor)
     feature_layers: tuple[int, ...] = ()  # clip.vision.feature_layer: the layers whose inputs LLaVA stacks
     wa_modes: tuple[int, ...] = ()  # MiMo-VL: clip.vision.wa_pattern_mode per layer (-1 full, 0 row, 1 column)
-    wa_layers: tuple[int, ...] = ()  # Youtu-VL: clip.vision.wa_layer_indexes, its full-attention layers
+    #: clip.vision.wa_layer_indexes: Youtu-VL's full-attention layers; MiniCPM-V 4.6's ViT merger follows the first
+    wa_layers: tuple[int, ...] = ()
     n_expert_used: int = 0  # dots.3 note's vision MoE: clip.vision.expert_used_count
+    #: Granite 4 Vision: clip.vision.projector.spatial_offsets, per feature layer (-1: the block pools its windows)
+    spatial_offsets: tuple[int, ...] = ()
+    query_side: int = 0  # Granite 4 Vision: clip.vision.projector.query_side
+    window_side: int = 0  # Granite 4 Vision: clip.vision.projector.window_side
     query_num: int = 0  # MiniCPM-V: the resampler's learned queries (clip.minicpmv_query_num, else by version)
 
 
@@ -304,7 +309,6 @@ def build_vit(
     (Gemma 4 clamps around every matmul); ``v_norm``: Gemma 4's RMS norm of V; ``avgpool``: the audio
     encoders' pool of 2 before the post norm (``clip_model::audio_has_avgpool``); ``masks``: per layer, the
     attention mask or None (``build_vit_opts::attn_mask_layers``)."""
-    mm = mm or mul_mat
     if pos_embd is not None:
         inp = binary("ADD", inp, pos_embd)
     inp = reshape(inp, hp.n_embd, n_pos)
@@ -312,8 +316,36 @@ def build_vit(
     pre_w = w(f"{hp.prefix}.pre_ln.weight")
     if pre_w is not None:
         inp_l = _norm(inp_l, pre_w, w(f"{hp.prefix}.pre_ln.bias"), rms)
+    inp_l = vit_layers(g, hp, w, inp_l, range(hp.n_layer), n_pos, rms, fa, add_pos, mm, v_norm, masks)
+    if avgpool:  # audio_has_avgpool: a 1-D average pool of 2 over the positions
+        cur = cont(transpose(inp_l))
+        cur = new("f32", ((cur.ne[0] - 2) // 2 + 1, cur.ne[1], cur.ne[2], cur.ne[3]), "POOL_1D", (cur,))
+        inp_l = cont(transpose(cur))
+    post_w = w(f"{hp.prefix}.post_ln.weight")
+    if post_w is not None:
+        inp_l = _norm(inp_l, post_w, w(f"{hp.prefix}.post_ln.bias"), rms)
+    return reshape(inp_l, hp.n_embd, inp_l.ne[1], 1)
+
+
+def vit_layers(
+    g: Graph,
+    hp: ClipHParams,
+    w,
+    inp_l: T,
+    layers: range,
+    n_pos: int,
+    rms: bool,
+    fa: bool,
+    add_pos=None,
+    mm=None,
+    v_norm: bool = False,
+    masks: list | None = None,
+) -> T:
+    """The ``layers`` blocks of :func:`build_vit` over ``n_pos`` positions (``clip_graph::build_vit``'s layer loop;
+    MiniCPM-V 4.6 runs its layers in two ranges around the ViT merger)."""
+    mm = mm or mul_mat
     dh = hp.d_head
-    for il in range(hp.n_layer):
+    for il in layers:
         p = f"{hp.prefix}.blk.{il}."
         cur = _norm(inp_l, w(p + "ln1.weight"), w(p + "ln1.bias"), rms)
         qn, kn = w(p + "attn_q_norm.weight"), w(p + "attn_k_norm.weight")
@@ -369,14 +401,7 @@ def build_vit(
         if w(p + "out_scale.weight") is not None:
             cur = binary("MUL", cur, w(p + "out_scale.weight"))
         inp_l = cur
-    if avgpool:  # audio_has_avgpool: a 1-D average pool of 2 over the positions
-        cur = cont(transpose(inp_l))
-        cur = new("f32", ((cur.ne[0] - 2) // 2 + 1, cur.ne[1], cur.ne[2], cur.ne[3]), "POOL_1D", (cur,))
-        inp_l = cont(transpose(cur))
-    post_w = w(f"{hp.prefix}.post_ln.weight")
-    if post_w is not None:
-        inp_l = _norm(inp_l, post_w, w(f"{hp.prefix}.post_ln.bias"), rms)
-    return reshape(inp_l, hp.n_embd, inp_l.ne[1], 1)
+    return inp_l
 
 
 def build_inp(g: Graph, hp: ClipHParams, w, size: int) -> tuple[T, T, int]:
@@ -1162,6 +1187,185 @@ def build_minicpmv(hp: ClipHParams, w, fa: bool) -> Graph:
     emb = build_attn(g, hp, w("resampler.attn.out.weight"), w("resampler.attn.out.bias"), q, k, v, fa)
     emb = _norm(emb, w("resampler.ln_post.weight"), w("resampler.ln_post.bias"), False)
     g.expand(mul_mat(proj, emb))
+    return g
+
+
+def _gather_2x2(x: T, idx: list[T]) -> tuple[list[T], T]:
+    """The four ``ggml_get_rows`` of a 2x2 downsample's patches (one index input each), and their concatenation
+    along the width."""
+    parts = [get_rows(x, i) for i in idx]
+    cat = parts[0]
+    for part in parts[1:]:
+        cat = concat(cat, part, 0)
+    return parts, cat
+
+
+def build_minicpmv4_6(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_minicpmv4_6::build`` (MiniCPM-V 4.6, ``models/minicpmv.cpp``): the patch conv plus the learned
+    positions gathered by a ``positions`` input, the optional pre norm, a layer-norm ViT. With ``n_merge`` 4 (the
+    default) the ViT merger follows layer ``insert_layer_id`` (``clip.vision.wa_layer_indexes[0]``): a window
+    attention over the patches reordered window-major (GET_ROWS), four to a window through an ``n_pos^2`` mask,
+    ordered back and added, then a 2x2 downsample: four gathered quarters, their mean as the residual, their
+    concatenation layer-normed through a GELU MLP; the remaining layers run on the quarter. ``n_merge`` 2 has no
+    ViT merger. Then the post norm and the final merger: another four gathered quarters concatenated, the
+    ``mm.input_norm`` layer norm and the ``mm.up``/``mm.down`` MLP with exact GELU."""
+    g = Graph()
+    size = hp.warmup_image_size
+    is_4x = hp.n_merge == 2
+    npx = size // hp.patch_size
+    n_pos = npx * npx
+    half = npx // 2
+    n_ds = half * half
+    n_out = n_ds if is_4x else (half // 2) * (half // 2)
+    positions = graph_input("i32", (n_pos,))
+    learned = get_rows(w("v.position_embd.weight"), positions)
+    if not is_4x:
+        window_idx = graph_input("i32", (n_pos,))
+        inv_window_idx = graph_input("i32", (n_pos,))
+        window_mask = graph_input("f32", (n_pos, n_pos))
+        if fa:
+            window_mask = cast(window_mask, "f16")
+        ds_idx = [graph_input("i32", (n_ds,)) for _ in range(4)]
+    merger_idx = [graph_input("i32", (n_out,)) for _ in range(4)]
+    _raw, inp, _ = build_inp(g, hp, w, size)
+    inp_l = binary("ADD", inp, learned)
+    if w("v.pre_ln.weight") is not None:
+        inp_l = _norm(inp_l, w("v.pre_ln.weight"), w("v.pre_ln.bias"), False)
+    if not is_4x:
+        insert = hp.wa_layers[0] if hp.wa_layers else 0
+        inp_l = vit_layers(g, hp, w, inp_l, range(insert + 1), n_pos, False, fa)
+        m = "v.vit_merger."
+        residual = inp_l
+        cur = _norm(inp_l, w(m + "ln1.weight"), w(m + "ln1.bias"), False)
+        cur = get_rows(cur, window_idx)
+        q = _add_b(mul_mat(w(m + "attn_q.weight"), cur), w(m + "attn_q.bias"))
+        k = _add_b(mul_mat(w(m + "attn_k.weight"), cur), w(m + "attn_k.bias"))
+        v = _add_b(mul_mat(w(m + "attn_v.weight"), cur), w(m + "attn_v.bias"))
+        q = reshape(q, hp.d_head, hp.n_head, n_pos)
+        k = reshape(k, hp.d_head, hp.n_head, n_pos)
+        v = reshape(v, hp.d_head, hp.n_head, n_pos)
+        cur = build_attn(g, hp, w(m + "attn_out.weight"), w(m + "attn_out.bias"), q, k, v, fa, window_mask)
+        inp_l = binary("ADD", get_rows(cur, inv_window_idx), residual)
+        parts, cat = _gather_2x2(inp_l, ds_idx)
+        mean_res = parts[0]
+        for part in parts[1:]:
+            mean_res = binary("ADD", mean_res, part)
+        mean_res = unary("SCALE", mean_res)
+        cur = _norm(cat, w(m + "ds_ln.weight"), w(m + "ds_ln.bias"), False)
+        cur = mlp(w, cur, m + "ds_ffn_up", m + "ds_ffn_down", "gelu")
+        inp_l = binary("ADD", cur, mean_res)
+        inp_l = vit_layers(g, hp, w, inp_l, range(insert + 1, hp.n_layer), n_ds, False, fa)
+    else:
+        inp_l = vit_layers(g, hp, w, inp_l, range(hp.n_layer), n_pos, False, fa)
+    if w("v.post_ln.weight") is not None:
+        inp_l = _norm(inp_l, w("v.post_ln.weight"), w("v.post_ln.bias"), False)
+    _parts, cat = _gather_2x2(inp_l, merger_idx)
+    cur = _norm(cat, w("mm.input_norm.weight"), w("mm.input_norm.bias"), False)
+    g.expand(mlp(w, cur, "mm.up", "mm.down", "gelu_erf"))
+    return g
+
+
+def _qformer_block(g: Graph, hp: ClipHParams, w, h: T, bid: int, side: int, spatial: bool, fa: bool) -> T:
+    """``clip_graph_granite4_vision::build_block`` for one tile: a WindowQFormer block over the feature layer ``h``
+    ([n_embd, side^2, 1], ``side`` patches a side). The layer-normed patches gathered into ``window_side``^2 windows (an index input); the
+    queries from the patches gathered (a spatial block) or average-pooled to ``side / window_side * query_side`` a
+    side, gathered into ``query_side``^2 windows and added to the learned queries; one QFormer layer over the
+    windows as a batch (64-wide heads: self-attention, cross-attention to the windows plus their positions, an
+    exact-GELU FFN, each residual and post-LN), its windows gathered back to raster order and the linear out."""
+    e = h.ne[0]
+    n = side // hp.window_side
+    new_side = n * hp.query_side
+    n_win = n * n
+    enc_len = hp.window_side * hp.window_side
+    query_len = hp.query_side * hp.query_side
+    p = f"v.proj_blk.{bid}."
+
+    def gather(src: T, idx_len: int) -> T:
+        return get_rows(src, graph_input("i32", (idx_len, 1)))
+
+    def linear(x: T, name: str) -> T:
+        t = reshape(x, x.ne[0], x.ne[1] * x.ne[2])
+        return _add_b(mul_mat(w(name + ".weight"), t), w(name + ".bias"))
+
+    def heads(t: T, n_tok: int) -> T:
+        return reshape(t, 64, e // 64, n_tok, n_win)
+
+    x = _norm(h, w(p + "norm.weight"), w(p + "norm.bias"), False)
+    enc = reshape(gather(x, side * side), e, enc_len, n_win)
+    if spatial:
+        d = gather(x, new_side * new_side)
+    else:  # interp_down: the tile as [side, side, n_embd], average-pooled by side / new_side
+        t = cont(permute(reshape(x, e, side, side, 1), 2, 0, 1, 3))
+        t = reshape(t, side, side, e)
+        k = side // new_side
+        t = new("f32", ((side - k) // k + 1, (side - k) // k + 1, e, 1), "POOL_2D", (t,))
+        t = cont(permute(reshape(t, new_side, new_side, e, 1), 1, 2, 0, 3))
+        d = reshape(t, e, new_side * new_side, 1)
+    q_in = binary("ADD", reshape(gather(d, new_side * new_side), e, query_len, n_win), w(p + "query"))
+    e_in = binary("ADD", enc, w(p + "img_pos"))
+    q = _norm(q_in, w(p + "post_norm.weight"), w(p + "post_norm.bias"), False)
+    sa = build_attn(
+        g,
+        hp,
+        w(p + "self_attn_out.weight"),
+        w(p + "self_attn_out.bias"),
+        heads(linear(q, p + "self_attn_q"), query_len),
+        heads(linear(q, p + "self_attn_k"), query_len),
+        heads(linear(q, p + "self_attn_v"), query_len),
+        fa,
+    )
+    sa = binary("ADD", reshape(sa, e, query_len, n_win), q)
+    sa = _norm(sa, w(p + "self_attn_norm.weight"), w(p + "self_attn_norm.bias"), False)
+    ca = build_attn(
+        g,
+        hp,
+        w(p + "cross_attn_out.weight"),
+        w(p + "cross_attn_out.bias"),
+        heads(linear(sa, p + "cross_attn_q"), query_len),
+        heads(linear(e_in, p + "cross_attn_k"), enc_len),
+        heads(linear(e_in, p + "cross_attn_v"), enc_len),
+        fa,
+    )
+    ca = binary("ADD", reshape(ca, e, query_len, n_win), sa)
+    ca = _norm(ca, w(p + "cross_attn_norm.weight"), w(p + "cross_attn_norm.bias"), False)
+    t = reshape(ca, e, query_len * n_win)
+    t = _add_b(mul_mat(w(p + "ffn_up.weight"), t), w(p + "ffn_up.bias"))
+    t = _add_b(mul_mat(w(p + "ffn_down.weight"), unary("UNARY", t)), w(p + "ffn_down.bias"))
+    ffn = binary("ADD", reshape(t, e, query_len, n_win), ca)
+    ffn = _norm(ffn, w(p + "ffn_norm.weight"), w(p + "ffn_norm.bias"), False)
+    unwinned = gather(reshape(ffn, e, query_len * n_win, 1), new_side * new_side)
+    return _add_b(mul_mat(w(p + "linear.weight"), unwinned), w(p + "linear.bias"))
+
+
+def build_granite4_vision(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_granite4_vision::build`` (Granite Vision 4.1, ``models/granite4-vision.cpp``) for the warmup's
+    one tile: the patch conv plus the learned positions as stored, a layer-norm SigLIP ViT (its attention output
+    reshaped per tile before the residual), then per feature layer a WindowQFormer block (:func:`_qformer_block`;
+    spatial where ``clip.vision.projector.spatial_offsets`` is not -1), the blocks' outputs concatenated along the
+    width. The anyres assembly (overview, tile grid, newlines) is for tiled images only: not the warmup."""
+    g = Graph()
+    size = hp.warmup_image_size
+    _raw, inp, n_pos = build_inp(g, hp, w, size)
+    inp_l = binary("ADD", inp, w("v.position_embd.weight"))
+    outs = []
+    for il in range(hp.n_layer):
+        p = f"v.blk.{il}."
+        cur = _norm(inp_l, w(p + "ln1.weight"), w(p + "ln1.bias"), False)
+        q = _add_b(mul_mat(w(p + "attn_q.weight"), cur), w(p + "attn_q.bias"))
+        k = _add_b(mul_mat(w(p + "attn_k.weight"), cur), w(p + "attn_k.bias"))
+        v = _add_b(mul_mat(w(p + "attn_v.weight"), cur), w(p + "attn_v.bias"))
+        q, k, v = (reshape(t, hp.d_head, hp.n_head, n_pos, 1) for t in (q, k, v))
+        cur = build_attn(g, hp, w(p + "attn_out.weight"), w(p + "attn_out.bias"), q, k, v, fa)
+        cur = binary("ADD", reshape(cur, hp.n_embd, n_pos, 1), inp_l)
+        inp_l = cur
+        cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
+        inp_l = binary("ADD", inp_l, layer_ffn(cur, w, p, hp.ffn_op))
+        outs.append(inp_l)
+    out = None
+    for bid, (layer, offset) in enumerate(zip(hp.feature_layers, hp.spatial_offsets)):
+        stream = _qformer_block(g, hp, w, outs[layer], bid, size // hp.patch_size, offset >= 0, fa)
+        out = stream if out is None else concat(out, stream, 0)
+    g.expand(out)
     return g
 
 
@@ -2003,6 +2207,8 @@ GRAPHS = {
     "janus_pro": functools.partial(build_siglip, kind="janus_pro"),
     "nemotron_v2_vl": build_nemotron_v2_vl,
     "resampler": build_minicpmv,  # MiniCPM-V (clip-impl.h names PROJECTOR_TYPE_MINICPMV "resampler")
+    "minicpmv4_6": build_minicpmv4_6,
+    "granite4_vision": build_granite4_vision,
     "cogvlm": build_cogvlm,
     "youtuvl": build_youtuvl,
     "muse-glimmer": build_muse_glimmer,
