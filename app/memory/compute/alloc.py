@@ -229,18 +229,20 @@ class Trace:
     sources and sizes and its state, and nothing else. During a drag the moved block changes one or two layers,
     so a replay runs those and the layer or two the state takes to come back to the recorded one."""
 
-    __slots__ = ("records", "deps")
+    __slots__ = ("records", "deps", "codes", "next_code")
 
     def __init__(self):
         self.records: list[_Record] = []  # newest first
         self.deps: dict = {}  # copy -> its input_dep node, kept so that runs compare by identity
+        self.codes: dict[tuple[int, ...], int] = {}  # a stretch of nodes (their ids) -> its number
+        self.next_code = 0
 
     #: runs kept per built graph: a drag compares with the placements just before it
     KEEP = 6
 
 
 class _Record:
-    __slots__ = ("gn", "nbe", "lbe", "subs", "sub_at", "fp", "ck", "marks", "snaps", "seg")
+    __slots__ = ("gn", "gc", "nbe", "lbe", "subs", "sub_at", "fp", "ck", "marks", "snaps", "seg")
 
 
 def _same_prefix(r, x, k) -> bool:
@@ -251,7 +253,7 @@ def _same_prefix(r, x, k) -> bool:
         and r.fp[:k] == x.fp[:k]
         and r.nbe[:o] == x.nbe[:o]
         and r.subs[: r.sub_at[k]] == x.subs[: x.sub_at[k]]
-        and r.gn[: x.ck[k]] == x.gn[: x.ck[k]]
+        and r.gc[: k + 1] == x.gc[: k + 1]
     )
 
 
@@ -262,12 +264,33 @@ def _same_suffix(r, x, k) -> bool:
         r.fp[k:] == x.fp[k:]
         and r.nbe[o:] == x.nbe[o:]
         and r.subs[r.sub_at[k] :] == x.subs[x.sub_at[k] :]
-        and r.gn[r.ck[k] :] == x.gn[x.ck[k] :]
+        and r.gc[k + 1 :] == x.gc[k + 1 :]
     )
 
 
 class _Run:
-    __slots__ = ("gn", "nbe", "lbe", "subs", "sub_at", "fp", "ck", "marks")
+    __slots__ = ("gn", "gc", "nbe", "lbe", "subs", "sub_at", "fp", "ck", "marks")
+
+
+def _codes(trace, gn, ck) -> list[int]:
+    """The numbers of ``gn``'s stretches: before checkpoint 0, then from each checkpoint to the next (the last to the
+    end). Two runs have the same nodes in a stretch exactly where its numbers are equal (the nodes compared by
+    identity, as the lists would be: the built graph, the copy pool and the trace keep every node alive, so no id
+    is reused while a record holds it), so runs compare by stretch, not node by node."""
+    codes = trace.codes
+    if len(codes) > 4096:
+        codes.clear()  # numbers are not reused: the records' stay unique
+    out = []
+    a = 0
+    for z in (*ck, len(gn)):
+        key = tuple(map(id, gn[a:z]))
+        c = codes.get(key)
+        if c is None:
+            c = codes[key] = trace.next_code
+            trace.next_code += 1
+        out.append(c)
+        a = z
+    return out
 
 
 def _last_true(pred, lo, hi):
@@ -319,6 +342,7 @@ def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trac
         gn.extend(nodes[i0:i1])
     x = _Run()
     x.gn, x.ck, x.marks, x.fp, x.subs = gn, ck, marks, fp, subs
+    x.gc = _codes(trace, gn, ck)
     x.nbe = bytes([t.be + 1 for t in nodes])
     x.lbe = bytes([t.be + 1 for t in shared])
     sub_is = [i for i, _, _ in subs]
@@ -395,6 +419,7 @@ def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trac
         seg[K] = [a.max_size for a in allocs]
     rec = _Record()
     rec.gn, rec.nbe, rec.lbe, rec.subs, rec.sub_at, rec.fp, rec.ck = gn, x.nbe, x.lbe, subs, x.sub_at, fp, ck
+    rec.gc = x.gc
     rec.marks, rec.snaps, rec.seg = marks, snaps, seg
     trace.records.insert(0, rec)
     del trace.records[Trace.KEEP :]
@@ -404,13 +429,11 @@ def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trac
 def _same_range(r, x, k, m) -> bool:
     """Runs ``r`` and ``x`` have the same nodes between checkpoints ``k`` and ``m``."""
     o, o2 = x.marks[k], x.marks[m]
-    c, c2, rc, rc2 = x.ck[k], x.ck[m], r.ck[k], r.ck[m]
     return (
-        c2 - c == rc2 - rc
-        and r.fp[k:m] == x.fp[k:m]
+        r.fp[k:m] == x.fp[k:m]
         and r.nbe[o:o2] == x.nbe[o:o2]
         and r.subs[r.sub_at[k] : r.sub_at[m]] == x.subs[x.sub_at[k] : x.sub_at[m]]
-        and r.gn[rc:rc2] == x.gn[c:c2]
+        and r.gc[k + 1 : m + 1] == x.gc[k + 1 : m + 1]
     )
 
 
