@@ -48,6 +48,7 @@ from .settings import RS_SEQ_SPEC_TYPES, LlamaSettings
 from .split_mode import check_split_mode
 
 if TYPE_CHECKING:
+    from ..model.hparams import ModelParams
     from .projector import ProjectorMemory
 
 
@@ -205,6 +206,23 @@ def estimate(
     return _estimate(model, devices, settings, placement, estimator)
 
 
+def _kv_per_layer(
+    p: ModelParams, settings: LlamaSettings, shape: ContextShape, estimator: Estimator | None
+) -> list[int]:
+    """:func:`~app.memory.kv.kv_bytes_per_layer`, kept per cache type and context shape (all it reads of the
+    settings) in the estimator's per-model facts: a drag previews many placements of one context."""
+    if estimator is None:
+        return kv_bytes_per_layer(p, settings, shape)
+    cache = estimator.compute_facts.setdefault("kv_per_layer", {})
+    key = (settings.type_k, settings.type_v, settings.swa_full, shape)
+    got = cache.get(key)
+    if got is None:
+        if len(cache) >= 64:
+            cache.clear()
+        got = cache[key] = kv_bytes_per_layer(p, settings, shape)
+    return got
+
+
 def _estimate(
     model: Model,
     devices: list[Lane],
@@ -291,7 +309,7 @@ def _estimate(
     mem[CPU] = DeviceMemory(CPU)
     for dev, nbytes in placement.bytes_by_device(model).items():
         mem.setdefault(dev, DeviceMemory(dev)).model += nbytes
-    kv = kv_bytes_per_layer(p, settings, shape)
+    kv = _kv_per_layer(p, settings, shape, estimator)
     rs = recurrent_bytes_per_layer(p, shape)
     for il in range(p.n_layer):
         dev = CPU if settings.no_kv_offload else placement.layer_device[il]
