@@ -272,6 +272,8 @@ PROJECTORS_OF = {
     "cogvlm": ("cogvlm",),
     "granite": ("llava", "granite4_vision"),  # Granite Vision 3.x (LLaVA's mlp) and 4.1's text is granite
     "mimo2": ("mimovl",),  # MiMo-V2.5 (MiMoV2ForCausalLM: text mimo2, vision mimovl)
+    "muse-glimmer": ("muse-glimmer",),  # one name for the text model and its projector (gguf MODEL_ARCH/VisionProjectorType)
+    "dots3note": ("dots3note_v", "dots3note_a"),  # conversion/dots3.py writes both encoders beside the text
     "qwen2vl": ("qwen2vl", "qwen2.5vl", "omni"),
     "qwen3vl": ("qwen3vl", "qwen3a"),
     "qwen3vlmoe": ("qwen3vl", "omni3"),
@@ -287,9 +289,10 @@ _PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "qwen2a", "mistral3", "pi
 
 
 def _projector_type(case: str) -> str:
-    """The projector type of an mmproj result, from its case id (``mmproj-qwen3vl-rpc1``; gemma3 has no prefix)."""
+    """The projector type of an mmproj result, from its case id (``mmproj-qwen3vl-rpc1``; gemma3 has no prefix): the
+    longest type the id starts with (``lfm2a-cpu`` is lfm2a's, not lfm2's; ``minicpmv4_6-rpc1`` minicpmv4_6's)."""
     rest = case.removeprefix("mmproj-").removeprefix("vulkan-")
-    return next((t for t in _PROJECTOR_TYPES if rest.startswith(t)), "gemma3")
+    return max((t for t in _PROJECTOR_TYPES if rest.startswith(t)), key=len, default="gemma3")
 
 
 def projector_cell(arch: str, rows: list[dict]) -> str:
