@@ -495,7 +495,9 @@ def _run(
     pool = b.__dict__.get("copy_pool")
     if pool is None:
         pool = b.__dict__["copy_pool"] = {}
-    subs: list | None = [] if fp is not None else None
+    subs: list | None = None
+    if not schedule_only:  # the probe replaces no source
+        subs = b.__dict__["subbed"] = []  # _bind puts these sources back
     real = b.__dict__.get("real")
     if real is None:
         real = b.__dict__["real"] = [t for t in g.nodes if t.op not in VIEW_OPS]
@@ -523,7 +525,7 @@ def _run(
     vulkan = [backend_of(d) == "vulkan" for d in devs] + [False]  # a Vulkan device behind RPC is an RPC backend
     if any(vulkan):
         nodes, deps = _vk_reorder(b, model, splits, vulkan)
-    elif subs is not None and not pipeline and not any(max_sizes):
+    elif fp is not None and not pipeline and not any(max_sizes):
         marks = _marks(b)
         if marks is not None:
             traces = b.__dict__.setdefault("traces", {})
@@ -576,9 +578,21 @@ def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_wei
     names = b.c.names
     tensors = model.tensors
     for t in b.all:
-        t.be = t.force = t.addr = -1
+        t.be = t.addr = -1
         t.nch = t.nvw = 0
-        t.cs = t.src
+    # what only some tensors carry from a run: the pins' backends, the sources the scheduler replaced by copies,
+    # and the inputs' flags (pipeline parallelism adds OUTPUT)
+    for t, _ in b.pins:
+        t.force = -1
+    for t in b.cpu_pins:
+        t.force = -1
+    nodes = b.g.nodes
+    for i, _, _ in b.__dict__.get("subbed", ()):
+        nodes[i].cs = nodes[i].src
+    inputs = b.__dict__.get("graph_inputs")
+    if inputs is None:
+        inputs = b.__dict__["graph_inputs"] = [t for t in b.all if t.fl0 & INPUT]
+    for t in inputs:
         t.flags = t.fl0
     for t, k, sfx in b.wrefs:
         if k >= 0:
