@@ -148,12 +148,12 @@ FEATURE_NOTES = {
     "mmproj": "the projector's device (-mmdev, the first of -dev, else the first GPU-type device, RPC included; "
     "--no-mmproj-offload: the CPU), its weights and every compute buffer against llama-server's load log (libmtmd's "
     "lines); compute replayed for gemma3, qwen2vl/2.5vl/3vl, pixtral/mistral3, gemma4v, idefics3, lfm2, internvl, "
-    "glm4v/glm5v, minimax_m3, ling3vl, kimik25, kimivl, paddleocr, dots_ocr, llama4, deepseek4v, hunyuanvl, mlp (LLaVA 1.5/1.6, Granite Vision, Yi-type), phi4, janus_pro, lightonocr, nemotron_v2_vl, gemma4uv, step3vl, exaone4_5, resampler (MiniCPM-V), minicpmv4_6 (MiniCPM-V 4.6), granite4_vision (Granite Vision 4.1), cogvlm, ldp/ldpv2 (MobileVLM V1/V2), adapter (GLM-Edge), youtuvl, muse-glimmer, mimovl, yasa2 and dots3note_v, "
+    "glm4v/glm5v, minimax_m3, ling3vl, kimik25, kimivl, paddleocr, dots_ocr, llama4, deepseek4v, hunyuanvl, mlp (LLaVA 1.5/1.6, Granite Vision, Yi-type), phi4, janus_pro, lightonocr, nemotron_v2_vl, gemma4uv, step3vl, exaone4_5, resampler (MiniCPM-V), minicpmv4_6 (MiniCPM-V 4.6), granite4_vision (Granite Vision 4.1), cogvlm, ldp/ldpv2 (MobileVLM V1/V2), adapter (GLM-Edge), youtuvl, muse-glimmer, mimovl, yasa2, dots3note_v, deepseekocr/deepseekocr2 (DeepSeek-OCR 1/2) and gemma3nv (Gemma 3n), "
     "and for the audio encoders of Whisper (ultravox, qwen2a, voxtral, musicflamingo, meralion, glma), Qwen3-Omni "
-    "(qwen3a), Gemma 4 (gemma4a, the encoder-free gemma4ua), LFM2-Audio (lfm2a) and dots.3 note (dots3note_a); a file with both encoders (Qwen2.5-Omni's, Qwen3-Omni's, Gemma 4's) as its "
-    "two contexts; approximate for the other vision types (gemma3nv, deepseekocr/deepseekocr2) "
-    "and said so; other audio encoders (granite_speech, "
-    "parakeet, mimo_audio) not counted, said so; a block of its own on its lane",
+    "(qwen3a), Gemma 4 (gemma4a, the encoder-free gemma4ua), LFM2-Audio (lfm2a), dots.3 note (dots3note_a), Nemotron Nano V2 VL's Parakeet (parakeet), MiMo-V2.5 (mimo_audio) and Granite Speech (granite_speech); a file with both encoders (Qwen2.5-Omni's, Qwen3-Omni's, Gemma 4's) as its "
+    "two contexts; every vision type of the pinned clip-impl.h replayed (one a later llama.cpp adds: approximate, "
+    "said so); the text-to-speech encoders (qwen3tts_spkenc/_gen, pockettts_spkenc/_gen) not counted, said so; a "
+    "block of its own on its lane",
     "draft": "the draft's weights, KV cache, compute and output buffers per device against llama-server's load "
     "log (the lines after 'loading draft model'), and the main context's extra output rows for the drafted tokens; "
     "its context has the target's cells, f16 caches unless -ctkd/-ctvd, one output row per slot; the board shows "
@@ -257,21 +257,22 @@ PROJECTORS_OF = {
     "phi3": ("phi4",),
     "step35": ("step3vl",),
     "exaone-moe": ("exaone4_5",),
-    "nemotron_h": ("nemotron_v2_vl",),
+    "nemotron_h": ("nemotron_v2_vl", "parakeet"),  # conversion/nemotron.py writes Parakeet beside Nano V2 VL
     "deepseek4": ("deepseek4v",),
     "glm4": ("glm4v",),
     "glm4moe": ("glm4v",),
     "minimax-m3": ("minimax_m3",),
     "bailingmoe3": ("ling3vl",),
-    "deepseek2": ("kimik25", "kimivl", "youtuvl", "deepseekocr (DeepSeek-OCR)"),  # Youtu-VL's text is deepseek2
+    "deepseek2": ("kimik25", "kimivl", "youtuvl", "deepseekocr", "deepseekocr2"),  # Youtu-VL's, DeepSeek-OCR's text
     "gemma3": ("gemma3",),
+    "gemma3n": ("gemma3nv",),  # its audio encoder (gemma3na) clip_init skips
     "gemma4": ("gemma4v", "gemma4a", "gemma4-both", "gemma4ua", "gemma4uv"),
     "qwen2": ("qwen2a", "musicflamingo", "minicpmv"),  # MiniCPM-V 2.6's text is Qwen2
     "qwen3": ("minicpmv",),  # MiniCPM-V 4.5's text is Qwen3
     "qwen35": ("qwen3vl", "minicpmv4_6"),  # Qwen3.5's vision is Qwen3-VL's; MiniCPM-V 4.6's text is Qwen3.5
     "cogvlm": ("cogvlm",),
-    "granite": ("llava", "granite4_vision"),  # Granite Vision 3.x (LLaVA's mlp) and 4.1's text is granite
-    "mimo2": ("mimovl",),  # MiMo-V2.5 (MiMoV2ForCausalLM: text mimo2, vision mimovl)
+    "granite": ("llava", "granite4_vision", "granite_speech"),  # Granite Vision 3.x/4.1's and granite-speech-3.3's text
+    "mimo2": ("mimovl", "mimo_audio"),  # MiMo-V2.5 (MiMoV2ForCausalLM: text mimo2, vision mimovl, conversion/mimo.py)
     "muse-glimmer": ("muse-glimmer",),  # one name for the text model and its projector (gguf MODEL_ARCH/VisionProjectorType)
     "dots3note": ("dots3note_v", "dots3note_a"),  # conversion/dots3.py writes both encoders beside the text
     "qwen2vl": ("qwen2vl", "qwen2.5vl", "omni"),
@@ -285,7 +286,8 @@ _PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "qwen2a", "mistral3", "pi
                     "gemma4a", "gemma4-both", "gemma4ua", "glma", "glm4v", "glm5v", "minimax_m3", "ling3vl",
                     "kimik25", "kimivl", "paddleocr", "dots_ocr", "llama4", "deepseek4v", "hunyuanvl", "llava", "phi4", "janus_pro",
                     "lightonocr", "nemotron_v2_vl", "gemma4uv", "lfm2a", "step3vl", "exaone4_5", "dots3note_a",
-                    "minicpmv4_6", "minicpmv", "granite4_vision", "cogvlm", "ldpv2", "ldp", "adapter", "youtuvl", "muse-glimmer", "mimovl", "yasa2", "dots3note_v")
+                    "minicpmv4_6", "minicpmv", "granite4_vision", "cogvlm", "ldpv2", "ldp", "adapter", "youtuvl", "muse-glimmer", "mimovl", "yasa2", "dots3note_v",
+                    "deepseekocr2", "deepseekocr", "gemma3nv", "parakeet", "mimo_audio", "granite_speech")
 
 
 def _projector_type(case: str) -> str:

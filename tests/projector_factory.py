@@ -1166,6 +1166,201 @@ def write_granite4_vision_projector(
     return _finish(w, path)
 
 
+def write_deepseekocr_projector(
+    path: str | os.PathLike,
+    *,
+    version: int = 1,
+    n_embd_text: int = 64,
+    n_embd: int = 32,
+    n_ff: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    n_head_kv: int = 1,
+    sam_n_embd: int = 32,
+    sam_n_head: int = 1,
+    sam_n_layer: int = 3,
+    window: int = 14,
+    sam_kernel: int = 16,
+    sam_pos_side: int | None = None,
+    rel_pos_len: int | None = None,
+    neck: int = 16,
+    clip_pos_side: int | None = None,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A DeepSeek-OCR projector (``deepseekocr``, ``models/deepseekocr.cpp``; ``version`` 2: ``deepseekocr2``,
+    ``models/deepseekocr2.cpp``). SAM (``v.sam.*``, ``clip.vision.sam.*`` and ``clip.vision.window_size``): a
+    ``sam_kernel`` patch conv with a bias, learned positions on a ``sam_pos_side`` grid (None: SAM's own, 1024 /
+    ``sam_kernel``), ``sam_n_layer`` blocks (fused qkv, relative positions of ``rel_pos_len`` rows, None: as the
+    window or the global grid needs them, a GELU MLP), the neck (``neck`` channels) and two stride-2 convs to
+    ``n_embd``. Version 1: a CLIP ViT (fused qkv, pre norm, CLS row, learned positions on a ``clip_pos_side`` grid,
+    None: SAM's output grid) and ``mm.model.fc`` from CLIP's and SAM's ``2 * n_embd`` to ``n_embd_text``, the
+    newline and the view separator. Version 2: a Qwen2 encoder (``n_head_kv`` KV heads, biased q/k/v, SwiGLU, RMS
+    post norm) with the 256- and 144-query embeddings, ``mm.model.fc`` from ``n_embd``."""
+    w, add, mt = _start(path, seed, matrix_type, name=f"tiny-deepseekocr{version}-mmproj",
+                        proj_type="deepseekocr" if version == 1 else "deepseekocr2", image_size=1024,
+                        patch_size=16, n_embd=n_embd, n_ff=n_ff, n_layer=n_layer, n_embd_text=n_embd_text,
+                        n_head=n_head, eps=1e-6)
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.window_size", window)
+    w.add_uint32("clip.vision.sam.block_count", sam_n_layer)
+    w.add_uint32("clip.vision.sam.head_count", sam_n_head)
+    w.add_uint32("clip.vision.sam.embedding_length", sam_n_embd)
+    if version == 2:
+        w.add_uint32("clip.vision.attention.head_count_kv", n_head_kv)
+    grid = 1024 // sam_kernel
+    pos_side = sam_pos_side or grid
+    d = sam_n_embd // sam_n_head
+    add("v.sam.patch_embd.weight", (sam_kernel, sam_kernel, 3, sam_n_embd), mt)
+    add("v.sam.patch_embd.bias", (sam_n_embd,))
+    add("v.sam.pos_embd.weight", (sam_n_embd, pos_side, pos_side))
+    for il in range(sam_n_layer):
+        p = f"v.sam.blk.{il}"
+        side = grid if il in (2, 5, 8, 11) else window
+        for t in ("pos_h", "pos_w"):
+            add(f"{p}.attn.{t}.weight", (d, rel_pos_len or 2 * side - 1))
+        add(f"{p}.attn.qkv.weight", (sam_n_embd, 3 * sam_n_embd), mt)
+        add(f"{p}.attn.qkv.bias", (3 * sam_n_embd,))
+        add(f"{p}.attn.out.weight", (sam_n_embd, sam_n_embd), mt)
+        add(f"{p}.attn.out.bias", (sam_n_embd,))
+        for t in ("pre_ln", "post_ln"):
+            add(f"{p}.{t}.weight", (sam_n_embd,))
+            add(f"{p}.{t}.bias", (sam_n_embd,))
+        add(f"{p}.mlp.lin1.weight", (sam_n_embd, 4 * sam_n_embd), mt)
+        add(f"{p}.mlp.lin1.bias", (4 * sam_n_embd,))
+        add(f"{p}.mlp.lin2.weight", (4 * sam_n_embd, sam_n_embd), mt)
+        add(f"{p}.mlp.lin2.bias", (sam_n_embd,))
+    add("v.sam.neck.0.weight", (1, 1, sam_n_embd, neck))
+    add("v.sam.neck.2.weight", (3, 3, neck, neck))
+    for i in (1, 3):
+        add(f"v.sam.neck.{i}.weight", (neck,))
+        add(f"v.sam.neck.{i}.bias", (neck,))
+    add("v.sam.net_2.weight", (3, 3, neck, 2 * neck))
+    add("v.sam.net_3.weight", (3, 3, 2 * neck, n_embd))
+    add("v.view_seperator", (n_embd_text, 1))
+    if version == 1:
+        out_side = ((grid - 1) // 2) // 2 + 1
+        add("v.class_embd", (n_embd,))
+        add("v.position_embd.weight", (n_embd, (clip_pos_side or out_side) ** 2 + 1))
+        add("v.pre_ln.weight", (n_embd,))
+        add("v.pre_ln.bias", (n_embd,))
+        for il in range(n_layer):
+            p = f"v.blk.{il}"
+            add(f"{p}.attn_qkv.weight", (n_embd, 3 * n_embd), mt)
+            add(f"{p}.attn_qkv.bias", (3 * n_embd,))
+            add(f"{p}.attn_out.weight", (n_embd, n_embd), mt)
+            add(f"{p}.attn_out.bias", (n_embd,))
+            for t in ("ln1", "ln2"):
+                add(f"{p}.{t}.weight", (n_embd,))
+                add(f"{p}.{t}.bias", (n_embd,))
+            add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+            add(f"{p}.ffn_up.bias", (n_ff,))
+            add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+            add(f"{p}.ffn_down.bias", (n_embd,))
+        add("v.image_newline", (n_embd_text,))
+        add("mm.model.fc.weight", (2 * n_embd, n_embd_text), mt)
+    else:
+        n_kv = n_embd // n_head * n_head_kv
+        for il in range(n_layer):
+            p = f"v.blk.{il}"
+            add(f"{p}.attn_q.weight", (n_embd, n_embd), mt)
+            add(f"{p}.attn_q.bias", (n_embd,))
+            for t in ("attn_k", "attn_v"):
+                add(f"{p}.{t}.weight", (n_embd, n_kv), mt)
+                add(f"{p}.{t}.bias", (n_kv,))
+            add(f"{p}.attn_out.weight", (n_embd, n_embd), mt)
+            add(f"{p}.ln1.weight", (n_embd,))
+            add(f"{p}.ln2.weight", (n_embd,))
+            for t in ("ffn_gate", "ffn_up"):
+                add(f"{p}.{t}.weight", (n_embd, n_ff), mt)
+            add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add("v.post_ln.weight", (n_embd,))
+        add("v.resample_query_1024.weight", (n_embd, 256))
+        add("v.resample_query_768.weight", (n_embd, 144))
+        add("mm.model.fc.weight", (n_embd, n_embd_text), mt)
+    add("mm.model.fc.bias", (n_embd_text,))
+    return _finish(w, path)
+
+
+def write_gemma3nv_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd: int = 64,
+    image_size: int = 512,
+    channels: tuple[int, int, int, int, int] = (8, 8, 16, 16, 24),
+    n_head: int = 2,
+    d_head: int = 8,
+    attention: bool = True,
+    msfa: bool = True,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Gemma 3n vision projector (``gemma3nv``, ``models/mobilenetv5.cpp``): a MobileNetV5 of ``channels`` (stem,
+    then stages 0-3): the stem conv with its bias and norm; stage 0 two edge residuals, stage 1 two universal
+    inverted residuals (one with both depthwise convs, one with neither), stages 2 and 3 a strided inverted residual,
+    then (``attention``) a multi-query attention block of ``n_head`` heads ``d_head`` wide with key/value
+    down-convs and a layer scale, and stage 2 a 5x5 ``dw_start`` block; with ``msfa`` the fusion adapter (its FFN
+    and norm) to ``n_embd``, else stage 3 has the channels stage 2's need to make ``n_embd``; the soft-embedding
+    norm and the input projection, ``n_embd`` square (mtmd takes its first dimension as the text model's width)."""
+    w, add, mt = _start(path, seed, matrix_type, name="tiny-gemma3nv-mmproj", proj_type="gemma3nv",
+                        image_size=image_size, patch_size=16, n_embd=n_embd, n_ff=4 * n_embd, n_layer=1,
+                        n_embd_text=n_embd, n_head=n_head, eps=1e-6)
+    c0, c1, c2, c3, c4 = channels
+    if not msfa:  # the fused ends of stages 2 and 3, concatenated, are the output
+        c4 = n_embd - c3
+
+    def uir(p, cin, cout, *, start=0, mid=0, expand=2):
+        e = cin * expand
+        if start:
+            add(f"{p}.dw_start.conv.weight", (start, start, 1, cin), mt)
+            add(f"{p}.dw_start.bn.weight", (cin,))
+        add(f"{p}.pw_exp.conv.weight", (1, 1, cin, e), mt)
+        add(f"{p}.pw_exp.bn.weight", (e,))
+        if mid:
+            add(f"{p}.dw_mid.conv.weight", (mid, mid, 1, e), mt)
+            add(f"{p}.dw_mid.bn.weight", (e,))
+        add(f"{p}.pw_proj.conv.weight", (1, 1, e, cout), mt)
+        add(f"{p}.pw_proj.bn.weight", (cout,))
+        add(f"{p}.layer_scale.gamma", (1, 1, cout))
+
+    def attn(p, c):
+        add(f"{p}.norm.weight", (c,))
+        add(f"{p}.attn.query.proj.weight", (1, 1, c, n_head * d_head), mt)
+        for part in ("key", "value"):
+            add(f"{p}.attn.{part}.down_conv.weight", (3, 3, 1, c), mt)
+            add(f"{p}.attn.{part}.norm.weight", (c,))
+            add(f"{p}.attn.{part}.proj.weight", (1, 1, c, d_head), mt)
+        add(f"{p}.attn.output.proj.weight", (1, 1, n_head * d_head, c), mt)
+        add(f"{p}.layer_scale.gamma", (1, 1, c))
+
+    add("v.conv_stem.conv.weight", (3, 3, 3, c0), mt)
+    add("v.conv_stem.conv.bias", (1, 1, c0))
+    add("v.conv_stem.bn.weight", (c0,))
+    for i, cin in enumerate((c0, c1)):  # stage 0: edge residuals, the first strided
+        add(f"v.blk.0.{i}.conv_exp.weight", (3, 3, cin, 2 * cin), mt)
+        add(f"v.blk.0.{i}.bn1.weight", (2 * cin,))
+        add(f"v.blk.0.{i}.conv_pwl.weight", (1, 1, 2 * cin, c1), mt)
+        add(f"v.blk.0.{i}.bn2.weight", (c1,))
+    uir("v.blk.1.0", c1, c2, start=3, mid=3)
+    uir("v.blk.1.1", c2, c2)
+    uir("v.blk.2.0", c2, c3, mid=3)
+    if attention:
+        attn("v.blk.2.1", c3)
+        uir("v.blk.2.2", c3, c3, start=5)
+    uir("v.blk.3.0", c3, c4, mid=3)
+    if attention:
+        attn("v.blk.3.1", c4)
+    if msfa:
+        add("v.msfa.ffn.pw_exp.conv.weight", (1, 1, c3 + c4, 2 * n_embd), mt)
+        add("v.msfa.ffn.pw_exp.bn.weight", (2 * n_embd,))
+        add("v.msfa.ffn.pw_proj.conv.weight", (1, 1, 2 * n_embd, n_embd), mt)
+        add("v.msfa.ffn.pw_proj.bn.weight", (n_embd,))
+        add("v.msfa.norm.weight", (n_embd,))
+    add("mm.soft_emb_norm.weight", (n_embd,))
+    add("mm.input_projection.weight", (n_embd, n_embd), mt)
+    return _finish(w, path)
+
+
 def write_cogvlm_projector(
     path: str | os.PathLike,
     *,
@@ -1750,4 +1945,233 @@ def write_dots3note_a_projector(
     add("mm.a.mlp.1.bias", (hidden,))
     add("mm.a.mlp.3.weight", (hidden, n_embd_text), mt)
     add("mm.a.mlp.3.bias", (n_embd_text,))
+    return _finish(w, path)
+
+
+def write_parakeet_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_mel: int = 128,
+    channels: int = 16,
+    hidden: int = 96,
+    conv_kernel: int = 9,
+    subsampling: int = 8,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Parakeet projector (``parakeet``, ``models/parakeet.cpp``): the subsampling (a 3x3 conv, two depthwise
+    3x3 + pointwise 1x1 pairs, ``channels`` wide, with biases), ``a.pre_encode.out``, conformer blocks without
+    matrix biases (two half-step FFNs, attention with ``pos_bias_u``/``v`` and an ``n_embd``-wide ``linear_pos``,
+    the conv module with a ``conv_kernel``-tap depthwise kernel and its batch-norm mean/var), the
+    ``mm.a.norm_pre`` + ``mm.a.mlp.1``/``mm.a.mlp.2`` adapter, and the ``mm.model.mlp.0/1/3`` weights
+    ``load_tensors`` requires (the graph does not read them)."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(Path(path)), "clip")
+    w.add_string("general.name", "tiny-parakeet-mmproj")
+    w.add_bool("clip.has_vision_encoder", False)
+    w.add_bool("clip.has_audio_encoder", True)
+    w.add_string("clip.projector_type", "parakeet")
+    for key, v in (("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
+                   ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head),
+                   ("subsampling_factor", subsampling), ("conv_kernel_size", conv_kernel)):
+        w.add_uint32(f"clip.audio.{key}", v)
+    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    add("a.mel_filters", (257, n_mel))  # mtmd's preprocessor asserts n_mel x (512 / 2 + 1) and a 400-wide window
+    add("a.window", (400,))
+    c = channels
+    for i, shape in ((0, (3, 3, 1, c)), (2, (3, 3, 1, c)), (3, (1, 1, c, c)), (5, (3, 3, 1, c)), (6, (1, 1, c, c))):
+        add(f"a.conv1d.{i}.weight", shape, np.float32 if i in (2, 5) else np.float16)
+        add(f"a.conv1d.{i}.bias", (1, 1, c))
+    add("a.pre_encode.out.weight", ((n_mel // 8) * c, n_embd), mt)
+    add("a.pre_encode.out.bias", (n_embd,))
+    dh = n_embd // n_head
+    for il in range(n_layer):
+        p = f"a.blk.{il}"
+        for n in ("ffn_norm", "ffn_norm_1", "ln1", "ln2", "norm_conv", "conv_norm"):
+            add(f"{p}.{n}.weight", (n_embd,))
+            add(f"{p}.{n}.bias", (n_embd,))
+        for n in ("ffn_up", "ffn_up_1"):
+            add(f"{p}.{n}.weight", (n_embd, n_ff), mt)
+        for n in ("ffn_down", "ffn_down_1"):
+            add(f"{p}.{n}.weight", (n_ff, n_embd), mt)
+        for n in ("attn_q", "attn_k", "attn_v", "attn_out", "conv_pw2", "linear_pos"):
+            add(f"{p}.{n}.weight", (n_embd, n_embd), mt)
+        add(f"{p}.pos_bias_u", (dh, n_head))
+        add(f"{p}.pos_bias_v", (dh, n_head))
+        add(f"{p}.conv_pw1.weight", (n_embd, 2 * n_embd), mt)
+        add(f"{p}.conv_dw.weight", (conv_kernel, n_embd))
+        add(f"{p}.conv_norm_mean", (n_embd,))
+        add(f"{p}.conv_norm_var", (n_embd,))
+    add("mm.a.norm_pre.weight", (n_embd,))
+    add("mm.a.mlp.1.weight", (n_embd, hidden), mt)
+    add("mm.a.mlp.2.weight", (hidden, n_embd_text), mt)
+    for i in (0, 1, 3):
+        add(f"mm.model.mlp.{i}.weight", (n_embd_text, n_embd_text), mt)
+    return _finish(w, path)
+
+
+def write_mimo_audio_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    modes: tuple[int, ...] = (-1, 0, 0, -1),
+    n_head: int = 4,
+    n_mel: int = 128,
+    bins: tuple[int, ...] = (64, 32),
+    max_bins: int = 64,
+    local_layers: int = 2,
+    group: int = 4,
+    hidden: int = 96,
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A MiMo-Audio projector (``mimo_audio``, ``models/mimo-audio.cpp``): Whisper's two 1-D convs, layer-norm
+    blocks with biases, one per ``modes`` entry (``clip.audio.wa_pattern_mode``: -1 full, 0 window), the post
+    norm, the stride-2 downsampling conv and norm, an RVQ codebook of ``max_bins`` rows per quantizer (``bins``
+    used) and as many code-embedding tables, ``local_layers`` RMS-norm blocks with biased q/k/v and a gated FFN,
+    the local norm and the ``mm.a.mlp.1``/``mm.a.mlp.2`` projection of ``group`` frames a row."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(Path(path)), "clip")
+    w.add_string("general.name", "tiny-mimo-audio-mmproj")
+    w.add_bool("clip.has_vision_encoder", False)
+    w.add_bool("clip.has_audio_encoder", True)
+    w.add_string("clip.projector_type", "mimo_audio")
+    for key, v in (("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
+                   ("block_count", len(modes)), ("projection_dim", n_embd_text), ("attention.head_count", n_head),
+                   ("window_size", 8), ("local_block_count", local_layers), ("local_group_size", group),
+                   ("rvq.num_quantizers", len(bins))):
+        w.add_uint32(f"clip.audio.{key}", v)
+    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
+    w.add_array("clip.audio.wa_pattern_mode", list(modes))
+    w.add_array("clip.audio.rvq.codebook_size", list(bins))
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    add("a.conv1d.1.weight", (3, n_mel, n_embd), np.float16)
+    add("a.conv1d.1.bias", (1, n_embd))
+    add("a.conv1d.2.weight", (3, n_embd, n_embd), np.float16)
+    add("a.conv1d.2.bias", (1, n_embd))
+    _vit_blocks(add, mt, len(modes), n_embd, n_ff, prefix="a")
+    add("a.post_ln.weight", (n_embd,))
+    add("a.post_ln.bias", (n_embd,))
+    add("a.downsample.conv.weight", (2, n_embd, n_embd), np.float16)
+    add("a.downsample.norm.weight", (n_embd,))
+    add("a.downsample.norm.bias", (n_embd,))
+    add("a.rvq.codebook.weight", (n_embd, max_bins, len(bins)))
+    add("mm.a.code_embd.weight", (n_embd, max_bins, len(bins)))
+    for il in range(local_layers):
+        p = f"mm.a.local_blk.{il}"
+        for n in ("attn_q", "attn_k", "attn_v"):
+            add(f"{p}.{n}.weight", (n_embd, n_embd), mt)
+            add(f"{p}.{n}.bias", (n_embd,))
+        add(f"{p}.attn_out.weight", (n_embd, n_embd), mt)
+        add(f"{p}.ffn_gate.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
+        add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
+        add(f"{p}.ln1.weight", (n_embd,))
+        add(f"{p}.ln2.weight", (n_embd,))
+    add("mm.a.local_norm.weight", (n_embd,))
+    add("mm.a.mlp.1.weight", (n_embd * group, hidden), mt)
+    add("mm.a.mlp.2.weight", (hidden, n_embd_text), mt)
+    return _finish(w, path)
+
+
+def write_granite_speech_projector(
+    path: str | os.PathLike,
+    *,
+    n_embd_text: int = 64,
+    n_embd: int = 64,
+    n_ff: int = 128,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_mel: int = 160,
+    chunk: int = 64,
+    max_pos: int = 64,
+    conv_kernel: int = 15,
+    window: int = 15,
+    downsample: int = 5,
+    proj_heads: int = 2,
+    n_ctc: int = 48,
+    feature_layers: tuple[int, ...] = (),
+    matrix_type: str = "f16",
+    seed: int = 0,
+) -> Path:
+    """A Granite Speech projector (``granite_speech``, ``models/granite-speech.cpp``): the input projection,
+    conformer blocks with biases (two half-step FFNs, block attention with a Shaw ``attn_rel_pos_emb`` of
+    ``2 * max_pos + 1`` rows, the conv module with a ``conv_kernel``-tap depthwise kernel), the CTC pair, the
+    feature layers concatenated where given, and the QFormer: ``window / downsample`` learned queries, two blocks
+    of self-attention, cross-attention and a GELU FFN with their norms, the output linear."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(Path(path)), "clip")
+    w.add_string("general.name", "tiny-granite-speech-mmproj")
+    w.add_bool("clip.has_vision_encoder", False)
+    w.add_bool("clip.has_audio_encoder", True)
+    w.add_string("clip.projector_type", "granite_speech")
+    for key, v in (("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
+                   ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head),
+                   ("chunk_size", chunk), ("conv_kernel_size", conv_kernel), ("max_pos_emb", max_pos),
+                   ("projector.window_size", window), ("projector.downsample_rate", downsample),
+                   ("projector.head_count", proj_heads)):
+        w.add_uint32(f"clip.audio.{key}", v)
+    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
+    if feature_layers:
+        w.add_array("clip.audio.feature_layer", list(feature_layers))
+    mt = np.float16 if matrix_type == "f16" else np.float32
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    def linear(name: str, n_in: int, n_out: int) -> None:
+        add(f"{name}.weight", (n_in, n_out), mt)
+        add(f"{name}.bias", (n_out,))
+
+    def norm(name: str, n: int = n_embd) -> None:
+        add(f"{name}.weight", (n,))
+        add(f"{name}.bias", (n,))
+
+    linear("a.input_projection", n_mel, n_embd)
+    linear("a.enc_ctc_out", n_embd, n_ctc)
+    linear("a.enc_ctc_out_mid", n_ctc, n_embd)
+    for il in range(n_layer):
+        p = f"a.blk.{il}"
+        for n in ("attn_q", "attn_k", "attn_v"):
+            add(f"{p}.{n}.weight", (n_embd, n_embd), mt)
+        linear(f"{p}.attn_out", n_embd, n_embd)
+        for n in ("ffn_norm", "ffn_norm_1", "ln1", "ln2", "norm_conv", "conv_norm"):
+            norm(f"{p}.{n}")
+        for sfx in ("", "_1"):
+            linear(f"{p}.ffn_up{sfx}", n_embd, n_ff)
+            linear(f"{p}.ffn_down{sfx}", n_ff, n_embd)
+        add(f"{p}.attn_rel_pos_emb", (n_embd // n_head, 2 * max_pos + 1))
+        add(f"{p}.conv_dw.weight", (conv_kernel, n_embd))
+        linear(f"{p}.conv_pw1", n_embd, 2 * n_embd)
+        linear(f"{p}.conv_pw2", n_embd, n_embd)
+    add("a.proj_query", (n_embd, window // downsample))
+    norm("a.proj_norm")
+    linear("a.proj_linear", n_embd, n_embd_text)
+    width = n_embd * (len(feature_layers) + 1)
+    for il in range(2):
+        p = f"a.proj_blk.{il}"
+        for n in ("self_attn_q", "self_attn_k", "self_attn_v", "self_attn_out", "cross_attn_q", "cross_attn_out"):
+            linear(f"{p}.{n}", n_embd, n_embd)
+        for n in ("cross_attn_k", "cross_attn_v"):
+            linear(f"{p}.{n}", width, n_embd)
+        for n in ("self_attn_norm", "cross_attn_norm", "ffn_norm"):
+            norm(f"{p}.{n}")
+        linear(f"{p}.ffn_up", n_embd, 2 * n_embd)
+        linear(f"{p}.ffn_down", 2 * n_embd, n_embd)
     return _finish(w, path)

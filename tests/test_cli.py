@@ -210,10 +210,10 @@ def test_estimate_counts_both_encoders_of_a_projector_and_says_what_it_leaves_ou
     assert doc["projector"]["exact"] and all(e["compute"]["CUDA0"] > 0 for e in enc)
     assert doc["projector"]["compute"]["CUDA0"] == sum(e["compute"]["CUDA0"] for e in enc)
     other = tmp_path / "other.gguf"
-    other.write_bytes(apply(both.read_bytes(), [["meta", "clip.audio.projector_type", 8, "granite_speech"]]))
+    other.write_bytes(apply(both.read_bytes(), [["meta", "clip.audio.projector_type", 8, "qwen3tts_spkenc"]]))
     args[args.index(str(both))] = str(other)
     r = layerdeck("estimate", *args)
-    assert r.returncode == 0 and "'granite_speech' audio encoder's compute buffer is not counted" in r.stdout
+    assert r.returncode == 0 and "'qwen3tts_spkenc' audio encoder's compute buffer is not counted" in r.stdout
     doc = json.loads(layerdeck("estimate", "--json", *args).stdout)
     assert not doc["projector"]["exact"] and doc["projector"]["encoders"][1]["compute"] == {}
-    assert any("granite_speech" in n and "not counted" in n for n in doc["notes"])
+    assert any("qwen3tts_spkenc" in n and "not counted" in n for n in doc["notes"])

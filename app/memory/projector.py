@@ -30,7 +30,7 @@ from ..lanes import CPU, DeviceKind, Lane
 from ..model.projector import Projector, minicpmv_query_num
 from .backends import CPU_ALIGNMENT, alignment_of, backend_of, cuda_like
 from .compute.alloc import allocate_graph
-from .compute.projector_graphs import AUDIO_GRAPHS, GRAPHS, ClipHParams, make_weight
+from .compute.projector_graphs import AUDIO_GRAPHS, GRAPHS, ClipHParams, make_weight, wtype
 from .compute.schedule import schedule
 from .compute.vk_optimize import reorder as vk_reorder
 from .compute.vk_optimize import use_counts
@@ -128,16 +128,20 @@ _WARMUP_TOKENS = {
 
 #: tensors clip.cpp reads as scalars (``get_scalar``: Gemma 4's clamp bounds) and does not load into the buffer
 _SCALARS = (".input_max", ".input_min", ".output_max", ".output_min")
+#: Parakeet's mel filters and window, which ``load_tensors`` reads into hparams (``get_vector``), not a buffer
+_VECTORS = ("a.mel_filters", "a.window")
 
 
 def loaded_tensors(proj: Projector):
-    """The tensors ``clip_model_loader`` loads into the weights buffers (one per encoder): not the scalars, and
-    not the audio encoder's where ``clip_init`` skips it (Gemma 3n)."""
+    """The tensors ``clip_model_loader`` loads into the weights buffers (one per encoder): not the scalars and
+    vectors it reads into hparams, and not the audio encoder's where ``clip_init`` skips it (Gemma 3n)."""
     skip_audio = proj.vision and proj.proj_type in _SKIPS_AUDIO
     return [
         t
         for t in proj.tensors
-        if not t.name.endswith(_SCALARS) and not (skip_audio and t.name.startswith(("a.", "mm.a.")))
+        if not t.name.endswith(_SCALARS)
+        and t.name not in _VECTORS
+        and not (skip_audio and t.name.startswith(("a.", "mm.a.")))
     ]
 
 
@@ -246,8 +250,9 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         n_merge = int(hp("projector.scale_factor", 0) or 0) or 1
         cap = max(settings.image_max_tokens, 16) if settings and settings.image_max_tokens else 384
         warmup = math.isqrt(min(256, cap)) * patch * n_merge
-    elif ptype in ("deepseekocr", "deepseekocr2"):
+    elif ptype in ("deepseekocr", "deepseekocr2"):  # load_hparams sets a 16-pixel patch and a 1024x1024 warmup
         n_merge = 1
+        patch = 16
         warmup = 1024
     elif ptype == "pixtral":  # n_merge 1 unless spatial_merge_size; set_warmup_n_tokens(256)
         n_merge = int(hp("spatial_merge_size", 0) or 0) or 1
@@ -255,6 +260,7 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
     else:  # MiniCPM-V 4.6: 4 (its ViT merger and final merger, 2x2 each) unless the file says 2
         n_merge = int(hp("projector.scale_factor", 0) or 0) or (4 if ptype in ("gemma3", "minicpmv4_6") else 1)
     granite = ptype == "granite4_vision"  # open_projector checked its keys
+    ocr = ptype in ("deepseekocr", "deepseekocr2")
     return ClipHParams(
         n_embd=n_embd,
         n_head=n_head,
@@ -277,6 +283,11 @@ def clip_hparams(proj: Projector, settings: LlamaSettings | None = None) -> Clip
         spatial_offsets=_int_list(hp("projector.spatial_offsets", None)) if granite else (),
         query_side=int(hp("projector.query_side", 0)) if granite else 0,
         window_side=int(hp("projector.window_side", 0)) if granite else 0,
+        # DeepSeek-OCR's SAM keys, read for it alone (open_projector checked them; another type's may be anything)
+        sam_n_layer=int(hp("sam.block_count", 0) or 0) if ocr else 0,
+        sam_n_head=int(hp("sam.head_count", 0) or 0) if ocr else 0,
+        sam_n_embd=int(hp("sam.embedding_length", 0) or 0) if ocr else 0,
+        attn_window_size=int(hp("window_size", 0) or 0) if ocr else 0,
     )
 
 
@@ -299,10 +310,34 @@ def _fa_supported(lane: Lane | None, hp: ClipHParams) -> bool:
     return True
 
 
-def _replay(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool, build) -> tuple[list[int], bool]:
+def _cpu_stuck(g) -> str | None:
+    """The weight of a matrix product the CPU backend cannot run, if the graph has one: ``ggml_backend_cpu_device_
+    supports_op`` takes a MUL_MAT only where its second source is f32 or the first's ``vec_dot_type`` (f16 for f16,
+    bf16 for bf16, a q8 type for the quantized ones), so an f16 im2col (``ggml_conv_2d_dw``) against an F32 or
+    quantized depthwise kernel has no backend on a CPU-only clip context, and its scheduler aborts
+    (``GGML_ASSERT(*cur_backend_id != -1)``, seen with llama-server on MobileVLM V2's PEG and Gemma 3n's
+    MobileNetV5 kernels)."""
+
+    def ty(t) -> str:  # a weight's ggml type (a view's is its weight's)
+        return wtype(t.vs if t.vs is not None else t) if t.ty == "w" else t.ty
+
+    for t in g.nodes:
+        if t.op != "MUL_MAT":
+            continue
+        a, b = t.src[0], t.src[1]
+        if ty(b) != "f32" and not (ty(b) == ty(a) and ty(a) in ("f16", "bf16")):
+            w = a if a.ty == "w" else b
+            return f"{(w.vs if w.vs is not None else w).name} ({ty(w).upper()})"
+    return None
+
+
+def _replay(
+    proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool, build, stuck: list[str] | None = None
+) -> tuple[list[int], bool]:
     """Schedule and allocate one encoder's warmup graph (``build(hp, w, fa)``): (peak bytes per backend ([lane,
     CPU] or [CPU]), whether the projector's backend refuses one of its FLASH_ATTN_EXT ops
-    (``reserve_compute_meta``'s ``fattn``))."""
+    (``reserve_compute_meta``'s ``fattn``)). On the CPU, ``stuck`` gets the weight of a product the CPU backend
+    cannot run (:func:`_cpu_stuck`)."""
     devs = [lane] if lane is not None else []
     cpu = len(devs)
     weights = {}
@@ -313,6 +348,10 @@ def _replay(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool, build
         weights[t.name] = w
 
     g = build(hp, weights.get, fa)
+    if lane is None and stuck is not None:
+        got = _cpu_stuck(g)
+        if got is not None:
+            stuck.append(got)
     refused = False
     if fa and lane is not None:
         limit = lane.max_tensor_bytes
@@ -335,11 +374,13 @@ def _replay(proj: Projector, hp: ClipHParams, lane: Lane | None, fa: bool, build
     return peaks, refused
 
 
-def _warmup(proj: Projector, hp: ClipHParams, lane: Lane | None, fa_mode: str, build) -> list[int]:
+def _warmup(
+    proj: Projector, hp: ClipHParams, lane: Lane | None, fa_mode: str, build, stuck: list[str] | None = None
+) -> list[int]:
     """``clip_model_loader::warmup``: ``-fa auto`` reserves with flash attention on and, where the backend refuses
     it, again without; the second reserve keeps the larger buffer of the two (``ggml_gallocr_reserve_n`` grows,
-    never shrinks)."""
-    first, refused = _replay(proj, hp, lane, fa_mode != "off", build)
+    never shrinks). ``stuck``: as :func:`_replay`'s."""
+    first, refused = _replay(proj, hp, lane, fa_mode != "off", build, stuck)
     if refused and fa_mode == "auto":
         again, _ = _replay(proj, hp, lane, False, build)
         return [max(a, b) for a, b in zip(first, again)]
@@ -371,8 +412,10 @@ _SKIPS_AUDIO = ("gemma3nv",)
 def audio_hparams(proj: Projector, a_type: str = "") -> ClipHParams:
     """``clip_model_loader::load_hparams`` for the audio encoder: the ``clip.audio.*`` keys, and the warmup
     ``clip_hparams::warmup_audio_size`` (3000 frames) of ``num_mel_bins`` rows (640 samples for the encoder-free
-    ``gemma4ua``, whatever the file says)."""
+    ``gemma4ua``, whatever the file says); a type's own keys only for that type (``open_projector`` checked them),
+    as ``load_hparams`` reads them."""
     hp = proj.audio_hp
+    mimo, granite = a_type == "mimo_audio", a_type == "granite_speech"
     n_embd = int(hp("embedding_length", 0))
     n_head = int(hp("attention.head_count", 1)) or 1
     return ClipHParams(
@@ -391,6 +434,16 @@ def audio_hparams(proj: Projector, a_type: str = "") -> ClipHParams:
         n_mel=640 if a_type == "gemma4ua" else int(hp("num_mel_bins", 0)),
         warmup_frames=3000,
         stack_factor=int(hp("projector.stack_factor", 0) or 0),
+        conv_kernel=int(hp("conv_kernel_size")) if a_type == "parakeet" or granite else 0,
+        wa_modes=_int_list(hp("wa_pattern_mode", None)) if mimo else (),
+        rvq_bins=_int_list(hp("rvq.codebook_size", None)) if mimo else (),
+        local_layers=int(hp("local_block_count")) if mimo else 0,
+        local_group=int(hp("local_group_size")) if mimo else 0,
+        feature_layers=_int_list(hp("feature_layer", None)) if granite else (),
+        chunk_size=int(hp("chunk_size")) if granite else 0,
+        proj_window=int(hp("projector.window_size")) if granite else 0,
+        proj_downsample=int(hp("projector.downsample_rate")) if granite else 0,
+        proj_heads=int(hp("projector.head_count")) if granite else 0,
     )
 
 
@@ -408,6 +461,7 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
     exact = True
 
     encoders: list[tuple[str, str, dict[str, int]]] = []
+    stuck: list[str] = []  # weights of products the CPU backend cannot run (_cpu_stuck)
 
     def add(kind: str, ptype: str, peaks: list[int]) -> None:
         own = {name: size for name, size in zip(names, peaks) if size > 1}  # reserve_compute_meta logs (and mtmd
@@ -421,7 +475,7 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
         peaks: list[int] | None = None
         if v_type in GRAPHS:
             try:
-                peaks = _warmup(proj, hp, lane, fa_mode, GRAPHS[v_type])
+                peaks = _warmup(proj, hp, lane, fa_mode, GRAPHS[v_type], stuck)
             except (NotImplementedError, KeyError, AttributeError, TypeError) as exc:
                 notes.append(f"The {v_type} projector's graph could not be replayed ({exc}).")
         if peaks is None:
@@ -432,15 +486,6 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
                 f"{v_type!r} projector's graph yet. Verify measures them with the real llama-server."
             )
         add("vision", v_type, peaks)
-        if v_type == "ldpv2" and lane is None:
-            peg = next((t for t in proj.tensors if t.name == "mm.model.peg.0.weight"), None)
-            if peg is not None and peg.type_name.lower() not in ("f16", "bf16"):
-                notes.append(
-                    f"llama.cpp stops on this projector on the CPU: its depthwise PEG kernel is "
-                    f"{peg.type_name.upper()}, and the CPU backend has no matrix product of that type by the f16 "
-                    "im2col ggml_conv_2d_dw makes, so clip's scheduler aborts (GGML_ASSERT(*cur_backend_id != -1), "
-                    "seen with llama-server). Offload the projector to a GPU or use a file with an F16 kernel."
-                )
     a_type = proj.audio_type or (proj.proj_type if not proj.vision else None)
     a_type = _AUDIO_ALIAS.get(a_type, a_type) if proj.audio and a_type else None
     if a_type is not None and v_type not in _SKIPS_AUDIO:
@@ -448,7 +493,7 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
         done = False
         if a_type in AUDIO_GRAPHS:
             try:
-                add("audio", a_type, _warmup(proj, hp, lane, fa_mode, AUDIO_GRAPHS[a_type]))
+                add("audio", a_type, _warmup(proj, hp, lane, fa_mode, AUDIO_GRAPHS[a_type], stuck))
                 done = True
             except (NotImplementedError, KeyError, AttributeError, TypeError) as exc:
                 notes.append(f"The {a_type} audio encoder's graph could not be replayed ({exc}).")
@@ -459,5 +504,12 @@ def projector_memory(proj: Projector, devices: list[Lane], settings: LlamaSettin
                 f"The projector's {a_type!r} audio encoder's compute buffer is not counted: Layerdeck does not "
                 "replay its graph yet. Verify measures it with the real llama-server."
             )
+    if stuck:
+        notes.append(
+            f"llama.cpp stops on this projector on the CPU: the CPU backend has no matrix product of {stuck[0]} by "
+            "the f16 im2col its depthwise convolution (ggml_conv_2d_dw) makes, so clip's scheduler aborts "
+            "(GGML_ASSERT(*cur_backend_id != -1), seen with llama-server). Offload the projector to a GPU "
+            "(without --no-mmproj-offload) or use a file whose depthwise kernels are F16."
+        )
     raw = sum(t.nbytes for t in loaded_tensors(proj) + _audio_reloads(proj))
     return ProjectorMemory(where, weights, compute, exact, notes, weights_raw=raw, encoders=encoders)

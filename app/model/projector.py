@@ -90,9 +90,40 @@ _U32_VISION = (
     ("image_min_pixels", False),
     ("image_max_pixels", False),
 )
+#: DeepSeek-OCR's SAM keys (load_hparams; OCR 2 also requires the KV heads)
+_SAM_KEYS = (
+    ("sam.block_count", True),
+    ("sam.head_count", True),
+    ("sam.embedding_length", True),
+    ("window_size", True),
+    ("preproc_min_tiles", False),
+    ("preproc_max_tiles", False),
+)
 #: per vision projector type, the get_u32 keys its load_hparams reads beyond every type's; (key, required)
-_U32_VISION_BY_TYPE = {"granite4_vision": (("projector.query_side", True), ("projector.window_side", True))}
+_U32_VISION_BY_TYPE = {
+    "granite4_vision": (("projector.query_side", True), ("projector.window_side", True)),
+    "deepseekocr": _SAM_KEYS,
+    "deepseekocr2": _SAM_KEYS + (("attention.head_count_kv", True),),
+}
 _U32_AUDIO = (("num_mel_bins", True), ("projector.stack_factor", False))
+#: per audio projector type, the get_u32 keys its load_hparams reads beyond every type's; (key, required)
+_U32_AUDIO_BY_TYPE = {
+    "parakeet": (("subsampling_factor", True), ("conv_kernel_size", True)),
+    "granite_speech": (
+        ("chunk_size", True),
+        ("conv_kernel_size", True),
+        ("max_pos_emb", True),
+        ("projector.window_size", True),
+        ("projector.downsample_rate", True),
+        ("projector.head_count", True),
+    ),
+    "mimo_audio": (
+        ("rvq.num_quantizers", False),
+        ("window_size", True),
+        ("local_block_count", True),
+        ("local_group_size", True),
+    ),
+}
 #: vision types without the standard layers (clip.cpp ``has_standard_layers``)
 _NO_STANDARD_LAYERS = ("gemma3nv", "qwen3tts_spkenc", "pockettts_gen")
 #: audio types whose "mel bins" are raw-waveform frames (no [1, 256] bound)
@@ -326,6 +357,283 @@ def _check_granite4_vision(name: str, header: GGUFHeader) -> None:
         )
 
 
+#: the SAM tensors ``load_tensors`` requires of DeepSeek-OCR (1 and 2), in its order ({} per SAM layer)
+_SAM_HEAD = ("v.sam.pos_embd.weight", "v.sam.patch_embd.weight", "v.sam.patch_embd.bias")
+_SAM_LAYER = tuple(
+    f"v.sam.blk.{{}}.{t}"
+    for t in (
+        "attn.qkv.weight",
+        "attn.qkv.bias",
+        "attn.out.weight",
+        "attn.out.bias",
+        "pre_ln.weight",
+        "pre_ln.bias",
+        "post_ln.weight",
+        "post_ln.bias",
+        "attn.pos_h.weight",
+        "attn.pos_w.weight",
+        "mlp.lin1.weight",
+        "mlp.lin1.bias",
+        "mlp.lin2.weight",
+        "mlp.lin2.bias",
+    )
+)
+_SAM_TAIL = (
+    "v.sam.neck.0.weight",
+    "v.sam.neck.1.bias",
+    "v.sam.neck.1.weight",
+    "v.sam.neck.2.weight",
+    "v.sam.neck.3.bias",
+    "v.sam.neck.3.weight",
+    "v.sam.net_2.weight",
+    "v.sam.net_3.weight",
+    "v.view_seperator",
+    "mm.model.fc.weight",
+    "mm.model.fc.bias",
+)
+
+
+def _check_deepseekocr(name: str, header: GGUFHeader, ocr2: bool) -> None:
+    """DeepSeek-OCR 1 and 2 (``load_hparams``, ``load_tensors``, ``models/deepseekocr.cpp``/``deepseekocr2.cpp``):
+    the tile limits (min 2, max 9, 6 for OCR 2, unless the file says; a GGML_ASSERT), a window of at most 4096,
+    every SAM tensor of ``clip.vision.sam.block_count`` layers; the graph divides by the SAM heads and the window,
+    and OCR 2 asserts KV heads that divide the heads and 144 or 256 SAM tokens (its 1024x1024 warmup through the
+    patch kernel and the three convs that follow, two with stride 2)."""
+    md = header.metadata
+    lo = md.get("clip.vision.preproc_min_tiles", 2)
+    hi = md.get("clip.vision.preproc_max_tiles", 6 if ocr2 else 9)
+    if not 0 <= lo <= hi <= 256:
+        raise MetadataError(
+            f"{name}: llama.cpp would stop on this projector (GGML_ASSERT(hparams.preproc_min_tiles >= 0 && "
+            f"hparams.preproc_min_tiles <= hparams.preproc_max_tiles && hparams.preproc_max_tiles <= 256)): the "
+            f"tiles are {lo} to {hi}. Get the file again.",
+            key="clip.vision.preproc_max_tiles",
+            found=f"{lo}..{hi}",
+        )
+    window = md["clip.vision.window_size"]  # _check: the SAM keys are present
+    if window > 4096:
+        raise MetadataError(
+            f"{name}: llama.cpp refuses this projector: 'attn_window_size ({window}) is too large (max 4096)'. Get "
+            "the file again.",
+            key="clip.vision.window_size",
+            found=str(window),
+        )
+    tensors = {t.name: t for t in header.tensors}
+    n_sam = md["clip.vision.sam.block_count"]
+    layers = (t.format(il) for il in range(n_sam) for t in _SAM_LAYER)
+    for tensor in (*_SAM_HEAD, *layers, *_SAM_TAIL):
+        if tensor not in tensors:
+            raise MetadataError(
+                f"{name}: llama.cpp refuses this projector: 'unable to find tensor {tensor}' (clip.vision.sam."
+                f"block_count says {n_sam} SAM layers). The file is damaged: get it again.",
+                key="clip.vision.sam.block_count",
+                found=str(n_sam),
+            )
+    for key in ("clip.vision.sam.head_count", "clip.vision.window_size"):
+        if md[key] == 0:
+            raise MetadataError(
+                f"{name}: {key} is 0, which llama.cpp divides by (it would crash). The file is damaged: get it again.",
+                key=key,
+                found="0",
+            )
+    if not ocr2:
+        _needs(name, tensors, ("v.class_embd", "v.position_embd.weight", "v.image_newline"))
+        return
+    n_head, n_kv = md["clip.vision.attention.head_count"], md["clip.vision.attention.head_count_kv"]
+    if n_kv == 0 or n_head % n_kv:
+        raise MetadataError(
+            f"{name}: llama.cpp would stop on this projector (GGML_ASSERT(n_head % hparams.n_head_kv == 0)): "
+            f"{n_head} heads, {n_kv} KV heads. Get the file again.",
+            key="clip.vision.attention.head_count_kv",
+            found=str(n_kv),
+        )
+    shape = tensors["v.sam.patch_embd.weight"].shape
+    sides = [1024 // k if k else 0 for k in shape[:2]]  # the patch conv, strided by its own kernel
+    for _ in range(2):  # net_2 and net_3: 3x3, stride 2, padding 1
+        sides = [(s - 1) // 2 + 1 if s > 0 else 0 for s in sides]
+    if sides[0] * sides[1] not in (144, 256):
+        raise MetadataError(
+            f"{name}: llama.cpp would stop on this projector (GGML_ASSERT(num_image_tokens == 144 || "
+            f"num_image_tokens == 256)): its SAM patch kernel {shape[0]}x{shape[1]} makes {sides[0] * sides[1]} "
+            "tokens of the 1024x1024 image. Get the file again.",
+            key="v.sam.patch_embd.weight",
+        )
+    _needs(name, tensors, (f"v.resample_query_{1024 if sides[0] * sides[1] == 256 else 768}.weight",))
+
+
+def _needs(name: str, tensors: dict, names: tuple[str, ...]) -> None:
+    """Tensors ``load_tensors`` takes as optional but the warmup graph reads (a null pointer there: a crash)."""
+    for tensor in names:
+        if tensor not in tensors:
+            raise MetadataError(
+                f"{name}: llama.cpp would crash on this projector: its warmup graph reads {tensor}, which the file "
+                "lacks. Get the file again.",
+                key=tensor,
+            )
+
+
+def _check_gemma3nv(name: str, header: GGUFHeader) -> None:
+    """Gemma 3n's MobileNetV5 (``load_tensors`` and ``models/mobilenetv5.cpp``): the stem conv, and the channels
+    the graph ends with equal to ``clip.vision.embedding_length`` (a GGML_ASSERT): each block's last conv sets them
+    (an edge residual's ``conv_pwl``, an attention block's output projection, an inverted residual's ``pw_proj``
+    or ``pw_exp``), the fused features (the ends of stages 2 and 3, or the last block) add up, and the fusion
+    adapter's FFN convs set them again."""
+    shapes = {t.name: t.shape for t in header.tensors}
+    stem = shapes.get("v.conv_stem.conv.weight")
+    if stem is None or len(stem) < 4:
+        raise MetadataError(
+            f"{name}: llama.cpp would crash on this projector: it has no 4-D MobileNetV5 stem conv "
+            "(v.conv_stem.conv.weight). Get the file again.",
+            key="v.conv_stem.conv.weight",
+        )
+    ch = stem[3]
+    outs: list[int] = []
+    ends: list[int] = []
+    for stage in range(4):
+        i = 0
+        while True:
+            p = f"v.blk.{stage}.{i}."
+            kinds = ("conv_exp.weight", "dw_start.conv.weight", "pw_exp.conv.weight", "attn.query.proj.weight")
+            if not any(p + n in shapes for n in kinds):
+                break
+            last = next(
+                (
+                    shapes[p + n]
+                    for n in ("conv_pwl.weight", "attn.output.proj.weight", "pw_proj.conv.weight", "pw_exp.conv.weight")
+                    if p + n in shapes
+                ),
+                None,
+            )
+            ch = last[3] if last is not None and len(last) > 3 else ch
+            outs.append(ch)
+            i += 1
+        if i:
+            ends.append(len(outs) - 1)
+    fused = [outs[e] for e in ends[2:4]] if len(ends) >= 4 else outs[-1:]
+    c = sum(fused) if fused else ch
+    for conv in ("v.msfa.ffn.pw_exp.conv.weight", "v.msfa.ffn.pw_proj.conv.weight"):
+        if fused and len(shapes.get(conv, ())) > 3:
+            c = shapes[conv][3]
+    n_embd = header.metadata["clip.vision.embedding_length"]
+    if c != n_embd:
+        raise MetadataError(
+            f"{name}: llama.cpp would stop on this projector (GGML_ASSERT(C == hparams.n_embd)): its MobileNetV5 "
+            f"ends with {c} channels, where clip.vision.embedding_length is {n_embd}. Get the file again.",
+            key="clip.vision.embedding_length",
+            found=str(n_embd),
+            wanted=str(c),
+        )
+
+
+def _check_parakeet(name: str, header: GGUFHeader) -> None:
+    """Parakeet (``load_hparams`` and mtmd's ``mtmd_audio_preprocessor_parakeet::initialize``): a subsampling
+    factor of 8 and an odd conv kernel (GGML_ASSERTs), and the f32 ``a.mel_filters`` (``num_mel_bins`` x 257) and
+    ``a.window`` (400 samples) that ``load_tensors`` reads with ``get_vector`` and the preprocessor asserts the
+    sizes of."""
+    md = header.metadata
+    factor, kernel = md["clip.audio.subsampling_factor"], md["clip.audio.conv_kernel_size"]  # _check: both present
+    for ok, what, key, found in (
+        (factor == 8, "hparams.subsampling_factor == 8", "subsampling_factor", factor),
+        (
+            kernel > 0 and kernel % 2 == 1,
+            "hparams.audio_conv_kernel_size > 0 && hparams.audio_conv_kernel_size % 2 == 1",
+            "conv_kernel_size",
+            kernel,
+        ),
+    ):
+        if not ok:
+            raise MetadataError(
+                f"{name}: llama.cpp would stop on this projector (GGML_ASSERT({what})): clip.audio.{key} is {found}. "
+                "Get the file again.",
+                key=f"clip.audio.{key}",
+                found=str(found),
+            )
+    tensors = {t.name: t for t in header.tensors}
+    for tensor, n in (("a.mel_filters", md["clip.audio.num_mel_bins"] * 257), ("a.window", 400)):
+        t = tensors.get(tensor)
+        if t is not None and t.type_name.lower() != "f32":
+            raise MetadataError(
+                f"{name}: llama.cpp refuses this projector: '{tensor} must be f32, was {t.type_name.lower()}'. Get "
+                "the file again.",
+                key=tensor,
+            )
+        if t is None or t.n_elements != n:
+            raise MetadataError(
+                f"{name}: llama.cpp would stop on this projector (a GGML_ASSERT in mtmd's Parakeet preprocessor): "
+                f"its {tensor} has {t.n_elements if t is not None else 'no'} values where {n} are needed. Get the "
+                "file again.",
+                key=tensor,
+            )
+
+
+def _check_granite_speech(name: str, header: GGUFHeader) -> None:
+    """Granite Speech (``load_hparams`` and ``models/granite-speech.cpp``): a chunk of 1 to 8192 frames (a
+    GGML_ASSERT), and the QFormer's window, downsample rate and head count, which the graph divides by."""
+    md = header.metadata
+    chunk = md["clip.audio.chunk_size"]  # _check: every key present
+    if not 0 < chunk <= 8192:
+        raise MetadataError(
+            f"{name}: llama.cpp would stop on this projector (GGML_ASSERT(hparams.audio_chunk_size > 0 && "
+            f"hparams.audio_chunk_size <= 8192)): clip.audio.chunk_size is {chunk}. Get the file again.",
+            key="clip.audio.chunk_size",
+            found=str(chunk),
+        )
+    for short in ("projector.window_size", "projector.downsample_rate", "projector.head_count"):
+        if md[f"clip.audio.{short}"] == 0:
+            raise MetadataError(
+                f"{name}: clip.audio.{short} is 0, which llama.cpp divides by (it would crash). The file is "
+                "damaged: get it again.",
+                key=f"clip.audio.{short}",
+                found="0",
+            )
+
+
+def _check_mimo_audio(name: str, header: GGUFHeader) -> None:
+    """MiMo-Audio (``load_hparams``, ``load_tensors`` and ``models/mimo-audio.cpp``), said as llama.cpp says it:
+    quantizers, one codebook size each, within the codebook's and the code embeddings' rows (both tensors
+    required), a window mode per layer, a local group of at least one frame, and more than 3 layers' worth of
+    encoder for the skip connection it takes after layer 2 (a GGML_ASSERT in the graph)."""
+    md = header.metadata
+    n_q = md.get("clip.audio.rvq.num_quantizers", 0)
+    bins = _int_array(name, header, "clip.audio.rvq.codebook_size") or []
+    modes = _int_array(name, header, "clip.audio.wa_pattern_mode")
+    n_layer = md["clip.audio.block_count"]
+    shapes = {t.name: t.shape for t in header.tensors}
+    codebook, embd = shapes.get("a.rvq.codebook.weight", ()), shapes.get("mm.a.code_embd.weight", ())
+    for bad, said in (
+        (n_q <= 0, "mimo_audio: missing clip.audio.rvq.num_quantizers"),
+        (
+            len(bins) != n_q,
+            f"mimo_audio: clip.audio.rvq.codebook_size length ({len(bins)}) must equal "
+            f"clip.audio.rvq.num_quantizers ({n_q})",
+        ),
+        (modes is None, "Key not found: clip.audio.wa_pattern_mode"),
+        (
+            modes is not None and len(modes) != n_layer,
+            f"mimo_audio: clip.audio.wa_pattern_mode length ({len(modes or [])}) must equal n_layer ({n_layer})",
+        ),
+        (md["clip.audio.local_group_size"] <= 0, "mimo_audio: clip.audio.local_group_size must be > 0"),
+        (not codebook or not embd, "mimo_audio: missing a.rvq.codebook.%s or mm.a.code_embd.%s"),
+    ):
+        if bad:
+            raise MetadataError(f"{name}: llama.cpp refuses this projector: '{said}'. Get the file again.")
+    for b in bins:
+        if not 0 < b <= min(codebook[1] if len(codebook) > 1 else 1, embd[1] if len(embd) > 1 else 1):
+            raise MetadataError(
+                f"{name}: llama.cpp refuses this projector: 'mimo_audio: clip.audio.rvq.codebook_size entry ({b}) "
+                "out of range for codebook/code_embd tensors'. Get the file again.",
+                key="clip.audio.rvq.codebook_size",
+                found=str(b),
+            )
+    if n_layer <= 2:
+        raise MetadataError(
+            f"{name}: llama.cpp would stop on this projector (GGML_ASSERT(n_layer > skip_capture_il)): its encoder "
+            f"has {n_layer} layers, and MiMo-Audio's skip connection leaves layer 2. Get the file again.",
+            key="clip.audio.block_count",
+            found=str(n_layer),
+        )
+
+
 def open_projector(path: str | os.PathLike) -> Projector:
     """Read the projector file at ``path``. Raises :class:`~app.model.errors.GGUFError` for a file that is not a
     readable GGUF, :class:`NotAProjectorError` for a GGUF that is not a projector (a model given as --mmproj)."""
@@ -387,6 +695,17 @@ def open_projector(path: str | os.PathLike) -> Projector:
             )
     if vision and v_type == "granite4_vision":
         _check_granite4_vision(name, header)
+    if vision and v_type in ("deepseekocr", "deepseekocr2"):
+        _check_deepseekocr(name, header, v_type == "deepseekocr2")
+    if vision and v_type == "gemma3nv":
+        _check_gemma3nv(name, header)
     if audio and not (vision and v_type == "gemma3nv"):  # clip_init skips Gemma 3n's audio encoder
-        _check(name, header, "audio", _U32_AUDIO, a_type if isinstance(a_type, str) else "")
+        a_name = a_type if isinstance(a_type, str) else ""
+        _check(name, header, "audio", _U32_AUDIO + _U32_AUDIO_BY_TYPE.get(a_name, ()), a_name)
+        if a_name == "parakeet":
+            _check_parakeet(name, header)
+        if a_name == "mimo_audio":
+            _check_mimo_audio(name, header)
+        if a_name == "granite_speech":
+            _check_granite_speech(name, header)
     return Projector(Path(os.fspath(path)), header, proj, a_type if isinstance(a_type, str) else None, vision, audio)

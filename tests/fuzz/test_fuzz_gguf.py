@@ -668,6 +668,12 @@ PROJ_KEYS = [
     "clip.audio.projector.stack_factor", "general.architecture", "clip.vision.feature_layer",
     "clip.vision.image_min_pixels", "clip.vision.image_max_pixels", "clip.vision.wa_layer_indexes",
     "clip.vision.projector.spatial_offsets", "clip.vision.projector.window_side", "clip.vision.projector.query_side",
+    "clip.vision.sam.block_count", "clip.vision.sam.head_count", "clip.vision.sam.embedding_length",
+    "clip.vision.window_size", "clip.vision.preproc_min_tiles", "clip.vision.preproc_max_tiles",
+    "clip.audio.subsampling_factor", "clip.audio.conv_kernel_size", "clip.audio.wa_pattern_mode",
+    "clip.audio.rvq.num_quantizers", "clip.audio.rvq.codebook_size", "clip.audio.local_block_count",
+    "clip.audio.local_group_size", "clip.audio.chunk_size", "clip.audio.projector.window_size",
+    "clip.audio.projector.downsample_rate", "clip.audio.projector.head_count", "clip.audio.feature_layer",
 ]
 proj_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h][1]], st.sampled_from(PROJ_KEYS),
                                st.integers(0, len(HOSTILE) - 1))
@@ -676,17 +682,22 @@ proj_meta_mutation = st.builds(lambda k, h: ["meta", k, HOSTILE[h][0], HOSTILE[h
 @pytest.fixture(scope="module")
 def projectors(tmp_path_factory) -> Bases:
     """A tiny text model and unmutated projectors for it: gemma3, Qwen2.5-VL, LLaVA with feature layers, Kimi
-    K2.5, MiniCPM-V, MiniCPM-V 4.6 and Granite Vision 4.1 vision, Ultravox, Voxtral, Gemma 4 and LFM2 audio, and a file with both encoders."""
+    K2.5, MiniCPM-V, MiniCPM-V 4.6, Granite Vision 4.1, DeepSeek-OCR 1/2 and Gemma 3n vision, Ultravox, Voxtral, Gemma 4, LFM2, Parakeet, MiMo-Audio and Granite Speech audio, and a file with both encoders."""
     from tests import gguf_factory as gf
     from tests.projector_factory import (
+        write_deepseekocr_projector,
         write_gemma3_projector,
+        write_gemma3nv_projector,
         write_gemma4a_projector,
         write_granite4_vision_projector,
+        write_granite_speech_projector,
         write_kimik25_projector,
         write_lfm2a_projector,
         write_llava_projector,
+        write_mimo_audio_projector,
         write_minicpmv4_6_projector,
         write_minicpmv_projector,
+        write_parakeet_projector,
         write_qwen2vl_projector,
         write_whisper_projector,
     )
@@ -707,13 +718,20 @@ def projectors(tmp_path_factory) -> Bases:
         minicpmv=write_minicpmv_projector(d / "minicpmv.gguf", n_embd_text=128).read_bytes(),
         minicpmv4_6=write_minicpmv4_6_projector(d / "minicpmv4_6.gguf").read_bytes(),
         granite4_vision=write_granite4_vision_projector(d / "granite4_vision.gguf").read_bytes(),
+        deepseekocr=write_deepseekocr_projector(d / "deepseekocr.gguf").read_bytes(),
+        deepseekocr2=write_deepseekocr_projector(d / "deepseekocr2.gguf", version=2).read_bytes(),
+        gemma3nv=write_gemma3nv_projector(d / "gemma3nv.gguf").read_bytes(),
+        parakeet=write_parakeet_projector(d / "parakeet.gguf").read_bytes(),
+        mimo_audio=write_mimo_audio_projector(d / "mimo_audio.gguf").read_bytes(),
+        granite_speech=write_granite_speech_projector(d / "granite_speech.gguf", feature_layers=(0, 1)).read_bytes(),
     )
 
 
 @given(
     proj=st.sampled_from(
         ["gemma3", "qwen25vl", "ultravox", "voxtral", "omni", "gemma4a", "lfm2a", "llava", "kimik25", "minicpmv",
-         "minicpmv4_6", "granite4_vision"]
+         "minicpmv4_6", "granite4_vision", "parakeet", "mimo_audio", "deepseekocr", "deepseekocr2", "gemma3nv",
+         "granite_speech"]
     ),
     mutations=st.lists(st.one_of(proj_meta_mutation, proj_meta_mutation, any_mutation), min_size=1, max_size=2),
 )
@@ -728,6 +746,16 @@ def projectors(tmp_path_factory) -> Bases:
 @example(proj="minicpmv", mutations=[["meta", "clip.minicpmv_version", T_STR, "4"]])
 @example(proj="minicpmv4_6", mutations=[["meta", "clip.vision.wa_layer_indexes", T_STR, "1"]])
 @example(proj="granite4_vision", mutations=[["meta", "clip.vision.projector.window_side", T_U32, 5]])
+@example(proj="deepseekocr", mutations=[["meta", "clip.vision.sam.head_count", T_U32, 0]])
+@example(proj="deepseekocr2", mutations=[["meta", "clip.vision.preproc_max_tiles", T_U32, 1]])
+@example(proj="gemma3nv", mutations=[["meta", "clip.vision.embedding_length", T_U32, 48]])
+@example(proj="parakeet", mutations=[["meta", "clip.audio.conv_kernel_size", T_U32, 0]])
+@example(proj="parakeet", mutations=[["meta", "clip.audio.num_mel_bins", T_U32, 80]])
+@example(proj="mimo_audio", mutations=[["meta", "clip.audio.local_group_size", T_U32, 1 << 20]])
+@example(proj="mimo_audio", mutations=[["meta", "clip.audio.block_count", T_U32, 2]])
+@example(proj="granite_speech", mutations=[["meta", "clip.audio.chunk_size", T_U32, 1]])
+@example(proj="granite_speech", mutations=[["meta", "clip.audio.projector.downsample_rate", T_U32, 0]])
+@example(proj="ultravox", mutations=[["meta", "clip.audio.local_block_count", 9, {"arr": 6, "fill": float("nan")}]])
 def test_hostile_projectors(proj, mutations, projectors, scratch):
     """A mutated projector given with --mmproj, through the core (open, its memory on the CPU and on a planned
     GPU) and the CLI: a result or a typed error, within the budgets; what the core refuses the CLI refuses with

@@ -15,13 +15,17 @@ from app.memory.settings import LlamaSettings
 from app.model.projector import open_projector
 from tests.projector_factory import (
     write_deepseek4v_projector,
+    write_deepseekocr_projector,
+    write_gemma3nv_projector,
     write_dots3note_a_projector,
     write_cogvlm_projector,
     write_glm_edge_projector,
     write_granite4_vision_projector,
+    write_granite_speech_projector,
     write_hunyuanvl_projector,
     write_mimovl_projector,
     write_minicpmv4_6_projector,
+    write_mimo_audio_projector,
     write_minicpmv_projector,
     write_mobilevlm_projector,
     write_muse_glimmer_projector,
@@ -43,6 +47,7 @@ from tests.projector_factory import (
     write_llava_projector,
     write_minimax_m3_projector,
     write_nemotron_v2_vl_projector,
+    write_parakeet_projector,
     write_unshuffle_projector,
     write_whisper_projector,
     write_yasa2_projector,
@@ -252,6 +257,20 @@ SHAPES = {
     "exaone4_5": ("qwen2vl", dict(version="exaone4_5", n_head=4, n_head_kv=2)),
     # dots.3 note's audio: a 2-D conv stem over the whole warmup, an RMS transformer with partial RoPE
     "dots3note_a": ("dots3note_a", dict()),
+    # Parakeet's FastConformer (full attention over the 375 subsampled frames, the in-graph sinusoidal positions,
+    # batch-normed conv module); 80 mel bins, 8 channels, 3 blocks of 2 heads, a 31-tap kernel
+    "parakeet": ("parakeet", dict()),
+    "parakeet-small": ("parakeet", dict(n_mel=80, channels=8, n_layer=3, n_head=2, conv_kernel=31)),
+    # MiMo-Audio: full and window masks over 1500 positions, two quantizers, 750 frames padded to groups of 4; one
+    # quantizer, groups of 5 (none padded), 80 mel bins, 2 heads
+    "mimo_audio": ("mimo_audio", dict()),
+    "mimo_audio-small": ("mimo_audio", dict(modes=(0, -1, 0), n_mel=80, n_head=2, bins=(16,), max_bins=16, group=5,
+                                            local_layers=1)),
+    # Granite Speech: chunks of 64 (the last one masked), windows of 15 frames, 3 queries each; chunks of 100 (no
+    # mask), windows of 16 (the last one padded), feature layers 0 and 2 concatenated, 3 blocks with the CTC branch
+    "granite_speech": ("granite_speech", dict()),
+    "granite_speech-features": ("granite_speech", dict(chunk=100, window=16, downsample=4, feature_layers=(0, 2),
+                                                       n_layer=3, n_head=2, n_mel=128, proj_heads=4)),
     # MiniCPM-V: the resampler's 64 queries (version 4) over 256 patches, two 128-wide heads; version 2's 96
     # queries over a 20x20 grid; the query count from its own key
     "minicpmv": ("minicpmv", dict()),
@@ -269,6 +288,17 @@ SHAPES = {
     "granite4_vision": ("granite4_vision", dict()),
     "granite4_vision-pool": ("granite4_vision", dict(feature_layers=(0,), spatial_offsets=(-1,), projection_dim=64,
                                                      n_layer=2)),
+    # DeepSeek-OCR: SAM on a 64x64 grid (windows of 14, padded; layer 2 global) and a CLIP ViT on its 16x16 output;
+    # a 32-pixel patch kernel (a 32x32 grid, windows of 16, two heads), f32 matrices, SAM's positions, relative
+    # positions and CLIP's positions all interpolated. DeepSeek-OCR 2: SAM and a GQA Qwen2 encoder with 256 queries
+    "deepseekocr": ("deepseekocr", dict()),
+    "deepseekocr-interp": ("deepseekocr", dict(sam_kernel=32, sam_n_head=2, sam_n_layer=4, window=16, sam_pos_side=20,
+                                               rel_pos_len=20, clip_pos_side=5, matrix_type="f32")),
+    "deepseekocr2": ("deepseekocr", dict(version=2)),
+    # Gemma 3n's MobileNetV5: edge and inverted residuals, multi-query attention blocks and the fusion adapter on a
+    # 512x512 image (fused at 32x32, pooled to 16x16); without attention or the adapter's FFN at 768x768
+    "gemma3nv": ("gemma3nv", dict()),
+    "gemma3nv-plain": ("gemma3nv", dict(attention=False, msfa=False, image_size=768)),
     # CogVLM: EVA-CLIP post-norm layers with a fused qkv, the SwiGLU adapter and begin/end rows; a 24x24 grid
     "cogvlm": ("cogvlm", dict()),
     "cogvlm-336": ("cogvlm", dict(n_layer=3, image_size=336)),
@@ -308,8 +338,11 @@ _WRITERS = {"gemma3": write_gemma3_projector, "qwen3vl": write_qwen3vl_projector
             "llava": write_llava_projector, "nemotron_v2_vl": write_nemotron_v2_vl_projector,
             "gemma4uv": write_gemma4uv_projector, "lfm2a": write_lfm2a_projector,
             "step3vl": write_step3vl_projector, "dots3note_a": write_dots3note_a_projector,
+            "parakeet": write_parakeet_projector, "mimo_audio": write_mimo_audio_projector,
+            "granite_speech": write_granite_speech_projector,
             "minicpmv": write_minicpmv_projector, "minicpmv4_6": write_minicpmv4_6_projector,
             "cogvlm": write_cogvlm_projector, "granite4_vision": write_granite4_vision_projector,
+            "deepseekocr": write_deepseekocr_projector, "gemma3nv": write_gemma3nv_projector,
             "ldpv2": write_mobilevlm_projector, "adapter": write_glm_edge_projector,
             "youtuvl": write_youtuvl_projector, "muse-glimmer": write_muse_glimmer_projector,
             "mimovl": write_mimovl_projector, "yasa2": write_yasa2_projector,
@@ -324,10 +357,11 @@ _TEXT = {"gemma3": "gemma3", "qwen2vl": "qwen2vl", "pixtral": "llama", "gemma4v"
          "kimik25": "deepseek2", "kimivl": "deepseek2", "unshuffle": "llama",
          "llama4": "llama4", "deepseek4v": "llama", "hunyuanvl": "llama", "llava": "llama",
          "nemotron_v2_vl": "llama", "gemma4uv": "gemma4",
-         "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama", "cogvlm": "llama",
+         "lfm2a": "lfm2", "step3vl": "llama", "dots3note_a": "llama", "cogvlm": "llama", "parakeet": "llama",
+         "mimo_audio": "llama", "granite_speech": "llama",
          "ldpv2": "llama", "adapter": "llama", "youtuvl": "llama",
          "muse-glimmer": "llama", "mimovl": "llama", "yasa2": "llama", "minicpmv4_6": "llama",
-         "granite4_vision": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
+         "granite4_vision": "llama", "deepseekocr": "llama", "gemma3nv": "llama"}  # deepseek4v: the tiny deepseek4 crashes in its warmup on lavapipe
 
 
 def _write(shape: str, path, tiny_models):
@@ -455,6 +489,14 @@ CASES = [
     ("granite4_vision-cpu", "granite4_vision", 0, ""),
     ("granite4_vision-rpc1-fa-off", "granite4_vision", 1, "-fa off"),
     ("granite4_vision-pool-rpc2-mmdev", "granite4_vision-pool", 2, "-mmdev RPC1"),
+    ("deepseekocr-cpu", "deepseekocr", 0, ""),
+    ("deepseekocr-rpc1-fa-off", "deepseekocr", 1, "-fa off"),
+    ("deepseekocr-interp-rpc2-mmdev", "deepseekocr-interp", 2, "-mmdev RPC1"),
+    ("deepseekocr2-cpu-fa-off", "deepseekocr2", 0, "-fa off"),
+    ("deepseekocr2-rpc1", "deepseekocr2", 1, ""),
+    ("gemma3nv-cpu", "gemma3nv", 0, ""),
+    ("gemma3nv-rpc1-fa-off", "gemma3nv", 1, "-fa off"),
+    ("gemma3nv-plain-rpc2-mmdev", "gemma3nv-plain", 2, "-mmdev RPC1"),
     ("cogvlm-cpu", "cogvlm", 0, ""),
     ("cogvlm-rpc1-fa-off", "cogvlm-336", 1, "-fa off"),
     ("cogvlm-rpc2-mmdev", "cogvlm", 2, "-mmdev RPC1"),
@@ -488,6 +530,18 @@ CASES = [
     ("exaone4_5-rpc1", "exaone4_5", 1, ""),
     ("dots3note_a-cpu", "dots3note_a", 0, ""),
     ("dots3note_a-rpc1-fa-off", "dots3note_a", 1, "-fa off"),
+    ("parakeet-cpu", "parakeet", 0, ""),
+    ("parakeet-cpu-fa-off", "parakeet", 0, "-fa off"),
+    ("parakeet-rpc1", "parakeet-small", 1, ""),
+    ("parakeet-rpc2-mmdev-fa-off", "parakeet", 2, "-mmdev RPC1 -fa off"),
+    ("mimo_audio-cpu", "mimo_audio", 0, ""),
+    ("mimo_audio-cpu-fa-off", "mimo_audio", 0, "-fa off"),
+    ("mimo_audio-rpc1", "mimo_audio-small", 1, ""),
+    ("mimo_audio-rpc2-mmdev-fa-off", "mimo_audio-small", 2, "-mmdev RPC1 -fa off"),
+    ("granite_speech-cpu", "granite_speech", 0, ""),
+    ("granite_speech-cpu-fa-off", "granite_speech-features", 0, "-fa off"),
+    ("granite_speech-rpc1", "granite_speech-features", 1, ""),
+    ("granite_speech-rpc2-mmdev-fa-off", "granite_speech", 2, "-mmdev RPC1 -fa off"),
 ]
 
 
@@ -548,6 +602,9 @@ def test_projector_buffers_match_llama_server(case, shape, n_rpc, args, llama_bi
     record("server-log", case=f"mmproj-{case}", arch="clip", backends=["CPU"] + (["RPC"] if n_rpc else []),
            ok=not misses, features=["mmproj"])
     assert not misses, "\n".join(misses)
+    # llama-server ran it: the estimate must not say llama.cpp stops on it
+    said = projector_memory(open_projector(path), lanes, settings).notes
+    assert not any("llama.cpp stops" in n for n in said), said
 
 
 VULKAN_CASES = [
@@ -580,11 +637,17 @@ VULKAN_CASES = [
     ("vulkan-lfm2a", "lfm2a", ""),
     ("vulkan-step3vl", "step3vl", ""),
     ("vulkan-dots3note_a", "dots3note_a", ""),
+    ("vulkan-parakeet", "parakeet", ""),
+    ("vulkan-mimo_audio", "mimo_audio", ""),
+    ("vulkan-granite_speech", "granite_speech", ""),
     ("vulkan-minicpmv", "minicpmv", ""),
     ("vulkan-minicpmv-v2-fa-off", "minicpmv-v2", "-fa off"),
     ("vulkan-minicpmv4_6", "minicpmv4_6", ""),
     ("vulkan-minicpmv4_6-2x-fa-off", "minicpmv4_6-2x", "-fa off"),
     ("vulkan-granite4_vision", "granite4_vision", ""),
+    ("vulkan-deepseekocr", "deepseekocr", ""),
+    ("vulkan-deepseekocr2-fa-off", "deepseekocr2", "-fa off"),
+    ("vulkan-gemma3nv", "gemma3nv", ""),
     ("vulkan-cogvlm", "cogvlm-336", ""),
     ("vulkan-ldpv2", "ldpv2", ""),
     ("vulkan-ldp-wide", "ldp-wide", ""),
@@ -666,13 +729,51 @@ REFUSALS = [
     # MiniCPM-V: 32 learned queries where the key says 48; llama.cpp asserts reshaping them
     ("minicpmv", ["meta", "clip.minicpmv_query_num", 4, 48], "has 32 learned queries 128 wide, where the file's "
      "minicpmv keys say 48", "GGML_ASSERT(ggml_nelements(a) == ne0*ne1*ne2) failed"),
+    # DeepSeek-OCR without its SAM layer count; with one SAM layer more than the file has; a window past 4096;
+    # DeepSeek-OCR 2 with KV heads that do not divide its heads
+    ("deepseekocr", ["del", "clip.vision.sam.block_count"], "Key not found: clip.vision.sam.block_count",
+     "Key not found: clip.vision.sam.block_count"),
+    ("deepseekocr", ["meta", "clip.vision.sam.block_count", 4, 4], "unable to find tensor v.sam.blk.3.attn.qkv.weight",
+     "unable to find tensor v.sam.blk.3.attn.qkv.weight"),
+    ("deepseekocr", ["meta", "clip.vision.window_size", 4, 5000], "attn_window_size (5000) is too large (max 4096)",
+     "attn_window_size (5000) is too large (max 4096)"),
+    ("deepseekocr2", ["meta", "clip.vision.attention.head_count_kv", 4, 3],
+     "GGML_ASSERT(n_head % hparams.n_head_kv == 0)", "GGML_ASSERT(n_head % hparams.n_head_kv == 0) failed"),
+    # Gemma 3n: a width its MobileNetV5's 64 output channels do not make
+    ("gemma3nv", ["meta", "clip.vision.embedding_length", 4, 48], "GGML_ASSERT(C == hparams.n_embd)",
+     "GGML_ASSERT(C == hparams.n_embd) failed"),
+    # Parakeet without its conv kernel; with a subsampling factor its three stride-2 convs do not make
+    ("parakeet", ["del", "clip.audio.conv_kernel_size"], "Key not found: clip.audio.conv_kernel_size",
+     "Key not found: clip.audio.conv_kernel_size"),
+    ("parakeet", ["meta", "clip.audio.subsampling_factor", 4, 4], "GGML_ASSERT(hparams.subsampling_factor == 8)",
+     "GGML_ASSERT(hparams.subsampling_factor == 8 &&"),
+    # MiMo-Audio without its local group size; a window mode short; a codebook size past the codebook's rows
+    ("mimo_audio", ["del", "clip.audio.local_group_size"], "Key not found: clip.audio.local_group_size",
+     "Key not found: clip.audio.local_group_size"),
+    ("mimo_audio", ["meta", "clip.audio.wa_pattern_mode", 9, {"arr": 5, "values": [-1, 0, 0]}],
+     "mimo_audio: clip.audio.wa_pattern_mode length (3) must equal n_layer (4)",
+     "mimo_audio: clip.audio.wa_pattern_mode length (3) must equal n_layer (4)"),
+    ("mimo_audio", ["meta", "clip.audio.rvq.codebook_size", 9, {"arr": 5, "values": [65, 32]}],
+     "mimo_audio: clip.audio.rvq.codebook_size entry (65) out of range",
+     "mimo_audio: clip.audio.rvq.codebook_size entry (65) out of range"),
+    # Granite Speech without its QFormer's head count; with chunks past 8192 frames
+    ("granite_speech", ["del", "clip.audio.projector.head_count"], "Key not found: clip.audio.projector.head_count",
+     "Key not found: clip.audio.projector.head_count"),
+    ("granite_speech", ["meta", "clip.audio.chunk_size", 4, 9000], "GGML_ASSERT(hparams.audio_chunk_size > 0 && "
+     "hparams.audio_chunk_size <= 8192)", "GGML_ASSERT(hparams.audio_chunk_size > 0 && hparams.audio_chunk_size <= "
+     "8192) failed"),
 ]
 
 
 _REFUSAL_BASES = {"ultravox": write_whisper_projector, "gemma3": write_gemma3_projector, "llava": write_llava_projector,
                   "minicpmv": lambda path: write_minicpmv_projector(path, version=None, query_num=32, n_embd_text=128),
                   "youtuvl": write_youtuvl_projector, "mimovl": write_mimovl_projector,
-                  "minicpmv4_6": write_minicpmv4_6_projector, "granite4_vision": write_granite4_vision_projector}
+                  "minicpmv4_6": write_minicpmv4_6_projector, "granite4_vision": write_granite4_vision_projector,
+                  "parakeet": write_parakeet_projector, "mimo_audio": write_mimo_audio_projector,
+                  "granite_speech": write_granite_speech_projector,
+                  "deepseekocr": write_deepseekocr_projector,
+                  "deepseekocr2": lambda path: write_deepseekocr_projector(path, version=2),
+                  "gemma3nv": write_gemma3nv_projector}
 
 
 @pytest.mark.parametrize("kind,mutation,ours,theirs", REFUSALS, ids=[r[2][:24] for r in REFUSALS])
@@ -700,22 +801,34 @@ def test_llama_server_refuses_the_same_projectors(kind, mutation, ours, theirs, 
     assert theirs in text, text[-2000:]
 
 
-def test_a_mobilevlm_f32_kernel_on_the_cpu_is_said_to_stop_llama_cpp(tmp_path):
-    from app.memory.projector import projector_memory
+#: projectors whose depthwise kernels (ggml_conv_2d_dw) are F32: MobileVLM V2's PEG, Gemma 3n's MobileNetV5
+_F32_DEPTHWISE = {
+    "ldpv2": (lambda p, f32: write_mobilevlm_projector(p, peg_f32=f32), "mm.model.peg.0.weight (F32)", "llama"),
+    "gemma3nv": (lambda p, f32: write_gemma3nv_projector(p, matrix_type="f32" if f32 else "f16"), "(F32)", "llama"),
+}
 
-    path = write_mobilevlm_projector(tmp_path / "mvlm.gguf", peg_f32=True)
+
+@pytest.mark.parametrize("kind", sorted(_F32_DEPTHWISE))
+def test_an_f32_depthwise_kernel_on_the_cpu_is_said_to_stop_llama_cpp(kind, tmp_path):
+    write, named, _ = _F32_DEPTHWISE[kind]
+    path = write(tmp_path / f"{kind}.gguf", True)
     notes = projector_memory(open_projector(path), [], LlamaSettings()).notes
-    assert any("llama.cpp stops on this projector on the CPU" in n and "F32" in n for n in notes), notes
-    good = write_mobilevlm_projector(tmp_path / "mvlm16.gguf")
+    assert any("llama.cpp stops on this projector on the CPU" in n and named in n for n in notes), notes
+    good = write(tmp_path / f"{kind}16.gguf", False)
     assert projector_memory(open_projector(good), [], LlamaSettings()).notes == []
+    # on a GPU-type lane the products run there: nothing to say
+    on_rpc = projector_memory(open_projector(path), [_lane("RPC0", DeviceKind.RPC)], LlamaSettings()).notes
+    assert not any("stops" in n for n in on_rpc), on_rpc
 
 
 @pytest.mark.llama
-def test_llama_server_stops_on_a_mobilevlm_f32_kernel_on_the_cpu(llama_bin, tiny_models, tmp_path):
+@pytest.mark.parametrize("kind", sorted(_F32_DEPTHWISE))
+def test_llama_server_stops_on_an_f32_depthwise_kernel_on_the_cpu(kind, llama_bin, tiny_models, tmp_path):
     from .accuracy import server_refusal
 
-    path = write_mobilevlm_projector(tmp_path / "mvlm.gguf", peg_f32=True)
-    text = server_refusal(llama_bin, tiny_models["llama"], ["--mmproj", str(path)])
+    write, _, text_model = _F32_DEPTHWISE[kind]
+    path = write(tmp_path / f"{kind}.gguf", True)
+    text = server_refusal(llama_bin, tiny_models[text_model], ["--mmproj", str(path)])
     assert "GGML_ASSERT(*cur_backend_id != -1) failed" in text, text[-2000:]
 
 
@@ -744,6 +857,23 @@ def test_granite4_vision_needs_an_offset_per_feature_layer_and_whole_windows(tmp
     for key, value in (("window_side", 0), ("query_side", 0), ("query_side", 5)):  # 5: pooled to 15 of 24
         with pytest.raises(MetadataError, match="does not make whole windows"):
             open_projector(_mutated(base, tmp_path, [["meta", f"clip.vision.projector.{key}", 4, value]]))
+
+
+def test_deepseekocr_files_llama_cpp_would_crash_on_are_refused(tmp_path):
+    """What would crash llama.cpp rather than stop it with a message (no text to compare with llama-server): a
+    zero SAM head count or window (divisions), a SAM patch kernel that does not make OCR 2's 144 or 256 tokens
+    (a GGML_ASSERT), a tensor the warmup graph reads but load_tensors takes as optional (a null pointer)."""
+    from app.model.errors import MetadataError
+
+    base = write_deepseekocr_projector(tmp_path / "o.gguf")
+    for key in ("sam.head_count", "window_size"):
+        with pytest.raises(MetadataError, match=f"clip.vision.{key} is 0"):
+            open_projector(_mutated(base, tmp_path, [["meta", f"clip.vision.{key}", 4, 0]]))
+    with pytest.raises(MetadataError, match="kernel 32x32 makes 64 tokens"):
+        open_projector(write_deepseekocr_projector(tmp_path / "o2.gguf", version=2, sam_kernel=32))
+    newline = [t.name for t in open_projector(base).tensors].index("v.image_newline")
+    with pytest.raises(MetadataError, match="warmup graph reads v.image_newline"):
+        open_projector(_mutated(base, tmp_path, [["rename", newline, "v.image_newlin"]]))
 
 
 def test_an_audio_encoder_without_a_replayed_graph_is_not_counted_and_says_so(tmp_path):

@@ -67,7 +67,21 @@ class ClipHParams:
     spatial_offsets: tuple[int, ...] = ()
     query_side: int = 0  # Granite 4 Vision: clip.vision.projector.query_side
     window_side: int = 0  # Granite 4 Vision: clip.vision.projector.window_side
+    #: DeepSeek-OCR's SAM encoder: clip.vision.sam.block_count / head_count / embedding_length, and its local
+    #: attention windows (clip.vision.window_size)
+    sam_n_layer: int = 0
+    sam_n_head: int = 0
+    sam_n_embd: int = 0
+    attn_window_size: int = 0
     query_num: int = 0  # MiniCPM-V: the resampler's learned queries (clip.minicpmv_query_num, else by version)
+    conv_kernel: int = 0  # Parakeet: the conv module's depthwise kernel (clip.audio.conv_kernel_size)
+    rvq_bins: tuple[int, ...] = ()  # MiMo-Audio: clip.audio.rvq.codebook_size, the bins of each quantizer
+    local_layers: int = 0  # MiMo-Audio: the local transformer's blocks (clip.audio.local_block_count)
+    local_group: int = 0  # MiMo-Audio: the frames one local group flattens (clip.audio.local_group_size)
+    chunk_size: int = 0  # Granite Speech: the frames of one attention block (clip.audio.chunk_size)
+    proj_window: int = 0  # Granite Speech: the QFormer's window of frames (clip.audio.projector.window_size)
+    proj_downsample: int = 0  # Granite Speech: frames per query (clip.audio.projector.downsample_rate)
+    proj_heads: int = 0  # Granite Speech: the QFormer's heads (clip.audio.projector.head_count)
 
 
 def wview(w: T, ne, op: str = "RESHAPE") -> T:
@@ -138,14 +152,14 @@ def cast(a: T, ty: str) -> T:
     return t
 
 
-def conv_2d(g: Graph, kernel: T, inp: T, s0: int, s1: int, p0: int = 0, p1: int = 0) -> T:
-    """``ggml_conv_2d`` without dilation: im2col (f16, f32 for a bf16 kernel), a matmul against the reshaped
-    kernel, a permuted copy."""
+def conv_2d(g: Graph, kernel: T, inp: T, s0: int, s1: int, p0: int = 0, p1: int = 0, col_ty: str | None = None) -> T:
+    """``ggml_conv_2d`` without dilation: im2col (f16, f32 for a bf16 kernel; ``col_ty`` where the graph picks
+    it), a matmul against the reshaped kernel, a permuted copy."""
     kw, kh, ic, oc = kernel.ne
     ow = (inp.ne[0] + 2 * p0 - kw) // s0 + 1
     oh = (inp.ne[1] + 2 * p1 - kh) // s1 + 1
     n = inp.ne[3]
-    col_ty = "f32" if wtype(kernel) == "bf16" else "f16"
+    col_ty = col_ty or ("f32" if wtype(kernel) == "bf16" else "f16")
     im2col = new(col_ty, (ic * kh * kw, ow, oh, n), "IM2COL", (kernel, inp))
     a = reshape(im2col, im2col.ne[0], im2col.ne[3] * im2col.ne[2] * im2col.ne[1])
     b = wview(kernel, (kw * kh * ic, oc))
@@ -1369,6 +1383,342 @@ def build_granite4_vision(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def _conv_2d_f32(g: Graph, kernel: T, inp: T, s: int, p: int) -> T:
+    """``conv_2d_f32`` of ``models/deepseekocr.cpp``: ``ggml_conv_2d`` with an f32 im2col (f16 for an f16
+    kernel)."""
+    return conv_2d(g, kernel, inp, s, s, p, p, "f16" if wtype(kernel) == "f16" else "f32")
+
+
+def _sam_rel_pos(rel_pos: T, indices: T, size: int) -> T:
+    """``get_rel_pos`` (``models/deepseekocr.cpp``): the ``[C, L]`` relative positions, linearly interpolated
+    (UPSCALE) where ``L`` is not ``2 * size - 1``, gathered by the indices input into ``[C, size, size]``."""
+    c, length = rel_pos.ne[0], rel_pos.ne[1]
+    cur = rel_pos
+    dist = 2 * size - 1
+    if dist != length:
+        cur = reshape(cont_any(permute(cur, 1, 0, 2, 3)), length, 1, c)
+        cur = reshape(new(cur.ty, (dist, 1, c, 1), "UPSCALE", (cur,)), dist, c, 1, 1)
+        cur = cont(permute(cur, 1, 0, 2, 3))
+    return reshape(get_rows(cur, reshape(indices, size * size)), c, size, size)
+
+
+def _sam(g: Graph, hp: ClipHParams, w, raw: T, fa: bool) -> T:
+    """``clip_graph_deepseekocr::build_sam``: SAM's patch conv (the kernel's size as the stride) plus its bias and
+    the learned positions (bicubic-interpolated where the grid differs), ``sam_n_layer`` blocks (layer norms,
+    fused qkv as copies, windowed attention with partition/unpartition except on the global layers 2, 5, 8 and
+    11, a mask made of the relative positions gathered by an index input, the GELU MLP), then the neck (1x1 and
+    3x3 convs, each with a channel layer norm) and two stride-2 convs. Returns ``[side, side, channels, 1]``."""
+    e, n_heads, window = hp.sam_n_embd, hp.sam_n_head, hp.attn_window_size
+    d = e // n_heads
+    kernel = w("v.sam.patch_embd.weight")
+    inp_l = _conv_2d_f32(g, kernel, raw, kernel.ne[0], 0)
+    inp_l = binary("ADD", inp_l, wview(w("v.sam.patch_embd.bias"), (1, 1, e)))
+    inp_l = cont(permute(inp_l, 1, 2, 0, 3))
+    local_idx = graph_input("i32", (window, window), "rel_pos_indices_local")
+    global_idx = graph_input("i32", (inp_l.ne[1], inp_l.ne[2]), "rel_pos_indices_global")
+    pos = w("v.sam.pos_embd.weight")
+    tgt = inp_l.ne[1]
+    if pos.ne[1] != tgt:
+        old = cont_any(permute(pos, 2, 0, 1, 3))
+        new_pos = new(old.ty, (tgt, tgt, e, 1), "UPSCALE", (old,))
+        cur = binary("ADD", inp_l, cont(permute(new_pos, 1, 2, 0, 3)))
+    else:
+        cur = binary("ADD", inp_l, pos)
+    for il in range(hp.sam_n_layer):
+        p = f"v.sam.blk.{il}."
+        shortcut = cur
+        cur = _norm(cur, w(p + "pre_ln.weight"), w(p + "pre_ln.bias"), False)
+        w0, h0 = cur.ne[1], cur.ne[2]
+        is_global = il in (2, 5, 8, 11)
+        if is_global:
+            indices = global_idx
+        else:  # window_partition
+            c = cur.ne[0]
+            px, py = (window - w0 % window) % window, (window - h0 % window) % window
+            npw, nph = (w0 + px) // window, (h0 + py) // window
+            n_img = cur.ne[3]
+            if px or py:
+                cur = new(cur.ty, (c, w0 + px, h0 + py, n_img), "PAD", (cur,))
+            cur = reshape(cur, c * window, npw, window, nph * n_img)
+            cur = reshape(cont(permute(cur, 0, 2, 1, 3)), c, window, window, npw * nph * n_img)
+            indices = local_idx
+        ww, hh, b = cur.ne[1], cur.ne[2], cur.ne[3]
+        cur = binary("ADD", mul_mat(w(p + "attn.qkv.weight"), cur), w(p + "attn.qkv.bias"))
+        cur = reshape(cur, e, 3, ww * hh, b)
+        q, k, v = (
+            reshape(cont(view(cur, (e, ww * hh, b), (cur.nb[2], cur.nb[3]))), d, n_heads, ww * hh, b) for _ in range(3)
+        )
+        rw = _sam_rel_pos(w(p + "attn.pos_w.weight"), indices, ww)
+        rh = _sam_rel_pos(w(p + "attn.pos_h.weight"), indices, hh)
+        qr = reshape(cont(permute(q, 0, 2, 1, 3)), d, ww, hh, b * n_heads)
+        rw = mul_mat(rw, cont(permute(qr, 0, 2, 1, 3)))
+        rw = reshape(cont(permute(rw, 0, 2, 1, 3)), ww, 1, ww * hh, n_heads * b)
+        rw = new(rw.ty, (ww, hh, ww * hh, n_heads * b), "REPEAT", (rw,))
+        rh = reshape(mul_mat(rh, qr), 1, hh, ww * hh, n_heads * b)
+        mask = reshape(binary("ADD", rw, rh), ww * hh, ww * hh, n_heads, b)
+        if fa:
+            mask = cast(mask, "f16")
+        cur = build_attn(g, hp, w(p + "attn.out.weight"), w(p + "attn.out.bias"), q, k, v, fa, mask)
+        cur = reshape(cont(cur), e, ww, hh, b)
+        if not is_global:  # window_unpartition
+            cur = reshape(cur, e * window, window, npw, nph * n_img)
+            cur = reshape(cont(permute(cur, 0, 2, 1, 3)), e, w0 + px, h0 + py, n_img)
+            cur = cont(view(cur, (e, w0, h0, cur.ne[3]), (cur.nb[1], cur.nb[2], cur.nb[3])))
+        cur = binary("ADD", cur, shortcut)
+        inp_ff = cur
+        cur = _norm(inp_ff, w(p + "post_ln.weight"), w(p + "post_ln.bias"), False)
+        cur = mlp(w, cur, p + "mlp.lin1", p + "mlp.lin2", hp.ffn_op)
+        cur = binary("ADD", cur, inp_ff)
+    cur = cont(permute(cur, 2, 0, 1, 3))
+    for i, (s, pad) in enumerate(((1, 0), (1, 1))):
+        cur = _conv_2d_f32(g, w(f"v.sam.neck.{2 * i}.weight"), cur, s, pad)
+        cur = cont(permute(cur, 1, 2, 0, 3))
+        cur = _norm(cur, w(f"v.sam.neck.{2 * i + 1}.weight"), w(f"v.sam.neck.{2 * i + 1}.bias"), False)
+        cur = cont(permute(cur, 2, 0, 1, 3))
+    cur = _conv_2d_f32(g, w("v.sam.net_2.weight"), cur, 2, 1)
+    cur = _conv_2d_f32(g, w("v.sam.net_3.weight"), cur, 2, 1)
+    g.expand(cur)
+    return cur
+
+
+def build_deepseekocr(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_deepseekocr::build`` (DeepSeek-OCR, ``models/deepseekocr.cpp``) for the warmup: a 1024x1024
+    image that is not an overview, so one "row" of one tile (the raw image reshaped through a copy), SAM
+    (:func:`_sam`), then the CLIP ViT over SAM's output: the CLS row (repeated) before the patches, the learned
+    positions (bicubic-interpolated past the CLS row where the grid differs) gathered by an ARANGE cast to i32,
+    the layer-norm ViT; the CLIP patches (CLS cut off as a view) concatenated with SAM's, the ``mm.model.fc``
+    projection, the tiles interleaved per row and a newline (repeated) after each row."""
+    g = Graph()
+    size = hp.warmup_image_size
+    raw = reshape(inp_raw((size, size, 3, 1)), size * size, 1, 3, 1)
+    raw = reshape(cont(permute(raw, 0, 2, 1, 3)), size, size, 3, 1)
+    sam_out = _sam(g, hp, w, raw, fa)
+    n_patches = sam_out.ne[0] * sam_out.ne[1]
+    e = hp.n_embd
+    inp = cont(permute(reshape(sam_out, n_patches, sam_out.ne[2], 1), 1, 0, 2, 3))
+    pe = w("v.position_embd.weight")
+    n_pos = pe.ne[1]
+    tgt, src = math.isqrt(inp.ne[1]), math.isqrt(n_pos - 1)
+    if tgt != src:
+        old = wview(pe, (pe.ne[0], src * src), "VIEW")
+        cls_tok = wview(pe, (pe.ne[0], 1), "VIEW")
+        pe = reshape(new(wtype(pe), (tgt, tgt, pe.ne[0], 1), "UPSCALE", (old,)), e, tgt * tgt, 1)
+        pe = concat(pe, cls_tok, 1)
+        n_pos = tgt * tgt + 1
+    cls = w("v.class_embd")
+    inp = concat(new(wtype(cls), (e, 1, 1, 1), "REPEAT", (cls,)), inp, 1)
+    positions = cast(new("f32", (n_pos,), "ARANGE"), "i32")
+    cur = build_vit(g, hp, w, inp, n_pos, False, get_rows(pe, positions), fa)
+    g.expand(cur)
+    sam_out = reshape(cont(permute(sam_out, 1, 2, 0, 3)), sam_out.ne[2], n_patches, 1)
+    clip_out = view(cur, (e, n_patches, 1), (cur.nb[1], cur.nb[2]))
+    cur = _add_b(mul_mat(w("mm.model.fc.weight"), concat(clip_out, sam_out, 0)), w("mm.model.fc.bias"))
+    grid, n_dim = math.isqrt(n_patches), cur.ne[0]
+    cur = cont(permute(reshape(cur, n_dim * grid, grid, 1, 1), 0, 2, 1, 3))
+    cur = reshape(cur, n_dim, grid, grid, 1)
+    nl = w("v.image_newline")
+    cur = concat(cur, new(wtype(nl), (n_dim, 1, grid, 1), "REPEAT", (nl,)), 1)
+    g.expand(reshape(cur, n_dim, (grid + 1) * grid, 1))
+    return g
+
+
+def build_deepseekocr2(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_deepseekocr2::build`` (DeepSeek-OCR 2, ``models/deepseekocr2.cpp``): SAM (:func:`_sam`) on
+    the raw 1024x1024 warmup image, then a Qwen2 encoder: SAM's 256 (16x16; 144 for 12x12) patches followed by
+    as many learned queries (``v.resample_query_1024``/``_768``, cast and repeated), an ``seq_len^2`` mask input
+    on every layer, NEOX RoPE over an ARANGE cast to i32, RMS norms and SwiGLU; the query rows copied out, the
+    ``mm.model.fc`` projection. The warmup is no overview: no view separator."""
+    g = Graph()
+    size = hp.warmup_image_size
+    sam_out = _sam(g, hp, w, inp_raw((size, size, 3, 1)), fa)
+    inp = reshape(sam_out, sam_out.ne[0] * sam_out.ne[1], sam_out.ne[2], sam_out.ne[3])
+    inp = cont(permute(inp, 1, 0, 2, 3))
+    n_img = inp.ne[1]
+    if n_img not in (144, 256):
+        raise NotImplementedError(f"{n_img} SAM tokens (llama.cpp asserts 144 or 256)")
+    query = w("v.resample_query_1024.weight" if n_img == 256 else "v.resample_query_768.weight")
+    query = cast(query, inp.ty)
+    query = new(query.ty, (query.ne[0], n_img, inp.ne[2], 1), "REPEAT", (query,))
+    inp = concat(inp, query, 1)
+    seq_len = inp.ne[1]
+    mask = graph_input("f32", (seq_len, seq_len), "qwen2_attn_mask")
+    pos = cast(new("f32", (seq_len,), "ARANGE"), "i32")
+    cur = build_vit(g, hp, w, inp, seq_len, True, None, fa, ropes(pos), masks=[mask] * hp.n_layer)
+    cur = cont(view(cur, (cur.ne[0], n_img, cur.ne[2]), (cur.nb[1], cur.nb[2])))
+    g.expand(cur)
+    g.expand(_add_b(mul_mat(w("mm.model.fc.weight"), cur), w("mm.model.fc.bias")))
+    return g
+
+
+def _mnv5_blocks(w) -> tuple[list[str], list[int]]:
+    """``load_tensors`` for Gemma 3n's MobileNetV5: the blocks ``v.blk.{stage}.{i}.`` of stages 0-3 as found (an
+    edge residual's ``conv_exp``, an inverted residual's ``dw_start`` or ``pw_exp``, an attention's
+    ``attn.query.proj``), each stage ending at its first missing block; (block prefixes, the stages' last
+    indices)."""
+    blocks: list[str] = []
+    ends: list[int] = []
+    for stage in range(4):
+        found = 0
+        while True:
+            p = f"v.blk.{stage}.{found}."
+            names = ("conv_exp.weight", "dw_start.conv.weight", "pw_exp.conv.weight", "attn.query.proj.weight")
+            if all(w(p + n) is None for n in names):
+                break
+            blocks.append(p)
+            found += 1
+        if found:
+            ends.append(len(blocks) - 1)
+    return blocks, ends
+
+
+def build_gemma3nv(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_mobilenetv5::build`` (Gemma 3n's MobileNetV5, ``models/mobilenetv5.cpp``): the SAME-padded
+    stride-2 stem conv (CONV_2D, its bias, a channel RMS norm through two permuted copies, GELU), the blocks
+    (:func:`_mnv5_blocks`; each stage's first strided: edge residuals, universal inverted residuals with depthwise
+    convs through im2col, multi-query attention blocks with strided key/value down-convs), the multi-scale fusion
+    of the ends of stages 2 and 3 (or the last block): nearest upscales to the first, concatenated over the
+    channels, the FFN's two 1x1 convs, an average pool to 16x16, the norm; then the tokens as rows, scaled, the
+    soft-embedding RMS norm, the input projection and a last RMS norm. No attention of ggml's: ``fa`` changes
+    nothing."""
+    g = Graph()
+    size = hp.warmup_image_size
+
+    def conv(k: T, x: T, s: int, p: int) -> T:  # ggml_conv_2d_direct
+        kw, kh = k.ne[0], k.ne[1]
+        ow, oh = (x.ne[0] + 2 * p - kw) // s + 1, (x.ne[1] + 2 * p - kh) // s + 1
+        return new(x.ty, (ow, oh, k.ne[3], x.ne[3]), "CONV_2D", (k, x))
+
+    def norm_2d(x: T, weight: T | None) -> T:  # rms_norm_2d
+        cur = unary("RMS_NORM", cont(permute(x, 2, 1, 0, 3)))
+        if weight is not None:
+            cur = binary("MUL", cur, weight)
+        return cont(permute(cur, 2, 1, 0, 3))
+
+    def pad_same(x: T, k: int, s: int) -> T:  # pad_same_2d
+        oh, ow = (x.ne[1] + s - 1) // s, (x.ne[0] + s - 1) // s
+        ph, pw = max(0, (oh - 1) * s + k - x.ne[1]), max(0, (ow - 1) * s + k - x.ne[0])
+        return new(x.ty, (x.ne[0] + pw, x.ne[1] + ph, x.ne[2], x.ne[3]), "PAD", (x,)) if ph or pw else x
+
+    def gelu(x: T) -> T:
+        return unary("UNARY", x)
+
+    def dw(k: T, x: T, s: int) -> T:  # SAME padding when strided, else symmetric
+        if s > 1:
+            return conv_2d_dw(k, pad_same(x, k.ne[0], s), s, 0)
+        return conv_2d_dw(k, x, 1, k.ne[0] // 2)
+
+    cur = conv(w("v.conv_stem.conv.weight"), pad_same(inp_raw((size, size, 3, 1)), 3, 2), 2, 0)
+    cur = _add_b(cur, w("v.conv_stem.conv.bias"))
+    if w("v.conv_stem.bn.weight") is not None:
+        cur = norm_2d(cur, w("v.conv_stem.bn.weight"))
+    cur = gelu(cur)
+    blocks, ends = _mnv5_blocks(w)
+    fusion = ends[2:4] if len(ends) >= 4 else [len(blocks) - 1]
+    feats = []
+    for i, p in enumerate(blocks):
+        stride = 2 if i == 0 or any(i == e + 1 for e in ends) else 1
+        inp = cur
+        if w(p + "conv_exp.weight") is not None:  # build_edge_residual
+            k = w(p + "conv_exp.weight")
+            cur = conv(k, pad_same(cur, 3, 2), 2, 0) if stride == 2 else conv(k, cur, stride, 1)
+            if w(p + "bn1.weight") is not None:
+                cur = norm_2d(cur, w(p + "bn1.weight"))
+            cur = conv(w(p + "conv_pwl.weight"), gelu(cur), 1, 0)
+            if w(p + "bn2.weight") is not None:
+                cur = norm_2d(cur, w(p + "bn2.weight"))
+            if stride == 1 and inp.ne[2] == cur.ne[2] and inp.ne[0] == cur.ne[0]:
+                cur = binary("ADD", cur, inp)
+        elif w(p + "attn.query.proj.weight") is not None:  # build_mobilenet_attn
+            a = p + "attn."
+            if w(p + "norm.weight") is not None:
+                cur = norm_2d(cur, w(p + "norm.weight"))
+            q = conv(w(a + "query.proj.weight"), cur, 1, 0)
+            kv = []
+            for part in ("key", "value"):
+                x = cur
+                down = w(a + part + ".down_conv.weight")
+                if down is not None:
+                    x = conv_2d_dw(down, pad_same(cur, down.ne[0], 2), 2, 0)
+                    if w(a + part + ".norm.weight") is not None:
+                        x = norm_2d(x, w(a + part + ".norm.weight"))
+                kv.append(conv(w(a + part + ".proj.weight"), x, 1, 0))
+            k, v = kv
+            ww, hh = cur.ne[0], cur.ne[1]
+            d = k.ne[2]
+            n_head = q.ne[2] // d
+            n, m = ww * hh, k.ne[0] * k.ne[1]
+            q = cont(permute(reshape(reshape(q, n, d * n_head, 1), n, d, n_head, 1), 1, 0, 2, 3))
+            k = cont(permute(reshape(reshape(k, m, d, 1), m, d, 1, 1), 1, 0, 2, 3))
+            v = cont(reshape(reshape(v, m, d, 1), m, d, 1, 1))
+            scores = unary("SOFT_MAX", unary("SCALE", mul_mat(k, q)))
+            kqv = cont(permute(mul_mat(v, scores), 1, 0, 2, 3))
+            kqv = cont(reshape(reshape(kqv, n, d * n_head, 1), ww, hh, d * n_head, 1))
+            cur = conv(w(a + "output.proj.weight"), kqv, 1, 0)
+            if inp.ne[0] == cur.ne[0] and inp.ne[2] == cur.ne[2]:
+                if w(p + "layer_scale.gamma") is not None:
+                    cur = binary("MUL", cur, w(p + "layer_scale.gamma"))
+                cur = binary("ADD", cur, inp)
+        else:  # build_inverted_residual
+            if w(p + "dw_start.conv.weight") is not None:
+                cur = dw(w(p + "dw_start.conv.weight"), cur, 1)
+                if w(p + "dw_start.bn.weight") is not None:
+                    cur = norm_2d(cur, w(p + "dw_start.bn.weight"))
+            if w(p + "pw_exp.conv.weight") is not None:
+                cur = conv(w(p + "pw_exp.conv.weight"), cur, 1, 0)
+                if w(p + "pw_exp.bn.weight") is not None:
+                    cur = norm_2d(cur, w(p + "pw_exp.bn.weight"))
+                cur = gelu(cur)
+            if w(p + "dw_mid.conv.weight") is not None:
+                cur = dw(w(p + "dw_mid.conv.weight"), cur, stride)
+                if w(p + "dw_mid.bn.weight") is not None:
+                    cur = norm_2d(cur, w(p + "dw_mid.bn.weight"))
+                cur = gelu(cur)
+            if w(p + "pw_proj.conv.weight") is not None:
+                cur = conv(w(p + "pw_proj.conv.weight"), cur, 1, 0)
+                if w(p + "pw_proj.bn.weight") is not None:
+                    cur = norm_2d(cur, w(p + "pw_proj.bn.weight"))
+            if w(p + "layer_scale.gamma") is not None:
+                cur = binary("MUL", cur, w(p + "layer_scale.gamma"))
+            if inp.ne[0] == cur.ne[0] and inp.ne[1] == cur.ne[1] and inp.ne[2] == cur.ne[2]:
+                cur = binary("ADD", cur, inp)
+        if i in fusion:
+            feats.append(cur)
+    if feats:  # the multi-scale fusion adapter
+        hi_w, hi_h = feats[0].ne[0], feats[0].ne[1]
+        resized = []
+        for f in feats:
+            if f.ne[0] < hi_w or f.ne[1] < hi_h:
+                s = hi_w // f.ne[0]
+                f = new(f.ty, (f.ne[0] * s, f.ne[1] * s, f.ne[2], f.ne[3]), "UPSCALE", (f,))
+            resized.append(f)
+        cur = resized[0]
+        for f in resized[1:]:
+            cur = concat(cur, f, 2)
+        if w("v.msfa.ffn.pw_exp.conv.weight") is not None:
+            cur = conv(w("v.msfa.ffn.pw_exp.conv.weight"), cur, 1, 0)
+            if w("v.msfa.ffn.pw_exp.bn.weight") is not None:
+                cur = norm_2d(cur, w("v.msfa.ffn.pw_exp.bn.weight"))
+            cur = gelu(cur)
+        if w("v.msfa.ffn.pw_proj.conv.weight") is not None:
+            cur = conv(w("v.msfa.ffn.pw_proj.conv.weight"), cur, 1, 0)
+            if w("v.msfa.ffn.pw_proj.bn.weight") is not None:
+                cur = norm_2d(cur, w("v.msfa.ffn.pw_proj.bn.weight"))
+        if cur.ne[0] > 16:
+            s = cur.ne[0] // 16
+            po = (cur.ne[0] - s) // s + 1, (cur.ne[1] - s) // s + 1
+            cur = new("f32", (po[0], po[1], cur.ne[2], cur.ne[3]), "POOL_2D", (cur,))
+        if w("v.msfa.norm.weight") is not None:
+            cur = norm_2d(cur, w("v.msfa.norm.weight"))
+    ww, hh, c = cur.ne[0], cur.ne[1], cur.ne[2]
+    cur = cont(permute(permute(cur, 2, 1, 0, 3), 0, 2, 1, 3))
+    cur = cont(reshape(cur, c, ww * hh, 1))
+    cur = unary("RMS_NORM", unary("SCALE", cur))
+    cur = binary("MUL", cur, w("mm.soft_emb_norm.weight"))
+    cur = unary("RMS_NORM", mul_mat(w("mm.input_projection.weight"), cur))
+    g.expand(cur)
+    return g
+
+
 def build_cogvlm(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_cogvlm::build`` (CogVLM's EVA-CLIP, ``models/cogvlm.cpp``): the patch conv, the CLS row and the
     learned positions, post-norm layers (fused qkv as views, attention, layer norm, residual; FFN, layer norm,
@@ -1786,10 +2136,14 @@ def build_internvl(hp: ClipHParams, w, fa: bool) -> Graph:
 
 
 def conv_1d_ph(kernel: T, inp: T, s0: int) -> T:
-    """``ggml_conv_1d_ph``: ``ggml_conv_1d`` padded by half the kernel: im2col (f16, f32 for a bf16 kernel) of
-    [IC * K, OL], a matmul against the kernel reshaped to [K * IC, OC], reshaped to [OL, OC, 1]."""
+    """``ggml_conv_1d_ph``: :func:`conv_1d` padded by half the kernel."""
+    return conv_1d(kernel, inp, s0, kernel.ne[0] // 2)
+
+
+def conv_1d(kernel: T, inp: T, s0: int, p0: int) -> T:
+    """``ggml_conv_1d`` (dilation 1): im2col (f16, f32 for a bf16 kernel) of [IC * K, OL], a matmul against the
+    kernel reshaped to [K * IC, OC], reshaped to [OL, OC, 1]."""
     k, ic, oc = kernel.ne[0], kernel.ne[1], kernel.ne[2]
-    p0 = k // 2
     ol = (inp.ne[0] + 2 * p0 - (k - 1) - 1) // s0 + 1  # ggml_calc_conv_output_size, dilation 1
     col_ty = "f32" if wtype(kernel) == "bf16" else "f16"
     im2col = new(col_ty, (ic * k, ol, inp.ne[2], 1), "IM2COL", (kernel, inp))
@@ -2155,6 +2509,282 @@ def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
+def build_parakeet(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_parakeet::build`` (``models/parakeet.cpp``) for the warmup's frames (full attention: the
+    local-attention path starts past 8192 subsampled frames): the subsampling (a conv, two direct depthwise +
+    pointwise conv pairs, each with a ReLU), the output projection, the sinusoidal relative positions built in
+    the graph from its two inputs (REPEAT, MUL, SIN, COS, CONCAT), then per block a half-step SiLU FFN,
+    attention with u/v position biases and the relative shift (PAD, reshape, copies of views) scaled and masked
+    before the softmax, the GLU + padded depthwise ``SSM_CONV`` module with its batch norm (SUB, SQRT, DIV), a
+    second half-step FFN and the norm; then an RMS norm and the squared-ReLU MLP without biases."""
+    g = Graph()
+    nh = hp.n_head
+    inp = inp_raw((hp.warmup_frames, hp.n_mel, 1, 1))
+
+    def dw(x: T, k: T) -> T:  # ggml_conv_2d_dw_direct, stride 2, padding 1
+        ne0, ne1 = (x.ne[0] + 2 - k.ne[0]) // 2 + 1, (x.ne[1] + 2 - k.ne[1]) // 2 + 1
+        return new(x.ty, (ne0, ne1, x.ne[2], x.ne[3]), "CONV_2D_DW", (k, x))
+
+    cur = cont(transpose(inp))
+    cur = unary("UNARY", binary("ADD", conv_2d(g, w("a.conv1d.0.weight"), cur, 2, 2, 1, 1), w("a.conv1d.0.bias")))
+    cur = binary("ADD", dw(cur, w("a.conv1d.2.weight")), w("a.conv1d.2.bias"))
+    cur = unary("UNARY", binary("ADD", conv_2d(g, w("a.conv1d.3.weight"), cur, 1, 1), w("a.conv1d.3.bias")))
+    cur = binary("ADD", dw(cur, w("a.conv1d.5.weight")), w("a.conv1d.5.bias"))
+    cur = unary("UNARY", binary("ADD", conv_2d(g, w("a.conv1d.6.weight"), cur, 1, 1), w("a.conv1d.6.bias")))
+    cur = cont(permute(cur, 0, 2, 1, 3))
+    cur = reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2])
+    cur = binary("ADD", mul_mat(w("a.pre_encode.out.weight"), cur), w("a.pre_encode.out.bias"))
+    n_state, n_time = cur.ne[0], cur.ne[1]
+    dh, d_half, window = n_state // nh, n_state // 2, 2 * n_time - 1
+    attn_mask = graph_input("f32", (n_time, n_time), "attn_mask")
+    pos_freqs = graph_input("f32", (d_half,), "pos_freqs")
+    rel_positions = graph_input("f32", (1, window), "rel_positions")
+    theta = binary("MUL", new("f32", (d_half, window), "REPEAT", (pos_freqs,)), rel_positions)
+    sin = reshape(unary("SIN", theta), 1, d_half, window)
+    cos = reshape(unary("COS", theta), 1, d_half, window)
+    pos_emb = reshape(cont(concat(sin, cos, 0)), n_state, window)
+
+    def ffn_half(x: T, p: str, sfx: str) -> T:
+        y = _norm(x, w(f"{p}ffn_norm{sfx}.weight"), w(f"{p}ffn_norm{sfx}.bias"), False)
+        y = build_ffn(y, w(f"{p}ffn_up{sfx}.weight"), None, None, None, w(f"{p}ffn_down{sfx}.weight"), None, "silu")
+        return binary("ADD", x, unary("SCALE", y))
+
+    for il in range(hp.n_layer):
+        p = f"a.blk.{il}."
+        cur = ffn_half(cur, p, "")
+        residual = cur
+        x = _norm(cur, w(p + "ln1.weight"), w(p + "ln1.bias"), False)
+        q = reshape(mul_mat(w(p + "attn_q.weight"), x), dh, nh, n_time)
+        k = reshape(mul_mat(w(p + "attn_k.weight"), x), dh, nh, n_time)
+        v = reshape(mul_mat(w(p + "attn_v.weight"), x), dh, nh, n_time)
+        pos = reshape(mul_mat(w(p + "linear_pos.weight"), pos_emb), dh, nh, window)
+        pos = cont(permute(pos, 0, 2, 1, 3))
+        qu = binary("ADD", q, w(p + "pos_bias_u"))
+        content = mul_mat(permute(k, 0, 2, 1, 3), permute(qu, 0, 2, 1, 3))
+        qv = cont(permute(binary("ADD", q, w(p + "pos_bias_v")), 0, 2, 1, 3))
+        rel = mul_mat(pos, qv)
+        rel = cont(reshape(new(rel.ty, (window + 1, n_time, nh), "PAD", (rel,)), n_time, window + 1, nh))
+        rel = cont(view(rel, (n_time, window, nh), (window * 4, rel.nb[2])))
+        rel = cont(view(rel, (content.ne[0], content.ne[1], nh), (rel.nb[1], rel.nb[2])))
+        scores = binary("ADD", unary("SCALE", binary("ADD", content, rel)), attn_mask)
+        probs = unary("SOFT_MAX", scores)
+        v = cont(permute(v, 1, 2, 0, 3))
+        x = permute(mul_mat(probs, v), 2, 0, 1, 3)
+        x = mul_mat(w(p + "attn_out.weight"), cont(x, n_state, n_time))
+        cur = binary("ADD", residual, x)
+        residual = cur
+        x = _norm(cur, w(p + "norm_conv.weight"), w(p + "norm_conv.bias"), False)
+        x = mul_mat(w(p + "conv_pw1.weight"), x)
+        d = x.ne[0] // 2
+        signal = view(x, (d, x.ne[1]), (x.nb[1],))
+        x = binary("MUL", signal, unary("UNARY", view(x, (d, x.ne[1]), (x.nb[1],))))
+        x = cont(transpose(x))
+        x = new(x.ty, (x.ne[0] + 2 * ((hp.conv_kernel - 1) // 2), x.ne[1]), "PAD", (x,))
+        cw = w(p + "conv_dw.weight")
+        x = new("f32", (cw.ne[1], x.ne[0] - cw.ne[0] + 1, x.ne[2]), "SSM_CONV", (x, cw))
+        x = binary("SUB", x, w(p + "conv_norm_mean"))
+        var = w(p + "conv_norm_var")
+        x = binary("DIV", x, new(wtype(var), var.ne, "SQRT", (var,)))
+        x = binary("ADD", binary("MUL", x, w(p + "conv_norm.weight")), w(p + "conv_norm.bias"))
+        x = mul_mat(w(p + "conv_pw2.weight"), unary("UNARY", x))
+        cur = ffn_half(binary("ADD", residual, x), p, "_1")
+        cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
+    cur = binary("MUL", unary("RMS_NORM", cur), w("mm.a.norm_pre.weight"))
+    cur = build_ffn(cur, w("mm.a.mlp.1.weight"), None, None, None, w("mm.a.mlp.2.weight"), None, "relu_sqr")
+    g.expand(cur)
+    return g
+
+
+def build_mimo_audio(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_mimo_audio::build`` (MiMo-Audio's tokenizer encoder and MiMo-V2.5's connector,
+    ``models/mimo-audio.cpp``): two 1-D convolutions with erf-GELU (the second halves the frames), a layer-norm
+    transformer with NeoX RoPE and a full or a window ``n_pos^2`` mask input per layer (``wa_pattern_mode``), the
+    residual after layer 2's attention added back before the post norm, a stride-2 convolution + GELU + norm, the
+    residual vector quantizer (per codebook: a copied view of it, its squared norms, the scores, ARGMAX, the rows
+    taken and subtracted), the code embeddings' rows summed, then the local transformer (RMS norms, NeoX RoPE of
+    theta 640000 over in-group positions, a block-diagonal mask input, a SiLU-gated FFN) over the frames padded to
+    whole groups, each group flattened into one row of the erf-GELU MLP without biases."""
+    g = Graph()
+    e = hp.n_embd
+    raw = inp_raw((hp.warmup_frames, hp.n_mel, 1, 1))
+    cur = unary("UNARY", binary("ADD", conv_1d_ph(w("a.conv1d.1.weight"), raw, 1), w("a.conv1d.1.bias")))
+    cur = unary("UNARY", binary("ADD", conv_1d_ph(w("a.conv1d.2.weight"), cur, 2), w("a.conv1d.2.bias")))
+    inp = cont(transpose(cur))
+    n_pos = inp.ne[1]
+    add_pos = ropes(graph_input("i32", (n_pos,), "mimo_audio_positions"))
+    full_mask = graph_input("f32", (n_pos, n_pos), "mimo_audio_full_mask")
+    window_mask = graph_input("f32", (n_pos, n_pos), "mimo_audio_window_mask")
+    masks = [full_mask if mode == -1 else window_mask for mode in hp.wa_modes]
+    # build_vit without its post norm; callback_layer_out keeps layer 2's residual after attention, the first
+    # source of that layer's output (the residual plus its FFN)
+    inp_l = reshape(inp, e, n_pos)
+    if w("a.pre_ln.weight") is not None:
+        inp_l = _norm(inp_l, w("a.pre_ln.weight"), w("a.pre_ln.bias"), False)
+    inp_l = vit_layers(g, hp, w, inp_l, range(3), n_pos, False, fa, add_pos, masks=masks)
+    skip = inp_l.src[0]
+    inp_l = vit_layers(g, hp, w, inp_l, range(3, hp.n_layer), n_pos, False, fa, add_pos, masks=masks)
+    cur = binary("ADD", reshape(reshape(inp_l, e, n_pos, 1), e, n_pos), skip)
+    cur = _norm(cur, w("a.post_ln.weight"), w("a.post_ln.bias"), False)
+    ds = unary("UNARY", conv_1d(w("a.downsample.conv.weight"), cont(transpose(cur)), 2, 0))
+    ds = _norm(cont(transpose(ds)), w("a.downsample.norm.weight"), w("a.downsample.norm.bias"), False)
+
+    def table(t: T, rows: int) -> T:  # ggml_cont of a ggml_view_2d of one codebook or embedding table
+        return new(wtype(t), (t.ne[0], rows), "CONT", (wview(t, (t.ne[0], rows), "VIEW"),))
+
+    codebook, code_embd = w("a.rvq.codebook.weight"), w("mm.a.code_embd.weight")
+    residual, codes = ds, []
+    for bins in hp.rvq_bins:
+        cb = table(codebook, bins)
+        norm = cont(transpose(sum_rows(unary("SQR", cb))))
+        idx = new("i32", (residual.ne[1],), "ARGMAX", (binary("SUB", unary("SCALE", mul_mat(cb, residual)), norm),))
+        codes.append(idx)
+        residual = binary("SUB", residual, get_rows(cb, idx))
+    cur = None
+    for idx in codes:
+        rows = get_rows(table(code_embd, code_embd.ne[1]), idx)
+        cur = rows if cur is None else binary("ADD", cur, rows)
+    n_ds, group = cur.ne[1], hp.local_group
+    n_groups = (n_ds + group - 1) // group
+    if n_groups * group != n_ds:
+        cur = new(cur.ty, (cur.ne[0], n_groups * group), "PAD", (cur,))
+    n_padded = n_groups * group
+    local_rope = ropes(graph_input("i32", (n_padded,), "mimo_audio_local_positions"))
+    local_mask = graph_input("f32", (n_padded, n_padded), "mimo_audio_local_mask")
+    for il in range(hp.local_layers):
+        p = f"mm.a.local_blk.{il}."
+        x = _norm(cur, w(p + "ln1.weight"), None, True)
+        q, k, v = (
+            reshape(
+                _add_b(mul_mat(w(f"{p}attn_{n}.weight"), x), w(f"{p}attn_{n}.bias")), hp.d_head, hp.n_head, n_padded
+            )
+            for n in "qkv"
+        )
+        x = build_attn(g, hp, w(p + "attn_out.weight"), None, local_rope(q), local_rope(k), v, fa, local_mask)
+        cur = binary("ADD", cur, x)
+        x = _norm(cur, w(p + "ln2.weight"), None, True)
+        x = build_ffn(
+            x, w(p + "ffn_up.weight"), None, w(p + "ffn_gate.weight"), None, w(p + "ffn_down.weight"), None, "silu"
+        )
+        cur = binary("ADD", cur, x)
+    cur = _norm(cur, w("mm.a.local_norm.weight"), None, True)
+    cur = reshape(cur, e * group, n_groups)
+    g.expand(build_ffn(cur, w("mm.a.mlp.1.weight"), None, None, None, w("mm.a.mlp.2.weight"), None, "gelu_erf"))
+    return g
+
+
+def build_granite_speech(hp: ClipHParams, w, fa: bool) -> Graph:
+    """``clip_graph_granite_speech::build`` (``models/granite-speech.cpp``) for the warmup's frames: the
+    relative-distance input (and, where the frames do not fill the last chunk, the chunks' mask), the input
+    projection, then per conformer block a half-step SiLU FFN, block attention over chunks of ``chunk_size`` frames
+    (the normed input padded to whole chunks) with Shaw relative positions (rows of the block's
+    ``attn_rel_pos_emb`` taken by the distances, multiplied with Q and added to the scores before the masked
+    softmax), the GLU + padded depthwise ``SSM_CONV`` module, a second half-step FFN and the norm; the feature
+    layers concatenated, the CTC branch after the middle block; then the QFormer projector over windows of
+    ``projector.window_size`` frames: the normed learned queries repeated per window, two blocks of
+    self-attention, cross-attention to the window and a GELU FFN, each followed by a residual norm, and the output
+    linear."""
+    g = Graph()
+    e, nh, dh = hp.n_embd, hp.n_head, hp.d_head
+    n_frames, ctx = hp.warmup_frames, hp.chunk_size
+    n_blocks = (n_frames + ctx - 1) // ctx
+    padded = n_blocks * ctx
+    attn_dists = graph_input("i32", (ctx * ctx,), "attn_dists")
+    attn_mask = graph_input("f32", (ctx, ctx, 1, n_blocks), "attn_mask") if n_frames % ctx else None
+    cur = cont(transpose(inp_raw((n_frames, hp.n_mel, 1, 1))))
+    cur = binary("ADD", mul_mat(w("a.input_projection.weight"), cur), w("a.input_projection.bias"))
+    features = cur if 0 in hp.feature_layers else None
+
+    def ffn_half(x: T, p: str, sfx: str) -> T:
+        y = _norm(x, w(f"{p}ffn_norm{sfx}.weight"), w(f"{p}ffn_norm{sfx}.bias"), False)
+        y = build_ffn(
+            y,
+            w(f"{p}ffn_up{sfx}.weight"),
+            w(f"{p}ffn_up{sfx}.bias"),
+            None,
+            None,
+            w(f"{p}ffn_down{sfx}.weight"),
+            w(f"{p}ffn_down{sfx}.bias"),
+            "silu",
+        )
+        return binary("ADD", x, unary("SCALE", y))
+
+    for il in range(hp.n_layer):
+        p = f"a.blk.{il}."
+        residual = ffn_half(cur, p, "")
+        x = _norm(residual, w(p + "ln1.weight"), w(p + "ln1.bias"), False)
+        if n_frames < padded:
+            x = new(x.ty, (e, padded), "PAD", (x,))
+        q = reshape(mul_mat(w(p + "attn_q.weight"), x), dh, nh, ctx, n_blocks)
+        k = reshape(mul_mat(w(p + "attn_k.weight"), x), dh, nh, ctx, n_blocks)
+        v = reshape(mul_mat(w(p + "attn_v.weight"), x), dh, nh, ctx, n_blocks)
+        kq = mul_mat(cont(permute(k, 0, 2, 1, 3)), permute(q, 0, 2, 1, 3))
+        pos = reshape(get_rows(w(p + "attn_rel_pos_emb"), attn_dists), dh, ctx, ctx)
+        pos = reshape(pos, dh, ctx, 1, ctx)
+        pos_attn = cont(permute(mul_mat(pos, permute(q, 0, 1, 3, 2)), 0, 2, 3, 1))
+        scores = binary("ADD", kq, pos_attn)
+        probs = unary("SOFT_MAX", scores) if attn_mask is None else binary("SOFT_MAX", scores, attn_mask)
+        x = permute(mul_mat(cont(permute(v, 1, 2, 0, 3)), probs), 0, 2, 1, 3)
+        x = cont(x, e, padded)
+        if n_frames < padded:
+            x = view(x, (e, n_frames), (x.nb[1],))
+        x = binary("ADD", mul_mat(w(p + "attn_out.weight"), x), w(p + "attn_out.bias"))
+        residual = binary("ADD", residual, x)
+        x = _norm(residual, w(p + "norm_conv.weight"), w(p + "norm_conv.bias"), False)
+        x = binary("ADD", mul_mat(w(p + "conv_pw1.weight"), x), w(p + "conv_pw1.bias"))
+        d = x.ne[0] // 2
+        gate = unary("UNARY", view(x, (d, x.ne[1]), (x.nb[1],)))  # sigmoid of the second half's view
+        x = cont(transpose(binary("MUL", view(x, (d, x.ne[1]), (x.nb[1],)), gate)))
+        x = new(x.ty, (x.ne[0] + 2 * (hp.conv_kernel // 2), x.ne[1]), "PAD", (x,))
+        cw = w(p + "conv_dw.weight")
+        x = new("f32", (cw.ne[1], x.ne[0] - cw.ne[0] + 1, x.ne[2]), "SSM_CONV", (x, cw))
+        x = binary("ADD", binary("MUL", x, w(p + "conv_norm.weight")), w(p + "conv_norm.bias"))
+        x = unary("UNARY", x)  # silu
+        x = binary("ADD", mul_mat(w(p + "conv_pw2.weight"), x), w(p + "conv_pw2.bias"))
+        residual = ffn_half(binary("ADD", residual, x), p, "_1")
+        cur = _norm(residual, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
+        if il + 1 in hp.feature_layers:
+            features = cur if features is None else concat(features, cur, 0)
+        if il + 1 == hp.n_layer // 2:  # the CTC branch
+            mid = binary("ADD", mul_mat(w("a.enc_ctc_out.weight"), cur), w("a.enc_ctc_out.bias"))
+            mid = unary("SOFT_MAX", mid)
+            mid = binary("ADD", mul_mat(w("a.enc_ctc_out_mid.weight"), mid), w("a.enc_ctc_out_mid.bias"))
+            cur = binary("ADD", cur, mid)
+    if hp.feature_layers and features is not None:
+        cur = concat(features, cur, 0)
+    window, n_q, pnh = hp.proj_window, hp.proj_window // hp.proj_downsample, hp.proj_heads
+    pdh = e // pnh
+    n_win = (n_frames + window - 1) // window
+    if n_frames < n_win * window:
+        cur = new(cur.ty, (cur.ne[0], n_win * window), "PAD", (cur,))
+    windows = reshape(cur, e * (len(hp.feature_layers) + 1), window, n_win)
+    query = w("a.proj_query")
+    queries = binary("MUL", new(wtype(query), query.ne, "NORM", (query,)), w("a.proj_norm.weight"))
+    queries = binary("ADD", queries, w("a.proj_norm.bias"))
+    queries = new(queries.ty, (e, n_q, n_win), "REPEAT", (reshape(queries, e, n_q, 1),))
+
+    def attn(p: str, src: T, n_kv: int) -> T:
+        q = binary("ADD", mul_mat(w(p + "_q.weight"), queries), w(p + "_q.bias"))
+        k = binary("ADD", mul_mat(w(p + "_k.weight"), src), w(p + "_k.bias"))
+        v = binary("ADD", mul_mat(w(p + "_v.weight"), src), w(p + "_v.bias"))
+        q, k, v = reshape(q, pdh, pnh, n_q, n_win), reshape(k, pdh, pnh, n_kv, n_win), reshape(v, pdh, pnh, n_kv, n_win)
+        out = build_attn(g, hp, w(p + "_out.weight"), w(p + "_out.bias"), q, k, v, fa)
+        return reshape(out, e, n_q, n_win)
+
+    for il in range(2):
+        p = f"a.proj_blk.{il}."
+        x = attn(p + "self_attn", queries, n_q)
+        queries = _norm(binary("ADD", x, queries), w(p + "self_attn_norm.weight"), w(p + "self_attn_norm.bias"), False)
+        x = attn(p + "cross_attn", windows, window)
+        queries = _norm(
+            binary("ADD", x, queries), w(p + "cross_attn_norm.weight"), w(p + "cross_attn_norm.bias"), False
+        )
+        x = mlp(w, queries, p + "ffn_up", p + "ffn_down", "gelu")
+        queries = _norm(binary("ADD", x, queries), w(p + "ffn_norm.weight"), w(p + "ffn_norm.bias"), False)
+    cur = reshape(queries, e, n_q * n_win)
+    g.expand(binary("ADD", mul_mat(w("a.proj_linear.weight"), cur), w("a.proj_linear.bias")))
+    return g
+
+
 def build_dots3note_a(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_dots3note_a::build`` (dots.3 note's audio, ``models/dots3note.cpp``): three padded stride-2 3x3
     convolutions with GELU over the whole warmup, the flattened channels projected, an RMS-norm transformer with
@@ -2187,6 +2817,9 @@ AUDIO_GRAPHS = {
     "gemma4ua": lambda hp, w, fa: build_gemma4ua(hp, w),
     "lfm2a": build_conformer,
     "dots3note_a": build_dots3note_a,
+    "parakeet": build_parakeet,
+    "mimo_audio": build_mimo_audio,
+    "granite_speech": build_granite_speech,
 }
 
 
@@ -2209,6 +2842,9 @@ GRAPHS = {
     "resampler": build_minicpmv,  # MiniCPM-V (clip-impl.h names PROJECTOR_TYPE_MINICPMV "resampler")
     "minicpmv4_6": build_minicpmv4_6,
     "granite4_vision": build_granite4_vision,
+    "deepseekocr": build_deepseekocr,
+    "deepseekocr2": build_deepseekocr2,
+    "gemma3nv": build_gemma3nv,
     "cogvlm": build_cogvlm,
     "youtuvl": build_youtuvl,
     "muse-glimmer": build_muse_glimmer,
