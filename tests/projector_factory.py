@@ -1245,18 +1245,7 @@ def write_deepseekocr_projector(
         add("v.pre_ln.weight", (n_embd,))
         add("v.pre_ln.bias", (n_embd,))
         for il in range(n_layer):
-            p = f"v.blk.{il}"
-            add(f"{p}.attn_qkv.weight", (n_embd, 3 * n_embd), mt)
-            add(f"{p}.attn_qkv.bias", (3 * n_embd,))
-            add(f"{p}.attn_out.weight", (n_embd, n_embd), mt)
-            add(f"{p}.attn_out.bias", (n_embd,))
-            for t in ("ln1", "ln2"):
-                add(f"{p}.{t}.weight", (n_embd,))
-                add(f"{p}.{t}.bias", (n_embd,))
-            add(f"{p}.ffn_up.weight", (n_embd, n_ff), mt)
-            add(f"{p}.ffn_up.bias", (n_ff,))
-            add(f"{p}.ffn_down.weight", (n_ff, n_embd), mt)
-            add(f"{p}.ffn_down.bias", (n_embd,))
+            _fused_block(add, mt, f"v.blk.{il}", n_embd, n_ff)
         add("v.image_newline", (n_embd_text,))
         add("mm.model.fc.weight", (2 * n_embd, n_embd_text), mt)
     else:

@@ -472,6 +472,24 @@ def _needs(name: str, tensors: dict, names: tuple[str, ...]) -> None:
             )
 
 
+def mobilenetv5_blocks(has) -> tuple[list[str], list[int]]:
+    """``load_tensors`` for Gemma 3n's MobileNetV5: the blocks ``v.blk.{stage}.{i}.`` of stages 0-3 as found (an
+    edge residual's ``conv_exp``, an inverted residual's ``dw_start`` or ``pw_exp``, an attention's
+    ``attn.query.proj``), each stage ending at its first missing block; (block prefixes, each stage's last block's
+    index among them). ``has(name)``: whether the file has that tensor."""
+    blocks: list[str] = []
+    ends: list[int] = []
+    kinds = ("conv_exp.weight", "dw_start.conv.weight", "pw_exp.conv.weight", "attn.query.proj.weight")
+    for stage in range(4):
+        found = 0
+        while any(has(f"v.blk.{stage}.{found}.{n}") for n in kinds):
+            blocks.append(f"v.blk.{stage}.{found}.")
+            found += 1
+        if found:
+            ends.append(len(blocks) - 1)
+    return blocks, ends
+
+
 def _check_gemma3nv(name: str, header: GGUFHeader) -> None:
     """Gemma 3n's MobileNetV5 (``load_tensors`` and ``models/mobilenetv5.cpp``): the stem conv, and the channels
     the graph ends with equal to ``clip.vision.embedding_length`` (a GGML_ASSERT): each block's last conv sets them
@@ -488,27 +506,18 @@ def _check_gemma3nv(name: str, header: GGUFHeader) -> None:
         )
     ch = stem[3]
     outs: list[int] = []
-    ends: list[int] = []
-    for stage in range(4):
-        i = 0
-        while True:
-            p = f"v.blk.{stage}.{i}."
-            kinds = ("conv_exp.weight", "dw_start.conv.weight", "pw_exp.conv.weight", "attn.query.proj.weight")
-            if not any(p + n in shapes for n in kinds):
-                break
-            last = next(
-                (
-                    shapes[p + n]
-                    for n in ("conv_pwl.weight", "attn.output.proj.weight", "pw_proj.conv.weight", "pw_exp.conv.weight")
-                    if p + n in shapes
-                ),
-                None,
-            )
-            ch = last[3] if last is not None and len(last) > 3 else ch
-            outs.append(ch)
-            i += 1
-        if i:
-            ends.append(len(outs) - 1)
+    blocks, ends = mobilenetv5_blocks(shapes.__contains__)
+    for p in blocks:
+        last = next(
+            (
+                shapes[p + n]
+                for n in ("conv_pwl.weight", "attn.output.proj.weight", "pw_proj.conv.weight", "pw_exp.conv.weight")
+                if p + n in shapes
+            ),
+            None,
+        )
+        ch = last[3] if last is not None and len(last) > 3 else ch
+        outs.append(ch)
     fused = [outs[e] for e in ends[2:4]] if len(ends) >= 4 else outs[-1:]
     c = sum(fused) if fused else ch
     for conv in ("v.msfa.ffn.pw_exp.conv.weight", "v.msfa.ffn.pw_proj.conv.weight"):

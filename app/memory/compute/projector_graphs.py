@@ -14,6 +14,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+from ...model.projector import mobilenetv5_blocks
 from .ggml import (
     INPUT,
     NONE,
@@ -1550,31 +1551,10 @@ def build_deepseekocr2(hp: ClipHParams, w, fa: bool) -> Graph:
     return g
 
 
-def _mnv5_blocks(w) -> tuple[list[str], list[int]]:
-    """``load_tensors`` for Gemma 3n's MobileNetV5: the blocks ``v.blk.{stage}.{i}.`` of stages 0-3 as found (an
-    edge residual's ``conv_exp``, an inverted residual's ``dw_start`` or ``pw_exp``, an attention's
-    ``attn.query.proj``), each stage ending at its first missing block; (block prefixes, the stages' last
-    indices)."""
-    blocks: list[str] = []
-    ends: list[int] = []
-    for stage in range(4):
-        found = 0
-        while True:
-            p = f"v.blk.{stage}.{found}."
-            names = ("conv_exp.weight", "dw_start.conv.weight", "pw_exp.conv.weight", "attn.query.proj.weight")
-            if all(w(p + n) is None for n in names):
-                break
-            blocks.append(p)
-            found += 1
-        if found:
-            ends.append(len(blocks) - 1)
-    return blocks, ends
-
-
 def build_gemma3nv(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_mobilenetv5::build`` (Gemma 3n's MobileNetV5, ``models/mobilenetv5.cpp``): the SAME-padded
     stride-2 stem conv (CONV_2D, its bias, a channel RMS norm through two permuted copies, GELU), the blocks
-    (:func:`_mnv5_blocks`; each stage's first strided: edge residuals, universal inverted residuals with depthwise
+    (:func:`app.model.projector.mobilenetv5_blocks`; each stage's first strided: edge residuals, universal inverted residuals with depthwise
     convs through im2col, multi-query attention blocks with strided key/value down-convs), the multi-scale fusion
     of the ends of stages 2 and 3 (or the last block): nearest upscales to the first, concatenated over the
     channels, the FFN's two 1x1 convs, an average pool to 16x16, the norm; then the tokens as rows, scaled, the
@@ -1612,7 +1592,7 @@ def build_gemma3nv(hp: ClipHParams, w, fa: bool) -> Graph:
     if w("v.conv_stem.bn.weight") is not None:
         cur = norm_2d(cur, w("v.conv_stem.bn.weight"))
     cur = gelu(cur)
-    blocks, ends = _mnv5_blocks(w)
+    blocks, ends = mobilenetv5_blocks(lambda name: w(name) is not None)
     fusion = ends[2:4] if len(ends) >= 4 else [len(blocks) - 1]
     feats = []
     for i, p in enumerate(blocks):
@@ -2408,6 +2388,16 @@ def build_gemma4ua(hp: ClipHParams, w) -> Graph:
     return g
 
 
+def _half_step_ffn(w, x: T, p: str, sfx: str, bias: bool = True) -> T:
+    """A conformer block's half-step feed-forward: ``ffn_norm{sfx}``, the SiLU ``ffn_up``/``ffn_down``, scaled by
+    half and added to ``x`` (LFM2-Audio's and Granite Speech's with their biases, Parakeet's without:
+    ``models/conformer.cpp``, ``granite-speech.cpp``, ``parakeet.cpp``)."""
+    up_b, down_b = (w(f"{p}ffn_up{sfx}.bias"), w(f"{p}ffn_down{sfx}.bias")) if bias else (None, None)
+    y = _norm(x, w(f"{p}ffn_norm{sfx}.weight"), w(f"{p}ffn_norm{sfx}.bias"), False)
+    y = build_ffn(y, w(f"{p}ffn_up{sfx}.weight"), up_b, None, None, w(f"{p}ffn_down{sfx}.weight"), down_b, "silu")
+    return binary("ADD", x, unary("SCALE", y))
+
+
 def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_conformer::build`` (LFM2-Audio, ``lfm2a``; ``models/conformer.cpp``): the 512-wide relative
     positions input first, then the subsampling (a conv, two depthwise + pointwise pairs, in-place ReLUs), the
@@ -2444,23 +2434,9 @@ def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
     cur = reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2])
     cur = binary("ADD", mul_mat(w("a.pre_encode.out.weight"), cur), w("a.pre_encode.out.bias"))
 
-    def ffn_half(residual: T, x: T, p: str, sfx: str) -> T:
-        x = _norm(x, w(f"{p}ffn_norm{sfx}.weight"), w(f"{p}ffn_norm{sfx}.bias"), False)
-        x = build_ffn(
-            x,
-            w(f"{p}ffn_up{sfx}.weight"),
-            w(f"{p}ffn_up{sfx}.bias"),
-            None,
-            None,
-            w(f"{p}ffn_down{sfx}.weight"),
-            w(f"{p}ffn_down{sfx}.bias"),
-            "silu",
-        )
-        return binary("ADD", residual, unary("SCALE", x))
-
     for il in range(hp.n_layer):
         p = f"a.blk.{il}."
-        residual = ffn_half(cur, cur, p, "")
+        residual = _half_step_ffn(w, cur, p, "")
         x = _norm(residual, w(p + "ln1.weight"), w(p + "ln1.bias"), False)
         q = binary("ADD", mul_mat(w(p + "attn_q.weight"), x), w(p + "attn_q.bias"))
         q = reshape(q, dh, nh, q.ne[1])
@@ -2501,7 +2477,7 @@ def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
         x = unary("UNARY", x)  # silu
         x = binary("ADD", mul_mat(w(p + "conv_pw2.weight"), x), w(p + "conv_pw2.bias"))
         residual = binary("ADD", residual, x)
-        residual = ffn_half(residual, residual, p, "_1")
+        residual = _half_step_ffn(w, residual, p, "_1")
         cur = _norm(residual, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
     cur = _norm(cur, w("mm.a.mlp.0.weight"), w("mm.a.mlp.0.bias"), False)
     cur = mlp(w, cur, "mm.a.mlp.1", "mm.a.mlp.3", "gelu_erf")
@@ -2544,14 +2520,9 @@ def build_parakeet(hp: ClipHParams, w, fa: bool) -> Graph:
     cos = reshape(unary("COS", theta), 1, d_half, window)
     pos_emb = reshape(cont(concat(sin, cos, 0)), n_state, window)
 
-    def ffn_half(x: T, p: str, sfx: str) -> T:
-        y = _norm(x, w(f"{p}ffn_norm{sfx}.weight"), w(f"{p}ffn_norm{sfx}.bias"), False)
-        y = build_ffn(y, w(f"{p}ffn_up{sfx}.weight"), None, None, None, w(f"{p}ffn_down{sfx}.weight"), None, "silu")
-        return binary("ADD", x, unary("SCALE", y))
-
     for il in range(hp.n_layer):
         p = f"a.blk.{il}."
-        cur = ffn_half(cur, p, "")
+        cur = _half_step_ffn(w, cur, p, "", bias=False)
         residual = cur
         x = _norm(cur, w(p + "ln1.weight"), w(p + "ln1.bias"), False)
         q = reshape(mul_mat(w(p + "attn_q.weight"), x), dh, nh, n_time)
@@ -2587,7 +2558,7 @@ def build_parakeet(hp: ClipHParams, w, fa: bool) -> Graph:
         x = binary("DIV", x, new(wtype(var), var.ne, "SQRT", (var,)))
         x = binary("ADD", binary("MUL", x, w(p + "conv_norm.weight")), w(p + "conv_norm.bias"))
         x = mul_mat(w(p + "conv_pw2.weight"), unary("UNARY", x))
-        cur = ffn_half(binary("ADD", residual, x), p, "_1")
+        cur = _half_step_ffn(w, binary("ADD", residual, x), p, "_1", bias=False)
         cur = _norm(cur, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
     cur = binary("MUL", unary("RMS_NORM", cur), w("mm.a.norm_pre.weight"))
     cur = build_ffn(cur, w("mm.a.mlp.1.weight"), None, None, None, w("mm.a.mlp.2.weight"), None, "relu_sqr")
@@ -2694,23 +2665,9 @@ def build_granite_speech(hp: ClipHParams, w, fa: bool) -> Graph:
     cur = binary("ADD", mul_mat(w("a.input_projection.weight"), cur), w("a.input_projection.bias"))
     features = cur if 0 in hp.feature_layers else None
 
-    def ffn_half(x: T, p: str, sfx: str) -> T:
-        y = _norm(x, w(f"{p}ffn_norm{sfx}.weight"), w(f"{p}ffn_norm{sfx}.bias"), False)
-        y = build_ffn(
-            y,
-            w(f"{p}ffn_up{sfx}.weight"),
-            w(f"{p}ffn_up{sfx}.bias"),
-            None,
-            None,
-            w(f"{p}ffn_down{sfx}.weight"),
-            w(f"{p}ffn_down{sfx}.bias"),
-            "silu",
-        )
-        return binary("ADD", x, unary("SCALE", y))
-
     for il in range(hp.n_layer):
         p = f"a.blk.{il}."
-        residual = ffn_half(cur, p, "")
+        residual = _half_step_ffn(w, cur, p, "")
         x = _norm(residual, w(p + "ln1.weight"), w(p + "ln1.bias"), False)
         if n_frames < padded:
             x = new(x.ty, (e, padded), "PAD", (x,))
@@ -2740,7 +2697,7 @@ def build_granite_speech(hp: ClipHParams, w, fa: bool) -> Graph:
         x = binary("ADD", binary("MUL", x, w(p + "conv_norm.weight")), w(p + "conv_norm.bias"))
         x = unary("UNARY", x)  # silu
         x = binary("ADD", mul_mat(w(p + "conv_pw2.weight"), x), w(p + "conv_pw2.bias"))
-        residual = ffn_half(binary("ADD", residual, x), p, "_1")
+        residual = _half_step_ffn(w, binary("ADD", residual, x), p, "_1")
         cur = _norm(residual, w(p + "ln2.weight"), w(p + "ln2.bias"), False)
         if il + 1 in hp.feature_layers:
             features = cur if features is None else concat(features, cur, 0)
