@@ -270,6 +270,7 @@ PROJECTORS_OF = {
     "qwen2": ("qwen2a", "musicflamingo", "minicpmv"),  # MiniCPM-V 2.6's text is Qwen2
     "qwen3": ("minicpmv",),  # MiniCPM-V 4.5's text is Qwen3
     "qwen35": ("qwen3vl", "minicpmv4_6"),  # Qwen3.5's vision is Qwen3-VL's; MiniCPM-V 4.6's text is Qwen3.5
+    "qwen35moe": ("qwen3vl",),  # conversion/qwen3vl.py converts Qwen3_5MoeForConditionalGeneration's vision too
     "cogvlm": ("cogvlm",),
     "granite": ("llava", "granite4_vision", "granite_speech"),  # Granite Vision 3.x/4.1's and granite-speech-3.3's text
     "mimo2": ("mimovl", "mimo_audio"),  # MiMo-V2.5 (MiMoV2ForCausalLM: text mimo2, vision mimovl, conversion/mimo.py)
