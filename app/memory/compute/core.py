@@ -23,7 +23,7 @@ from .context import Ctx
 from .ggml import INPUT, OUTPUT, VIEW_OPS, nbytes, ne4, nelements
 from .models import family_of
 from .mtp import add_sampling
-from .schedule import schedule, supports_op, weight_users
+from .schedule import refuses_nothing, schedule, supports_op, weight_users
 from .vk_optimize import reorder as vk_reorder
 from .vk_optimize import use_counts
 
@@ -452,12 +452,9 @@ def _run(
     only the backends are reset; ``bind``: bind it first all the same, a graph of its own)."""
     limits = [(d.max_tensor_bytes, backend_of(d), d.refused_ops) for d in devs] + [(None, "cpu", ())]
     if schedule_only and not bind:
-        if all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
+        if refuses_nothing(limits):
             # schedule() works the probe's backends out from the pins and the bound weights alone (_probed)
-            for t, _ in b.pins:
-                t.force = -1
-            for t in b.cpu_pins:
-                t.force = -1
+            _unpin(b)
         else:
             for t in b.all:
                 t.be = t.force = -1
@@ -572,6 +569,14 @@ def _marks(b):
     return marks
 
 
+def _unpin(b) -> None:
+    """Clear the backends the last run pinned (graph_get_cb's norms, -nkvo's attention outputs)."""
+    for t, _ in b.pins:
+        t.force = -1
+    for t in b.cpu_pins:
+        t.force = -1
+
+
 def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_weights, lent):
     """Reset a built graph's per-run state and give its weights and caches this placement's buffers (``lent``:
     backend and bytes of another model's tensors it reads, by name)."""
@@ -582,10 +587,7 @@ def _bind(model, b, layers, placement, devs, tbe, layer_be, kv_be, cpu, host_wei
         t.nch = t.nvw = 0
     # what only some tensors carry from a run: the pins' backends, the sources the scheduler replaced by copies,
     # and the inputs' flags (pipeline parallelism adds OUTPUT)
-    for t, _ in b.pins:
-        t.force = -1
-    for t in b.cpu_pins:
-        t.force = -1
+    _unpin(b)
     nodes = b.g.nodes
     for i, _, _ in b.__dict__.get("subbed", ()):
         nodes[i].cs = nodes[i].src

@@ -66,6 +66,11 @@ def weight_users(nodes):
     ]
 
 
+def refuses_nothing(limits) -> bool:
+    """No backend of ``limits`` (see :func:`supports_op`) refuses an op: no tensor size limit, no Vulkan device."""
+    return all(lim is None and kind != "vulkan" for lim, kind, _ in limits)
+
+
 def schedule(
     nodes,
     leafs,
@@ -98,7 +103,7 @@ def schedule(
     (node index, source index, copy) for each source the scheduler replaced by a copy, in node order. ``real``:
     the nodes that are not views (:data:`VIEW_OPS`), when the caller keeps them.
     """
-    if limits is not None and all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
+    if limits is not None and refuses_nothing(limits):
         limits = None
     if backends_only and wanted is not None and limits is None:
         _probed(nodes, cpu, offload_to, users, *wanted)
