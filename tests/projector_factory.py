@@ -46,6 +46,26 @@ def _start(path, seed: int, matrix_type: str, *, name: str, proj_type: str, imag
     return w, add, np.float16 if matrix_type == "f16" else np.float32
 
 
+def _start_audio(path, seed: int, matrix_type: str, *, name: str, proj_type: str, eps: float, keys) -> tuple:
+    """An audio projector's writer (no vision encoder) with the ``clip.audio.*`` u32 ``keys`` ((name, value) pairs)
+    and the layer-norm epsilon, ``add(name, ne, dtype)`` writing random tensors (``ne`` in ggml order), and the
+    matrix dtype."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(Path(path)), "clip")
+    w.add_string("general.name", name)
+    w.add_bool("clip.has_vision_encoder", False)
+    w.add_bool("clip.has_audio_encoder", True)
+    w.add_string("clip.projector_type", proj_type)
+    for key, v in keys:
+        w.add_uint32(f"clip.audio.{key}", v)
+    w.add_float32("clip.audio.attention.layer_norm_epsilon", eps)
+
+    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+
+    return w, add, np.float16 if matrix_type == "f16" else np.float32
+
+
 def _finish(w, path) -> Path:
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -1800,20 +1820,11 @@ def write_lfm2a_projector(
     two depthwise 3x3 + pointwise 1x1 pairs, ``channels`` wide), ``a.pre_encode.out``, conformer blocks (two
     half-step FFNs, attention with ``pos_bias_u``/``v`` and a 512-wide ``linear_pos``, the conv module with a
     9-tap depthwise kernel), every weight biased, and the ``mm.a.mlp.0/1/3`` adapter."""
-    rng = np.random.default_rng(seed)
-    w = GGUFWriter(str(Path(path)), "clip")
-    w.add_string("general.name", "tiny-lfm2a-mmproj")
-    w.add_bool("clip.has_vision_encoder", False)
-    w.add_bool("clip.has_audio_encoder", True)
-    w.add_string("clip.projector_type", "lfm2a")
-    for key, v in (("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
-                   ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head)):
-        w.add_uint32(f"clip.audio.{key}", v)
-    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
-    mt = np.float16 if matrix_type == "f16" else np.float32
-
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+    w, add, mt = _start_audio(
+        path, seed, matrix_type, name="tiny-lfm2a-mmproj", proj_type="lfm2a", eps=1e-5, keys=(
+        ("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
+        ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head)
+    ))
 
     c = channels
     for i, shape in ((0, (3, 3, 1, c)), (2, (3, 3, 1, c)), (3, (1, 1, c, c)), (5, (3, 3, 1, c)), (6, (1, 1, c, c))):
@@ -1905,21 +1916,12 @@ def write_dots3note_a_projector(
     """A dots.3 note audio projector (``dots3note_a``, ``models/dots3note.cpp``): three 3x3 stride-2 convolutions
     of ``channels`` with biases, ``a.conv_out``, RMS-norm blocks without biases and a SiLU-gated FFN, the post
     norm, and the ``mm.a.norm_pre`` + ``mm.a.mlp.1``/``mm.a.mlp.3`` adapter."""
-    rng = np.random.default_rng(seed)
-    w = GGUFWriter(str(Path(path)), "clip")
-    w.add_string("general.name", "tiny-dots3note-a-mmproj")
-    w.add_bool("clip.has_vision_encoder", False)
-    w.add_bool("clip.has_audio_encoder", True)
-    w.add_string("clip.projector_type", "dots3note_a")
+    w, add, mt = _start_audio(
+        path, seed, matrix_type, name="tiny-dots3note-a-mmproj", proj_type="dots3note_a", eps=1e-6, keys=(
+        ("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
+        ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head)
+    ))
     w.add_bool("clip.use_silu", True)
-    for key, v in (("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
-                   ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head)):
-        w.add_uint32(f"clip.audio.{key}", v)
-    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-6)
-    mt = np.float16 if matrix_type == "f16" else np.float32
-
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     for i in (1, 2, 3):
         add(f"a.conv2d.{i}.weight", (3, 3, 1 if i == 1 else channels, channels), np.float16)
@@ -1959,21 +1961,12 @@ def write_parakeet_projector(
     the conv module with a ``conv_kernel``-tap depthwise kernel and its batch-norm mean/var), the
     ``mm.a.norm_pre`` + ``mm.a.mlp.1``/``mm.a.mlp.2`` adapter, and the ``mm.model.mlp.0/1/3`` weights
     ``load_tensors`` requires (the graph does not read them)."""
-    rng = np.random.default_rng(seed)
-    w = GGUFWriter(str(Path(path)), "clip")
-    w.add_string("general.name", "tiny-parakeet-mmproj")
-    w.add_bool("clip.has_vision_encoder", False)
-    w.add_bool("clip.has_audio_encoder", True)
-    w.add_string("clip.projector_type", "parakeet")
-    for key, v in (("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
-                   ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head),
-                   ("subsampling_factor", subsampling), ("conv_kernel_size", conv_kernel)):
-        w.add_uint32(f"clip.audio.{key}", v)
-    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
-    mt = np.float16 if matrix_type == "f16" else np.float32
-
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
+    w, add, mt = _start_audio(
+        path, seed, matrix_type, name="tiny-parakeet-mmproj", proj_type="parakeet", eps=1e-5, keys=(
+        ("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
+        ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head),
+        ("subsampling_factor", subsampling), ("conv_kernel_size", conv_kernel)
+    ))
 
     add("a.mel_filters", (257, n_mel))  # mtmd's preprocessor asserts n_mel x (512 / 2 + 1) and a 400-wide window
     add("a.window", (400,))
@@ -2031,24 +2024,15 @@ def write_mimo_audio_projector(
     norm, the stride-2 downsampling conv and norm, an RVQ codebook of ``max_bins`` rows per quantizer (``bins``
     used) and as many code-embedding tables, ``local_layers`` RMS-norm blocks with biased q/k/v and a gated FFN,
     the local norm and the ``mm.a.mlp.1``/``mm.a.mlp.2`` projection of ``group`` frames a row."""
-    rng = np.random.default_rng(seed)
-    w = GGUFWriter(str(Path(path)), "clip")
-    w.add_string("general.name", "tiny-mimo-audio-mmproj")
-    w.add_bool("clip.has_vision_encoder", False)
-    w.add_bool("clip.has_audio_encoder", True)
-    w.add_string("clip.projector_type", "mimo_audio")
-    for key, v in (("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
-                   ("block_count", len(modes)), ("projection_dim", n_embd_text), ("attention.head_count", n_head),
-                   ("window_size", 8), ("local_block_count", local_layers), ("local_group_size", group),
-                   ("rvq.num_quantizers", len(bins))):
-        w.add_uint32(f"clip.audio.{key}", v)
-    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
+    w, add, mt = _start_audio(
+        path, seed, matrix_type, name="tiny-mimo-audio-mmproj", proj_type="mimo_audio", eps=1e-5, keys=(
+        ("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
+        ("block_count", len(modes)), ("projection_dim", n_embd_text), ("attention.head_count", n_head),
+        ("window_size", 8), ("local_block_count", local_layers), ("local_group_size", group),
+        ("rvq.num_quantizers", len(bins))
+    ))
     w.add_array("clip.audio.wa_pattern_mode", list(modes))
     w.add_array("clip.audio.rvq.codebook_size", list(bins))
-    mt = np.float16 if matrix_type == "f16" else np.float32
-
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     add("a.conv1d.1.weight", (3, n_mel, n_embd), np.float16)
     add("a.conv1d.1.bias", (1, n_embd))
@@ -2104,25 +2088,16 @@ def write_granite_speech_projector(
     ``2 * max_pos + 1`` rows, the conv module with a ``conv_kernel``-tap depthwise kernel), the CTC pair, the
     feature layers concatenated where given, and the QFormer: ``window / downsample`` learned queries, two blocks
     of self-attention, cross-attention and a GELU FFN with their norms, the output linear."""
-    rng = np.random.default_rng(seed)
-    w = GGUFWriter(str(Path(path)), "clip")
-    w.add_string("general.name", "tiny-granite-speech-mmproj")
-    w.add_bool("clip.has_vision_encoder", False)
-    w.add_bool("clip.has_audio_encoder", True)
-    w.add_string("clip.projector_type", "granite_speech")
-    for key, v in (("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
-                   ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head),
-                   ("chunk_size", chunk), ("conv_kernel_size", conv_kernel), ("max_pos_emb", max_pos),
-                   ("projector.window_size", window), ("projector.downsample_rate", downsample),
-                   ("projector.head_count", proj_heads)):
-        w.add_uint32(f"clip.audio.{key}", v)
-    w.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
+    w, add, mt = _start_audio(
+        path, seed, matrix_type, name="tiny-granite-speech-mmproj", proj_type="granite_speech", eps=1e-5, keys=(
+        ("num_mel_bins", n_mel), ("embedding_length", n_embd), ("feed_forward_length", n_ff),
+        ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head),
+        ("chunk_size", chunk), ("conv_kernel_size", conv_kernel), ("max_pos_emb", max_pos),
+        ("projector.window_size", window), ("projector.downsample_rate", downsample),
+        ("projector.head_count", proj_heads)
+    ))
     if feature_layers:
         w.add_array("clip.audio.feature_layer", list(feature_layers))
-    mt = np.float16 if matrix_type == "f16" else np.float32
-
-    def add(name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape[::-1]) * 0.02).astype(dtype))
 
     def linear(name: str, n_in: int, n_out: int) -> None:
         add(f"{name}.weight", (n_in, n_out), mt)
