@@ -6,6 +6,8 @@ import random
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.command.ot_patterns import (
     FFN_EXPS_SUFFIX,
@@ -250,3 +252,33 @@ def test_std_regex_readings_that_python_reads_otherwise():
     assert m.matches(r"[[:alpha:]]{2}") == frozenset({0, 3, 4})  # POSIX classes, ASCII letters only
     assert m.matches("^\xc3$") == frozenset()  # bytes: é is two of them
     assert m.matches("^.{2}$") == frozenset({2, 3, 4})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    names=st.lists(st.text(alphabet="ab.\n\x00é", max_size=6), max_size=12),
+    literal=st.text(alphabet="ab.\n\x00é", max_size=4),
+)
+def test_holding_finds_the_names_that_contain_a_literal(names, literal):
+    """OverrideMatcher.holding (find over the names end to end) is `literal in name` per name: a match that
+    spans two names, the separator or an empty name is not counted, whatever the names hold."""
+    from app.memory.ecmascript import name_bytes
+    from app.memory.layout import OverrideMatcher
+
+    lit = name_bytes(literal)
+    want = [i for i, n in enumerate(names) if lit in name_bytes(n)]
+    assert OverrideMatcher(names).holding(lit) == want
+
+
+def test_a_required_literal_narrows_the_search_without_changing_it():
+    """The regex runs only on the names holding the pattern's required literal: the matches are the same as a
+    search of every name."""
+    from app.memory.layout import OverrideMatcher, _compiled
+
+    names = [f"blk.{i}.ffn_{k}_exps.weight" for i in range(40) for k in ("up", "down", "gate")] + ["blk.1\nx.ffn_"]
+    m = OverrideMatcher(names)
+    for pattern in (r"blk\.1\.ffn_(up|down)_exps", r"blk\.1[0-9]\.ffn_gate", r"^blk\.3\.", r"ffn_(up|gate)_exps\.w"):
+        c = _compiled(pattern)
+        assert c.required is not None, pattern
+        every = frozenset(i for i, n in enumerate(names) if re.search(c.text.decode("latin-1"), n))
+        assert m.matches(pattern) == every and every, pattern
