@@ -174,3 +174,36 @@ def test_architecture_without_a_module_is_estimated_and_flagged(tmp_path):
     est = estimate(m, [dev("CUDA0", 8)], LlamaSettings(n_ctx=2048))
     assert est.device("CUDA0").model == m.tensor_bytes - 32 * 64 * 2
     assert any("not confirmed against llama.cpp" in n for n in est.notes)
+
+
+@pytest.mark.parametrize("spec", ["gemma-3-27b", "deepseek-v4-flash", "gpt-oss-20b"])
+def test_one_estimator_serves_every_cache_setting_as_a_fresh_one_would(tmp_path, spec):
+    """The per-model caches an Estimator keeps (KV bytes per layer by cache type, swa_full and context shape;
+    compute results by placement) give, for a sequence of settings that change one cache setting at a time and
+    come back, the figures a new Estimator gives for each: nothing is served for another setting."""
+    from app.memory.estimator import Estimator, estimate
+
+    model = open_model(write_sparse_model(spec, tmp_path / "m.gguf"))
+    lanes = [dev("RPC0", 48), dev("RPC1", 48)]
+    base = ["-ngl", "all", "-ts", "1,1", "-c", "8192"]
+    runs = [
+        [],
+        ["-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"],
+        ["-ctk", "q8_0"],
+        ["--swa-full"],
+        ["-c", "16384"],
+        ["-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on", "--swa-full"],
+        ["-np", "4", "-kvu"],
+        [],
+        ["-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"],
+    ]
+    kept = Estimator(model)
+    seen = set()
+    for extra in runs:
+        settings = settings_from_args(base + extra)
+        got = kept.estimate(lanes, settings)
+        want = estimate(model, lanes, settings)  # a new Estimator of its own
+        figures = [(d.name, d.model, d.kv, d.compute) for d in got.devices]
+        assert figures == [(d.name, d.model, d.kv, d.compute) for d in want.devices], extra
+        seen.add(tuple(d.kv for d in got.devices))
+    assert len(seen) >= 5  # the settings do change the cache, so a stale entry would show
