@@ -61,15 +61,15 @@ NOT_TEXT_GENERATION = {
     "gemma-embedding": "embedding model",
     "llama-embed": "embedding model",
     "wavtokenizer-dec": "audio codec decoder",
-    "qwen3tts": "text-to-speech",
-    "pockettts": "text-to-speech",
+    "qwen3tts": "text-to-speech: spoken by llama-tts (tools/tts/tts.cpp, through mtmd's audio-generation API); llama-server, which Layerdeck plans and launches, has no speech output",
+    "pockettts": "text-to-speech: spoken by llama-tts (tools/tts/tts.cpp, through mtmd's audio-generation API); llama-server, which Layerdeck plans and launches, has no speech output",
     "eagle3": "speculative-decoding draft head: sized as a draft, see the features table",
     "dflash": "speculative-decoding draft head: sized as a draft, see the features table",
     "gemma4-assistant": "speculative-decoding draft head (Gemma 4's assistant, built over the target's context): "
     "sized as a draft, see the features table",
     "(unknown)": "placeholder entry of the table",
     # named in the table without a model class: llama.cpp refuses the file, and so does Layerdeck at open
-    "gptj": "llama.cpp builds no model for it (\"unsupported model architecture\"), refused at open",
+    "gptj": 'llama.cpp builds no model for it ("unsupported model architecture"), refused at open',
 }
 
 #: Why an architecture without a replay of its own still has none (read in its src/models/<arch>.cpp); shown in
@@ -142,7 +142,7 @@ FEATURE_NOTES = {
     "(each device's share is not printed by llama.cpp nor sized); refused with llama.cpp's reason without flash "
     "attention or devices and for the architectures llama.cpp excludes; the board, which places blocks per "
     "device, refuses it",
-    "sm-row": "llama.cpp refuses it on every backend but SYCL (\"does not support split buffers\"), and so does "
+    "sm-row": 'llama.cpp refuses it on every backend but SYCL ("does not support split buffers"), and so does '
     "the estimate, with that reason; SYCL's row split is refused as not modelled",
     "sm-none": "the whole model on --main-gpu",
     "mmproj": "the projector's device (-mmdev, the first of -dev, else the first GPU-type device, RPC included; "
@@ -152,7 +152,7 @@ FEATURE_NOTES = {
     "and for the audio encoders of Whisper (ultravox, qwen2a, voxtral, musicflamingo, meralion, glma), Qwen3-Omni "
     "(qwen3a), Gemma 4 (gemma4a, the encoder-free gemma4ua), LFM2-Audio (lfm2a), dots.3 note (dots3note_a), Nemotron Nano V2 VL's Parakeet (parakeet), MiMo-V2.5 (mimo_audio) and Granite Speech (granite_speech); a file with both encoders (Qwen2.5-Omni's, Qwen3-Omni's, Gemma 4's) as its "
     "two contexts; every vision type of the pinned clip-impl.h replayed (one a later llama.cpp adds: approximate, "
-    "said so); the text-to-speech encoders (qwen3tts_spkenc/_gen, pockettts_spkenc/_gen) not counted, said so; a "
+    "said so); the text-to-speech encoders (qwen3tts_spkenc/_gen, pockettts_spkenc/_gen) not counted, said so (llama-tts speaks with them; llama-server has no speech output); a "
     "block of its own on its lane",
     "draft": "the draft's weights, KV cache, compute and output buffers per device against llama-server's load "
     "log (the lines after 'loading draft model'), and the main context's extra output rows for the drafted tokens; "
@@ -198,7 +198,7 @@ FEATURE_NOTES = {
     "rpc-multi-device": "one lane per remote device, named as llama.cpp names them (RPC0, RPC1 on one host), "
     "each with its own buffer limits",
     "abort": "the estimate stops with llama.cpp's reason, naming the tensor llama.cpp names (\"pre-allocated tensor "
-    "(cache_k_l15) in a buffer (Vulkan0) that cannot run the operation\"; \"invalid value for main_gpu\"), and "
+    '(cache_k_l15) in a buffer (Vulkan0) that cannot run the operation"; "invalid value for main_gpu"), and '
     "gives figures just under the limit that equal the dry run's; auto-fit says so, the fastest search skips them",
     "vulkan": "Vulkan0 on lavapipe and a remote Vulkan0 behind RPC: weights, context and compute exact, the "
     "backend's graph reordering (ggml_vk_graph_optimize) replayed (docs/memory-model.md, Backends)",
@@ -274,7 +274,9 @@ PROJECTORS_OF = {
     "cogvlm": ("cogvlm",),
     "granite": ("llava", "granite4_vision", "granite_speech"),  # Granite Vision 3.x/4.1's and granite-speech-3.3's text
     "mimo2": ("mimovl", "mimo_audio"),  # MiMo-V2.5 (MiMoV2ForCausalLM: text mimo2, vision mimovl, conversion/mimo.py)
-    "muse-glimmer": ("muse-glimmer",),  # one name for the text model and its projector (gguf MODEL_ARCH/VisionProjectorType)
+    "muse-glimmer": (
+        "muse-glimmer",
+    ),  # one name for the text model and its projector (gguf MODEL_ARCH/VisionProjectorType)
     "dots3note": ("dots3note_v", "dots3note_a"),  # conversion/dots3.py writes both encoders beside the text
     "qwen2vl": ("qwen2vl", "qwen2.5vl", "omni"),
     "qwen3vl": ("qwen3vl", "qwen3a"),
@@ -282,13 +284,68 @@ PROJECTORS_OF = {
     "mistral3": ("mistral3", "pixtral"),
     "lfm2": ("lfm2", "lfm2a"),
 }
-_PROJECTOR_TYPES = ("qwen3vl", "qwen2.5vl", "qwen2vl", "qwen2a", "mistral3", "pixtral", "gemma4v", "idefics3", "lfm2",
-                    "internvl", "ultravox", "voxtral", "musicflamingo", "meralion", "qwen3a", "omni3", "omni",
-                    "gemma4a", "gemma4-both", "gemma4ua", "glma", "glm4v", "glm5v", "minimax_m3", "ling3vl",
-                    "kimik25", "kimivl", "paddleocr", "dots_ocr", "llama4", "deepseek4v", "hunyuanvl", "llava", "phi4", "janus_pro",
-                    "lightonocr", "nemotron_v2_vl", "gemma4uv", "lfm2a", "step3vl", "exaone4_5", "dots3note_a",
-                    "minicpmv4_6", "minicpmv", "granite4_vision", "cogvlm", "ldpv2", "ldp", "adapter", "youtuvl", "muse-glimmer", "mimovl", "yasa2", "dots3note_v",
-                    "deepseekocr2", "deepseekocr", "gemma3nv", "parakeet", "mimo_audio", "granite_speech")
+_PROJECTOR_TYPES = (
+    "qwen3vl",
+    "qwen2.5vl",
+    "qwen2vl",
+    "qwen2a",
+    "mistral3",
+    "pixtral",
+    "gemma4v",
+    "idefics3",
+    "lfm2",
+    "internvl",
+    "ultravox",
+    "voxtral",
+    "musicflamingo",
+    "meralion",
+    "qwen3a",
+    "omni3",
+    "omni",
+    "gemma4a",
+    "gemma4-both",
+    "gemma4ua",
+    "glma",
+    "glm4v",
+    "glm5v",
+    "minimax_m3",
+    "ling3vl",
+    "kimik25",
+    "kimivl",
+    "paddleocr",
+    "dots_ocr",
+    "llama4",
+    "deepseek4v",
+    "hunyuanvl",
+    "llava",
+    "phi4",
+    "janus_pro",
+    "lightonocr",
+    "nemotron_v2_vl",
+    "gemma4uv",
+    "lfm2a",
+    "step3vl",
+    "exaone4_5",
+    "dots3note_a",
+    "minicpmv4_6",
+    "minicpmv",
+    "granite4_vision",
+    "cogvlm",
+    "ldpv2",
+    "ldp",
+    "adapter",
+    "youtuvl",
+    "muse-glimmer",
+    "mimovl",
+    "yasa2",
+    "dots3note_v",
+    "deepseekocr2",
+    "deepseekocr",
+    "gemma3nv",
+    "parakeet",
+    "mimo_audio",
+    "granite_speech",
+)
 
 
 def _projector_type(case: str) -> str:
@@ -398,7 +455,9 @@ def render(archs: list[str], rows: list[dict]) -> str:
                 why = "graph of its own, not compared"
             else:
                 why = "llama-style graph, not compared"
-            if (a in RECURRENT_ARCHS or a in HYBRID_ARCHS) and a not in MAMBA_STATE_ARCHS | RWKV_STATE_ARCHS | KDA_ARCHS:
+            if (
+                a in RECURRENT_ARCHS or a in HYBRID_ARCHS
+            ) and a not in MAMBA_STATE_ARCHS | RWKV_STATE_ARCHS | KDA_ARCHS:
                 why += "; recurrent/linear-attention state not modelled"
             if a in NOT_YET:
                 why += f"; {NOT_YET[a]}"
@@ -411,8 +470,11 @@ def render(archs: list[str], rows: list[dict]) -> str:
         mtp_rows = [r for r in srv if "mtp" in (r.get("features") or ())]
         if mtp_rows:
             off = sum(1 for r in mtp_rows if not _passed(r))
-            mtp = (f"draft-mtp exact ({len(mtp_rows)} server-log)" if not off
-                   else f"draft-mtp ✗ ({off} of {len(mtp_rows)} off)")
+            mtp = (
+                f"draft-mtp exact ({len(mtp_rows)} server-log)"
+                if not off
+                else f"draft-mtp ✗ ({off} of {len(mtp_rows)} off)"
+            )
         else:
             mtp = "NextN left out (as llama.cpp without MTP)" if a in NEXTN_CHECKED else "—"
         out.append(
