@@ -66,6 +66,26 @@ def _start_audio(path, seed: int, matrix_type: str, *, name: str, proj_type: str
     return w, add, np.float16 if matrix_type == "f16" else np.float32
 
 
+def _conformer_subsampling(add, mt, *, n_mel: int, n_embd: int, channels: int, f32_convs: tuple[int, ...]) -> None:
+    """A FastConformer's subsampling (``models/conformer.cpp``, ``parakeet.cpp``): a 3x3 conv, two depthwise 3x3 +
+    pointwise 1x1 pairs, ``channels`` wide, biased, the convs of ``f32_convs`` in f32 and the others in f16 (as each
+    converter keeps them), then ``a.pre_encode.out``."""
+    c = channels
+    for i, shape in ((0, (3, 3, 1, c)), (2, (3, 3, 1, c)), (3, (1, 1, c, c)), (5, (3, 3, 1, c)), (6, (1, 1, c, c))):
+        add(f"a.conv1d.{i}.weight", shape, np.float32 if i in f32_convs else np.float16)
+        add(f"a.conv1d.{i}.bias", (1, 1, c))
+    add("a.pre_encode.out.weight", ((n_mel // 8) * c, n_embd), mt)
+    add("a.pre_encode.out.bias", (n_embd,))
+
+
+def _conformer_norms(add, p: str, n_embd: int) -> None:
+    """A conformer block's six layer norms (the two half-step FFNs', attention's, the output's, the conv module's
+    input and batch norms), each with its bias."""
+    for n in ("ffn_norm", "ffn_norm_1", "ln1", "ln2", "norm_conv", "conv_norm"):
+        add(f"{p}.{n}.weight", (n_embd,))
+        add(f"{p}.{n}.bias", (n_embd,))
+
+
 def _finish(w, path) -> Path:
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -1826,19 +1846,12 @@ def write_lfm2a_projector(
         ("block_count", n_layer), ("projection_dim", n_embd_text), ("attention.head_count", n_head)
     ))
 
-    c = channels
-    for i, shape in ((0, (3, 3, 1, c)), (2, (3, 3, 1, c)), (3, (1, 1, c, c)), (5, (3, 3, 1, c)), (6, (1, 1, c, c))):
-        add(f"a.conv1d.{i}.weight", shape, np.float16 if i == 0 else np.float32)
-        add(f"a.conv1d.{i}.bias", (1, 1, c))
-    add("a.pre_encode.out.weight", ((n_mel // 8) * c, n_embd), mt)
-    add("a.pre_encode.out.bias", (n_embd,))
+    _conformer_subsampling(add, mt, n_mel=n_mel, n_embd=n_embd, channels=channels, f32_convs=(2, 3, 5, 6))
     add("a.position_embd.weight", (n_embd, 1500))
     dh = n_embd // n_head
     for il in range(n_layer):
         p = f"a.blk.{il}"
-        for n in ("ffn_norm", "ffn_norm_1", "ln1", "ln2", "norm_conv", "conv_norm"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
+        _conformer_norms(add, p, n_embd)
         for n in ("ffn_up", "ffn_up_1"):
             add(f"{p}.{n}.weight", (n_embd, n_ff), mt)
             add(f"{p}.{n}.bias", (n_ff,))
@@ -1970,18 +1983,11 @@ def write_parakeet_projector(
 
     add("a.mel_filters", (257, n_mel))  # mtmd's preprocessor asserts n_mel x (512 / 2 + 1) and a 400-wide window
     add("a.window", (400,))
-    c = channels
-    for i, shape in ((0, (3, 3, 1, c)), (2, (3, 3, 1, c)), (3, (1, 1, c, c)), (5, (3, 3, 1, c)), (6, (1, 1, c, c))):
-        add(f"a.conv1d.{i}.weight", shape, np.float32 if i in (2, 5) else np.float16)
-        add(f"a.conv1d.{i}.bias", (1, 1, c))
-    add("a.pre_encode.out.weight", ((n_mel // 8) * c, n_embd), mt)
-    add("a.pre_encode.out.bias", (n_embd,))
+    _conformer_subsampling(add, mt, n_mel=n_mel, n_embd=n_embd, channels=channels, f32_convs=(2, 5))
     dh = n_embd // n_head
     for il in range(n_layer):
         p = f"a.blk.{il}"
-        for n in ("ffn_norm", "ffn_norm_1", "ln1", "ln2", "norm_conv", "conv_norm"):
-            add(f"{p}.{n}.weight", (n_embd,))
-            add(f"{p}.{n}.bias", (n_embd,))
+        _conformer_norms(add, p, n_embd)
         for n in ("ffn_up", "ffn_up_1"):
             add(f"{p}.{n}.weight", (n_embd, n_ff), mt)
         for n in ("ffn_down", "ffn_down_1"):
@@ -2115,8 +2121,7 @@ def write_granite_speech_projector(
         for n in ("attn_q", "attn_k", "attn_v"):
             add(f"{p}.{n}.weight", (n_embd, n_embd), mt)
         linear(f"{p}.attn_out", n_embd, n_embd)
-        for n in ("ffn_norm", "ffn_norm_1", "ln1", "ln2", "norm_conv", "conv_norm"):
-            norm(f"{p}.{n}")
+        _conformer_norms(add, p, n_embd)
         for sfx in ("", "_1"):
             linear(f"{p}.ffn_up{sfx}", n_embd, n_ff)
             linear(f"{p}.ffn_down{sfx}", n_ff, n_embd)

@@ -2398,6 +2398,17 @@ def _half_step_ffn(w, x: T, p: str, sfx: str, bias: bool = True) -> T:
     return binary("ADD", x, unary("SCALE", y))
 
 
+def _conv_glu(w, residual: T, p: str) -> T:
+    """The head of a conformer block's conv module: ``norm_conv``, the biased pointwise ``conv_pw1`` to twice the
+    width and its GLU (the first half times the sigmoid of the second half's view), as LFM2-Audio's and Granite
+    Speech's build it (``models/conformer.cpp``, ``granite-speech.cpp``)."""
+    x = _norm(residual, w(p + "norm_conv.weight"), w(p + "norm_conv.bias"), False)
+    x = binary("ADD", mul_mat(w(p + "conv_pw1.weight"), x), w(p + "conv_pw1.bias"))
+    d = x.ne[0] // 2
+    gate = unary("UNARY", view(x, (d, x.ne[1]), (x.nb[1],)))  # sigmoid of the second half's view
+    return binary("MUL", view(x, (d, x.ne[1]), (x.nb[1],)), gate)
+
+
 def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
     """``clip_graph_conformer::build`` (LFM2-Audio, ``lfm2a``; ``models/conformer.cpp``): the 512-wide relative
     positions input first, then the subsampling (a conv, two depthwise + pointwise pairs, in-place ReLUs), the
@@ -2461,12 +2472,7 @@ def build_conformer(hp: ClipHParams, w, fa: bool) -> Graph:
         x = cont(x, x.ne[0] * x.ne[1], x.ne[2], 1, 1)
         x = binary("ADD", mul_mat(w(p + "attn_out.weight"), x), w(p + "attn_out.bias"))
         residual = binary("ADD", residual, x)
-        x = _norm(residual, w(p + "norm_conv.weight"), w(p + "norm_conv.bias"), False)
-        x = binary("ADD", mul_mat(w(p + "conv_pw1.weight"), x), w(p + "conv_pw1.bias"))
-        d = x.ne[0] // 2
-        gate = unary("UNARY", view(x, (d, x.ne[1]), (x.nb[1],)))  # sigmoid of the second half's view
-        x = binary("MUL", view(x, (d, x.ne[1]), (x.nb[1],)), gate)
-        x = cont(transpose(x))
+        x = cont(transpose(_conv_glu(w, residual, p)))
         x = new(x.ty, (x.ne[0] + 4, x.ne[1], 1, 1), "PAD", (x,))
         x = new(x.ty, x.ne, "ROLL", (x,))
         x = new(x.ty, (x.ne[0] + 4, x.ne[1], 1, 1), "PAD", (x,))
@@ -2686,11 +2692,7 @@ def build_granite_speech(hp: ClipHParams, w, fa: bool) -> Graph:
             x = view(x, (e, n_frames), (x.nb[1],))
         x = binary("ADD", mul_mat(w(p + "attn_out.weight"), x), w(p + "attn_out.bias"))
         residual = binary("ADD", residual, x)
-        x = _norm(residual, w(p + "norm_conv.weight"), w(p + "norm_conv.bias"), False)
-        x = binary("ADD", mul_mat(w(p + "conv_pw1.weight"), x), w(p + "conv_pw1.bias"))
-        d = x.ne[0] // 2
-        gate = unary("UNARY", view(x, (d, x.ne[1]), (x.nb[1],)))  # sigmoid of the second half's view
-        x = cont(transpose(binary("MUL", view(x, (d, x.ne[1]), (x.nb[1],)), gate)))
+        x = cont(transpose(_conv_glu(w, residual, p)))
         x = new(x.ty, (x.ne[0] + 2 * (hp.conv_kernel // 2), x.ne[1]), "PAD", (x,))
         cw = w(p + "conv_dw.weight")
         x = new("f32", (cw.ne[1], x.ne[0] - cw.ne[0] + 1, x.ne[2]), "SSM_CONV", (x, cw))
