@@ -157,7 +157,8 @@ def test_a_reused_cut_graph_resolves_fa_auto_for_its_own_layers(tmp_path):
 def test_the_scheduler_s_shortcuts_equal_its_four_expansion_sweeps(spec, tmp_path, monkeypatch):
     """Where no device refuses an op, schedule() gives the backends of the four expansion sweeps without running
     them: one sweep over the graph (schedule._expand_all), and for resolve_fused_ops' probe only its fused nodes'
-    (schedule._probed, from the pins and weights alone). Every schedule here is run both ways, the shortcut and the four sweeps from the same
+    (schedule._probed, from the pins and weights alone); passes 4 and 5 over the non-view nodes only (the graph's
+    schedule.shape). Every schedule here is run both ways, the shortcut and the four sweeps from the same
     pass 1 (every node's backend and the splits compared), on placements that put some layers' attention weights on
     the CPU (the flash attention of such a layer lands off its device), with CUDA-like op offload, -nkvo and
     partial -ngl."""
@@ -171,11 +172,14 @@ def test_the_scheduler_s_shortcuts_equal_its_four_expansion_sweeps(spec, tmp_pat
     real = sched.schedule
 
     def both_ways(nodes, leafs, cpu, offload_to, limits=None, users=None, forced=(), backends_only=False,
-                  wanted=None, pool=None, subs=None, kept=None):
-        out = real(nodes, leafs, cpu, offload_to, limits, users, forced, backends_only, wanted, pool, subs, kept)
+                  wanted=None, pool=None, subs=None, kept=None, shape=None):
+        assert shape is not None  # core keeps the graph's shape: passes 4 and 5 skip the views' sources
+        out = real(nodes, leafs, cpu, offload_to, limits, users, forced, backends_only, wanted, pool, subs, kept,
+                   shape)
         if limits is not None and not all(lim is None and kind != "vulkan" for lim, kind, _ in limits):
             return out  # a device refuses ops: the four sweeps ran
-        # the reference: the four expansion sweeps, which a size limit no tensor reaches keeps in use
+        # the reference: the four expansion sweeps, which a size limit no tensor reaches keeps in use, then passes
+        # 4 and 5 node by node (no shape)
         sweeps = [(1 << 62, "cpu", ())] * (cpu + 1)
         got = [t.be for t in (wanted[0] if wanted is not None else nodes)]
         shape = [(be, i0, i1, len(inputs)) for be, i0, i1, inputs in out]

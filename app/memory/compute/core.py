@@ -24,6 +24,7 @@ from .ggml import INPUT, OUTPUT, VIEW_OPS, nbytes, ne4, nelements
 from .models import family_of
 from .mtp import add_sampling
 from .schedule import refuses_nothing, schedule, supports_op, weight_users
+from .schedule import shape as sched_shape
 from .vk_optimize import reorder as vk_reorder
 from .vk_optimize import use_counts
 
@@ -498,7 +499,11 @@ def _run(
     real = b.__dict__.get("real")
     if real is None:
         real = b.__dict__["real"] = [t for t in g.nodes if t.op not in VIEW_OPS]
-    splits = schedule(g.nodes, g.leafs, cpu, offload_to, limits, users, forced, schedule_only, wanted, pool, subs, real)
+        b.__dict__["sched_shape"] = sched_shape(g.nodes, real)
+    shape = b.__dict__["sched_shape"]
+    splits = schedule(
+        g.nodes, g.leafs, cpu, offload_to, limits, users, forced, schedule_only, wanted, pool, subs, real, shape
+    )
     if schedule_only:
         return []
     host_align, host_max = host_buffer_of(devs)

@@ -84,6 +84,7 @@ def schedule(
     pool=None,
     subs=None,
     real=None,
+    shape=None,
 ):
     """Backend per node and the splits with their inputs (``ggml_backend_sched_split_graph`` passes 1-5).
 
@@ -101,7 +102,8 @@ def schedule(
     state reset) rather than made anew, so two runs that copy the same tensor to the same backend hold the same
     object (:class:`app.memory.compute.alloc.Trace` compares runs by identity). ``subs``: a list that gets
     (node index, source index, copy) for each source the scheduler replaced by a copy, in node order. ``real``:
-    the nodes that are not views (:data:`VIEW_OPS`), when the caller keeps them.
+    the nodes that are not views (:data:`VIEW_OPS`), when the caller keeps them; ``shape``: the graph's
+    :func:`shape`, when the caller keeps it (passes 4 and 5 then visit only the nodes they can change).
     """
     if limits is not None and refuses_nothing(limits):
         limits = None
@@ -169,18 +171,32 @@ def schedule(
     cur_be = None
     inputs = None
     start = 0
-    for i, t in enumerate(nodes):
+    if shape is not None and real and real[0].be != -1 and all(t.be != -1 for t in shape[2]):
+        # every non-view node has a backend (pass 2 leaves none where any has one) and so does every source that
+        # is not a node: pass 4 gives views their source's, and changes nothing else (a node's sources come
+        # before it, so each already has its backend); pass 5 then reads the non-view nodes only (a view adds
+        # nothing to a split): what the loop below does, without visiting each view's sources twice
+        for t in shape[1]:
+            if t.be == -1:
+                t.be = t.vs.be if t.vs.be != -1 else cpu if limits is None else _first_supporting(t, cpu, limits)
+        if backends_only:
+            return splits
+        walk = shape[0]
+    else:
+        walk = None
+    for i, t in enumerate(nodes) if walk is None else walk:
         be = t.be
         src = t.src
-        if be == -1 and t.vs is not None:
-            be = t.be = t.vs.be
-        for s in src:
-            if s.be == -1:
-                s.be = s.vs.be if s.vs is not None else be
-        if be == -1:
-            be = t.be = cpu if limits is None else next(b for b in range(cpu + 1) if supports_op(t, b, limits))
-        if backends_only:
-            continue
+        if walk is None:
+            if be == -1 and t.vs is not None:
+                be = t.be = t.vs.be
+            for s in src:
+                if s.be == -1:
+                    s.be = s.vs.be if s.vs is not None else be
+            if be == -1:
+                be = t.be = cpu if limits is None else _first_supporting(t, cpu, limits)
+            if backends_only:
+                continue
         if be == cur_be:  # most nodes: the split's backend, every source already on it (nothing below applies)
             for s in src:
                 if s.be != be:
@@ -232,6 +248,24 @@ def schedule(
     if cur_be is not None and not backends_only:
         splits.append((cur_be, start, len(nodes), inputs))
     return splits
+
+
+def shape(nodes, real):
+    """What passes 4 and 5 read of a graph alone: its non-view nodes with their indices, its views, and the sources
+    that are not nodes (leafs: weights, caches, inputs)."""
+    made = set(nodes)
+    outside = {id(s): s for t in nodes for s in t.src if s not in made}
+    of = {id(t) for t in real}
+    return (
+        [(i, t) for i, t in enumerate(nodes) if id(t) in of],
+        [t for t in nodes if id(t) not in of],
+        list(outside.values()),
+    )
+
+
+def _first_supporting(t, cpu, limits):
+    """Pass 4's backend for an op no pass gave one: the first that supports it (the CPU where none refuses)."""
+    return next(b for b in range(cpu + 1) if supports_op(t, b, limits))
 
 
 def _expand_all(real, cpu):
