@@ -499,7 +499,7 @@ def _run(
     real = b.__dict__.get("real")
     if real is None:
         real = b.__dict__["real"] = [t for t in g.nodes if t.op not in VIEW_OPS]
-        b.__dict__["sched_shape"] = sched_shape(g.nodes, real)
+        b.__dict__["sched_shape"] = sched_shape(g.nodes, real, users)
     shape = b.__dict__["sched_shape"]
     splits = schedule(
         g.nodes, g.leafs, cpu, offload_to, limits, users, forced, schedule_only, wanted, pool, subs, real, shape

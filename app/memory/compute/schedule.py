@@ -113,12 +113,23 @@ def schedule(
     # pass 1: pre-allocated tensors, graph inputs, ops on weights
     for t in leafs:
         if t.be == -1:
-            t.be = _be_from_cur(t, cpu, offload_to, limits)
-    for t in nodes if users is None else users:
-        if t.force != -1:
-            t.be = t.force
-        elif t.be == -1:
-            t.be = _be_from_cur(t, cpu, offload_to, limits)
+            t.be = t.wbe if t.wbe != -1 else _be_from_cur(t, cpu, offload_to, limits)
+    if shape is not None and users is not None and limits is None:
+        # an op on a weight (most users): _be_from_cur's answer from the weight the graph alone names (shape[3])
+        for t, w in shape[3]:
+            if t.force != -1:
+                t.be = t.force
+            elif t.be == -1:
+                b = w.wbe if w is not None and t.wbe == -1 else -1
+                if b == -1 or (b == cpu and w.host and offload_to):
+                    b = _be_from_cur(t, cpu, offload_to)
+                t.be = b
+    else:
+        for t in nodes if users is None else users:
+            if t.force != -1:
+                t.be = t.force
+            elif t.be == -1:
+                t.be = _be_from_cur(t, cpu, offload_to, limits)
     for t in forced:
         t.be = t.force
     # pass 2: expand gpu down, gpu up, rest down, rest up; an op the backend does not support stays unassigned
@@ -232,11 +243,13 @@ def schedule(
                         cp.name = "copy:" + s.name
                         if pool is not None:
                             pool[key] = cp
+                        cp.size = _tensor_bytes(s)
                     else:
                         cp.nch = cp.nvw = 0
                         cp.addr = -1
                         cp.flags = 0
-                    cp.size = _tensor_bytes(s)
+                        if s.ty == "w":  # a weight's bytes come with its binding; a node's are its own
+                            cp.size = _tensor_bytes(s)
                     cp.be = cur_be
                     copies[key] = cp
                     inputs.append((s, cp))
@@ -250,16 +263,25 @@ def schedule(
     return splits
 
 
-def shape(nodes, real):
-    """What passes 4 and 5 read of a graph alone: its non-view nodes with their indices, its views, and the sources
-    that are not nodes (leafs: weights, caches, inputs)."""
+def shape(nodes, real, users):
+    """What passes 1, 4 and 5 read of a graph alone: its non-view nodes with their indices, its views, the sources
+    that are not nodes (leafs: weights, caches, inputs), and each of ``users`` (:func:`weight_users`) with the
+    weight whose buffer gives it its backend in pass 1 where that is all that does (not an input, no view, not a
+    ROPE or FLASH_ATTN_EXT, a weight source: :func:`_be_from_cur`), else None."""
     made = set(nodes)
     outside = {id(s): s for t in nodes for s in t.src if s not in made}
     of = {id(t) for t in real}
+
+    def weight_of(t):
+        if t.fl0 & INPUT or t.vs is not None or t.op in ("ROPE", "FLASH_ATTN_EXT"):
+            return None
+        return next((s for s in t.src if s is not None and s.ty == "w" and s.op == NONE), None)
+
     return (
         [(i, t) for i, t in enumerate(nodes) if id(t) in of],
         [t for t in nodes if id(t) not in of],
         list(outside.values()),
+        [(t, weight_of(t)) for t in users],
     )
 
 
