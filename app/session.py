@@ -804,6 +804,17 @@ class Session:
                 return sub, f"{words} ({len(sub)} block{'s' if len(sub) > 1 else ''})"
         return None
 
+    def warm_previews(self) -> bool:
+        """Get ready for a drag from the current placement while the board is still
+        (:meth:`app.memory.estimator.Estimator.warm`: a graph a preview would otherwise build first). True where
+        there is more to do: call again. A placement that cannot be estimated is left to the gauges, which say
+        why."""
+        p = self.placement
+        try:
+            return self.estimator.warm(p.devices, p.settings, p.weight_placement())
+        except (LayerdeckError, ValueError):
+            return False
+
     def preview(self, items: Sequence[str], lane: str | None) -> Preview | None:
         """Estimate the drop of ``items`` on ``lane`` without making it; ``lane`` None ends the preview."""
         if lane is None:

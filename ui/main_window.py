@@ -51,6 +51,10 @@ from .message_bar import MessageBar
 from .summary_panel import SummaryPanel
 from .worker import run_in_background
 
+#: how long the board is still before the next drag's cut graphs are built ahead (Session.warm_previews): about
+#: one human reaction, so a drag that follows a drop at once is not held up by it
+_WARM_AFTER_MS = 250
+
 log = logging.getLogger(__name__)
 
 #: Lanes for the demo (and for planning) when no GPU is detected.
@@ -91,6 +95,11 @@ class MainWindow(QMainWindow):
         self._bg_timer.setInterval(1500)
         self._bg_timer.timeout.connect(self._background_check)
         self._bg_job = None  # the background dry run in flight (app.placement.dry_run.DryRunJob)
+        # a drag's first previews need cut graphs the board's placement did not: built ahead, one per tick, once
+        # the board has been still this long and while no drag is on (Session.warm_previews)
+        self._warm_timer = QTimer(self)
+        self._warm_timer.setSingleShot(True)
+        self._warm_timer.timeout.connect(self._warm_previews)
         self._bg_state = ""  # what the summary says about it
         self.show_model(load_demo())
         if detect_devices:
@@ -320,6 +329,7 @@ class MainWindow(QMainWindow):
         self._attach_learning()
         self._doc_changed()
         self._bg_timer.start()
+        self._warm_timer.start(_WARM_AFTER_MS)
 
     def _doc_changed(self) -> None:
         d = self.doc
@@ -402,8 +412,19 @@ class MainWindow(QMainWindow):
         if ev.changes & (Change.PLACEMENT | Change.SETTINGS | Change.DEVICES):
             self._cancel_background()  # the next edit supersedes a dry run in flight
             self._bg_state = ""
+            self._warm_timer.start(_WARM_AFTER_MS)
             if self.bg_check_act.isChecked():
                 self._bg_timer.start()
+
+    def _warm_previews(self) -> None:
+        d = self.doc
+        if d is None:
+            return
+        if d.session.preview_state is not None:  # a drag is on: after it
+            self._warm_timer.start(_WARM_AFTER_MS)
+            return
+        if d.session.warm_previews():
+            self._warm_timer.start(0)  # the next graph on the next tick: input in between is served first
 
     def _cancel_background(self) -> None:
         job, self._bg_job = self._bg_job, None
@@ -979,6 +1000,7 @@ class MainWindow(QMainWindow):
             launch.shutdown()
         self._autosave_timer.stop()
         self._bg_timer.stop()
+        self._warm_timer.stop()
         self._cancel_background()  # a dry run in flight is killed, not left running
         self.autosave_path().unlink(missing_ok=True)  # a normal close: nothing to recover
         super().closeEvent(event)

@@ -183,6 +183,27 @@ class Estimator:
         it."""
         return _estimate(self.model, devices, settings, placement, self, quick)
 
+    def warm(
+        self,
+        devices: list[Lane],
+        settings: LlamaSettings,
+        placement: WeightPlacement | None = None,
+        sizes: int = 3,
+    ) -> bool:
+        """Get ready for a drag from this placement while the board is still: its drag preview (quick) estimated,
+        and one at a time the cut graphs of the next ``sizes`` sizes built (a preview that keeps more layers
+        than the placement's cut needs one: 16-30 ms to build for a 94-layer model, paid by the first such
+        preview otherwise). True where it did something (a graph built): call it again for the next. A graph is
+        built ahead only for a model whose main layers are all of one kind (another's cut is not known ahead).
+        Raises what :meth:`estimate` raises."""
+        facts = self.compute_facts
+        facts["warm"] = sizes
+        try:
+            self.estimate(devices, settings, placement, quick=True)
+        finally:
+            facts.pop("warm", None)
+        return bool(facts.pop("warmed", False))
+
 
 #: Weight types the CPU backend may repack into CPU_REPACK buffers (ggml-cpu/repack.cpp
 #: ggml_repack_get_optimal_repack_type; which ones depends on

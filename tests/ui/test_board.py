@@ -101,6 +101,33 @@ def test_real_mouse_drag_moves_one_block(window, qtbot):
     assert "ffn_(down|gate|up)_exps" in window.command.text.toPlainText()
 
 
+def test_the_next_drag_s_graphs_are_built_while_the_board_is_still(window, qtbot, monkeypatch):
+    """A moment after an edit, with no drag on, the window builds the cut graphs a drag's previews will need
+    (Session.warm_previews, one per tick until it says it is done); during a drag it waits."""
+    session = window.doc.session
+    calls: list[bool] = []
+    real = session.warm_previews
+
+    def counting():
+        calls.append(real())
+        return calls[-1]
+
+    monkeypatch.setattr(session, "warm_previews", counting)
+    facts = session.estimator.compute_facts
+    window.doc.move(["10:experts"], CPU)
+    qtbot.waitUntil(lambda: bool(calls) and not calls[-1] and not window._warm_timer.isActive(), timeout=10000)
+    assert calls.count(True) >= 2, calls  # the placement's own preview, then graphs one call at a time
+    built = len(facts["graphs"])
+    window.doc.preview(["11:experts"], CPU)  # a drag is on
+    calls.clear()
+    window._warm_timer.start(0)
+    qtbot.wait(100)
+    assert not calls and window._warm_timer.isActive()  # put off until the drag ends
+    window.doc.preview([], None)
+    qtbot.waitUntil(lambda: bool(calls) and not window._warm_timer.isActive(), timeout=10000)
+    assert len(facts["graphs"]) >= built
+
+
 def test_drop_of_a_selection_is_one_undo_step(window):
     board, doc = window.board, window.doc
     board.select_experts(10, 30)

@@ -62,14 +62,14 @@ def compress(sigs: list[tuple], hood: int = 1) -> list[int]:
 _BUCKETS = (8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 36, 40, 44, 48, 56, 64, 80, 96, 128, 160, 192, 256)
 
 
-def pad_layers(keep: list[int], n: int) -> list[int]:
-    """Add skipped layers until the count reaches a bucket size.
+def pad_layers(keep: list[int], n: int, at_least: int = 0) -> list[int]:
+    """Add skipped layers until the count reaches a bucket size (the first of at least ``at_least`` layers).
 
     Simulating a layer that compression skipped changes nothing (its neighbourhood already appears), but
     keeping the count to a few sizes lets one built graph serve many placements: during a drag the kept set
     changes with every move, and rebuilding the graph costs far more than simulating a few more layers.
     """
-    target = next((b for b in _BUCKETS if b >= len(keep)), n)
+    target = next((b for b in _BUCKETS if b >= max(len(keep), at_least)), n)
     if target >= n:
         return list(range(n))
     kept = set(keep)

@@ -272,8 +272,11 @@ def compute_buffers(
         key += (tuple(sigs[n_main:]), tuple(layer_be[n_main : p.n_layer]), tuple(kv_be[n_main:]), nextn(tbe))
     else:
         uncut = facts["uncut"] or not cut
-        layers = list(range(len(sigs))) if uncut else pad_layers(compress(sigs, facts["hood"]), len(sigs))
+        keep = None if uncut else compress(sigs, facts["hood"])
+        layers = list(range(len(sigs))) if keep is None else pad_layers(keep, len(sigs))
         build = family.build
+        if keep is not None and facts.get("warm"):
+            _warm(facts, model, settings, shape, keep, len(sigs), n_main, build, borrowed)
         # the replay reads only the kept layers (their signatures hold their structure and where their tensors,
         # layer and cache live), so placements that differ only in layers the compression drops give the same
         # figures: one cache entry (layer_be too, for the approximation's per-layer sums)
@@ -298,7 +301,6 @@ def compute_buffers(
         tuple(facts["kinds"][il] if il < n_main else il for il in layers),
         tuple((name, shp, ty) for name, _, _, shp, ty in borrowed),
     )
-    graphs = facts["graphs"]
     approximate: str | None = None
     # the MTP draft context reserves twice: its graph, then (llama_set_sampler) the graph with the draft's
     # backend sampler; each backend's buffer keeps the larger size (ggml_gallocr_reserve_n only grows)
@@ -328,32 +330,7 @@ def compute_buffers(
         peaks: list[int] = []
 
         def graph(vkey, unfused, sampling, n_probe=0):
-            b = graphs.get(vkey)
-            if b is None:
-                c = Ctx(model, settings, shape, facts)
-                if n_probe:  # resolve_fused_ops' graph_reserve(n_tokens_probe, n_seqs, n_tokens_probe)
-                    c.n_tokens = c.n_outputs = n_probe
-                b = Builder(c, layers)
-                b.__dict__["unfused"] = unfused  # read by the family's build (Family.fused)
-                b.__dict__["borrowed"] = {name: (shp, ty) for name, _, _, shp, ty in borrowed}
-                if "FLASH_ATTN" in unfused:  # cparams.flash_attn = false: the graph is rebuilt without it
-                    b.c.fa = False
-                logits = build(b)
-                if sampling:
-                    add_sampling(b, logits, max(1, shape.n_seq))
-                b.all = b.g.nodes + b.g.leafs
-                # ggml_set_output flags a view's source too (it walks view_src): an output view keeps its
-                # source's memory for the whole graph (DFlash's t_logits over the d2t scatter's fill)
-                for t in b.g.nodes:
-                    if t.fl0 & OUTPUT and t.vs is not None and not t.vs.fl0 & OUTPUT:
-                        t.vs.fl0 |= OUTPUT
-                        t.vs.flags |= OUTPUT
-                graphs[vkey] = b
-                if len(graphs) > _GRAPHS:
-                    graphs.popitem(last=False)
-            else:
-                graphs.move_to_end(vkey)
-            return b
+            return _graph(facts, vkey, model, settings, shape, layers, build, borrowed, unfused, sampling, n_probe)
 
         for sampling in variants:
             unfused: frozenset[str] = frozenset()
@@ -390,6 +367,8 @@ def compute_buffers(
                 unfused |= {fused[probe]}
                 probe += 1
             peaks = [max(x, y) for x, y in zip(peaks, got)] if peaks else got
+            if not sampling:
+                facts["unfused"] = unfused  # the fused ops this context runs without (_warm builds for it)
     except BackendAbort:
         raise
     except Exception as exc:  # noqa: BLE001 - an architecture whose tensors the generic graph cannot follow
@@ -410,6 +389,78 @@ def compute_buffers(
     if len(results) > _CACHE_SIZE:
         results.popitem(last=False)
     return dict(out)
+
+
+def _warm(facts, model, settings, shape, keep, n, n_main, build, borrowed) -> None:
+    """Build the first missing graph of the ``facts["warm"]`` cut sizes above this placement's (``keep``, the
+    layers it keeps of ``n``), so that a drag's previews that keep a layer or a few more find theirs built (16-30
+    ms each for a 94-layer model); where this placement's own is missing, none (the estimate builds it). Only
+    for a model whose main layers but the first and the last are all of one kind: every cut keeps those two
+    (compress), so a cut of a size keeps layers of the same kinds whatever it keeps, and its graph is the one
+    built here (another model's cut is not known ahead). Sets ``facts["warmed"]`` when it built one (or left
+    this placement's own to the estimate). A family whose graph cannot be built is left to the estimate."""
+    kinds = facts["kinds"]
+    if facts.get("warmed") or len(set(kinds[1 : n_main - 1])) > 1:
+        return
+    unfused = facts.get("unfused", frozenset())
+    borrowed_key = tuple((name, shp, ty) for name, _, _, shp, ty in borrowed)
+
+    def vkey(layers):
+        kinds_key = tuple(kinds[il] if il < n_main else il for il in layers)
+        return (shape, settings.type_k, settings.type_v, kinds_key, borrowed_key, unfused, False)
+
+    have = pad_layers(keep, n)
+    if vkey(have) not in facts["graphs"]:
+        facts["warmed"] = True  # this placement's own graph: the estimate builds it now, the next call goes on
+        return
+    for _ in range(facts["warm"]):
+        layers = pad_layers(keep, n, len(have) + 1)
+        if len(layers) == len(have):
+            return  # every layer: the uncut graph
+        have = layers
+        key = vkey(layers)
+        if key in facts["graphs"]:
+            continue
+        try:
+            _graph(facts, key, model, settings, shape, layers, build, borrowed, unfused, False)
+        except Exception:  # noqa: BLE001 - the estimate itself says where the graph cannot be built
+            log.debug("no graph built ahead for %s", model.params.arch, exc_info=True)
+            return
+        facts["warmed"] = True
+        return
+
+
+def _graph(facts, vkey, model, settings, shape, layers, build, borrowed, unfused, sampling, n_probe=0):
+    """The graph of ``layers`` built for ``vkey`` (kept in ``facts["graphs"]``, the last :data:`_GRAPHS` used):
+    ``build`` (the family's) over a :class:`Builder`, without the fused ops ``unfused``, with the backend sampler
+    where ``sampling``, and of ``n_probe`` tokens where set (resolve_fused_ops' probe)."""
+    graphs = facts["graphs"]
+    b = graphs.get(vkey)
+    if b is None:
+        c = Ctx(model, settings, shape, facts)
+        if n_probe:  # resolve_fused_ops' graph_reserve(n_tokens_probe, n_seqs, n_tokens_probe)
+            c.n_tokens = c.n_outputs = n_probe
+        b = Builder(c, layers)
+        b.__dict__["unfused"] = unfused  # read by the family's build (Family.fused)
+        b.__dict__["borrowed"] = {name: (shp, ty) for name, _, _, shp, ty in borrowed}
+        if "FLASH_ATTN" in unfused:  # cparams.flash_attn = false: the graph is rebuilt without it
+            b.c.fa = False
+        logits = build(b)
+        if sampling:
+            add_sampling(b, logits, max(1, shape.n_seq))
+        b.all = b.g.nodes + b.g.leafs
+        # ggml_set_output flags a view's source too (it walks view_src): an output view keeps its
+        # source's memory for the whole graph (DFlash's t_logits over the d2t scatter's fill)
+        for t in b.g.nodes:
+            if t.fl0 & OUTPUT and t.vs is not None and not t.vs.fl0 & OUTPUT:
+                t.vs.fl0 |= OUTPUT
+                t.vs.flags |= OUTPUT
+        graphs[vkey] = b
+        if len(graphs) > _GRAPHS:
+            graphs.popitem(last=False)
+    else:
+        graphs.move_to_end(vkey)
+    return b
 
 
 def _fa_auto(settings: LlamaSettings, shape: ContextShape) -> bool:
