@@ -85,6 +85,14 @@ def main() -> int:
 
     med, worst = timed(lambda: est.estimate(devices, settings), args.runs)
     print(f"same arguments again (results cached per placement): median {med:.2f} ms, worst {worst:.2f} ms")
+    # what the app does once the board has been still for a moment (ui/main_window.py, Session.warm_previews):
+    # the board's own drag preview estimated, then one call at a time the cut graphs of the next sizes built
+    t0 = time.perf_counter()
+    calls = 1
+    while est.warm(devices, settings):
+        calls += 1
+    print(f"ready for a drag (Estimator.warm, as the app does while the board is still): {calls} calls, "
+          f"{(time.perf_counter() - t0) * 1000:.1f} ms in all; the random walk below has no such pause")
     # what a drag does: every estimate is for a placement not seen before
     variants = []
     for k in range(args.runs):
@@ -113,27 +121,41 @@ def main() -> int:
     rng = random.Random(0)
     places = [CPU] + [d.name for d in devices]
 
-    def walk(moves_from_base: bool) -> tuple[list[float], list[float]]:
+    def walk(moves, moves_from_base: bool, e: Estimator, pause: bool = False) -> tuple[list[float], list[float]]:
         p = base.copy()
         seen: set[tuple] = set()
         new_t, hit_t = [], []
-        for _ in range(args.runs):
+        for item, place in moves:
             q = base.copy() if moves_from_base else p
-            q.assign(f"{rng.randrange(94)}:experts", rng.choice(places))
+            q.assign(item, place)
             wp = q.weight_placement()
             key = tuple(wp.tensor_device)
             t0 = time.perf_counter()
-            est.estimate(q.devices, q.settings, wp, quick=True)
+            e.estimate(q.devices, q.settings, wp, quick=True)
             (hit_t if key in seen else new_t).append((time.perf_counter() - t0) * 1000)
             seen.add(key)
+            if pause:  # the drop, then the moment the board is still before the next drag (not timed)
+                e.estimate(q.devices, q.settings, wp)
+                while e.warm(q.devices, q.settings, wp):
+                    pass
         return new_t, hit_t
 
-    for label, from_base in (("drag preview, one block moved from the board's placement", True),
-                             ("drag preview, random walk (placements grow scattered)  ", False)):
-        new_t, hit_t = walk(from_base)
+    def report(label, new_t, hit_t):
         print(f"{label}: not seen before: median {statistics.median(new_t):.2f} ms, "
               f"p95 {sorted(new_t)[max(0, int(0.95 * len(new_t)) - 1)]:.2f} ms ({len(new_t)} placements); "
               f"seen before: " + (f"median {statistics.median(hit_t):.2f} ms ({len(hit_t)})" if hit_t else "none"))
+
+    def moves():
+        return [(f"{rng.randrange(94)}:experts", rng.choice(places)) for _ in range(args.runs)]
+
+    report("drag preview, one block moved from the board's placement", *walk(moves(), True, est))
+    scattered = moves()
+    report("drag preview, random walk (placements grow scattered)  ", *walk(scattered, False, est))
+    # the same walk with a fresh estimator, each move dropped and the board left still a moment before the next
+    # (the window's Estimator.warm): a preview that needs a bigger cut finds its graph built
+    fresh = Estimator(model)
+    fresh.estimate(devices, base.settings, base.weight_placement())
+    report("the same walk, each move dropped and the board still a moment", *walk(scattered, False, fresh, True))
     return 0
 
 
