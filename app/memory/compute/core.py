@@ -276,7 +276,7 @@ def compute_buffers(
         layers = list(range(len(sigs))) if keep is None else pad_layers(keep, len(sigs))
         build = family.build
         if keep is not None and facts.get("warm"):
-            _warm(facts, model, settings, shape, keep, len(sigs), n_main, build, borrowed)
+            _warm(facts, model, settings, shape, keep, len(sigs), n_main, build, borrowed, g, placement, pipeline)
         # the replay reads only the kept layers (their signatures hold their structure and where their tensors,
         # layer and cache live), so placements that differ only in layers the compression drops give the same
         # figures: one cache entry (layer_be too, for the approximation's per-layer sums)
@@ -391,14 +391,17 @@ def compute_buffers(
     return dict(out)
 
 
-def _warm(facts, model, settings, shape, keep, n, n_main, build, borrowed) -> None:
+def _warm(facts, model, settings, shape, keep, n, n_main, build, borrowed, g, placement, pipeline) -> None:
     """Build the first missing graph of the ``facts["warm"]`` cut sizes above this placement's (``keep``, the
     layers it keeps of ``n``), so that a drag's previews that keep a layer or a few more find theirs built (16-30
     ms each for a 94-layer model); where this placement's own is missing, none (the estimate builds it). Only
     for a model whose main layers but the first and the last are all of one kind: every cut keeps those two
     (compress), so a cut of a size keeps layers of the same kinds whatever it keeps, and its graph is the one
-    built here (another model's cut is not known ahead). Sets ``facts["warmed"]`` when it built one (or left
-    this placement's own to the estimate). A family whose graph cannot be built is left to the estimate."""
+    built here (another model's cut is not known ahead). The graph is then replayed once for this placement
+    with skipped layers added up to its size (exact: :func:`pad_layers`), so that the allocator's trace has a
+    run of it and the first preview on it replays only where it differs (the figures are not kept). Sets
+    ``facts["warmed"]`` when it built one (or left this placement's own to the estimate). A family whose graph
+    cannot be built or replayed is left to the estimate, which says why."""
     kinds = facts["kinds"]
     if facts.get("warmed") or len(set(kinds[1 : n_main - 1])) > 1:
         return
@@ -422,8 +425,12 @@ def _warm(facts, model, settings, shape, keep, n, n_main, build, borrowed) -> No
         if key in facts["graphs"]:
             continue
         try:
-            _graph(facts, key, model, settings, shape, layers, build, borrowed, unfused, False)
-        except Exception:  # noqa: BLE001 - the estimate itself says where the graph cannot be built
+            b = _graph(facts, key, model, settings, shape, layers, build, borrowed, unfused, False)
+            if not borrowed:  # (another model's tensors are bound by the estimate, which checks their devices)
+                run = (placement, g.devs, g.tbe, g.layer_be, g.kv_be, g.cpu, g.pin, g.pin_cpu, g.offload)
+                sigs, types = g.sigs, facts["types"]
+                _run(model, b, layers, *run, g.host_weights, pipeline, {}, fp=[(sigs[il], types[il]) for il in layers])
+        except Exception:  # noqa: BLE001 - the estimate itself says where the graph cannot be built or replayed
             log.debug("no graph built ahead for %s", model.params.arch, exc_info=True)
             return
         facts["warmed"] = True
