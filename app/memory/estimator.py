@@ -193,9 +193,10 @@ class Estimator:
         """Get ready for a drag from this placement while the board is still: its drag preview (quick) estimated,
         and one at a time the cut graphs of the next ``sizes`` sizes built (a preview that keeps more layers
         than the placement's cut needs one: 16-30 ms to build for a 94-layer model, paid by the first such
-        preview otherwise). True where it did something (a graph built): call it again for the next. A graph is
-        built ahead only for a model whose main layers are all of one kind (another's cut is not known ahead).
-        Raises what :meth:`estimate` raises."""
+        preview otherwise). True where it built one (or the placement's own, with its preview): call it again for
+        the next. Built ahead only for a model whose main layers but the first and the last are all of one kind
+        (another's cut is not known ahead: :func:`app.memory.compute.core._warm`). Raises what :meth:`estimate`
+        raises."""
         facts = self.compute_facts
         facts["warm"] = sizes
         try:

@@ -189,7 +189,11 @@ def schedule(
         # nothing to a split): what the loop below does, without visiting each view's sources twice
         for t in shape[1]:
             if t.be == -1:
-                t.be = t.vs.be if t.vs.be != -1 else cpu if limits is None else _first_supporting(t, cpu, limits)
+                vs = t.vs
+                if vs is not None and vs.be != -1:
+                    t.be = vs.be
+                else:
+                    t.be = cpu if limits is None else _first_supporting(t, cpu, limits)
         if backends_only:
             return splits
         walk = shape[0]
