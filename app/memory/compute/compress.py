@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+
 _KEEP = 2  # periods of a repeating run simulated before jumping to its last period
 _KEEP_HOOD = 1  # copies of a repeated neighbourhood (``hood`` layers either side and its own) simulated
 _MAX_PERIOD = 8
 
 
-def compress(sigs: list[tuple], hood: int = 1) -> list[int]:
+def compress(sigs: Sequence[Hashable], hood: int = 1) -> list[int]:
     """Indices of the layers to build.
 
     Periodic runs are cut to ``_KEEP`` periods plus their last one. Then any layer whose neighbourhood (the

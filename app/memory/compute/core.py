@@ -272,15 +272,16 @@ def compute_buffers(
         key += (tuple(sigs[n_main:]), tuple(layer_be[n_main : p.n_layer]), tuple(kv_be[n_main:]), nextn(tbe))
     else:
         uncut = facts["uncut"] or not cut
-        keep = None if uncut else compress(sigs, facts["hood"])
-        layers = list(range(len(sigs))) if keep is None else pad_layers(keep, len(sigs))
+        nums = _sig_numbers(facts, sigs)  # compared and hashed below: numbers, not nested tuples
+        keep = None if uncut else compress(nums, facts["hood"])
+        layers = list(range(len(nums))) if keep is None else pad_layers(keep, len(nums))
         build = family.build
         if keep is not None and facts.get("warm"):
-            _warm(facts, model, settings, shape, keep, len(sigs), n_main, build, borrowed, g, placement, pipeline)
+            _warm(facts, model, settings, shape, keep, nums, n_main, build, borrowed, g, placement, pipeline)
         # the replay reads only the kept layers (their signatures hold their structure and where their tensors,
         # layer and cache live), so placements that differ only in layers the compression drops give the same
         # figures: one cache entry (layer_be too, for the approximation's per-layer sums)
-        key += (tuple([sigs[il] for il in layers]), tuple(layer_be))
+        key += (tuple([nums[il] for il in layers]), tuple(layer_be))
     results = facts["results"]
     hit = results.get(key)
     if hit is not None:
@@ -293,7 +294,7 @@ def compute_buffers(
     # its weights (the signature holds them only where a device limits tensor sizes); the NextN layers of the MTP
     # draft context have no signature: not traced
     types = facts["types"]
-    fp = None if shape.mtp else [(sigs[il], types[il]) for il in layers]
+    fp = None if shape.mtp else [(nums[il], types[il]) for il in layers]
     gkey = (
         shape,
         settings.type_k,
@@ -391,9 +392,33 @@ def compute_buffers(
     return dict(out)
 
 
-def _warm(facts, model, settings, shape, keep, n, n_main, build, borrowed, g, placement, pipeline) -> None:
+#: layer signatures numbered per model before the numbering starts over (its numbers go on: a result or a trace
+#: record keyed on an earlier number never meets a later signature)
+_SIG_NUMBERS = 1 << 16
+
+
+def _sig_numbers(facts, sigs) -> list[int]:
+    """Each layer signature's number in this model's facts: equal exactly where the signatures are, so the cut
+    (:func:`compress`), the result key and the allocator's trace compare and hash numbers (compress of a
+    94-layer model 0.15 -> 0.10 ms)."""
+    numbers = facts.get("sig_numbers")
+    if numbers is None or len(numbers) > _SIG_NUMBERS:
+        numbers = facts["sig_numbers"] = {}
+    nxt = facts.get("sig_next", 0)
+    out = []
+    for sig in sigs:
+        k = numbers.get(sig)
+        if k is None:
+            k = numbers[sig] = nxt
+            nxt += 1
+        out.append(k)
+    facts["sig_next"] = nxt
+    return out
+
+
+def _warm(facts, model, settings, shape, keep, sigs, n_main, build, borrowed, g, placement, pipeline) -> None:
     """Build the first missing graph of the ``facts["warm"]`` cut sizes above this placement's (``keep``, the
-    layers it keeps of ``n``), so that a drag's previews that keep a layer or a few more find theirs built (16-30
+    layers it keeps of those with signatures ``sigs``, numbered: :func:`_sig_numbers`), so that a drag's previews that keep a layer or a few more find theirs built (16-30
     ms each for a 94-layer model); where this placement's own is missing, none (the estimate builds it). Only
     for a model whose main layers but the first and the last are all of one kind: every cut keeps those two
     (compress), so a cut of a size keeps layers of the same kinds whatever it keeps, and its graph is the one
@@ -405,6 +430,7 @@ def _warm(facts, model, settings, shape, keep, n, n_main, build, borrowed, g, pl
     kinds = facts["kinds"]
     if facts.get("warmed") or len(set(kinds[1 : n_main - 1])) > 1:
         return
+    n = len(sigs)
     unfused = facts.get("unfused", frozenset())
     borrowed_key = tuple((name, shp, ty) for name, _, _, shp, ty in borrowed)
 
@@ -428,7 +454,7 @@ def _warm(facts, model, settings, shape, keep, n, n_main, build, borrowed, g, pl
             b = _graph(facts, key, model, settings, shape, layers, build, borrowed, unfused, False)
             if not borrowed:  # (another model's tensors are bound by the estimate, which checks their devices)
                 run = (placement, g.devs, g.tbe, g.layer_be, g.kv_be, g.cpu, g.pin, g.pin_cpu, g.offload)
-                sigs, types = g.sigs, facts["types"]
+                types = facts["types"]
                 _run(model, b, layers, *run, g.host_weights, pipeline, {}, fp=[(sigs[il], types[il]) for il in layers])
         except Exception:  # noqa: BLE001 - the estimate itself says where the graph cannot be built or replayed
             log.debug("no graph built ahead for %s", model.params.arch, exc_info=True)
