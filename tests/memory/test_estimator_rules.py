@@ -207,3 +207,27 @@ def test_one_estimator_serves_every_cache_setting_as_a_fresh_one_would(tmp_path,
         assert figures == [(d.name, d.model, d.kv, d.compute) for d in want.devices], extra
         seen.add(tuple(d.kv for d in got.devices))
     assert len(seen) >= 5  # the settings do change the cache, so a stale entry would show
+
+
+def test_layer_signatures_numbered_anew_never_meet_an_earlier_number(tmp_path, monkeypatch):
+    """Layer signatures are numbered per model (core._sig_numbers) for the cut, the result key and the trace;
+    past a cap the numbering starts over with its numbers going on. With a cap of 3 it starts over on every
+    estimate here, and drag previews of placements that come back give a fresh estimator's figures each time."""
+    from app.memory.compute import core
+    from app.memory.estimator import Estimator
+
+    monkeypatch.setattr(core, "_SIG_NUMBERS", 3)
+    model = open_model(write_sparse_model("qwen3-30b-a3b", tmp_path / "m.gguf"))
+    lanes = [dev("CUDA0", 96), dev("CUDA1", 96)]
+    kept = Estimator(model)
+    compared = 0
+    for rep in range(2):  # the second round repeats the first's placements: a stale number would hit here
+        for il in (3, 17, 30, 3):
+            args = ["-ngl", "all", "-ts", "1,1", "-c", "8192", "-ot", rf"blk\.{il}\.ffn_(up|down|gate)_exps=CPU"]
+            settings = settings_from_args(args)
+            got = kept.estimate(lanes, settings, quick=True)
+            want = Estimator(model).estimate(lanes, settings, quick=True)
+            assert [(d.name, d.compute) for d in got.devices] == [(d.name, d.compute) for d in want.devices]
+            compared += 1
+    facts = kept.compute_facts
+    assert compared == 8 and facts["sig_next"] > 8 and len(facts["sig_numbers"]) <= 3 + model.params.n_layer
