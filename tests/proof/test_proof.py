@@ -39,9 +39,19 @@ def test_bench_alternatives_and_calibrate(tiny_models, rpc_servers, llama_bin, t
     assert len(history.runs(tiny_models["qwen3moe"])) == 4
     rep = res.calibration
     assert rep is not None and {r[1] for r in rep.rows} == {"tg", "pp"}
-    # the fitted model is closer to the measurements than the uncalibrated one
-    before = [abs(r.predicted_tg - r.measured_tg) / r.measured_tg for r in res.rows]
-    after = [abs(p - m) / m for _, kind, p, m in rep.rows if kind == "tg"]
-    assert sum(after) < sum(before)
+    # the fitted model is closer to the measurements than the uncalibrated one, in what the fit minimises (the
+    # squared error of seconds per token) and in the relative error of that time. Not in the relative error of
+    # the token rate: that saturates at 100% for a prediction far too slow, and one repetition of 8 tokens on
+    # loopback RPC measures the same placement anywhere from 300 to 5,000 tokens/s, so a fit that cut the time
+    # error 40 -> 9 (summed) once raised that sum 2.96 -> 3.05
+    def time_errors(pairs):
+        return sum((1 / p - 1 / m) ** 2 for p, m in pairs), sum(abs(m / p - 1) for p, m in pairs)
+
+    sq_before, rel_before = time_errors([(r.predicted_tg, r.measured_tg) for r in res.rows])
+    sq_after, rel_after = time_errors([(p, m) for _, kind, p, m in rep.rows if kind == "tg"])
+    assert len(res.rows) == 4 and sum(kind == "tg" for _, kind, _, _ in rep.rows) == 4
+    # 25 runs here: the squared error fell 21- to 36,000-fold, the relative time error 4- to 120-fold
+    assert sq_after < sq_before / 4, (sq_before, sq_after)
+    assert rel_after < rel_before, (rel_before, rel_after)
     path = save_calibration(devices, rep.fitted)
     assert path.is_file() and load_calibration(devices) == rep.fitted
