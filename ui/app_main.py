@@ -10,6 +10,7 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from app import __version__
+from app.gcpolicy import tune
 
 from .main_window import MainWindow
 
@@ -40,6 +41,7 @@ class _FileOpenFilter(QObject):
 
 
 def run_gui(model_path: str | None = None, smoke_test: bool = False) -> int:
+    tune()  # young garbage collections less often: a drag's previews allocate a lot (app.gcpolicy)
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Layerdeck")
     app.setOrganizationName("Layerdeck")

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.errors import LayerdeckError
+from app.gcpolicy import settle
 from app.lanes import Lane
 from app.llamacpp.load_check import LoadCheck, check_load
 from app.memory.device_adapter import from_detected
@@ -425,6 +426,8 @@ class MainWindow(QMainWindow):
             return
         if d.session.warm_previews():
             self._warm_timer.start(0)  # the next graph on the next tick: input in between is served first
+        else:  # ready for a drag: the garbage collector's full walk now, rather than during it
+            log.debug("garbage collected while the board is still: %.1f ms", settle())
 
     def _cancel_background(self) -> None:
         job, self._bg_job = self._bg_job, None

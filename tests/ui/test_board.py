@@ -3,13 +3,17 @@ command panel, import, demo."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
+from app import gcpolicy
 from app.lanes import Lane
 from app.placement import CPU
 from tests.gguf_factory import write_sparse_model, write_tiny_model
+from ui import main_window
 
 pytestmark = pytest.mark.gui
 GiB = 1 << 30
@@ -113,19 +117,25 @@ def test_the_next_drag_s_graphs_are_built_while_the_board_is_still(window, qtbot
         return calls[-1]
 
     monkeypatch.setattr(session, "warm_previews", counting)
+    settled: list[int] = []  # calls when the garbage collector ran (app.gcpolicy.settle, the real one here)
+    monkeypatch.setattr(main_window, "settle", lambda: (settled.append(len(calls)), gcpolicy.settle())[1])
     facts = session.estimator.compute_facts
     window.doc.move(["10:experts"], CPU)
     qtbot.waitUntil(lambda: bool(calls) and not calls[-1] and not window._warm_timer.isActive(), timeout=10000)
     assert calls.count(True) >= 2, calls  # the placement's own preview, then graphs one call at a time
+    # then, once, the full collection: what survives it is frozen out of the next ones
+    assert settled == [len(calls)] and gc.get_freeze_count() > 0
     built = len(facts["graphs"])
     window.doc.preview(["11:experts"], CPU)  # a drag is on
     calls.clear()
+    settled.clear()
     window._warm_timer.start(0)
     qtbot.wait(100)
-    assert not calls and window._warm_timer.isActive()  # put off until the drag ends
+    assert not calls and not settled and window._warm_timer.isActive()  # put off until the drag ends
     window.doc.preview([], None)
     qtbot.waitUntil(lambda: bool(calls) and not window._warm_timer.isActive(), timeout=10000)
-    assert len(facts["graphs"]) >= built
+    assert len(facts["graphs"]) >= built and settled == [len(calls)]
+    gc.unfreeze()
 
 
 def test_drop_of_a_selection_is_one_undo_step(window):
