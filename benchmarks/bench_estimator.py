@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.command.parse import parse_llama_args  # noqa: E402
+from app.gcpolicy import settle, tune  # noqa: E402
 from app.lanes import Lane  # noqa: E402
 from app.memory.estimator import Estimator  # noqa: E402
 from app.model import open_model  # noqa: E402
@@ -58,6 +59,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=200)
     args = ap.parse_args()
+    tune()  # as the window does at start-up (app.gcpolicy): young garbage collections less often
     with tempfile.TemporaryDirectory() as tmp:
         model = open_model(write_sparse_model("qwen3-235b-a22b", Path(tmp) / "q235.gguf"))
     devices = [Lane(f"CUDA{i}", f"CUDA{i}", 24 * GiB, 24 * GiB) for i in range(3)]
@@ -86,13 +88,16 @@ def main() -> int:
     med, worst = timed(lambda: est.estimate(devices, settings), args.runs)
     print(f"same arguments again (results cached per placement): median {med:.2f} ms, worst {worst:.2f} ms")
     # what the app does once the board has been still for a moment (ui/main_window.py, Session.warm_previews):
-    # the board's own drag preview estimated, then one call at a time the cut graphs of the next sizes built
+    # the board's own drag preview estimated, then one call at a time the cut graphs of the next sizes built, then
+    # the garbage collector's full walk (app.gcpolicy.settle)
     t0 = time.perf_counter()
     calls = 1
     while est.warm(devices, settings):
         calls += 1
+    warm_ms = (time.perf_counter() - t0) * 1000
     print(f"ready for a drag (Estimator.warm, as the app does while the board is still): {calls} calls, "
-          f"{(time.perf_counter() - t0) * 1000:.1f} ms in all; the random walk below has no such pause")
+          f"{warm_ms:.1f} ms in all, then a full garbage collection {settle():.1f} ms; the random walk below has "
+          "no such pause")
     # what a drag does: every estimate is for a placement not seen before
     variants = []
     for k in range(args.runs):
@@ -138,6 +143,7 @@ def main() -> int:
                 e.estimate(q.devices, q.settings, wp)
                 while e.warm(q.devices, q.settings, wp):
                     pass
+                settle()
         return new_t, hit_t
 
     def report(label, new_t, hit_t):
