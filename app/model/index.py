@@ -125,6 +125,13 @@ class ModelIndex:
             b.nextn and (only is None or tensor_base(t.name)[1] in only)
             for b, t in zip(self.tensor_block, model.tensors)
         ]
+        #: per tensor, where it goes with no overrides, as an index into ``[*layer_device, CPU, ""]``: its
+        #: layer's (``n_layer`` for the output), -2 for an input tensor (the CPU), -1 for a skipped one (nowhere)
+        self.default_slot: list[int] = [
+            -1 if skip else -2 if il < 0 else min(il, n) for il, skip in zip(self.tensor_layer, self.skipped)
+        ]
+        #: :func:`tensor_base` of each tensor, parallel to ``model.tensors``
+        self.tensor_bases: list[tuple[int | None, str]] = [tensor_base(t.name) for t in model.tensors]
         self.token_embd: int | None = self.tensor_pos.get("token_embd.weight")
         self.layer_blocks: dict[int, list[Block]] = {}
         for b in model.blocks:

@@ -25,7 +25,6 @@ from ..lanes import CPU
 from ..memory.layout import OverrideMatcher, place_weights
 from ..memory.settings import LlamaSettings
 from ..model import Model, Role
-from ..model.index import tensor_base
 from .placement import Placement
 
 
@@ -92,23 +91,29 @@ def buffer_type(p: Placement, device: str) -> str:
 class ExportCache:
     """Recent :func:`placement_args` results of one model by placement state, and the ``-ot`` match sets its
     self-check needs. A session keeps one: a drop asks for the same placement twice (the check before the
-    move and the command panel after it), and a drag asks for placements a few patterns apart."""
+    move and the command panel after it), and a drag asks for placements a few patterns apart. A drag's preview
+    asks without the self-check (``verify`` False); a later ask with it runs the check on the kept result."""
 
     def __init__(self, model: Model, matcher: OverrideMatcher | None = None, size: int = 64):
         self.model = model
         self.matcher = matcher or OverrideMatcher([t.name for t in model.tensors])
         self.size = size
-        self._results: OrderedDict[tuple, PlacementArgs | InexpressibleError] = OrderedDict()
+        # placement state -> (the args or why not, whether the self-check ran)
+        self._results: OrderedDict[tuple, tuple[PlacementArgs | InexpressibleError, bool]] = OrderedDict()
 
-    def get(self, p: Placement) -> PlacementArgs:
+    def get(self, p: Placement, verify: bool = True) -> PlacementArgs:
         key = (tuple(p.layer_device), tuple(p.tensor_device), tuple((d.name, d.buft) for d in p.devices))
-        hit = self._results.get(key)
-        if hit is None:
+        got = self._results.get(key)
+        hit, checked = got if got is not None else (None, False)
+        if hit is None or (verify and not checked):
             try:
-                hit = _placement_args(p, self.matcher)
+                if hit is None:
+                    hit = _placement_args(p, self.matcher, verify)
+                elif isinstance(hit, PlacementArgs):
+                    _verify(p, hit, self.matcher)
             except InexpressibleError as exc:
                 hit = exc
-            self._results[key] = hit
+            self._results[key] = (hit, verify or checked)
             if len(self._results) > self.size:
                 self._results.popitem(last=False)
         if isinstance(hit, InexpressibleError):
@@ -124,17 +129,20 @@ class ExportCache:
         )
 
 
-def placement_args(p: Placement, cache: ExportCache | None = None) -> PlacementArgs:
+def placement_args(p: Placement, cache: ExportCache | None = None, verify: bool = True) -> PlacementArgs:
     """Compute -dev/-ngl/-ts and overrides for ``p`` and verify them against llama.cpp's rules.
 
-    ``cache`` (an :class:`ExportCache` of ``p``'s model) reuses earlier results and match sets.
+    ``cache`` (an :class:`ExportCache` of ``p``'s model) reuses earlier results and match sets. ``verify``
+    False leaves out the self-check (the arguments resolved again as llama.cpp would, which must give ``p``
+    back: a failure is this module's bug, not the placement's), half the cost on a 94-layer model: a drag's
+    preview, whose drop checks.
     """
     if cache is not None and cache.model is p.model:
-        return cache.get(p)
-    return _placement_args(p, None)
+        return cache.get(p, verify)
+    return _placement_args(p, None, verify)
 
 
-def _placement_args(p: Placement, matcher: OverrideMatcher | None) -> PlacementArgs:
+def _placement_args(p: Placement, matcher: OverrideMatcher | None, verify: bool = True) -> PlacementArgs:
     order, ngl, counts = _layer_runs(p)
     # devices that only receive overridden tensors must still be model devices (with no layers)
     extra = [d.name for d in p.devices if d.name not in order and d.name in set(p.tensor_device)]
@@ -148,11 +156,11 @@ def _placement_args(p: Placement, matcher: OverrideMatcher | None) -> PlacementA
     groups: dict[str, dict[frozenset[str], set[int]]] = defaultdict(lambda: defaultdict(set))
     globals_: dict[str, list[str]] = defaultdict(list)
     per_layer_bases: dict[tuple[str, int], set[str]] = defaultdict(set)
-    for i, t in enumerate(model.tensors):
-        want, have = p.tensor_device[i], default[i]
+    tbases = model.index.tensor_bases
+    for i, (want, have) in enumerate(zip(p.tensor_device, default)):
         if want == have or want == "":
             continue
-        layer, b = tensor_base(t.name)
+        layer, b = tbases[i]
         if layer is None:
             globals_[want].append(b)
         else:
@@ -165,10 +173,11 @@ def _placement_args(p: Placement, matcher: OverrideMatcher | None) -> PlacementA
     cpu_by_default = {il for il in exps_layers if p.layer_device[il] == CPU}
     for cpu_bases, cpu_layers in list(cpu.items()):
         expert_bases = {
-            tensor_base(t.name)[1]
-            for b in model.blocks
-            if b.role is Role.EXPERTS and b.layer in cpu_layers
-            for t in b.tensors
+            tbases[i][1]
+            for il in cpu_layers
+            for b in model.index.layer_blocks.get(il, ())
+            if b.role is Role.EXPERTS
+            for i in model.index.item_tensors[b.id]
         }
         if set(cpu_bases) != expert_bases or not cpu_layers <= exps_layers:
             continue
@@ -203,7 +212,8 @@ def _placement_args(p: Placement, matcher: OverrideMatcher | None) -> PlacementA
     for want, global_bases in globals_.items():
         for b in sorted(set(global_bases)):
             base.overrides.append((rf"^{_escape(b)}{end([b])}", buffer_type(p, want)))
-    _verify(p, base, matcher)
+    if verify:
+        _verify(p, base, matcher)
     return base
 
 

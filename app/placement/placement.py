@@ -103,18 +103,13 @@ class Placement:
         """Where each tensor goes with no overrides, given the layer devices: a weight the layer's device refuses
         (a Vulkan driver's size limit) stays in host memory, as place_weights has it (select_weight_buft)."""
         n = self.model.params.n_layer
-        out = []
-        idx = self.model.index
-        refused = {
-            d.name: refused_weights(self.model, d)
-            for d in self.devices
-            if d.max_tensor_bytes is not None or backend_of(d) == "vulkan"
-        }
-        for i, (il, skip) in enumerate(zip(idx.tensor_layer, idx.skipped)):
-            dev = "" if skip else CPU if il < 0 else self.layer_device[min(il, n)]
-            if dev in refused and i in refused[dev]:
-                dev = CPU
-            out.append(dev)
+        slots = [*self.layer_device[: n + 1], CPU, ""]  # ModelIndex.default_slot's targets
+        out = list(map(slots.__getitem__, self.model.index.default_slot))
+        for d in self.devices:
+            if d.max_tensor_bytes is not None or backend_of(d) == "vulkan":
+                for i in refused_weights(self.model, d):
+                    if out[i] == d.name:
+                        out[i] = CPU
         return out
 
     def has_overrides(self) -> bool:

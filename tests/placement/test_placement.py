@@ -259,3 +259,83 @@ def test_auto_fit_on_a_size_limited_device_keeps_refused_weights_in_host_memory(
     from app.memory.layout import place_weights
 
     assert p.tensor_device == place_weights(model, vk, placement_args(p).settings(p.settings)).tensor_device
+
+
+def _default_devices_by_the_rules(p: Placement) -> list[str]:
+    """Where each tensor goes with no overrides, spelt out tensor by tensor (the reference for the fast path)."""
+    from app.memory.backends import backend_of, refused_weights
+
+    n = p.model.params.n_layer
+    idx = p.model.index
+    out = []
+    for i, (il, skip) in enumerate(zip(idx.tensor_layer, idx.skipped)):
+        dev = "" if skip else CPU if il < 0 else p.layer_device[min(il, n)]
+        lane = next((d for d in p.devices if d.name == dev), None)
+        limited = lane is not None and (lane.max_tensor_bytes is not None or backend_of(lane) == "vulkan")
+        if limited and i in refused_weights(p.model, lane):
+            dev = CPU  # the layer's device refuses the weight: host memory (select_weight_buft)
+        out.append(dev)
+    return out
+
+
+@pytest.mark.parametrize("name", ["glm-4.5-air", "olmo-3-7b", "qwen3-30b-a3b"])
+def test_default_tensor_devices_follow_the_rules_tensor_by_tensor(name, tmp_path):
+    """The per-model slot table (ModelIndex.default_slot) gives what the rules give, tensor by tensor: NextN
+    tensors nowhere (GLM-4.5-Air's layer 46), inputs on the CPU, the output on its layer's device, weights a
+    size-limited lane refuses (OLMo-3-7B's output on a 128 MiB Vulkan driver) in host memory."""
+    import random
+
+    model = open_model(write_sparse_model(name, tmp_path / "m.gguf"))
+    lanes = gpus(24, 24) + [Lane("Vulkan0", "Vulkan0", 8 * GiB, 8 * GiB, "gpu", 0.4e12, max_tensor_bytes=128 << 20)]
+    rng = random.Random(7)
+    n = model.params.n_layer
+    seen: set[str] = set()
+    for _ in range(12):
+        layers = [rng.choice([CPU] + [d.name for d in lanes]) for _ in range(n + 1)]
+        p = Placement(model, lanes, layers, [""] * len(model.tensors))
+        got = p.default_tensor_devices()
+        assert got == _default_devices_by_the_rules(p)
+        seen |= set(got)
+    assert {CPU, "CUDA0", "Vulkan0"} <= seen
+    if name == "glm-4.5-air":
+        assert "" in seen and sum(model.index.skipped) > 0
+    if name == "olmo-3-7b":
+        out = next(i for i, t in enumerate(model.tensors) if t.name == "output.weight")
+        p = Placement(model, lanes, ["Vulkan0"] * (n + 1), [""] * len(model.tensors))
+        assert p.default_tensor_devices()[out] == CPU and p.default_tensor_devices()[0] == CPU
+
+
+def test_export_self_check_is_left_out_when_asked_and_run_on_the_kept_result_later(q30, monkeypatch):
+    """A drag's preview asks for the arguments without the export's self-check (half the cost on a 94-layer model);
+    the drop asks with it, and the cache runs the check on the result it kept. A self-check that fails is said at
+    that ask and at every one after it."""
+    from app.placement import export
+
+    cache = export.ExportCache(q30)
+    checks: list[int] = []
+    real = export._verify
+    monkeypatch.setattr(export, "_verify", lambda p, args, m: (checks.append(1), real(p, args, m))[1])
+    p = experts_to_cpu(q30, gpus(24, 24), LlamaSettings())
+    p.assign("7:experts", "CUDA1")
+    quick = cache.get(p, verify=False)
+    assert not checks
+    full = cache.get(p)
+    assert len(checks) == 1 and full.overrides == quick.overrides and full.overrides
+    cache.get(p, verify=False)
+    cache.get(p)
+    assert len(checks) == 1  # kept as checked
+
+    def broken(p, args, m):
+        raise InexpressibleError("internal check failed: test")
+
+    monkeypatch.setattr(export, "_verify", broken)
+    q = p.copy()
+    q.assign("9:experts", "CUDA0")
+    assert cache.get(q, verify=False).overrides  # not checked: the arguments
+    with pytest.raises(InexpressibleError, match="internal check failed"):
+        cache.get(q)
+    with pytest.raises(InexpressibleError, match="internal check failed"):
+        cache.get(q, verify=False)
+    with pytest.raises(InexpressibleError, match="internal check failed"):
+        placement_args(q.copy())  # without a cache: checked
+    assert placement_args(q.copy(), verify=False).overrides
