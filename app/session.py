@@ -650,9 +650,10 @@ class Session:
         return self._derived.parallel
 
     def speed_of(
-        self, wp: WeightPlacement, settings: LlamaSettings
+        self, wp: WeightPlacement, settings: LlamaSettings, prompt: bool = True
     ) -> tuple[DecodePrediction | None, PromptPrediction | None]:
-        """(decode, prompt) predictions for tensors placed as ``wp`` (an estimate's placement) with ``settings``."""
+        """(decode, prompt) predictions for tensors placed as ``wp`` (an estimate's placement) with ``settings``;
+        ``prompt`` False: the decode alone (a drag preview's gauges show no prompt speed)."""
         try:
             params = self.speed_params
             return (
@@ -665,7 +666,9 @@ class Session:
                     settings.op_offload,
                     facts=self.speed_facts,
                     threads=settings.n_threads,
-                ),
+                )
+                if prompt
+                else None,
             )
         except (ValueError, ZeroDivisionError) as exc:
             log.info("no speed prediction: %s", exc)
@@ -747,13 +750,14 @@ class Session:
 
     # ------------------------------------------------------------------ moves and the preview
 
-    def check_move(self, items: Sequence[str], lane: str) -> tuple[Placement | None, str | None]:
-        """The placement after moving ``items`` to ``lane``, or None and why llama.cpp cannot express it."""
+    def check_move(self, items: Sequence[str], lane: str, verify: bool = True) -> tuple[Placement | None, str | None]:
+        """The placement after moving ``items`` to ``lane``, or None and why llama.cpp cannot express it
+        (``verify`` False: without the export's self-check, :func:`app.placement.export.placement_args`)."""
         trial = self.placement.copy()
         try:
             for item in items:
                 trial.assign(item, lane)
-            placement_args(trial, self.export_cache)
+            placement_args(trial, self.export_cache, verify)
         except (InexpressibleError, ValueError, KeyError) as exc:
             return None, str(exc).strip("'\"")
         why = self._refused_by_backend(trial, lane)
@@ -821,16 +825,17 @@ class Session:
             self.preview_state = None
             self._emit(Change.PREVIEW)
             return None
-        trial, why = self.check_move(items, lane)
+        trial, why = self.check_move(items, lane, verify=False)  # the drop checks (move)
         est = dec = None
         if trial is not None:
             try:
                 # a drag preview: the cut graph (3-4x faster on long models, a few MiB off at worst); the drop
                 # itself is estimated with every layer (_recompute)
-                est = self.estimator.estimate(trial.devices, trial.settings, trial.weight_placement(), quick=True)
+                wp = trial.weight_placement()
+                est = self.estimator.estimate(trial.devices, trial.settings, wp, quick=True)
                 view = self.learned_view(trial, est)  # the drop's figures as the gauges show the current ones
                 est = view.estimate if view is not None else est
-                dec = self.speed_for(trial)[0]
+                dec = self.speed_of(wp, trial.settings, prompt=False)[0]
             except (LayerdeckError, ValueError) as exc:
                 why = str(exc)
         self.preview_state = Preview(tuple(items), lane, est, dec, why)
