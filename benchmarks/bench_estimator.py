@@ -24,8 +24,9 @@ from app.gcpolicy import settle, tune  # noqa: E402
 from app.lanes import Lane  # noqa: E402
 from app.memory.estimator import Estimator  # noqa: E402
 from app.model import open_model  # noqa: E402
-from app.placement import CPU  # noqa: E402
+from app.placement import CPU, Placement  # noqa: E402
 from app.placement.presets import all_on_gpus  # noqa: E402
+from app.session import Session  # noqa: E402
 from tests.gguf_factory import write_sparse_model  # noqa: E402
 
 GiB = 1 << 30
@@ -112,6 +113,38 @@ def main() -> int:
             t.append((time.perf_counter() - t0) * 1000)
         print(f"new placement each time (40 patterns, one changed), {label}: median {statistics.median(t):.2f} ms, "
               f"p95 {sorted(t)[int(0.95 * len(t)) - 1]:.2f} ms, worst {max(t):.2f} ms")
+    # what the window's board runs on each drag movement over a lane: Session.preview (the move checked, the
+    # estimate, the decode prediction), a block of the board's placement with the 40 patterns on another lane
+    session = Session(model, devices, Placement.from_settings(model, devices, settings))
+    while session.warm_previews():
+        pass
+    settle()
+    inner: list[float] = []
+    real_estimate = session.estimator.estimate
+
+    def timed_estimate(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return real_estimate(*a, **k)
+        finally:
+            inner.append((time.perf_counter() - t0) * 1000)
+
+    session.estimator.estimate = timed_estimate  # type: ignore[method-assign]
+    lanes = [CPU] + [d.name for d in devices]
+    t = []
+    for k in range(args.runs):
+        item = f"{(k * 37) % 94}:experts"
+        lane = next(x for x in lanes[k % 4 :] + lanes if x != session.placement.device_of(item))
+        inner.clear()
+        t0 = time.perf_counter()
+        session.preview([item], lane)
+        if inner:  # a placement llama.cpp can express: estimated
+            t.append(((time.perf_counter() - t0) * 1000, inner[-1]))
+    whole, est_only = [a for a, _ in t], [b for _, b in t]
+    print(f"the board's drag preview in the app (Session.preview: move checked, estimate, decode speed), "
+          f"{len(t)} moves of one block: median {statistics.median(whole):.2f} ms, "
+          f"p95 {sorted(whole)[int(0.95 * len(whole)) - 1]:.2f} ms (the estimate in it: median "
+          f"{statistics.median(est_only):.2f}, p95 {sorted(est_only)[int(0.95 * len(est_only)) - 1]:.2f} ms)")
     t = []
     for k, s in enumerate(variants[:40]):
         s = s.copy(n_ctx=32768 + 256 * (k % 7 + 1))
