@@ -71,15 +71,31 @@ def model_devices(devices: list[Lane], settings: LlamaSettings) -> list[Lane]:
 
 def layer_devices(n_layer_all: int, devs: list[Lane], settings: LlamaSettings) -> list[str]:
     """Device name for each of the ``n_layer_all + 1`` layers (index n_layer_all is the output layer)."""
-    ngl = settings.n_gpu_layers
+    ts = settings.tensor_split
+    return list(
+        _layer_devices(
+            n_layer_all,
+            tuple(d.name for d in devs),
+            tuple(float(d.free) for d in devs),
+            settings.n_gpu_layers,
+            tuple(float(x) for x in ts) if ts else None,
+        )
+    )
+
+
+@lru_cache(maxsize=256)
+def _layer_devices(
+    n_layer_all: int, names: tuple[str, ...], free: tuple[float, ...], ngl: int | None, ts: tuple[float, ...] | None
+) -> tuple[str, ...]:
+    """:func:`layer_devices` of hashable inputs, kept: every estimate asks, and a drag's ask the same (0.09 ms for
+    95 layers)."""
     if ngl is None or ngl in (NGL_AUTO, NGL_ALL):
         ngl = n_layer_all + 1
-    nd = len(devs)
-    ts = settings.tensor_split
+    nd = len(names)
     if ts and any(x != 0 for x in ts[:nd]):
-        weights = [float(ts[i]) if i < len(ts) else 0.0 for i in range(nd)]
+        weights = [ts[i] if i < len(ts) else 0.0 for i in range(nd)]
     else:
-        weights = [float(d.free) for d in devs]
+        weights = list(free)
     splits = []
     acc = _f32(0.0)
     for w in weights:
@@ -88,7 +104,7 @@ def layer_devices(n_layer_all: int, devs: list[Lane], settings: LlamaSettings) -
     total = splits[-1] if splits else 0.0
     splits = [_f32(s / total) if total else 0.0 for s in splits]
     i_gpu_start = max(n_layer_all + 1 - ngl, 0)
-    act = 0 if not devs else min(ngl, n_layer_all + 1)
+    act = 0 if not names else min(ngl, n_layer_all + 1)
     out = []
     # float(il - i_gpu_start) / act in single precision: the double quotient rounded to float32 is the same
     xs = array("f", [(il - i_gpu_start) / act if act else 0.0 for il in range(n_layer_all + 1)])
@@ -100,8 +116,8 @@ def layer_devices(n_layer_all: int, devs: list[Lane], settings: LlamaSettings) -
         k = 0
         while k < nd and not (splits[k] > x):  # std::upper_bound
             k += 1
-        out.append(devs[min(k, nd - 1)].name)
-    return out
+        out.append(names[min(k, nd - 1)])
+    return tuple(out)
 
 
 #: Seconds one override pattern may spend searching all of a model's tensor names (then: PlacementError).

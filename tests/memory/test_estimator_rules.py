@@ -33,6 +33,16 @@ def test_layer_split_matches_llama_cpp_examples():
     assert out.count("A") == 3 and out.count("B") == 7
     # no devices at all: everything on the host
     assert layer_devices(3, [], LlamaSettings()) == [CPU] * 4
+    # kept per input (an estimate asks every time): the same names with other free memory, another -ts, another
+    # -ngl each split anew, and the answer is the caller's to change
+    out = layer_devices(9, [dev("A", 24), dev("B", 8)], LlamaSettings(n_gpu_layers=-2))
+    assert out.count("A") == 8 and out.count("B") == 2
+    assert layer_devices(9, [dev("A", 24), dev("B", 8)], LlamaSettings(n_gpu_layers=-2, tensor_split=[1, 1])).count(
+        "A"
+    ) == 5
+    assert layer_devices(9, [dev("A", 24), dev("B", 8)], LlamaSettings(n_gpu_layers=4)).count(CPU) == 6
+    out.append("mine")
+    assert layer_devices(9, [dev("A", 24), dev("B", 8)], LlamaSettings(n_gpu_layers=-2))[-1] == "B"
 
 
 def test_override_first_match_wins_and_is_unanchored():
