@@ -332,7 +332,8 @@ class _Digest:
         model = f.model
         names = sorted({d for d in wp.tensor_device if d})
         index = {d: i for i, d in enumerate(names)}
-        dev = np.array([index.get(d, -1) for d in wp.tensor_device], dtype=np.int64)
+        index[""] = -1  # skipped tensors
+        dev = np.array(list(map(index.__getitem__, wp.tensor_device)), dtype=np.int64)
         on = dev >= 0
         nd, nf = len(names), len(f.families)
         d_on, fam_on = dev[on], f._fam[on]
@@ -360,12 +361,13 @@ class _Digest:
         sel = on & f._ffn & (f._layer >= 0) & (f._layer < n)
         ffn = np.bincount(f._layer[sel] * nd + dev[sel], weights=f._ffn_w[sel], minlength=max(n, 1) * nd)
         ffn = ffn.reshape(max(n, 1), nd)
+        # each layer's FFN devices by bytes read, most first (ties: in name order)
+        order = np.argsort(-ffn[:n], axis=1, kind="stable")
+        read = np.take_along_axis(ffn[:n], order, axis=1) > 0
         path = [CPU]
-        for il in range(n):
+        for il, (row, on_row) in enumerate(zip(order.tolist(), read.tolist())):
             path.append(wp.layer_device[il])
-            row = ffn[il]
-            for j in sorted((j for j in range(nd) if row[j] > 0), key=lambda j: -row[j]):
-                path.append(names[j])
+            path.extend(names[j] for j, r in zip(row, on_row) if r)
         path.append(wp.layer_device[p.n_layer])
         path.append(CPU)
         self.path = path

@@ -217,3 +217,62 @@ def test_fit_many_recovers_known_cpu_factors_across_models(small):
     for m in meas:  # every measurement reproduced
         rate = m.tg_tokens_per_s or m.pp_tokens_per_s
         assert predict(m.model, m.placement, guess, m.work, m.facts).tokens_per_s == pytest.approx(rate, rel=0.05)
+
+
+
+def _path_by_the_rule(f, wp):
+    """The token's path spelt out: per layer its attention's device, then each device its FFN reads from, most
+    bytes first and ties in name order (the reference for the digest's vectorised one)."""
+    p = f.model.params
+    n = p.n_layer - p.nextn_layers
+    read: dict[tuple[int, str], float] = {}
+    for i, dev in enumerate(wp.tensor_device):
+        il = int(f._layer[i])
+        if dev and f._ffn[i] and 0 <= il < n:
+            read[(il, dev)] = read.get((il, dev), 0.0) + float(f._ffn_w[i])
+    path = [CPU]
+    for il in range(n):
+        path.append(wp.layer_device[il])
+        devs = sorted((d for (layer, d), b in read.items() if layer == il and b > 0), key=lambda d: (-read[(il, d)], d))
+        path.extend(devs)
+    return path + [wp.layer_device[p.n_layer], CPU]
+
+
+@pytest.mark.parametrize("name", ["qwen3-30b-a3b", "gpt-oss-120b"])
+def test_the_token_path_visits_each_layer_s_ffn_devices_by_bytes_read(models, name):
+    """The digest's path (vectorised: a stable argsort per layer) is the rule's, on 40 random placements of blocks
+    and expert parts over two GPUs and the CPU, and on one with a tie: two expert parts of a layer, each the same
+    size, on two other lanes."""
+    import random
+
+    from app.speed.predict import SpeedFacts
+
+    m = models[name]
+    lanes = [gpu("CUDA0", 24, 900), gpu("CUDA1", 24, 900)]
+    base = all_on_gpus(m, lanes, LlamaSettings())
+    f = SpeedFacts(m)
+    rng = random.Random(5)
+    items = [b.id for b in m.blocks] + [f"{il}:experts:{part}" for il in range(m.params.n_layer)
+                                        for part in ("gate", "up", "down")]
+    split = 0
+    for _ in range(40):
+        p = base.copy()
+        for _ in range(rng.randrange(1, 20)):
+            try:
+                p.assign(rng.choice(items), rng.choice([CPU, "CUDA0", "CUDA1"]))
+            except (KeyError, ValueError):
+                pass
+        wp = p.weight_placement()
+        path = f.digest(wp).path
+        assert path == _path_by_the_rule(f, wp)
+        split += len(path) - 2 * m.params.n_layer - 3  # FFN hops beyond one per layer
+    assert split > 20
+    p = base.copy()
+    assert p.layer_device[12] == "CUDA0"
+    p.assign("12:experts:gate", "CUDA1")
+    p.assign("12:experts:up", CPU)  # two parts of the same size: a tie, after the down part and the router at home
+    wp = p.weight_placement()
+    path = f.digest(wp).path
+    assert path == _path_by_the_rule(f, wp)
+    at = 1 + 2 * 12  # [CPU], then two entries a layer before it
+    assert path[at : at + 4] == ["CUDA0", "CUDA0", CPU, "CUDA1"]
