@@ -13,8 +13,12 @@ defaults.
 - :func:`tune` raises the young generation's threshold, once, at start-up.
 - :func:`settle` runs a collection once the board is still and freezes what survives, so later collections skip
   it. Its cost is that of the objects made since the last call. Once the frozen set has grown by a quarter since
-  the last full walk, it unfreezes everything first and walks it all, so frozen garbage (an evicted graph, a
-  closed model) never outgrows a quarter of what lives. This is CPython's own rule for its oldest generation.
+  the last full walk, it unfreezes everything first and walks it all (CPython's own rule for its oldest
+  generation), so garbage made frozen (an evicted graph) stays under a quarter of the set the last full walk
+  left.
+- :func:`reset` makes the next settle a full walk: the window calls it when it replaces the model, whose objects
+  go all at once (a growth rule cannot see a set that shrinks: a small model opened after a large one would
+  keep the large one's frozen cycles).
 
 Measured by ``benchmarks/bench_estimator.py`` (200 drag previews of the 94-layer model, 4 runs each way):
 under the defaults, one full collection in the loop at 20-22 ms, and the worst preview at 20-22 ms. With both
@@ -43,6 +47,12 @@ def tune() -> None:
 #: a full walk, unfreezing first, once the frozen set has grown by this share since the last one
 REWALK_GROWTH = 0.25
 _after_full = 0  # objects frozen by the last full walk
+
+
+def reset() -> None:
+    """The next :func:`settle` walks everything, what was frozen included."""
+    global _after_full
+    _after_full = 0
 
 
 def settle() -> float:

@@ -650,10 +650,10 @@ class Session:
         return self._derived.parallel
 
     def speed_of(
-        self, wp: WeightPlacement, settings: LlamaSettings, prompt: bool = True
+        self, wp: WeightPlacement, settings: LlamaSettings
     ) -> tuple[DecodePrediction | None, PromptPrediction | None]:
         """(decode, prompt) predictions for tensors placed as ``wp`` (an estimate's placement) with ``settings``;
-        ``prompt`` False: the decode alone (a drag preview's gauges show no prompt speed)."""
+        neither where either cannot be made."""
         try:
             params = self.speed_params
             return (
@@ -666,9 +666,7 @@ class Session:
                     settings.op_offload,
                     facts=self.speed_facts,
                     threads=settings.n_threads,
-                )
-                if prompt
-                else None,
+                ),
             )
         except (ValueError, ZeroDivisionError) as exc:
             log.info("no speed prediction: %s", exc)
@@ -835,7 +833,7 @@ class Session:
                 est = self.estimator.estimate(trial.devices, trial.settings, wp, quick=True)
                 view = self.learned_view(trial, est)  # the drop's figures as the gauges show the current ones
                 est = view.estimate if view is not None else est
-                dec = self.speed_of(wp, trial.settings, prompt=False)[0]
+                dec = self.speed_of(wp, trial.settings)[0]  # as the drop's gauges will have it (speed_for)
             except (LayerdeckError, ValueError) as exc:
                 why = str(exc)
         self.preview_state = Preview(tuple(items), lane, est, dec, why)

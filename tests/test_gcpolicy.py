@@ -60,3 +60,16 @@ def test_settle_freezes_survivors_walks_the_new_and_rewalks_all_after_growth(gc_
     gcpolicy.settle()  # grown by more than a quarter: unfreeze, walk everything
     assert alive() is None and gcpolicy._after_full == gc.get_freeze_count()
     assert len(grown) > 1000
+
+
+def test_reset_makes_the_next_settle_walk_everything(gc_state):
+    """A replaced model's objects go all at once; the growth rule cannot see a set that shrinks, so the window
+    resets and the next settle unfreezes and walks everything."""
+    a, alive = _cycle()
+    gcpolicy.settle()
+    del a
+    gcpolicy.settle()
+    assert alive() is not None  # frozen garbage, no growth: still there
+    gcpolicy.reset()
+    gcpolicy.settle()
+    assert alive() is None and gcpolicy._after_full == gc.get_freeze_count()

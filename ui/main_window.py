@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.errors import LayerdeckError
+from app.gcpolicy import reset as reset_collector
 from app.gcpolicy import settle
 from app.lanes import Lane
 from app.llamacpp.load_check import LoadCheck, check_load
@@ -247,6 +248,7 @@ class MainWindow(QMainWindow):
                             margin=self.margin_spin.value() << 20, parent=self)
         if old_doc is not None:
             old_doc.deleteLater()  # its tensor table and caches go with it
+            reset_collector()  # its frozen objects too: the next settle walks everything (app.gcpolicy)
         self.doc.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.doc.preview_changed.connect(self._preview_speed)
         if getattr(self, "host_bandwidth", None):

@@ -103,6 +103,8 @@ class Placement:
         """Where each tensor goes with no overrides, given the layer devices: a weight the layer's device refuses
         (a Vulkan driver's size limit) stays in host memory, as place_weights has it (select_weight_buft)."""
         n = self.model.params.n_layer
+        if len(self.layer_device) <= n:
+            raise ValueError(f"the placement has {len(self.layer_device)} layer devices; the model needs {n + 1}")
         slots = [*self.layer_device[: n + 1], CPU, ""]  # ModelIndex.default_slot's targets
         out = list(map(slots.__getitem__, self.model.index.default_slot))
         for d in self.devices:

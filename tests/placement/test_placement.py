@@ -339,3 +339,12 @@ def test_export_self_check_is_left_out_when_asked_and_run_on_the_kept_result_lat
     with pytest.raises(InexpressibleError, match="internal check failed"):
         placement_args(q.copy())  # without a cache: checked
     assert placement_args(q.copy(), verify=False).overrides
+
+
+def test_default_tensor_devices_refuse_a_placement_short_of_layers(q30):
+    """The slot table maps layer n_layer to the output's device; a layer list one short would map the output onto
+    the CPU slot without a word, so it is refused as the old per-tensor lookup refused it (IndexError then)."""
+    n = q30.params.n_layer
+    p = Placement(q30, gpus(24), ["CUDA0"] * n, [""] * len(q30.tensors))
+    with pytest.raises(ValueError, match=f"{n} layer devices; the model needs {n + 1}"):
+        p.default_tensor_devices()

@@ -105,7 +105,16 @@ def test_real_mouse_drag_moves_one_block(window, qtbot):
     assert "ffn_(down|gate|up)_exps" in window.command.text.toPlainText()
 
 
-def test_the_next_drag_s_graphs_are_built_while_the_board_is_still(window, qtbot, monkeypatch):
+@pytest.fixture
+def collector(monkeypatch):
+    """The collector's state as at start-up (the first settle walks everything), and unfrozen again after the
+    test whatever it asserted."""
+    monkeypatch.setattr(gcpolicy, "_after_full", 0)
+    yield
+    gc.unfreeze()
+
+
+def test_the_next_drag_s_graphs_are_built_while_the_board_is_still(window, qtbot, monkeypatch, collector):
     """A moment after an edit, with no drag on, the window builds the cut graphs a drag's previews will need
     (Session.warm_previews, one per tick until it says it is done); during a drag it waits."""
     session = window.doc.session
@@ -135,7 +144,12 @@ def test_the_next_drag_s_graphs_are_built_while_the_board_is_still(window, qtbot
     window.doc.preview([], None)
     qtbot.waitUntil(lambda: bool(calls) and not window._warm_timer.isActive(), timeout=10000)
     assert len(facts["graphs"]) >= built and settled == [len(calls)]
-    gc.unfreeze()
+    # another model: its predecessor's frozen objects go, so the next settle walks everything
+    resets: list[int] = []
+    monkeypatch.setattr(main_window, "reset_collector", lambda: resets.append(1) or gcpolicy.reset())
+    assert gcpolicy._after_full > 0
+    window.show_model(window.doc.model)
+    assert resets == [1] and gcpolicy._after_full == 0
 
 
 def test_drop_of_a_selection_is_one_undo_step(window):
