@@ -23,3 +23,19 @@ def _qt_pool_drained():
     if qtcore is not None and not qtcore.QThreadPool.globalInstance().waitForDone(120_000):
         # a job that never ends (a test's bug): say so rather than hang the suite
         print("\nQt's thread pool still busy 120 s after the test", file=sys.stderr)
+
+
+@pytest.fixture
+def collector_state(monkeypatch):
+    """The garbage collector as at start-up for app.gcpolicy (nothing frozen, the first settle walks everything),
+    and put back after the test whatever it asserted: thresholds restored, nothing left frozen."""
+    import gc
+
+    from app import gcpolicy
+
+    threshold = gc.get_threshold()
+    gc.unfreeze()
+    monkeypatch.setattr(gcpolicy, "_after_full", 0)
+    yield
+    gc.set_threshold(*threshold)
+    gc.unfreeze()

@@ -7,19 +7,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-import pytest
-
 from app import gcpolicy
-
-
-@pytest.fixture
-def gc_state(monkeypatch):
-    threshold = gc.get_threshold()
-    gc.unfreeze()
-    monkeypatch.setattr(gcpolicy, "_after_full", 0)  # as at start-up: the first settle walks everything
-    yield
-    gc.set_threshold(*threshold)
-    gc.unfreeze()
 
 
 class _Node:
@@ -33,14 +21,14 @@ def _cycle() -> tuple[_Node, weakref.ref]:
     return a, weakref.ref(b)
 
 
-def test_tune_raises_the_young_threshold_only(gc_state):
+def test_tune_raises_the_young_threshold_only(collector_state):
     gc.set_threshold(700, 11, 12)
     gcpolicy.tune()
     assert gc.get_threshold() == (gcpolicy.YOUNG_THRESHOLD, 11, 12)
     assert gcpolicy.YOUNG_THRESHOLD > 700
 
 
-def test_settle_freezes_survivors_walks_the_new_and_rewalks_all_after_growth(gc_state):
+def test_settle_freezes_survivors_walks_the_new_and_rewalks_all_after_growth(collector_state):
     a, alive = _cycle()
     ms = gcpolicy.settle()  # the first: a full walk
     frozen = gc.get_freeze_count()
@@ -62,7 +50,7 @@ def test_settle_freezes_survivors_walks_the_new_and_rewalks_all_after_growth(gc_
     assert len(grown) > 1000
 
 
-def test_reset_makes_the_next_settle_walk_everything(gc_state):
+def test_reset_makes_the_next_settle_walk_everything(collector_state):
     """A replaced model's objects go all at once; the growth rule cannot see a set that shrinks, so the window
     resets and the next settle unfreezes and walks everything."""
     a, alive = _cycle()

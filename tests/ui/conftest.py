@@ -34,16 +34,14 @@ def window(qtbot):
 
 @pytest.fixture(autouse=True)
 def settled_garbage(monkeypatch):
-    """The window's garbage collection while the board is still (app.gcpolicy.settle), counted rather than run.
+    """The window's garbage collection while the board is still (app.gcpolicy.settle), not run.
     This test process holds 1-3 million objects (pytest's and every earlier test's), against some 250,000 in the
     app on a 94-layer model, so a full walk costs 0.3-1.4 s here and 50-110 ms there, and tests that count
     event-loop ticks would see pauses the app does not have. The policy itself is tested in tests/test_gcpolicy.py
     and, in the window, with the real call, by test_board's test of what the window does while the board is still."""
     from ui import main_window
 
-    calls: list[float] = []
-    monkeypatch.setattr(main_window, "settle", lambda: calls.append(0.0) or 0.0)
-    return calls
+    monkeypatch.setattr(main_window, "settle", lambda: 0.0)
 
 
 @pytest.fixture(autouse=True)

@@ -105,16 +105,7 @@ def test_real_mouse_drag_moves_one_block(window, qtbot):
     assert "ffn_(down|gate|up)_exps" in window.command.text.toPlainText()
 
 
-@pytest.fixture
-def collector(monkeypatch):
-    """The collector's state as at start-up (the first settle walks everything), and unfrozen again after the
-    test whatever it asserted."""
-    monkeypatch.setattr(gcpolicy, "_after_full", 0)
-    yield
-    gc.unfreeze()
-
-
-def test_the_next_drag_s_graphs_are_built_while_the_board_is_still(window, qtbot, monkeypatch, collector):
+def test_the_next_drag_s_graphs_are_built_while_the_board_is_still(window, qtbot, monkeypatch, collector_state):
     """A moment after an edit, with no drag on, the window builds the cut graphs a drag's previews will need
     (Session.warm_previews, one per tick until it says it is done); during a drag it waits."""
     session = window.doc.session

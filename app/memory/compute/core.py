@@ -418,8 +418,8 @@ def _sig_numbers(facts, sigs) -> list[int]:
 
 def _warm(facts, model, settings, shape, keep, sigs, n_main, build, borrowed, g, placement, pipeline) -> None:
     """Build the first missing graph of the ``facts["warm"]`` cut sizes above this placement's (``keep``, the
-    layers it keeps of those with signatures ``sigs``, numbered: :func:`_sig_numbers`), so that a drag's previews that keep a layer or a few more find theirs built (16-30
-    ms each for a 94-layer model); where this placement's own is missing, none (the estimate builds it). Only
+    layers it keeps of those with signatures ``sigs``, numbered: :func:`_sig_numbers`), so that a drag's previews
+    that keep a layer or a few more find theirs built (16-30 ms each for a 94-layer model); where this placement's own is missing, none (the estimate builds it). Only
     for a model whose main layers but the first and the last are all of one kind: every cut keeps those two
     (compress), so a cut of a size keeps layers of the same kinds whatever it keeps, and its graph is the one
     built here (another model's cut is not known ahead). The graph is then replayed once for this placement
