@@ -227,15 +227,20 @@ class Trace:
 
     All three are exact: the allocator (``ggml_gallocr_alloc_graph_impl``) is a function of the node sequence, its
     sources and sizes and its state, and nothing else. During a drag the moved block changes one or two layers,
-    so a replay runs those and the layer or two the state takes to come back to the recorded one."""
+    so a replay runs those and the layer or two the state takes to come back to the recorded one.
 
-    __slots__ = ("records", "deps", "codes", "next_code")
+    Runs are compared stretch by stretch (:func:`_units`): each stretch of a run (before the first checkpoint,
+    then from each to the next) is numbered by what decides its allocations, so that "the same run up to, from,
+    between" are comparisons of short lists of numbers."""
+
+    __slots__ = ("records", "deps", "units", "next_unit", "states")
 
     def __init__(self):
         self.records: list[_Record] = []  # newest first
         self.deps: dict = {}  # copy -> its input_dep node, kept so that runs compare by identity
-        self.codes: dict[tuple[int, ...], int] = {}  # a stretch of nodes (their ids) -> its number
-        self.next_code = 0
+        self.units: dict[tuple, int] = {}  # what decides a stretch's allocations -> its number
+        self.next_unit = 0
+        self.states: dict[tuple, tuple] = {}  # an allocator state -> its one object (_snapshot)
 
     #: runs kept per built graph: a drag compares with the placements just before it. 12, not 6: the README
     #: bench's drag previews walk a median 17% of their nodes (p90 47%) where 6 records left 30% (p90 59%); a
@@ -243,77 +248,63 @@ class Trace:
     KEEP = 12
 
 
+#: recorded states tried for a start (:func:`allocate_traced`), the latest checkpoint first
+_STARTS = 6
+
+
 class _Record:
-    __slots__ = ("gn", "gc", "nbe", "lbe", "subs", "sub_at", "fp", "ck", "marks", "snaps", "seg")
+    __slots__ = ("gn", "u", "lbe", "ck", "marks", "snaps", "seg")
 
 
-def _same_prefix(r, x, k) -> bool:
-    """Runs ``r`` and ``x`` are one run before checkpoint ``k`` (the tensors read after it aside)."""
-    o = x.marks[k]
-    return (
-        r.ck[k] == x.ck[k]
-        and r.fp[:k] == x.fp[:k]
-        and r.nbe[:o] == x.nbe[:o]
-        and r.subs[: r.sub_at[k]] == x.subs[: x.sub_at[k]]
-        and r.gc[: k + 1] == x.gc[: k + 1]
-    )
-
-
-def _same_suffix(r, x, k) -> bool:
-    """Runs ``r`` and ``x`` are one run from checkpoint ``k`` on, given the same state there."""
-    o = x.marks[k]
-    return (
-        r.fp[k:] == x.fp[k:]
-        and r.nbe[o:] == x.nbe[o:]
-        and r.subs[r.sub_at[k] :] == x.subs[x.sub_at[k] :]
-        and r.gc[k + 1 :] == x.gc[k + 1 :]
-    )
-
-
-class _Run:
-    __slots__ = ("gn", "gc", "nbe", "lbe", "subs", "sub_at", "fp", "ck", "marks")
-
-
-def _codes(trace, splits, marks) -> list[int]:
+def _units(trace, nodes, splits, marks, fp, subs) -> list[int]:
     """The numbers of a run's stretches: before checkpoint 0, then from each checkpoint to the next (the last to the
-    end). Two runs with the same checkpoints (``marks``) have the same nodes in a stretch exactly where its numbers
-    are equal. A stretch is the graph's nodes between two marks (the same in both runs) with the input copies of the
-    splits that start among them in front of each split (a split's copies go with its first node's stretch, as
-    :func:`allocate_traced` places the checkpoints), so it is told by those splits' first nodes and copies, compared
-    by identity (the copy pool and the trace keep every copy alive, so no id is reused while a record holds it; each
-    copy's input_dep node is one per copy): 0.01 ms a run, where the ids of every node of the run took 0.1."""
-    codes = trace.codes
-    if len(codes) > 4096:
-        codes.clear()  # numbers are not reused: the records' stay unique
-    parts: list[list] = [[] for _ in range(len(marks) + 1)]
+    end). Two runs of one built graph with the same checkpoints (``marks``) make the same allocations in a stretch,
+    from the same state, exactly where its numbers are equal. A stretch's number stands for the layer bound there
+    (``fp``: its signature and weight types; none before checkpoint 0), its nodes' backends, the sources the
+    scheduler replaced by copies there (node, source, copy), and the splits that start among its nodes with their
+    input copies (a split's copies go with its first node's stretch, as :func:`allocate_traced` places the
+    checkpoints). Copies compare by identity: the scheduler's copy pool and the trace keep each one alive, and each
+    copy's input_dep node is one per copy. Numbers are not reused, so a record keeps its meaning when the table
+    starts over."""
+    table = trace.units
+    if len(table) > 4096:
+        table.clear()
+    n = len(marks)
+    bounds = [0, *marks, len(nodes)]
+    parts: list[list] = [[] for _ in range(n + 1)]
     for _sbe, i0, _i1, inputs in splits:
         if inputs:  # a split without inputs adds no node
-            parts[bisect_right(marks, i0)].append((i0, *[id(cp) for _, cp in inputs]))
+            parts[bisect_right(marks, i0)].append((i0, *[cp for _, cp in inputs]))
+    nbe = bytes([t.be + 1 for t in nodes])
+    sub_is = [i for i, _, _ in subs]
+    sub_at = [bisect_left(sub_is, o) for o in bounds]
     out = []
-    for k, part in enumerate(parts):
-        key = (k, *part)
-        c = codes.get(key)
-        if c is None:
-            c = codes[key] = trace.next_code
-            trace.next_code += 1
-        out.append(c)
+    for j in range(n + 1):
+        o, o2 = bounds[j], bounds[j + 1]
+        key = (fp[j - 1] if j else None, nbe[o:o2], tuple(subs[sub_at[j] : sub_at[j + 1]]), tuple(parts[j]))
+        u = table.get(key)
+        if u is None:
+            u = table[key] = trace.next_unit
+            trace.next_unit += 1
+        out.append(u)
     return out
 
 
-def _last_true(pred, lo, hi):
-    """The largest k in [lo, hi] with ``pred(k)``, where ``pred`` holds up to some k and fails after it; lo - 1
-    when it fails at ``lo``."""
-    if lo > hi or not pred(lo):
-        return lo - 1
-    if pred(hi):
-        return hi
-    while hi - lo > 1:  # holds at lo, fails at hi
-        m = (lo + hi) // 2
-        if pred(m):
-            lo = m
-        else:
-            hi = m
-    return lo
+def _common(a, b, i) -> int:
+    """How many items ``a`` and ``b`` have equal from index ``i`` on, in a row."""
+    n = min(len(a), len(b))
+    j = i
+    while j < n and a[j] == b[j]:
+        j += 1
+    return j - i
+
+
+def _common_tail(a, b) -> int:
+    """How many items ``a`` and ``b`` (of one length) have equal at their ends, in a row."""
+    j = len(a)
+    while j > 0 and a[j - 1] == b[j - 1]:
+        j -= 1
+    return len(a) - j
 
 
 def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trace, marks, fp, subs):
@@ -347,27 +338,43 @@ def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trac
             gn.append(dep)
             gn.append(cp)
         gn.extend(nodes[i0:i1])
-    x = _Run()
-    x.gn, x.ck, x.marks, x.fp, x.subs = gn, ck, marks, fp, subs
-    x.gc = _codes(trace, splits, marks)
-    x.nbe = bytes([t.be + 1 for t in nodes])
+    x = _Record()
+    x.gn, x.ck, x.marks = gn, ck, marks
+    x.u = _units(trace, nodes, splits, marks, fp, subs)
     x.lbe = bytes([t.be + 1 for t in shared])
-    sub_is = [i for i, _, _ in subs]
-    x.sub_at = [bisect_left(sub_is, o) for o in marks]
     records = [r for r in trace.records if r.lbe == x.lbe and r.marks == marks]
 
-    # where to start: the recorded run with the longest common prefix (whose later reads match, _restore)
-    start, src = -1, None
+    # where to start: the latest checkpoint up to which a recorded run is this one and whose state there suits this
+    # run's later reads (_restore). The longest common prefix can fail that: where this run's kept layers leave a
+    # device sooner (or later) than the recorded one's, the input copies made for that device are read after the
+    # checkpoint in one run and not in the other. Then an earlier checkpoint, each recorded state tried once (runs
+    # share their common prefix's snapshots) and at most _STARTS: before, a failed start walked the whole cut.
+    prefix = []
     for r in records:
-        k = _last_true(lambda m, r=r: _same_prefix(r, x, m), max(start + 1, 1), K - 1)
-        if k > start:
-            start, src = k, r
+        k = min(_common(r.u, x.u, 0) - 1, K - 1)  # stretches 0..k alike: the same run up to checkpoint k
+        if k >= 0:
+            prefix.append((k, r))
     live: dict = {}
     seg: list = [None] * (K + 1)  # seg[0]: before checkpoint 0; seg[k]: between checkpoints k - 1 and k
     snaps: list = [None] * K
-    if src is not None and not _restore(src, x, start, leafs, allocs, live):
-        src = None
-        for t in gn:  # undo the counts _restore made
+    start, src = -1, None
+    counted = len(gn)  # the reads of gn[counted:] are counted
+    tried: set[int] = set()
+    for k in range(max((k for k, _ in prefix), default=-1), -1, -1):
+        for kr, r in prefix:
+            if kr < k or id(r.snaps[k]) in tried:
+                continue
+            tried.add(id(r.snaps[k]))
+            if ck[k] < counted:
+                _count(gn, ck[k], counted)
+                counted = ck[k]
+            if _restore(r, x, k, leafs, allocs, live):
+                start, src = k, r
+                break
+        if src is not None or len(tried) >= _STARTS:
+            break
+    if src is None and counted < len(gn):
+        for t in gn:  # undo the counts the tries made
             t.nch = t.nvw = 0
         for t in leafs:
             t.nch = t.nvw = 0
@@ -379,15 +386,15 @@ def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trac
         for t in leafs:
             if t.wbe == -1 and t.vs is None and t.addr == -1:
                 _place(t, t.be, allocs, alloc_size, aligns, live)
-        _count(gn, 0)
+        _count(gn, 0, len(gn))
         _walk(gn, 0, ck[0], allocs, alloc_size, aligns, live)
         k = 0
     # where to stop: per recorded run, the first checkpoint from which the two are one run
     tails = []
     for r in records:
-        m = _last_true(lambda m, r=r: _same_suffix(r, x, K - 1 - m), 0, K - 1)  # holds from K - 1 - m on
-        if m >= 0:
-            tails.append((K - 1 - m, r))
+        n = _common_tail(r.u, x.u)  # stretches K + 1 - n..K alike: the same run from checkpoint K - n on
+        if n:
+            tails.append((max(K - n, 0), r))
     end = None
     have = k if src is not None else -1  # the checkpoint whose snapshot came with the state
     while k < K:
@@ -395,20 +402,20 @@ def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trac
             seg[k] = [a.max_size for a in allocs]
             for a in allocs:
                 a.max_size = 0
-            snaps[k] = (tuple(tuple(tuple(b) for b in a.blocks) for a in allocs), _state(live))
+            snaps[k] = _snapshot(trace, allocs, live)
         for first, r in tails:
-            if k >= first and r.snaps[k] == snaps[k]:
+            if k >= first and r.snaps[k] is snaps[k]:
                 end = r
                 break
         if end is not None:
             break
-        # a recorded run in this state here, whose next layers are these: take its state where they end (not the
-        # run this state came from: it differs from here on, or the start or the jump would have gone further)
+        # a recorded run in this state here, whose next layers are these: take its state where they end (the run
+        # this state came from differs from here on, or the start or the jump would have gone further)
         k2 = k
         for r in records:
-            if r.snaps[k] is snaps[k] or r.snaps[k] != snaps[k]:
+            if r.snaps[k] is not snaps[k]:
                 continue
-            m = _last_true(lambda m, r=r, k=k: _same_range(r, x, k, m), k + 1, K - 1)
+            m = min(k + _common(r.u, x.u, k + 1), K - 1)  # stretches k + 1..m alike: the same run from k to m
             if m > k + 1 and _jump(r, x, k, m, allocs, live):
                 seg[k + 1 : m + 1] = r.seg[k + 1 : m + 1]
                 snaps[k + 1 : m + 1] = r.snaps[k + 1 : m + 1]
@@ -424,24 +431,10 @@ def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trac
         snaps[k + 1 :] = end.snaps[k + 1 :]
     else:
         seg[K] = [a.max_size for a in allocs]
-    rec = _Record()
-    rec.gn, rec.nbe, rec.lbe, rec.subs, rec.sub_at, rec.fp, rec.ck = gn, x.nbe, x.lbe, subs, x.sub_at, fp, ck
-    rec.gc = x.gc
-    rec.marks, rec.snaps, rec.seg = marks, snaps, seg
-    trace.records.insert(0, rec)
+    x.snaps, x.seg = snaps, seg
+    trace.records.insert(0, x)
     del trace.records[Trace.KEEP :]
     return [max(sg[b] for sg in seg) for b in range(n_be)]
-
-
-def _same_range(r, x, k, m) -> bool:
-    """Runs ``r`` and ``x`` have the same nodes between checkpoints ``k`` and ``m``."""
-    o, o2 = x.marks[k], x.marks[m]
-    return (
-        r.fp[k:m] == x.fp[k:m]
-        and r.nbe[o:o2] == x.nbe[o:o2]
-        and r.subs[r.sub_at[k] : r.sub_at[m]] == x.subs[x.sub_at[k] : x.sub_at[m]]
-        and r.gc[k + 1 : m + 1] == x.gc[k + 1 : m + 1]
-    )
 
 
 def _jump(r, x, k, m, allocs, live) -> bool:
@@ -499,21 +492,31 @@ def _made_in(t, gn, c, c2) -> bool:
     return any(u is t for u in gn[c:c2])
 
 
-def _state(live):
-    """Each allocated tensor's allocation, views not done with, and whether a later node reads it."""
-    return {t: (t.addr, t.abe, t.asz, t.nvw, t.nch > 0) for t in live}
+def _snapshot(trace, allocs, live):
+    """The allocator's state: every backend's free blocks, and each allocated tensor's allocation, views not done
+    with and whether a later node reads it. One object per state in the trace (:attr:`Trace.states`), so that
+    runs compare states by identity: a drag's replay compares each state it reaches with a dozen records'."""
+    state = {t: (t.addr, t.abe, t.asz, t.nvw, t.nch > 0) for t in live}
+    blocks = tuple(tuple(tuple(b) for b in a.blocks) for a in allocs)
+    table = trace.states
+    key = (blocks, frozenset(state.items()))
+    got = table.get(key)
+    if got is None:
+        if len(table) > 4096:
+            table.clear()  # a state met again after this is a new object: a missed match, never a false one
+        got = table[key] = (blocks, state)
+    return got
 
 
 def _restore(r, x, k, leafs, allocs, live) -> bool:
     """Put the allocator in the state run ``r`` had at checkpoint ``k``, for run ``x`` whose nodes before it are
-    ``r``'s: False (nothing changed that matters) where ``x`` reads after ``k`` another set of the tensors made
+    ``r``'s and whose reads from there on are counted (:func:`_count`): False (nothing changed that matters) where ``x`` reads after ``k`` another set of the tensors made
     before it than ``r`` did (a tensor ``r`` freed before ``k`` would be held in ``x``), or where a view of one
     was not done with (its count depends on what comes after)."""
     gn, c = x.gn, x.ck[k]
     blocks, state = r.snaps[k]
     if any(v[3] for v in state.values()):
         return False
-    _count(gn, c)  # from here on: what each tensor made before c is read by after it
     for t in gn[:c]:
         if t.nch and not _read_before(t, state):
             return False
@@ -536,9 +539,9 @@ def _read_before(t, state) -> bool:
     return v is not None and v[4]
 
 
-def _count(gn, c):
-    """The allocator's first pass over ``gn[c:]``: children and views of every tensor."""
-    for t in gn[c:] if c else gn:
+def _count(gn, c, c2):
+    """The allocator's first pass over ``gn[c:c2]``: children and views of every tensor."""
+    for t in gn[c:c2] if c or c2 < len(gn) else gn:
         if t.vs is not None and t.op != NONE:
             t.vs.nvw += 1
         for s in t.cs:
