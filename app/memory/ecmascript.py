@@ -560,14 +560,14 @@ class Compiled:
 
     def __init__(self, pattern: str, text: bytes, simple: bool, required: bytes | None = None):
         self.pattern, self.text, self.simple, self.required = pattern, text, simple, required
-        self._fast: re.Pattern | None = None
+        self._fast: re.Pattern | _Literals | None = None
         self._rx: regex.Pattern | None = None
 
     def _error(self, exc: Exception) -> PatternError:
         return PatternError(f"the override pattern {self.pattern!r} is not a valid regular expression: {exc}")
 
     @property
-    def fast(self) -> re.Pattern | None:
+    def fast(self) -> re.Pattern | _Literals | None:
         if self.simple and self._fast is None:
             try:
                 self._fast = re.compile(self.text)
@@ -587,6 +587,66 @@ class Compiled:
 
 def compile_pattern(pattern: str) -> Compiled:
     """:func:`translate`, ready to search (search it with :func:`name_bytes` of a tensor name)."""
+    lits = _literal_set(pattern)
+    if lits is not None:
+        alternatives, required = lits
+        c = Compiled(pattern, pattern.encode("ascii"), True, required)
+        c._fast = _Literals(alternatives)
+        return c
     t = _Translator(pattern)
     text = t.run()
     return Compiled(pattern, text, t.simple, t.required_literal)
+
+
+class _Literals:
+    """A pattern that is a set of literals (:func:`_literal_set`), searched the way ``re`` searches it."""
+
+    __slots__ = ("alternatives",)
+
+    def __init__(self, alternatives: tuple[bytes, ...]):
+        self.alternatives = alternatives
+
+    def search(self, name: bytes) -> bool:
+        return any(a in name for a in self.alternatives)
+
+
+#: One literal character of :func:`_literal_set`'s patterns: a letter, digit, ``_`` or ``-``, or ``\.``.
+_LITERAL_ATOM = r"(?:[A-Za-z0-9_\-]|\\\.)"
+_LITERAL_PATTERN = re.compile(rf"(?:{_LITERAL_ATOM}|\((?:\?:)?{_LITERAL_ATOM}*(?:\|{_LITERAL_ATOM}*)*\))*")
+#: The most literals :func:`_literal_set` expands a pattern into.
+_LITERAL_SET = 64
+
+
+def _literal_set(pattern: str) -> tuple[tuple[bytes, ...], bytes | None] | None:
+    """The literals a pattern of literal characters and groups of literal alternatives stands for, and its
+    longest literal run outside the groups (every match holds it; None where it is empty): such a pattern finds
+    a name exactly where one of them is in it (no quantifier, class or anchor, so ``std::regex`` reads it so
+    too). What ``-ot`` patterns Layerdeck writes look like (``blk\\.14\\.ffn_(down|gate|up)_exps\\.``): searched
+    as literals they skip :func:`translate` and ``re.compile``, 0.18 ms of each new pattern in a drag. None for
+    any other pattern, or one of more than :data:`_LITERAL_SET` literals."""
+    if len(pattern) > 512 or not _LITERAL_PATTERN.fullmatch(pattern):
+        return None
+    outs = [b""]
+    runs = [b""]
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "(":
+            j = pattern.index(")", i)
+            body = pattern[i + 1 : j].removeprefix("?:")
+            alternatives = [a.replace("\\.", ".").encode("ascii") for a in body.split("|")]
+            outs = [o + a for o in outs for a in alternatives]
+            if len(outs) > _LITERAL_SET:
+                return None
+            runs.append(b"")
+            i = j + 1
+            continue
+        if c == "\\":
+            lit = b"."
+            i += 2
+        else:
+            lit = c.encode("ascii")
+            i += 1
+        outs = [o + lit for o in outs]
+        runs[-1] += lit
+    return tuple(dict.fromkeys(outs)), max(runs, key=len) or None

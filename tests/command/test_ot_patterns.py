@@ -212,6 +212,43 @@ def test_user_patterns_match_as_std_regex_or_are_refused():
         compile_pattern(pattern)
 
 
+@pytest.mark.slow
+def test_literal_patterns_are_searched_as_literals_and_read_as_std_regex():
+    """Patterns of literal characters and groups of literal alternatives (what Layerdeck's own -ot patterns look
+    like) skip the regex compilers (app.memory.ecmascript._literal_set): each finds exactly what std::regex finds,
+    with every engine; a pattern with anything else in it (an unescaped dot, a quantifier, an anchor, a class, a
+    nested group) goes the regex way."""
+    from app.memory.ecmascript import _Literals, _literal_set, compile_pattern
+
+    rng = random.Random(11)
+    atoms = ["a", "b", "l", "k", "_", "-", "0", "1", "\\.", "blk", "ffn_", "up", "exps", "weight", "gate"]
+
+    def run(n):
+        return "".join(rng.choice(atoms) for _ in range(n))
+
+    patterns = [r"blk\.14\.ffn_(down|gate|up)_exps\.", r"\.ffn_(up|down|gate|gate_up)_(ch|)exps", "", "()", "(|)"]
+    for _ in range(300):
+        out = []
+        for _ in range(rng.randint(1, 4)):
+            if rng.random() < 0.4:
+                alts = "|".join(run(rng.randint(0, 3)) for _ in range(rng.randint(1, 3)))
+                out.append(("(?:" if rng.random() < 0.3 else "(") + alts + ")")
+            else:
+                out.append(run(rng.randint(1, 3)))
+        patterns.append("".join(out))
+    for p in patterns:
+        assert _literal_set(p) is not None, p
+        assert isinstance(compile_pattern(p).fast, _Literals), p
+    others = [r"blk.1", r"blk\.1+", r"^blk", r"exps$", r"(a(b))", r"[ab]", r"a|b", r"\d", r"a{2}", r"(a|b)*"]
+    for p in others:
+        assert _literal_set(p) is None, p
+    rows = std_regex.verdicts(patterns + others, _MATCH_NAMES)
+    for pattern, cpp in zip(patterns + others, rows, strict=True):
+        std_regex.assert_reads_like_std_regex(pattern, cpp, _MATCH_NAMES)
+    found = sum("1" in cpp for cpp in rows[: len(patterns)])
+    assert found >= 60, found  # the comparison is not only of patterns that find nothing
+
+
 def test_catastrophic_patterns_end_in_a_typed_error_quickly():
     """-ot '(.+)+X$=CPU' hung import, estimate and the window's paste (Python's re backtracked for ever)."""
     import time
