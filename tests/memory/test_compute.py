@@ -224,3 +224,60 @@ def test_the_scheduler_s_shortcuts_equal_its_four_expansion_sweeps(spec, tmp_pat
         Estimator(model).estimate(devices, settings_from_args(args, tool="fit-params"), quick=rng.random() < 0.5)
     assert len(compared) >= 8 and all(compared), compared
     assert any(offs), "no probe found flash attention off its layer's device: the shortcut's hard case is untested"
+
+
+def _compress_rule(sigs, hood):
+    """compress's rule spelt out (as first written): periodic runs cut to two periods and the last, then each
+    neighbourhood of ``hood`` kept layers either side kept once, the first and last two (or ``hood``) always."""
+    from app.memory.compute.compress import _KEEP, _KEEP_HOOD, _MAX_PERIOD
+
+    n, keep, s = len(sigs), [], 0
+    while s < n:
+        best_p, best_e = 0, s + 1
+        for p in range(1, _MAX_PERIOD + 1):
+            e = s + p
+            while e < n and sigs[e] == sigs[e - p]:
+                e += 1
+            if e - s >= (_KEEP + 2) * p and e > best_e:
+                best_p, best_e = p, e
+        if best_p == 0:
+            keep.append(s)
+            s += 1
+            continue
+        keep.extend(range(s, s + _KEEP * best_p))
+        keep.extend(range(s + ((best_e - s) // best_p - 1) * best_p, best_e))
+        s = best_e
+    seen: dict = {}
+    out = []
+    for k, il in enumerate(keep):
+        if k < max(2, hood) or k >= len(keep) - max(2, hood):
+            out.append(il)
+            continue
+        key = tuple(sigs[keep[j]] for j in range(k - hood, k + hood + 1))
+        if seen.get(key, 0) < _KEEP_HOOD:
+            seen[key] = seen.get(key, 0) + 1
+            out.append(il)
+    return out
+
+
+def test_compress_keeps_what_its_rule_keeps():
+    """compress (run on every drag preview: 0.13 -> 0.08 ms for 94 layers) against its rule spelt out, on random
+    signature sequences: plain, periodic with noise, and a 94-layer board's."""
+    from app.memory.compute.compress import compress
+
+    rng = random.Random(5)
+    board = [0, 0] + [1, 0, 2, 0] * 8 + [3, 4, 5, 4, 3, 12, 5, 4] + [4, 6, 7, 7, 7, 7, 7, 6, 4, 5, 4, 3] * 4 + [7, 8]
+    cases = [(board, 1), (board, 2)]
+    for _ in range(3000):
+        n, a = rng.randint(0, 120), rng.randint(1, 6)
+        per = rng.randint(1, 9)
+        base = [rng.randrange(a) for _ in range(per)]
+        periodic = rng.random() < 0.5
+        sigs = [base[i % per] if periodic and rng.random() < 0.95 else rng.randrange(a) for i in range(n)]
+        cases.append((sigs, rng.choice([1, 2])))
+    cut = 0
+    for sigs, hood in cases:
+        got = compress(sigs, hood)
+        assert got == _compress_rule(sigs, hood), (sigs, hood)
+        cut += len(got) < len(sigs)
+    assert cut > 1000, cut  # most cases drop layers: the rule is exercised, not only its edges

@@ -46,14 +46,18 @@ def compress(sigs: Sequence[Hashable], hood: int = 1) -> list[int]:
         s = best_e
     seen: dict[tuple, int] = {}
     out = []
+    kept = [sigs[il] for il in keep]
+    edge = max(2, hood)
+    last = len(keep) - edge
     for k, il in enumerate(keep):
-        if k < max(2, hood) or k >= len(keep) - max(2, hood):
+        if k < edge or k >= last:
             out.append(il)
             continue
-        key = tuple(sigs[keep[j]] for j in range(k - hood, k + hood + 1))
-        if seen.get(key, 0) >= _KEEP_HOOD:
+        key = tuple(kept[k - hood : k + hood + 1])
+        c = seen.get(key, 0)
+        if c >= _KEEP_HOOD:
             continue
-        seen[key] = seen.get(key, 0) + 1
+        seen[key] = c + 1
         out.append(il)
     return out
 
