@@ -281,12 +281,15 @@ def place_weights(
                 f"(available: {', '.join(buft_to_dev)})."
             )
     tl = model.index.tensor_layer
-    # --spec-type draft-mtp loads the NextN/MTP layers' tensors too (load_mtp: no TENSOR_SKIP)
-    skipped = model.index.skipped if not settings.load_mtp else [False] * len(model.tensors)
     # devices whose backend refuses some weights (a Vulkan size limit): those weights stay in host memory
     limited = {d.name: d for d in devs if d.max_tensor_bytes is not None or backend_of(d) == "vulkan"}
     tensors = model.tensors
-    tensor_device = [CPU if il < 0 else layers[il] for il in tl]
+    # --spec-type draft-mtp loads the NextN/MTP layers' tensors too (load_mtp: no TENSOR_SKIP)
+    skipped = () if settings.load_mtp else model.index.skipped_ids
+    # each tensor's layer's device, the CPU for an input tensor: a lookup per tensor in C (0.07 -> 0.02 ms for
+    # 1,131 tensors, on every drag preview); the skipped ones are set below, after the overrides, as before
+    slots = [*layers, CPU]
+    tensor_device = list(map(slots.__getitem__, tl))
     moved = set(over)  # tensors not on their layer's device
     for name, limited_lane in limited.items():
         refused = refused_weights(model, limited_lane)
@@ -296,11 +299,9 @@ def place_weights(
                 moved.add(i)
     for i, buft in over.items():  # an override to a device's buffer type is taken as given (llama-model-loader.cpp)
         tensor_device[i] = buft_to_dev[buft]
-    if any(skipped):
-        for i, skip in enumerate(skipped):
-            if skip:
-                tensor_device[i] = ""
-                moved.add(i)
+    for i in skipped:
+        tensor_device[i] = ""
+        moved.add(i)
     # bytes per device: each layer's on its device, then the moved tensors (a drag preview's 40 -ot patterns move
     # 120 of 1,131 tensors: 0.3 ms less than adding up every tensor)
     by_dev: dict[str, int] = {}

@@ -125,6 +125,8 @@ class ModelIndex:
             b.nextn and (only is None or tensor_base(t.name)[1] in only)
             for b, t in zip(self.tensor_block, model.tensors)
         ]
+        #: the indices of the tensors in :attr:`skipped`
+        self.skipped_ids: tuple[int, ...] = tuple(i for i, skip in enumerate(self.skipped) if skip)
         #: per tensor, where it goes with no overrides, as an index into ``[*layer_device, CPU, ""]``: its
         #: layer's (``n_layer`` for the output), -2 for an input tensor (the CPU), -1 for a skipped one (nowhere)
         self.default_slot: list[int] = [
