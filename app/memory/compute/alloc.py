@@ -585,11 +585,19 @@ def _walk(gn, i0, i1, allocs, alloc_size, aligns, live):
     for i in range(i0, i1):
         t = gn[i]
         src = t.cs
+        be = t.be
         for p in src:
             if p.addr == -1 and p.wbe == -1 and p.vs is None:
-                _place(p, t.be, allocs, alloc_size, aligns, live)
+                _place(p, be, allocs, alloc_size, aligns, live)
         if t.vs is None and t.addr == -1 and t.wbe == -1:
-            _place(t, t.be, allocs, alloc_size, aligns, live)
+            if t.op in INPLACE:
+                _place(t, be, allocs, alloc_size, aligns, live)
+            else:  # _place's other way, inline: most nodes
+                size = alloc_size(t, be)
+                t.addr = allocs[be].alloc(size)
+                t.abe = be
+                t.asz = size
+                live[t] = None
         for p in src:
             n = p.nch - 1
             p.nch = n
