@@ -22,7 +22,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gguf  # noqa: E402
-from gguf import GGMLQuantizationType as Q, GGUFWriter  # noqa: E402
+from gguf import GGMLQuantizationType as Q  # noqa: E402
+from gguf import GGUFWriter
 
 from app.model import open_model  # noqa: E402
 

@@ -34,10 +34,10 @@ from collect import DEFAULT_OUT, model_file  # noqa: E402
 from app.lanes import DeviceKind, Lane  # noqa: E402
 from app.memory.settings import LlamaSettings  # noqa: E402
 from app.model import Model, open_model  # noqa: E402
+from app.placement import Placement  # noqa: E402
 from app.speed.calibrate import Measurement, fit_many  # noqa: E402
 from app.speed.params import speed_params  # noqa: E402
 from app.speed.predict import CpuFacts, SpeedFacts, Workload, predict  # noqa: E402
-from app.placement import Placement  # noqa: E402
 
 GiB = 1 << 30
 

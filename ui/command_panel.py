@@ -8,18 +8,28 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
-                               QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.command.argv import mask_secrets
+from app.command.formats import render
 from app.errors import LayerdeckError
 from app.llamacpp.capabilities import UNKNOWN
 from app.placement.export import InexpressibleError
-from app.command.argv import mask_secrets
-from app.command.formats import render
 
 from .document import Document
-from .worker import run_in_background
 from .feedback import copy_with_feedback
+from .worker import run_in_background
 
 SHELLS = [("bash / zsh", "bash"), ("PowerShell", "powershell"), ("Windows cmd", "cmd"),
           ("llama-swap YAML", "yaml"), ("Environment variables", "env"), ("Ollama Modelfile", "ollama")]

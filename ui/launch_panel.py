@@ -16,17 +16,31 @@ from pathlib import Path
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QPalette, QTextCharFormat, QTextCursor
-from PySide6.QtWidgets import (QApplication, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QPlainTextEdit, QPushButton, QScrollArea, QSizePolicy, QTableWidget, QTableWidgetItem,
-                               QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.lanes import CPU, DeviceKind
 from app.launch.metrics import predicted_vs_actual
 from app.launch.process import LaunchError, ServerProcess, State
 from app.placement.export import InexpressibleError
 
-from .document import Document
 from .chat_tab import ChatTab
+from .document import Document
 from .elided_label import ElidedLabel
 from .feedback import copy_with_feedback
 from .launch_options import LaunchOptions, remembered_profile
@@ -767,8 +781,8 @@ class LaunchPanel(QWidget):
     def run_proof(self) -> None:
         from app.launch.bench import BenchHistory
         from app.paths import data_dir
-        from app.speed.params import save_calibration
         from app.proof import run_proof
+        from app.speed.params import save_calibration
 
         d = self.doc
         candidates = d.proof_candidates()

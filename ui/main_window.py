@@ -45,11 +45,11 @@ from .board.board_view import BoardView
 from .board.legend import Legend
 from .command_panel import CommandPanel
 from .document import Document
-from .elided_label import ElidedLabel, ElidingStatusBar
 from .draft_panel import DraftPanel
+from .elided_label import ElidedLabel, ElidingStatusBar
 from .kv_panel import KvPanel
-from .projector_panel import ProjectorPanel
 from .message_bar import MessageBar
+from .projector_panel import ProjectorPanel
 from .summary_panel import SummaryPanel
 from .worker import run_in_background
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QPainter, QPalette, QPen
-from PySide6.QtWidgets import QApplication
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject
+from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsObject
 
 from app.memory.estimator import DeviceMemory
 from app.units import fmt_bytes
