@@ -30,6 +30,11 @@ it, where the dialects cannot be made to agree, or where it is too large:
   llama.cpp throws ``regex_error(error_space)``; so are groups nested more
   than :data:`MAX_DEPTH` deep (its matcher recurses).
 
+A pattern of literal characters and groups of literal alternatives (what
+Layerdeck itself writes) is searched as a set of literals, with no regular
+expression compiled (:func:`compile_pattern`): such a pattern finds a name
+exactly where one of them is in it, in both dialects.
+
 ``tests/command/test_ot_patterns.py`` compiles the ``std::regex`` +
 ``regex_search`` call llama.cpp makes and compares it with :func:`compile_pattern`
 on generated patterns and tensor names.
