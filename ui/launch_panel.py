@@ -320,6 +320,7 @@ class LaunchPanel(QWidget):
         self.server: ServerProcess | None = None
         self.monitor = None
         self.estimate_at_launch = None
+        self._slots: dict[str, object] = {}  # what _connect_once connected last, per button
         self.bridge = _Bridge()
         self.bridge.state.connect(self._on_state)
         self.bridge.line.connect(lambda line: self.log_tab.append(line))
@@ -703,10 +704,6 @@ class LaunchPanel(QWidget):
         self.bench_note.setText(
             f"The running llama-server holds the RPC host{'s' if len(held) > 1 else ''} {', '.join(held)}; an RPC "
             "server serves one client at a time, so llama-bench would wait forever. Stop the server first.")
-        try:
-            btn.clicked.disconnect()
-        except (RuntimeError, TypeError):
-            pass
 
         def stop_then() -> None:
             btn.setVisible(False)
@@ -715,20 +712,31 @@ class LaunchPanel(QWidget):
             run_in_background(lambda: server.stop(), lambda _r: (self._update_buttons(), again()),
                               lambda exc: self.bench_note.setText(f"The server did not stop: {exc}"))
 
-        btn.clicked.connect(stop_then)
+        self._connect_once("stop_and_bench", btn.clicked, stop_then)
         btn.setVisible(True)
         return True
+
+    def _connect_once(self, key: str, signal, slot) -> None:
+        """Connect ``slot`` to ``signal`` in place of what was connected under ``key`` before (a bare
+        ``disconnect()`` of a signal with nothing connected warns in PySide6)."""
+        old = self._slots.get(key)
+        if old is not None:
+            signal.disconnect(old)
+        signal.connect(slot)
+        self._slots[key] = slot
 
     def _bench_started(self, cancel) -> None:
         self.bench_btn.setEnabled(False)
         self.proof_btn.setEnabled(False)
         tab = self.bench_tab
         tab.cancel_btn.setEnabled(True)
-        try:
-            tab.cancel_btn.clicked.disconnect()
-        except (RuntimeError, TypeError):
-            pass
-        tab.cancel_btn.clicked.connect(lambda: (cancel.set(), self.bench_note.setText("Cancelling llama-bench…")))
+        note = self.bench_note
+
+        def cancel_bench() -> None:
+            cancel.set()
+            note.setText("Cancelling llama-bench…")
+
+        self._connect_once("cancel_bench", tab.cancel_btn.clicked, cancel_bench)
 
     def _bench_ended(self) -> None:
         self.bench_tab.cancel_btn.setEnabled(False)
