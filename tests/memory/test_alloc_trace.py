@@ -102,3 +102,65 @@ def test_traced_allocation_equals_the_whole_replay(spec, kind, tmp_path, monkeyp
     skipped = sum(total - done for done, total in walked)
     print(spec, f"{skipped / sum(total for _, total in walked):.0%} of the nodes skipped")
     assert skipped > 0.4 * sum(total for _, total in walked), walked  # seen: 53% (gpt-oss) to 80%
+
+
+def test_a_long_drag_keeps_the_trace_small_and_exact(tmp_path, monkeypatch):
+    """A trace's tables of stretches and states grow with every new run; past alloc._TABLE entries they are cut
+    to what the records hold (alloc._prune). Here the limit is 16 and a trace keeps 3 records, so a random walk
+    prunes often: the figures stay those of the whole replay, a prune leaves what the records hold, and the runs
+    after one still start, jump and stop on the records (a table emptied instead made the next runs walk all)."""
+    model = open_model(write_sparse_model("qwen3-235b-a22b", tmp_path / "q.gguf"))
+    devices = [Lane(f"CUDA{i}", f"CUDA{i}", 96 * GiB, 96 * GiB, "gpu") for i in range(3)]
+    rng = random.Random(3)
+    args = ["-c", "8192", "-ts", "1,1,1"]
+    for il in range(2, model.params.n_layer, 4):
+        args += ["-ot", rf"blk\.{il}\.ffn_(up|down|gate)_exps={rng.choice([CPU, 'CUDA2'])}"]
+    settings = settings_from_args(args, tool="server")
+    base = all_on_gpus(model, devices, settings)
+    items = [b.id for b in model.blocks if b.role is Role.EXPERTS]
+    monkeypatch.setattr(alloc, "_TABLE", 16)
+    monkeypatch.setattr(alloc.Trace, "KEEP", 3)
+    real_prune, real_walk, real_marks = alloc._prune, alloc._walk, core._marks
+    pruned: list[tuple[int, int]] = []  # (entries before, after) of each prune that dropped some
+    walked: list[list[int]] = []  # per traced run: nodes walked, nodes in all, a prune right before it
+
+    def counting_prune(trace):
+        before = len(trace.units) + len(trace.states)
+        real_prune(trace)
+        after = len(trace.units) + len(trace.states)
+        held = {u for r in trace.records for u in r.u}
+        assert set(trace.units.values()) <= held or len(trace.units) <= 16
+        if after < before:
+            pruned.append((before, after))
+        walked.append([0, 0, after < before])
+
+    def counting_walk(gn, i0, i1, *a):
+        walked[-1][0] += i1 - i0
+        return real_walk(gn, i0, i1, *a)
+
+    real_traced = alloc.allocate_traced
+
+    def counting_traced(*a):
+        out = real_traced(*a)
+        walked[-1][1] = len(a[-4].records[0].gn)
+        return out
+
+    traced, plain = Estimator(model), Estimator(model)
+    p = base.copy()
+    for step in range(60):
+        p.assign(rng.choice(items), rng.choice([CPU, "CUDA0", "CUDA1", "CUDA2"]))
+        wp = p.weight_placement()
+        monkeypatch.setattr(alloc, "_prune", counting_prune)
+        monkeypatch.setattr(alloc, "_walk", counting_walk)
+        monkeypatch.setattr(core, "allocate_traced", counting_traced)
+        got = traced.estimate(p.devices, p.settings, wp, quick=True)
+        monkeypatch.setattr(alloc, "_prune", real_prune)
+        monkeypatch.setattr(alloc, "_walk", real_walk)
+        monkeypatch.setattr(core, "allocate_traced", real_traced)
+        monkeypatch.setattr(core, "_marks", lambda b: None)
+        want = plain.estimate(p.devices, p.settings, wp, quick=True)
+        monkeypatch.setattr(core, "_marks", real_marks)
+        assert [(d.name, d.compute) for d in got.devices] == [(d.name, d.compute) for d in want.devices], step
+    assert len(pruned) >= 5, pruned
+    after_prune = [(done, total) for done, total, fresh in walked if fresh]
+    assert any(done < total for done, total in after_prune), after_prune  # records still met after a prune

@@ -250,6 +250,8 @@ class Trace:
 
 #: recorded states tried for a start (:func:`allocate_traced`), the latest checkpoint first
 _STARTS = 6
+#: entries a trace's stretch and state tables hold before :func:`_prune` keeps only what its records hold
+_TABLE = 2048
 
 
 class _Record:
@@ -265,10 +267,8 @@ def _units(trace, nodes, splits, marks, fp, subs) -> list[int]:
     input copies (a split's copies go with its first node's stretch, as :func:`allocate_traced` places the
     checkpoints). Copies compare by identity: the scheduler's copy pool and the trace keep each one alive, and each
     copy's input_dep node is one per copy. Numbers are not reused, so a record keeps its meaning when the table
-    starts over."""
+    is pruned (:func:`_prune`)."""
     table = trace.units
-    if len(table) > 4096:
-        table.clear()
     n = len(marks)
     bounds = [0, *marks, len(nodes)]
     parts: list[list] = [[] for _ in range(n + 1)]
@@ -316,6 +316,7 @@ def allocate_traced(nodes, leafs, shared, splits, n_be, aligns, alloc_size, trac
     :func:`allocate_graph` (tests/memory/test_alloc_trace.py holds it to that on random placements)."""
     allocs = [_Alloc(aligns[b]) for b in range(n_be)]
     K = len(marks)
+    _prune(trace)
     gn: list = []
     ck: list[int] = []
     deps = trace.deps
@@ -502,10 +503,20 @@ def _snapshot(trace, allocs, live):
     key = (blocks, frozenset(state.items()))
     got = table.get(key)
     if got is None:
-        if len(table) > 4096:
-            table.clear()  # a state met again after this is a new object: a missed match, never a false one
         got = table[key] = (blocks, state)
     return got
+
+
+def _prune(trace) -> None:
+    """Keep the trace's tables to what its records hold, once they outgrow :data:`_TABLE` entries: every new
+    stretch and state of a run adds one, and a long drag session would hold them all. Numbers are not reused, so
+    a stretch met again after this gets a new one (a missed match, never a false one)."""
+    if len(trace.units) > _TABLE:
+        held = {u for r in trace.records for u in r.u}
+        trace.units = {key: u for key, u in trace.units.items() if u in held}
+    if len(trace.states) > _TABLE:
+        held_ids = {id(s) for r in trace.records for s in r.snaps}
+        trace.states = {key: s for key, s in trace.states.items() if id(s) in held_ids}
 
 
 def _restore(r, x, k, leafs, allocs, live) -> bool:
