@@ -521,9 +521,10 @@ def _prune(trace) -> None:
 
 def _restore(r, x, k, leafs, allocs, live) -> bool:
     """Put the allocator in the state run ``r`` had at checkpoint ``k``, for run ``x`` whose nodes before it are
-    ``r``'s and whose reads from there on are counted (:func:`_count`): False (nothing changed that matters) where ``x`` reads after ``k`` another set of the tensors made
-    before it than ``r`` did (a tensor ``r`` freed before ``k`` would be held in ``x``), or where a view of one
-    was not done with (its count depends on what comes after)."""
+    ``r``'s and whose reads from there on are counted (:func:`_count`): False (nothing changed that matters) where
+    ``x`` reads after ``k`` another set of the tensors made before it than ``r`` did (a tensor ``r`` freed before
+    ``k`` would be held in ``x``), or where a view of one was not done with (its count depends on what comes
+    after)."""
     gn, c = x.gn, x.ck[k]
     blocks, state = r.snaps[k]
     if any(v[3] for v in state.values()):

@@ -417,16 +417,16 @@ def _sig_numbers(facts, sigs) -> list[int]:
 
 
 def _warm(facts, model, settings, shape, keep, sigs, n_main, build, borrowed, g, placement, pipeline) -> None:
-    """Build the first missing graph of the ``facts["warm"]`` cut sizes above this placement's (``keep``, the
-    layers it keeps of those with signatures ``sigs``, numbered: :func:`_sig_numbers`), so that a drag's previews
-    that keep a layer or a few more find theirs built (16-30 ms each for a 94-layer model); where this placement's own is missing, none (the estimate builds it). Only
-    for a model whose main layers but the first and the last are all of one kind: every cut keeps those two
-    (compress), so a cut of a size keeps layers of the same kinds whatever it keeps, and its graph is the one
-    built here (another model's cut is not known ahead). The graph is then replayed once for this placement
-    with skipped layers added up to its size (exact: :func:`pad_layers`), so that the allocator's trace has a
-    run of it and the first preview on it replays only where it differs (the figures are not kept). Sets
-    ``facts["warmed"]`` when it built one (or left this placement's own to the estimate). A family whose graph
-    cannot be built or replayed is left to the estimate, which says why."""
+    """Build the first missing graph of the ``facts["warm"]`` cut sizes above this placement's (``keep``, the layers it
+    keeps of those with signatures ``sigs``, numbered: :func:`_sig_numbers`), so that a drag's previews that keep a
+    layer or a few more find theirs built (16-30 ms each for a 94-layer model); where this placement's own is
+    missing, none (the estimate builds it). Only for a model whose main layers but the first and the last are all of
+    one kind: every cut keeps those two (compress), so a cut of a size keeps layers of the same kinds whatever it
+    keeps, and its graph is the one built here (another model's cut is not known ahead). The graph is then replayed
+    once for this placement with skipped layers added up to its size (exact: :func:`pad_layers`), so that the
+    allocator's trace has a run of it and the first preview on it replays only where it differs (the figures are not
+    kept). Sets ``facts["warmed"]`` when it built one (or left this placement's own to the estimate). A family whose
+    graph cannot be built or replayed is left to the estimate, which says why."""
     kinds = facts["kinds"]
     if facts.get("warmed") or len(set(kinds[1 : n_main - 1])) > 1:
         return
