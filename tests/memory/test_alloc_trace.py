@@ -35,6 +35,16 @@ GiB = 1 << 30
         ("gemma-3-27b", "RPC"),
         ("qwen3.5-35b-a3b", "CUDA"),
         ("llama-4-scout", "RPC"),
+        # this year's families with graphs of their own (issue 17): hyper-connections, compressed and indexed
+        # attention, sliding-window mixes, multi-token heads
+        ("deepseek-v4-flash", "CUDA"),
+        ("kimi-k3", "RPC"),
+        ("minimax-m2", "CUDA"),
+        ("step-3.5-flash", "RPC"),
+        ("mimo-v2-flash", "CUDA"),
+        ("gemma-4-26b-a4b", "RPC"),
+        ("k-exaone-236b-a23b", "CUDA"),
+        ("trinity-mini", "RPC"),
     ],
 )
 def test_traced_allocation_equals_the_whole_replay(spec, kind, tmp_path, monkeypatch):
